@@ -1,0 +1,37 @@
+/* mp4 output with the FFmpeg libraries: H.264 (libx264, yuv420p, CRF +
+ * preset) at an exact constant frame rate, plus optional AAC stereo audio,
+ * muxed so the last video frame is never dropped. Frames stream in; nothing
+ * is buffered to disk besides the output itself.
+ *
+ * The file is written to "<path>.part" and renamed to <path> by
+ * mm_mp4_writer_close(), so a reader never sees a half-written mp4.
+ */
+#ifndef MMH3_MEDIA_MP4_WRITER_H
+#define MMH3_MEDIA_MP4_WRITER_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct mm_mp4_options {
+    int width, height;  /* even, > 0 */
+    int fps;            /* frames per second (24 for H3) */
+    int crf;            /* 0..51 */
+    const char *preset; /* "ultrafast" ... "veryslow" */
+    int audio_channels; /* 0 = silent output (no audio stream), 1 or 2 */
+    int audio_rate;     /* samples per second, e.g. 32000 */
+} mm_mp4_options;
+
+typedef struct mm_mp4_writer mm_mp4_writer;
+
+int mm_mp4_writer_open(mm_mp4_writer **out, const char *path, const mm_mp4_options *opt, mm_error *err);
+/* One frame of packed RGB24, `stride` bytes per row. */
+int mm_mp4_write_rgb(mm_mp4_writer *w, const uint8_t *rgb, int stride, mm_error *err);
+/* `n` samples per channel, interleaved float in [-1, 1]. */
+int mm_mp4_write_audio(mm_mp4_writer *w, const float *interleaved, int n, mm_error *err);
+/* Flushes, writes the trailer, renames into place, frees w (also on error). */
+int mm_mp4_writer_close(mm_mp4_writer *w, mm_error *err);
+/* Abandons the file: removes the partial output and frees w. */
+void mm_mp4_writer_abort(mm_mp4_writer *w);
+
+#endif

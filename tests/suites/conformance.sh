@@ -1,0 +1,1 @@
+# conformance suite — filled in by its owner; see tests/run.

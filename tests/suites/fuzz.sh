@@ -1,0 +1,1 @@
+# fuzz suite — filled in by its owner; see tests/run.

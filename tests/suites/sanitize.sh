@@ -1,0 +1,1 @@
+# sanitize suite — filled in by its owner; see tests/run.

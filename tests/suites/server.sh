@@ -1,0 +1,1 @@
+# server suite — filled in by its owner; see tests/run.

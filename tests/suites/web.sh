@@ -1,0 +1,1 @@
+# web suite — filled in by its owner; see tests/run.
