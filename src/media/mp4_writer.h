@@ -34,4 +34,18 @@ int mm_mp4_writer_close(mm_mp4_writer *w, mm_error *err);
 /* Abandons the file: removes the partial output and frees w. */
 void mm_mp4_writer_abort(mm_mp4_writer *w);
 
+/* Additions (media owner). H3's output settings: 24 fps, CRF 18, preset
+ * "medium", AAC stereo at 32 kHz. */
+void mm_mp4_options_defaults(mm_mp4_options *opt, int width, int height);
+/* Video frames accepted so far. */
+int64_t mm_mp4_writer_frames(const mm_mp4_writer *w);
+
+/* Behaviour worth knowing (see docs/MEDIA.md):
+ * - audio may be written before, between or after the frames; at close it is
+ *   cut or padded with silence to round(frames * rate / fps) samples, so both
+ *   streams end together;
+ * - samples are clamped to [-1, 1] (NaN becomes 0);
+ * - after a failed write, close() removes the partial file and fails;
+ * - close() with no frames written fails and leaves nothing behind. */
+
 #endif
