@@ -208,14 +208,16 @@ static void test_mp4_silent_has_no_audio_stream(void)
     o.audio_channels = 0;
     const char *path = tmp_path("silent.mp4");
     mm_error err = {{0}};
-    MM_REQUIRE(write_video(path, &o, 5, NULL, 0, 0, &err) == 0, "write: %s", err.msg);
+    int written = write_video(path, &o, 5, NULL, 0, 0, &err) == 0;
+    MM_REQUIRE(written, "write: %s", err.msg);
     decoded_media m = decode_media(path);
     MM_REQUIRE(m.ok, "decode: %s", m.error);
     MM_EXPECT(m.frames == 5 && !m.has_audio, "frames %d, audio stream %d", m.frames, m.has_audio);
     decoded_media_free(&m);
     /* and writing audio to it is refused */
     mm_mp4_writer *w;
-    MM_REQUIRE(mm_mp4_writer_open(&w, tmp_path("silent2.mp4"), &o, &err) == 0, "%s", err.msg);
+    int opened = mm_mp4_writer_open(&w, tmp_path("silent2.mp4"), &o, &err) == 0;
+    MM_REQUIRE(opened, "%s", err.msg);
     float s[4] = {0};
     MM_EXPECT(mm_mp4_write_audio(w, s, 2, &err) < 0 && strstr(err.msg, "silent"), "err: %s", err.msg);
     mm_mp4_writer_abort(w);
@@ -263,7 +265,8 @@ static void test_mp4_colours_roundtrip(void)
     const char *path = tmp_path("colours.mp4");
     mm_error err = {{0}};
     mm_mp4_writer *wr;
-    MM_REQUIRE(mm_mp4_writer_open(&wr, path, &o, &err) == 0, "%s", err.msg);
+    int opened = mm_mp4_writer_open(&wr, path, &o, &err) == 0;
+    MM_REQUIRE(opened, "%s", err.msg);
     int rc = 0;
     for (int i = 0; i < 3 && rc == 0; i++)
         rc = mm_mp4_write_rgb(wr, rgb, w * 3, &err);
@@ -297,7 +300,8 @@ static void test_mp4_abort_removes_partial(void)
     const char *path = tmp_path("aborted.mp4");
     mm_error err = {{0}};
     mm_mp4_writer *w;
-    MM_REQUIRE(mm_mp4_writer_open(&w, path, &o, &err) == 0, "%s", err.msg);
+    int opened = mm_mp4_writer_open(&w, path, &o, &err) == 0;
+    MM_REQUIRE(opened, "%s", err.msg);
     uint8_t *rgb = calloc(64 * 48, 3);
     MM_EXPECT(mm_mp4_write_rgb(w, rgb, 64 * 3, &err) == 0, "%s", err.msg);
     free(rgb);
@@ -315,7 +319,8 @@ static void test_mp4_close_without_frames_fails(void)
     const char *path = tmp_path("empty.mp4");
     mm_error err = {{0}};
     mm_mp4_writer *w;
-    MM_REQUIRE(mm_mp4_writer_open(&w, path, &o, &err) == 0, "%s", err.msg);
+    int opened = mm_mp4_writer_open(&w, path, &o, &err) == 0;
+    MM_REQUIRE(opened, "%s", err.msg);
     MM_EXPECT(mm_mp4_writer_close(w, &err) < 0 && strstr(err.msg, "no video frames"), "err: %s", err.msg);
     MM_EXPECT(!file_exists(path) && !file_exists(tmp_path("empty.mp4.part")), "files left behind");
 }
@@ -360,15 +365,19 @@ static void test_mp4_path_is_never_a_url(void)
     o.preset = "ultrafast";
     o.audio_channels = 0;
     mm_error err = {{0}};
-    MM_REQUIRE(write_video(path, &o, 2, NULL, 0, 0, &err) == 0, "write: %s", err.msg);
+    int written = write_video(path, &o, 2, NULL, 0, 0, &err) == 0;
+    MM_REQUIRE(written, "write: %s", err.msg);
     MM_EXPECT(file_exists(path), "not written where asked");
     /* relative "tcp:..." style name in the current folder */
     char cwd[1024];
-    MM_REQUIRE(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
-    MM_REQUIRE(chdir(test_tmpdir()) == 0, "chdir");
+    int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+    MM_REQUIRE(have_cwd, "getcwd");
+    int in_tmp = chdir(test_tmpdir()) == 0;
+    MM_REQUIRE(in_tmp, "chdir");
     int rc = write_video("tcp:127.0.0.1:9.mp4", &o, 2, NULL, 0, 0, &err);
     int exists = file_exists("tcp:127.0.0.1:9.mp4");
-    MM_REQUIRE(chdir(cwd) == 0, "chdir back");
+    int back = chdir(cwd) == 0;
+    MM_REQUIRE(back, "chdir back");
     MM_EXPECT(rc == 0 && exists, "relative tcp: name: %s", err.msg);
 }
 
