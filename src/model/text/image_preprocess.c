@@ -82,8 +82,8 @@ int mm_qwen3vl_smart_resize_video(int64_t n_frames, int64_t h, int64_t w, int te
 
 /* ------------------------------------------------------------------ resize */
 
-#define PRECISION_BITS (32 - 8 - 2)
-
+/* Bicubic with a = -0.5: the antialias filter of Pillow and of PyTorch's
+ * _upsample_bicubic2d_aa (the non-antialiased PyTorch kernel uses -0.75). */
 static double bicubic(double x)
 {
     const double a = -0.5;
@@ -98,6 +98,7 @@ static double bicubic(double x)
 
 typedef struct coeffs {
     int ksize;
+    int precision;        /* fixed-point fraction bits of k */
     int64_t *xmin, *xlen; /* per output sample */
     int32_t *k;           /* out × ksize fixed-point weights */
 } coeffs;
@@ -109,8 +110,12 @@ static void coeffs_free(coeffs *c)
     free(c->k);
 }
 
-/* Weights of every output sample along one axis (Pillow's precompute_coeffs
- * followed by its 8-bit fixed-point normalisation). */
+/* Weights of every output sample along one axis, as torchvision's uint8
+ * antialias path (ATen's AVX resampler) computes them: the filter support
+ * widened by the downscale factor, weights in double normalised to sum 1,
+ * then int16 fixed point with the most fraction bits (< 22) that keep the
+ * largest weight of the axis below 2^15. The reference processor ran this
+ * path; Pillow's fixed 22 bits differ by one level on ~1% of pixels. */
 static int coeffs_make(coeffs *c, int64_t in, int64_t out, mm_error *err)
 {
     double scale = (double)in / (double)out;
@@ -120,12 +125,13 @@ static int coeffs_make(coeffs *c, int64_t in, int64_t out, mm_error *err)
     c->xmin = malloc(sizeof(int64_t) * (size_t)out);
     c->xlen = malloc(sizeof(int64_t) * (size_t)out);
     c->k = calloc((size_t)out * (size_t)c->ksize, sizeof(int32_t));
-    double *w = malloc(sizeof(double) * (size_t)c->ksize);
+    double *w = calloc((size_t)out * (size_t)c->ksize, sizeof(double));
     if (!c->xmin || !c->xlen || !c->k || !w) {
         free(w);
         coeffs_free(c);
         return mm_fail(err, "resize: out of memory");
     }
+    double w_max = 0;
     for (int64_t xx = 0; xx < out; xx++) {
         double center = ((double)xx + 0.5) * scale;
         double ss = 1.0 / filterscale, ww = 0;
@@ -136,29 +142,37 @@ static int coeffs_make(coeffs *c, int64_t in, int64_t out, mm_error *err)
         if (xmax > in)
             xmax = in;
         xmax -= xmin;
+        double *wk = w + xx * c->ksize;
         for (int64_t x = 0; x < xmax; x++) {
-            w[x] = bicubic(((double)(x + xmin) - center + 0.5) * ss);
-            ww += w[x];
+            wk[x] = bicubic(((double)(x + xmin) - center + 0.5) * ss);
+            ww += wk[x];
         }
-        int32_t *k = c->k + xx * c->ksize;
-        for (int64_t x = 0; x < xmax; x++) {
-            double v = ww != 0.0 ? w[x] / ww : w[x];
-            k[x] = v < 0 ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS)) : (int32_t)(0.5 + v * (1 << PRECISION_BITS));
-        }
+        if (ww != 0.0)
+            for (int64_t x = 0; x < xmax; x++) {
+                wk[x] /= ww;
+                if (wk[x] > w_max)
+                    w_max = wk[x];
+            }
         c->xmin[xx] = xmin;
         c->xlen[xx] = xmax;
+    }
+    int p = 0;
+    for (; p < 22; p++)
+        if ((int64_t)(0.5 + w_max * (double)(1 << (p + 1))) >= (1 << 15))
+            break;
+    c->precision = p;
+    for (int64_t i = 0; i < out * c->ksize; i++) {
+        double v = w[i] * (double)(1 << p);
+        c->k[i] = (int16_t)(v < 0 ? -0.5 + v : 0.5 + v);
     }
     free(w);
     return 0;
 }
 
-static inline uint8_t clip8(int64_t v)
+static inline uint8_t clip8(int64_t v, int precision)
 {
-    if (v >= ((int64_t)256 << PRECISION_BITS))
-        return 255;
-    if (v <= 0)
-        return 0;
-    return (uint8_t)(v >> PRECISION_BITS);
+    v >>= precision;
+    return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
 }
 
 /* Resamples along one axis: `in` elements spaced `in_step` apart, `lines`
@@ -166,15 +180,16 @@ static inline uint8_t clip8(int64_t v)
 static void resample_axis(const uint8_t *src, uint8_t *dst, const coeffs *c, int64_t out, int64_t lines,
                           int64_t src_line, int64_t src_step, int64_t dst_line, int64_t dst_step, int channels)
 {
+    const int64_t half = c->precision > 0 ? (int64_t)1 << (c->precision - 1) : 0;
     for (int64_t l = 0; l < lines; l++) {
         for (int64_t xx = 0; xx < out; xx++) {
             const int32_t *k = c->k + xx * c->ksize;
             for (int ch = 0; ch < channels; ch++) {
-                int64_t acc = (int64_t)1 << (PRECISION_BITS - 1);
+                int64_t acc = half;
                 const uint8_t *p = src + l * src_line + c->xmin[xx] * src_step + ch;
                 for (int64_t x = 0; x < c->xlen[xx]; x++)
                     acc += (int64_t)p[x * src_step] * k[x];
-                dst[l * dst_line + xx * dst_step + ch] = clip8(acc);
+                dst[l * dst_line + xx * dst_step + ch] = clip8(acc, c->precision);
             }
         }
     }

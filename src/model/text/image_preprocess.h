@@ -37,9 +37,9 @@ int mm_qwen3vl_smart_resize_video(int64_t n_frames, int64_t h, int64_t w, int te
 
 /* Antialiased bicubic resize (a = −0.5, the support widened by the
  * downscale factor), separable, horizontal pass first, uint8 intermediate,
- * 22-bit fixed-point coefficients: Pillow's Image.resize(BICUBIC) and
- * torchvision's uint8 antialias path. A pass whose size is unchanged is
- * skipped. */
+ * int16 fixed-point weights: torchvision's uint8 antialias path, which the
+ * reference processor runs (bit-exact on the kit). A pass whose size is
+ * unchanged is skipped. */
 int mm_resize_bicubic_u8(const uint8_t *src, int64_t h, int64_t w, int channels, uint8_t *dst, int64_t out_h,
                          int64_t out_w, mm_error *err);
 
