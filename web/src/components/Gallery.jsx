@@ -1,0 +1,45 @@
+import { useEffect, useRef } from 'react';
+import Tile from './Tile.jsx';
+
+/** The tile grid, newest first, loading the next page as its end nears. */
+export default function Gallery({ gallery, onLoadMore }) {
+  const sentinel = useRef(null);
+  const { items, loading, exhausted, error, query } = gallery;
+
+  useEffect(() => {
+    const el = sentinel.current;
+    if (!el || typeof IntersectionObserver === 'undefined') return;
+    const io = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) onLoadMore();
+    }, { rootMargin: '800px 0px' });
+    io.observe(el);
+    return () => io.disconnect();
+  }, [onLoadMore, items.length, exhausted]);
+
+  const filtered = query.search || query.statuses.length;
+  return (
+    <>
+      <ul className="grid" data-testid="gallery">
+        {items.map((g) => (
+          <li key={g.generation_id} className="grid-cell">
+            <Tile g={g} />
+          </li>
+        ))}
+      </ul>
+      {!loading && !error && items.length === 0 && (
+        <p className="empty" data-testid="empty">
+          {filtered ? 'Nothing matches this search and filter.' : 'No clips yet. Describe one below and press Enter.'}
+        </p>
+      )}
+      {error && (
+        <p className="empty error" role="alert">
+          Could not load the gallery: {error} <button type="button" className="link" onClick={onLoadMore}>Retry</button>
+        </p>
+      )}
+      <div ref={sentinel} className="sentinel" aria-hidden="true">{loading ? 'Loading…' : ''}</div>
+      {!exhausted && !loading && !error && items.length > 0 && (
+        <div className="more"><button type="button" className="ghost" onClick={onLoadMore}>Load more</button></div>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,87 @@
+import { useEffect, useRef } from 'react';
+import { STATUSES } from '../api.js';
+
+const LABELS = { queued: 'Queued', processing: 'Running', succeeded: 'Done', failed: 'Failed', cancelled: 'Cancelled' };
+
+/** Engine kind/state, weights residency and queue counts from /api/status. */
+export function StatusSummary({ status }) {
+  if (!status) return <span className="status-pill muted">…</span>;
+  if (status.error) return <span className="status-pill bad" title={status.error}>server unreachable</span>;
+  const engine = status.engine && typeof status.engine === 'object' ? status.engine : {};
+  const kind = engine.kind || null; // "mock", "h3", or null when no worker is online
+  const state = engine.state || (kind ? '' : 'offline');
+  const message = [engine.message, engine.placement && `placement: ${engine.placement}`].filter(Boolean).join(' — ');
+  const residency = kind === 'mock' ? null : engine.resident === true ? 'resident' : engine.resident === false ? 'not loaded' : null;
+  const q = status.queue || {};
+  const bad = !kind || /failed|offline/.test(state);
+  const name = kind === 'mock' ? 'mock engine' : kind === 'h3' ? 'H3 engine' : kind ? `${kind} engine` : 'no worker';
+  return (
+    <span className="status-summary" data-testid="engine-status" title={message}>
+      <span className={`status-pill ${bad ? 'bad' : kind === 'mock' ? 'warn' : 'ok'}`} data-testid="engine-kind" data-kind={kind || ''}>
+        {name}{state ? ` · ${state}` : ''}
+      </span>
+      {residency && <span className="status-pill muted" data-testid="residency">weights {residency}</span>}
+      {bad && engine.message && <span className="status-pill bad engine-message">{engine.message}</span>}
+      <span className="status-pill muted" data-testid="queue-counts">
+        {q.processing ?? 0} running · {q.queued ?? 0} queued
+      </span>
+    </span>
+  );
+}
+
+export default function Header({ status, live, statuses, onStatuses, approvedOnly, onApprovedOnly, search, onSearch, count, onSettings }) {
+  const searchRef = useRef(null);
+
+  // ⌘K / Ctrl-K focuses the prompt search from anywhere.
+  useEffect(() => {
+    const onKey = (e) => {
+      if ((e.metaKey || e.ctrlKey) && !e.altKey && (e.key === 'k' || e.key === 'K')) {
+        e.preventDefault();
+        searchRef.current?.focus();
+        searchRef.current?.select();
+      }
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, []);
+
+  const toggle = (s) => onStatuses(statuses.includes(s) ? statuses.filter((x) => x !== s) : [...statuses, s]);
+
+  return (
+    <header className="header">
+      <div className="header-row">
+        <a className="brand" href="/" aria-label="mmh3 gallery">mmh3</a>
+        <StatusSummary status={status} />
+        <span className={`live-dot ${live}`} title={live === 'open' ? 'live updates on' : 'reconnecting to live updates…'} data-testid="live-state" data-state={live}>
+          <span className="visually-hidden">{live === 'open' ? 'live' : 'reconnecting'}</span>
+        </span>
+        <div className="search">
+          <input
+            ref={searchRef}
+            type="search"
+            placeholder="Search prompts"
+            aria-label="Search prompts"
+            value={search}
+            onChange={(e) => onSearch(e.target.value)}
+            onKeyDown={(e) => { if (e.key === 'Escape') { onSearch(''); e.currentTarget.blur(); } }}
+            data-testid="search"
+          />
+          <kbd className="kbd-hint" aria-hidden="true">⌘K</kbd>
+        </div>
+        <button type="button" className="icon-button" aria-label="Settings" onClick={onSettings} data-testid="settings-button">
+          <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true"><path fill="currentColor" d="M19.4 13a7.7 7.7 0 0 0 0-2l2-1.6-2-3.4-2.4 1a7.3 7.3 0 0 0-1.7-1L15 3.5h-4l-.4 2.5a7.3 7.3 0 0 0-1.7 1l-2.4-1-2 3.4 2 1.6a7.7 7.7 0 0 0 0 2l-2 1.6 2 3.4 2.4-1a7.3 7.3 0 0 0 1.7 1l.4 2.5h4l.4-2.5a7.3 7.3 0 0 0 1.7-1l2.4 1 2-3.4-2-1.6ZM13 15.5a3.5 3.5 0 1 1 0-7 3.5 3.5 0 0 1 0 7Z" transform="translate(-1 0)"/></svg>
+        </button>
+      </div>
+      <div className="filters" role="group" aria-label="Filter by status">
+        <button type="button" className={`filter ${statuses.length === 0 ? 'on' : ''}`} aria-pressed={statuses.length === 0} onClick={() => onStatuses([])}>All</button>
+        {STATUSES.map((s) => (
+          <button key={s} type="button" className={`filter ${statuses.includes(s) ? 'on' : ''}`} aria-pressed={statuses.includes(s)} onClick={() => toggle(s)} data-testid={`filter-${s}`}>
+            {LABELS[s]}
+          </button>
+        ))}
+        <button type="button" className={`filter approved-filter ${approvedOnly ? 'on' : ''}`} aria-pressed={approvedOnly} onClick={() => onApprovedOnly(!approvedOnly)} data-testid="filter-approved">✓ Approved</button>
+        <span className="count" aria-live="polite" data-testid="result-count">{count} {count === 1 ? 'clip' : 'clips'}</span>
+      </div>
+    </header>
+  );
+}

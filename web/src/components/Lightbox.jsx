@@ -1,0 +1,180 @@
+import { useEffect, useRef, useState } from 'react';
+import { ACTIVE } from '../api.js';
+import { store, useGallery } from '../store.js';
+import { closeLightbox } from '../router.js';
+import { cancelOrDelete, copyText, rerun, setRating } from '../actions.js';
+import { clipLength, duration, timeAgo } from '../format.js';
+import { posterUrl, referencesOf, resultUrl } from '../media.js';
+import { FPS } from '../params.js';
+import Player from './Player.jsx';
+import { ProgressLine } from './Tile.jsx';
+import { CheckIcon, RefThumb, XIcon } from './bits.jsx';
+import Modal from './Modal.jsx';
+
+const isTyping = (el) => el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT' || el.isContentEditable);
+
+function Params({ g }) {
+  const rows = [
+    ['Model', g.partition || 'fl2va'],
+    ['Size', g.width && g.height ? `${g.width}×${g.height}` : '—'],
+    ['Length', g.frames ? clipLength(g.frames) : '—'],
+    ['Steps', g.steps ?? '—'],
+    ['Seed', g.seed === undefined || g.seed === null ? '—' : `${g.seed}${g.seed_drawn ? ' (drawn)' : ''}`],
+    ['Audio', g.no_audio ? 'off' : 'on'],
+  ];
+  if (g.fast) rows.push(['Fast', 'on']);
+  if (g.placement) rows.push(['Placement', g.placement]);
+  if (g.crf !== undefined && g.crf !== null) rows.push(['CRF', g.crf]);
+  if (g.attempts > 1) rows.push(['Attempts', g.attempts]);
+  return (
+    <dl className="params" data-testid="params">
+      {rows.map(([k, v]) => (<div key={k}><dt>{k}</dt><dd data-testid={`param-${k.toLowerCase()}`}>{String(v)}</dd></div>))}
+    </dl>
+  );
+}
+
+function Timings({ g }) {
+  const t = g.timings && typeof g.timings === 'object' ? g.timings : null;
+  const entries = t ? Object.entries(t).filter(([, v]) => typeof v === 'number') : [];
+  const total = typeof g.total_seconds === 'number' ? g.total_seconds : g.started_at && g.completed_at ? g.completed_at - g.started_at : null;
+  const wait = g.started_at && g.enqueued_at ? g.started_at - g.enqueued_at : null;
+  if (!entries.length && total === null) return null;
+  return (
+    <dl className="params timings" data-testid="timings">
+      {entries.map(([k, v]) => (<div key={k}><dt>{k.replace(/_(s|ms|seconds)$/, '').replace(/_/g, ' ')}</dt><dd>{duration(/_ms$/.test(k) ? v / 1000 : v)}</dd></div>))}
+      {wait !== null && <div><dt>waited</dt><dd>{duration(wait)}</dd></div>}
+      {total !== null && <div><dt>total</dt><dd>{duration(total)}</dd></div>}
+    </dl>
+  );
+}
+
+function ConfirmButton({ label, confirmLabel, onConfirm, className = '', testId }) {
+  const [armed, setArmed] = useState(false);
+  useEffect(() => {
+    if (!armed) return;
+    const t = setTimeout(() => setArmed(false), 4000);
+    return () => clearTimeout(t);
+  }, [armed]);
+  return (
+    <button type="button" className={`${className} ${armed ? 'armed' : ''}`} data-testid={testId}
+      onClick={() => { if (armed) { setArmed(false); onConfirm(); } else setArmed(true); }}>
+      {armed ? confirmLabel : label}
+    </button>
+  );
+}
+
+export default function Lightbox({ id, onEdit }) {
+  const { byId } = useGallery();
+  const g = byId.get(id);
+  const [missing, setMissing] = useState(null);
+  const [view, setView] = useState('result');
+  const player = useRef(null);
+
+  useEffect(() => {
+    // Always read the full row once (a deep link or a tile from a partial event).
+    store.fetchOne(id).catch((e) => setMissing(e.status === 404 ? 'This generation does not exist (it may have been deleted).' : e.message));
+  }, [id]);
+
+  const refs = referencesOf(g);
+  const active = g && ACTIVE.has(g.status);
+  const current = view === 'result' ? null : refs[view] || null;
+
+  const onKeyDown = (e) => {
+    if (isTyping(e.target) || e.metaKey || e.ctrlKey || e.altKey) return;
+    const p = player.current;
+    const key = e.key;
+    let handled = true;
+    if (key === 'ArrowRight' && p) p.step(e.shiftKey ? FPS : 1);
+    else if (key === 'ArrowLeft' && p) p.step(e.shiftKey ? -FPS : -1);
+    else if ((key === ' ' || key === 'Spacebar') && p) p.togglePlay();
+    else if ((key === 'l' || key === 'L') && p) p.toggleLoop();
+    else if ((key === 'm' || key === 'M') && p) p.toggleMute();
+    else handled = false;
+    if (handled) { e.preventDefault(); e.stopPropagation(); }
+  };
+
+  const title = g ? g.prompt : 'Generation';
+  return (
+    <Modal className="lightbox" label={title ? `Generation: ${title.slice(0, 80)}` : 'Generation'} onClose={closeLightbox} onKeyDownCapture={onKeyDown} testId="lightbox">
+      <div className="lb-viewer">
+        {!g && !missing && <div className="lb-placeholder">Loading…</div>}
+        {!g && missing && <div className="lb-placeholder" role="alert">{missing}</div>}
+        {g && view === 'result' && g.status === 'succeeded' && resultUrl(g) && (
+          <Player ref={player} key="result" src={resultUrl(g)} poster={posterUrl(g)} frames={g.frames} label="Result" />
+        )}
+        {g && view === 'result' && active && (
+          <div className="lb-live" data-testid="live-progress">
+            <p className="lb-live-status">{g.status === 'queued' ? 'Waiting in the queue' : 'Generating'}</p>
+            <ProgressLine g={g} />
+            <ConfirmButton className="danger" label="Cancel" confirmLabel="Cancel this job?" testId="cancel" onConfirm={() => cancelOrDelete(g)} />
+          </div>
+        )}
+        {g && view === 'result' && (g.status === 'failed' || g.status === 'cancelled') && (
+          <div className="lb-placeholder" data-testid="lb-ended">
+            <p>{g.status === 'failed' ? 'This generation failed.' : 'This generation was cancelled.'}</p>
+            {g.error_message && <p className="error-text">{g.error_message}</p>}
+          </div>
+        )}
+        {g && current && (
+          current.url
+            ? <Player ref={player} key={`ref-${view}`} src={current.url} poster={current.thumb} kind={current.kind} label={current.label} />
+            : <div className="lb-placeholder">{current.label}: no preview</div>
+        )}
+      </div>
+      {g && (
+        <nav className="lb-rail" aria-label="Result and references">
+          <button type="button" className={`rail-item ${view === 'result' ? 'on' : ''}`} aria-pressed={view === 'result'} onClick={() => setView('result')} data-testid="rail-result">
+            <span className="ref-thumb">{posterUrl(g) ? <img src={posterUrl(g)} alt="" /> : <span className="ref-glyph">★</span>}</span>
+            <span className="rail-label">Result</span>
+          </button>
+          {refs.map((r, i) => (
+            <button key={`${i}-${r.id}`} type="button" className={`rail-item ${view === i ? 'on' : ''}`} aria-pressed={view === i} onClick={() => setView(i)} data-testid="rail-ref" data-kind={r.kind}>
+              <RefThumb r={r} />
+              <span className="rail-label">{r.label}</span>
+            </button>
+          ))}
+        </nav>
+      )}
+      {g && (
+        <aside className="lb-side">
+          <div className="lb-head">
+            <span className={`status-tag ${g.status}`} data-testid="lb-status">{g.status}</span>
+            {g.rating === 'approved' && <span className="approved-tag" data-testid="lb-approved"><CheckIcon /> approved</span>}
+            {g.rating === 'rejected' && <span className="rejected-tag">rejected</span>}
+            <span className="muted small">{timeAgo(g.enqueued_at)}</span>
+          </div>
+          <p className="lb-prompt" data-testid="lb-prompt">{g.prompt}</p>
+          <Params g={g} />
+          {Array.isArray(g.warnings) && g.warnings.length > 0 && (
+            <ul className="warnings" data-testid="lb-warnings">{g.warnings.map((w, i) => <li key={i}>{w}</li>)}</ul>
+          )}
+          {g.status !== 'failed' && g.error_message && <p className="muted small">Previous attempt: {g.error_message}</p>}
+          <Timings g={g} />
+          <div className="lb-actions">
+            {g.status === 'succeeded' && (
+              <>
+                <button type="button" className={`approve-btn ${g.rating === 'approved' ? 'on' : ''}`} aria-pressed={g.rating === 'approved'} onClick={() => setRating(g, g.rating === 'approved' ? null : 'approved')} data-testid="lb-approve">
+                  <CheckIcon /> {g.rating === 'approved' ? 'Approved' : 'Approve'}
+                </button>
+                <button type="button" className={`reject-btn ${g.rating === 'rejected' ? 'on' : ''}`} aria-pressed={g.rating === 'rejected'} onClick={() => setRating(g, g.rating === 'rejected' ? null : 'rejected')} data-testid="lb-reject">
+                  <XIcon /> {g.rating === 'rejected' ? 'Rejected' : 'Reject'}
+                </button>
+              </>
+            )}
+            <button type="button" onClick={() => rerun(g)} data-testid="rerun">Rerun (new seed)</button>
+            <button type="button" onClick={() => { onEdit(g); closeLightbox(); }} data-testid="edit">Edit &amp; resubmit</button>
+            {g.status === 'succeeded' && resultUrl(g) && (
+              <a className="button" href={resultUrl(g)} download={`mmh3-${g.generation_id}.mp4`} data-testid="download">Download</a>
+            )}
+            <button type="button" onClick={() => copyText(g.prompt || '')} data-testid="copy-prompt">Copy prompt</button>
+            {!active && (
+              <ConfirmButton className="danger" label="Delete" confirmLabel="Delete for good?" testId="delete"
+                onConfirm={async () => { if (await cancelOrDelete(g)) closeLightbox(); }} />
+            )}
+          </div>
+          {g.status === 'succeeded' && <p className="muted small keys-hint">←/→ frame · shift ±1 s · space play · l loop · m mute · esc close</p>}
+        </aside>
+      )}
+    </Modal>
+  );
+}

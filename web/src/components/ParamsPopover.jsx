@@ -1,0 +1,136 @@
+import { useEffect, useId, useRef, useState } from 'react';
+import {
+  FPS, FRAME_STEP, FRAME_BASE, MAX_FRAMES, MAX_SEED, MIN_FRAMES, SIZE_GRID, SIZE_PRESETS,
+  formatSeconds, secondsToFrames, snapFrames, snapSide,
+} from '../params.js';
+
+/** Length on the 17n+5 grid, edited as a slider, in frames or in seconds. */
+function LengthField({ frames, onChange }) {
+  const [framesText, setFramesText] = useState(String(frames));
+  const [secondsText, setSecondsText] = useState((frames / FPS).toFixed(2));
+  useEffect(() => { setFramesText(String(frames)); setSecondsText((frames / FPS).toFixed(2)); }, [frames]);
+  const id = useId();
+  const clamp = (f) => Math.min(MAX_FRAMES, Math.max(MIN_FRAMES, f));
+  return (
+    <fieldset className="field">
+      <legend>Length</legend>
+      <input
+        id={`${id}-slider`}
+        type="range"
+        min={0}
+        max={(MAX_FRAMES - FRAME_BASE) / FRAME_STEP}
+        step={1}
+        value={(frames - FRAME_BASE) / FRAME_STEP}
+        onChange={(e) => onChange(Number(e.target.value) * FRAME_STEP + FRAME_BASE)}
+        aria-label="Length"
+        aria-valuetext={`${frames} frames, ${formatSeconds(frames / FPS)}`}
+        data-testid="length-slider"
+      />
+      <div className="row">
+        <label>
+          <input type="number" inputMode="numeric" value={framesText} min={MIN_FRAMES} max={MAX_FRAMES}
+            onChange={(e) => setFramesText(e.target.value)}
+            onBlur={() => onChange(clamp(snapFrames(framesText)))}
+            onKeyDown={(e) => { if (e.key === 'Enter') { e.preventDefault(); onChange(clamp(snapFrames(framesText))); } }}
+            data-testid="frames-input" />
+          <span>frames</span>
+        </label>
+        <label>
+          <input type="number" inputMode="decimal" step="0.01" value={secondsText}
+            onChange={(e) => setSecondsText(e.target.value)}
+            onBlur={() => onChange(clamp(secondsToFrames(secondsText)))}
+            onKeyDown={(e) => { if (e.key === 'Enter') { e.preventDefault(); onChange(clamp(secondsToFrames(secondsText))); } }}
+            data-testid="seconds-input" />
+          <span>seconds</span>
+        </label>
+      </div>
+      <p className="hint">17n+5 frames at 24 fps: frames snap down, seconds snap up.</p>
+    </fieldset>
+  );
+}
+
+export default function ParamsPopover({ params, set, partition, onClose }) {
+  const ref = useRef(null);
+  useEffect(() => {
+    const onDown = (e) => { if (ref.current && !ref.current.contains(e.target) && !e.target.closest('[data-params-toggle]')) onClose(); };
+    document.addEventListener('mousedown', onDown);
+    const first = ref.current && ref.current.querySelector('input, button');
+    if (first) first.focus();
+    return () => document.removeEventListener('mousedown', onDown);
+  }, [onClose]);
+
+  return (
+    <div
+      ref={ref}
+      className="popover params-popover"
+      role="dialog"
+      aria-label="Parameters"
+      data-testid="params-popover"
+      onKeyDown={(e) => { if (e.key === 'Escape') { e.stopPropagation(); onClose(true); } }}
+    >
+      <LengthField frames={params.frames} onChange={(frames) => set({ frames })} />
+
+      <fieldset className="field">
+        <legend>Size</legend>
+        <div className="segmented wrap" role="radiogroup" aria-label="Size">
+          {[...SIZE_PRESETS, { id: 'custom', label: 'Custom' }].map((p) => (
+            <button key={p.id} type="button" role="radio" aria-checked={params.size === p.id} className={params.size === p.id ? 'on' : ''}
+              title={p.width ? `${p.width}×${p.height}` : p.hint} onClick={() => set({ size: p.id })} data-testid={`size-${p.id}`}>
+              {p.label}{p.width && p.id !== 'h3' ? <small> {p.width}×{p.height}</small> : null}
+            </button>
+          ))}
+        </div>
+        {params.size === 'custom' && (
+          <div className="row">
+            <label><input type="number" step={SIZE_GRID} min={SIZE_GRID} value={params.width} aria-label="Width"
+              onChange={(e) => set({ width: e.target.value === '' ? '' : Number(e.target.value) })}
+              onBlur={(e) => e.target.value !== '' && set({ width: snapSide(e.target.value) })} data-testid="width-input" /><span>×</span></label>
+            <label><input type="number" step={SIZE_GRID} min={SIZE_GRID} value={params.height} aria-label="Height"
+              onChange={(e) => set({ height: e.target.value === '' ? '' : Number(e.target.value) })}
+              onBlur={(e) => e.target.value !== '' && set({ height: snapSide(e.target.value) })} data-testid="height-input" /><span>px</span></label>
+          </div>
+        )}
+        <p className="hint">Sides are multiples of {SIZE_GRID} px.</p>
+      </fieldset>
+
+      <div className="field-row">
+        <label className="field inline">
+          <span>Steps</span>
+          <input type="number" min={2} max={200} value={params.steps} onChange={(e) => set({ steps: e.target.value === '' ? '' : Number(e.target.value) })} data-testid="steps-input" />
+        </label>
+        <label className="field inline switch">
+          <input type="checkbox" checked={params.audio} onChange={(e) => set({ audio: e.target.checked })} data-testid="audio-toggle" />
+          <span>Audio</span>
+        </label>
+        <label className="field inline switch" title="Opt-in fast mode">
+          <input type="checkbox" checked={params.fast} onChange={(e) => set({ fast: e.target.checked })} data-testid="fast-toggle" />
+          <span>Fast</span>
+        </label>
+      </div>
+
+      <fieldset className="field">
+        <legend>Seed</legend>
+        <div className="row">
+          <div className="segmented" role="radiogroup" aria-label="Seed mode">
+            <button type="button" role="radio" aria-checked={params.seedMode === 'random'} className={params.seedMode === 'random' ? 'on' : ''} onClick={() => set({ seedMode: 'random' })} data-testid="seed-random">Random</button>
+            <button type="button" role="radio" aria-checked={params.seedMode === 'locked'} className={params.seedMode === 'locked' ? 'on' : ''} onClick={() => set({ seedMode: 'locked', seed: params.seed === '' ? String(Math.floor(Math.random() * MAX_SEED)) : params.seed })} data-testid="seed-locked">Locked</button>
+          </div>
+          {params.seedMode === 'locked' && (
+            <input type="text" inputMode="numeric" value={params.seed} aria-label="Seed" onChange={(e) => set({ seed: e.target.value })} data-testid="seed-input" />
+          )}
+        </div>
+      </fieldset>
+
+      <fieldset className="field">
+        <legend>Model</legend>
+        <div className="segmented" role="radiogroup" aria-label="Model">
+          {['fl2va', 'ref2va'].map((m) => (
+            <button key={m} type="button" role="radio" aria-checked={partition === m} className={partition === m ? 'on' : ''}
+              onClick={() => set({ partition: m, partitionChosen: true })} data-testid={`model-${m}`}>{m}</button>
+          ))}
+        </div>
+        <p className="hint">fl2va: first/last frame. ref2va: reference images, videos and audio.</p>
+      </fieldset>
+    </div>
+  );
+}

@@ -1,0 +1,257 @@
+import { forwardRef, useCallback, useEffect, useImperativeHandle, useMemo, useRef, useState } from 'react';
+import { api } from '../api.js';
+import { submit } from '../actions.js';
+import { toast } from '../toasts.js';
+import { buildRequest, clipSummary, defaultParams, paramsFromGeneration, validate } from '../params.js';
+import { referencesOf } from '../media.js';
+import ParamsPopover from './ParamsPopover.jsx';
+import RewriteSheet from './RewriteSheet.jsx';
+import { PlayBadge, SpeakerBadge } from './bits.jsx';
+
+let chipSeq = 0;
+
+export function kindOf(file) {
+  const t = (file.type || '').split('/')[0];
+  if (t === 'image' || t === 'video' || t === 'audio') return t;
+  const ext = (file.name || '').toLowerCase().split('.').pop();
+  if (['png', 'jpg', 'jpeg', 'webp', 'gif', 'bmp', 'avif'].includes(ext)) return 'image';
+  if (['mp4', 'mov', 'webm', 'mkv', 'm4v'].includes(ext)) return 'video';
+  if (['wav', 'mp3', 'flac', 'ogg', 'm4a', 'aac', 'opus'].includes(ext)) return 'audio';
+  return null;
+}
+
+/** Reads a local media file's duration (for the 15 s audio limit). */
+function probeDuration(url, kind) {
+  return new Promise((resolve) => {
+    if (kind === 'image' || typeof document === 'undefined') return resolve(null);
+    const el = document.createElement(kind === 'audio' ? 'audio' : 'video');
+    el.preload = 'metadata';
+    el.onloadedmetadata = () => resolve(Number.isFinite(el.duration) ? el.duration : null);
+    el.onerror = () => resolve(null);
+    el.src = url;
+  });
+}
+
+function Chip({ chip, index, pinned, onPin, onRemove }) {
+  const canPin = chip.kind === 'image' && index > 0;
+  return (
+    <li className={`chip kind-${chip.kind} state-${chip.state} ${pinned ? 'pinned' : ''}`} data-testid="chip" data-kind={chip.kind} data-state={chip.state} data-image-id={chip.imageId || ''}>
+      <span className="chip-thumb">
+        {chip.kind === 'image' && chip.preview && <img src={chip.preview} alt="" />}
+        {chip.kind === 'video' && chip.preview && <video src={chip.preview} muted preload="metadata" />}
+        {chip.kind === 'audio' && <span className="ref-glyph">♪</span>}
+        {chip.kind === 'video' && <span className="badge"><PlayBadge /></span>}
+        {chip.kind === 'audio' && <span className="badge"><SpeakerBadge /></span>}
+        {chip.state === 'uploading' && <span className="chip-spinner" aria-label="uploading" />}
+      </span>
+      <span className="chip-label" title={chip.error || chip.name}>
+        {index === 0 && chip.kind === 'image' ? 'Frame 1' : pinned ? 'Last frame' : chip.name}
+        {chip.state === 'error' && <span className="chip-error"> · {chip.error}</span>}
+      </span>
+      {canPin && (
+        <button type="button" className={`chip-pin ${pinned ? 'on' : ''}`} aria-pressed={pinned} onClick={onPin}
+          title={pinned ? 'Unpin: use as a reference again' : 'Pin as the last frame (fl2va)'} aria-label={pinned ? `Unpin ${chip.name} as last frame` : `Pin ${chip.name} as last frame`} data-testid="pin-last">
+          {pinned ? '⇥ last' : '⇥'}
+        </button>
+      )}
+      <button type="button" className="chip-remove" aria-label={`Remove ${chip.name}`} onClick={onRemove} data-testid="chip-remove">×</button>
+    </li>
+  );
+}
+
+const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
+  const [prompt, setPrompt] = useState('');
+  const [chips, setChips] = useState([]);
+  const [lastKey, setLastKey] = useState(null);
+  const [params, setParams] = useState(defaultParams);
+  const [showParams, setShowParams] = useState(false);
+  const [attempted, setAttempted] = useState(false);
+  const [serverError, setServerError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [dragging, setDragging] = useState(false);
+  const [rewrite, setRewrite] = useState(null); // {original, body}
+  const textRef = useRef(null);
+  const fileRef = useRef(null);
+  const paramsButton = useRef(null);
+
+  // Audio implies ref2va unless the model was picked by hand.
+  const partition = params.partitionChosen ? params.partition : chips.some((c) => c.kind === 'audio') ? 'ref2va' : params.partition;
+  const effective = useMemo(() => ({ ...params, partition }), [params, partition]);
+  const form = { prompt, params: effective, chips, lastChipKey: lastKey };
+  const problems = validate(form);
+  const shown = attempted ? problems : problems.filter((p) => p.field !== 'prompt');
+
+  const set = useCallback((patch) => setParams((p) => ({ ...p, ...patch })), []);
+
+  useEffect(() => { setServerError(null); }, [prompt, chips, lastKey, params]);
+
+  // Object URLs of chip previews are released when the chip goes.
+  const chipsRef = useRef(chips);
+  chipsRef.current = chips;
+  useEffect(() => () => chipsRef.current.forEach((c) => c.preview && c.local && URL.revokeObjectURL(c.preview)), []);
+
+  const addFiles = useCallback((files) => {
+    for (const file of files) {
+      const kind = kindOf(file);
+      if (!kind) { toast(`“${file.name}” is not an image, video or audio file.`, { kind: 'error' }); continue; }
+      const key = `c${++chipSeq}`;
+      const preview = typeof URL.createObjectURL === 'function' ? URL.createObjectURL(file) : null;
+      setChips((cs) => [...cs, { key, name: file.name || kind, kind, state: 'uploading', preview, local: true }]);
+      const update = (patch) => setChips((cs) => cs.map((c) => (c.key === key ? { ...c, ...patch } : c)));
+      if (preview) probeDuration(preview, kind).then((d) => d && update({ duration: d }));
+      api.upload(file).then(
+        (img) => update({ state: 'done', imageId: img.image_id, kind: img.kind || img.media_type || kind, duration: img.duration ?? undefined }),
+        (e) => update({ state: 'error', error: e.message }),
+      );
+    }
+  }, []);
+
+  const removeChip = (key) => {
+    setChips((cs) => {
+      const c = cs.find((x) => x.key === key);
+      if (c && c.preview && c.local) URL.revokeObjectURL(c.preview);
+      return cs.filter((x) => x.key !== key);
+    });
+    if (lastKey === key) setLastKey(null);
+  };
+
+  useImperativeHandle(ref, () => ({
+    /** Edit & resubmit: the generation's prompt, parameters (seed kept) and references. */
+    load(g) {
+      setPrompt(g.prompt || '');
+      setParams(paramsFromGeneration(g, { keepSeed: true }));
+      const refs = referencesOf(g);
+      const next = refs.map((r) => ({ key: `c${++chipSeq}`, name: r.name || r.label, kind: r.kind, state: 'done', imageId: r.id, preview: r.thumb || (r.kind === 'image' ? r.url : null), local: false }));
+      setChips(next);
+      const last = refs.findIndex((r) => r.id === g.last_image_id);
+      setLastKey(last >= 0 ? next[last].key : null);
+      setAttempted(false);
+      setTimeout(() => textRef.current && textRef.current.focus(), 0);
+    },
+    focus() { textRef.current && textRef.current.focus(); },
+  }), []);
+
+  // Files dropped anywhere on the page land in the prompt bar.
+  useEffect(() => {
+    let depth = 0;
+    const hasFiles = (e) => e.dataTransfer && Array.from(e.dataTransfer.types || []).includes('Files');
+    const enter = (e) => { if (!hasFiles(e)) return; depth++; setDragging(true); };
+    const leave = (e) => { if (!hasFiles(e)) return; depth = Math.max(0, depth - 1); if (!depth) setDragging(false); };
+    const over = (e) => { if (hasFiles(e)) e.preventDefault(); };
+    const drop = (e) => {
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      depth = 0;
+      setDragging(false);
+      addFiles(Array.from(e.dataTransfer.files || []));
+    };
+    window.addEventListener('dragenter', enter);
+    window.addEventListener('dragleave', leave);
+    window.addEventListener('dragover', over);
+    window.addEventListener('drop', drop);
+    return () => {
+      window.removeEventListener('dragenter', enter);
+      window.removeEventListener('dragleave', leave);
+      window.removeEventListener('dragover', over);
+      window.removeEventListener('drop', drop);
+    };
+  }, [addFiles]);
+
+  const reset = () => {
+    setPrompt('');
+    chips.forEach((c) => c.preview && c.local && URL.revokeObjectURL(c.preview));
+    setChips([]);
+    setLastKey(null);
+    setAttempted(false);
+    if (params.seedMode === 'locked') set({ seedMode: 'random', seed: '' });
+  };
+
+  const send = async (body) => {
+    setBusy(true);
+    setServerError(null);
+    try {
+      await submit(body);
+      reset();
+      textRef.current && textRef.current.focus();
+    } catch (e) {
+      setServerError(e.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const onSubmit = (e) => {
+    if (e) e.preventDefault();
+    setAttempted(true);
+    if (busy || problems.length) return;
+    const body = buildRequest(form);
+    if (settings && settings.rewrite_enabled) setRewrite({ original: body.prompt, body });
+    else send(body);
+  };
+
+  const summary = clipSummary(effective);
+  return (
+    <form className={`prompt-bar ${dragging ? 'dragging' : ''}`} onSubmit={onSubmit} aria-label="New generation" data-testid="prompt-bar">
+      {chips.length > 0 && (
+        <ul className="chips" aria-label="References">
+          {chips.map((c, i) => (
+            <Chip key={c.key} chip={c} index={i} pinned={lastKey === c.key}
+              onPin={() => setLastKey(lastKey === c.key ? null : c.key)} onRemove={() => removeChip(c.key)} />
+          ))}
+        </ul>
+      )}
+      <div className="prompt-row">
+        <button type="button" className="icon-button attach" aria-label="Attach images, videos or audio" title="Attach images, videos or audio (or drop / paste them)" onClick={() => fileRef.current && fileRef.current.click()} data-testid="attach">
+          <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true"><path fill="none" stroke="currentColor" strokeWidth="2" strokeLinecap="round" d="M12 5v14M5 12h14" /></svg>
+        </button>
+        <input ref={fileRef} type="file" multiple accept="image/*,video/*,audio/*" hidden data-testid="file-input"
+          onChange={(e) => { addFiles(Array.from(e.target.files || [])); e.target.value = ''; }} />
+        <textarea
+          ref={textRef}
+          className="prompt-input"
+          rows={1}
+          placeholder="Describe a clip… (Enter to generate, Shift+Enter for a new line)"
+          aria-label="Prompt"
+          value={prompt}
+          onChange={(e) => setPrompt(e.target.value)}
+          onKeyDown={(e) => { if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) onSubmit(e); }}
+          onPaste={(e) => {
+            const files = Array.from(e.clipboardData?.files || []);
+            if (files.length) { e.preventDefault(); addFiles(files); }
+          }}
+          data-testid="prompt-input"
+        />
+        <div className="prompt-actions">
+          <button ref={paramsButton} type="button" className="ghost params-toggle" data-params-toggle aria-expanded={showParams} aria-haspopup="dialog"
+            onClick={() => setShowParams((s) => !s)} data-testid="params-toggle" title="Parameters">
+            <span className="params-summary">{summary}</span>
+          </button>
+          <button type="submit" className="primary" disabled={busy} aria-disabled={problems.length > 0} data-testid="submit">
+            {busy ? 'Queuing…' : 'Generate'}
+          </button>
+        </div>
+      </div>
+      {showParams && (
+        <ParamsPopover params={params} partition={partition} set={set}
+          onClose={(viaKey) => { setShowParams(false); if (viaKey && paramsButton.current) paramsButton.current.focus(); }} />
+      )}
+      {(shown.length > 0 || serverError) && (
+        <ul className="problems" role="alert" data-testid="problems">
+          {shown.map((p, i) => <li key={i} data-field={p.field}>{p.message}</li>)}
+          {serverError && <li className="server-error" data-testid="server-error">Server: {serverError}</li>}
+        </ul>
+      )}
+      {dragging && <div className="drop-hint" aria-hidden="true">Drop images, videos or audio to attach</div>}
+      {rewrite && (
+        <RewriteSheet
+          original={rewrite.original}
+          settings={settings}
+          onCancel={() => { setRewrite(null); textRef.current && textRef.current.focus(); }}
+          onPick={(text) => { const body = { ...rewrite.body, prompt: text }; setRewrite(null); send(body); }}
+        />
+      )}
+    </form>
+  );
+});
+
+export default PromptBar;

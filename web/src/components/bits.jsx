@@ -1,0 +1,24 @@
+// Small shared pieces: icons and reference thumbnails.
+
+export const CheckIcon = () => (
+  <svg viewBox="0 0 24 24" width="18" height="18" aria-hidden="true"><path fill="none" stroke="currentColor" strokeWidth="3" strokeLinecap="round" strokeLinejoin="round" d="m5 12.5 4.5 4.5L19 7.5" /></svg>
+);
+export const XIcon = () => (
+  <svg viewBox="0 0 24 24" width="18" height="18" aria-hidden="true"><path fill="none" stroke="currentColor" strokeWidth="2.5" strokeLinecap="round" d="M6 6l12 12M18 6 6 18" /></svg>
+);
+export const PlayBadge = () => (
+  <svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true"><path fill="currentColor" d="M4 2.5v11l9-5.5z" /></svg>
+);
+export const SpeakerBadge = () => (
+  <svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true"><path fill="currentColor" d="M2 6h3l4-3v10L5 10H2z" /><path fill="none" stroke="currentColor" strokeWidth="1.5" d="M11 5.5a3.5 3.5 0 0 1 0 5M12.5 3.5a6 6 0 0 1 0 9" /></svg>
+);
+
+export function RefThumb({ r, small }) {
+  return (
+    <span className={`ref-thumb kind-${r.kind} ${small ? 'small' : ''}`} title={r.label}>
+      {r.thumb ? <img src={r.thumb} alt="" loading="lazy" /> : <span className="ref-glyph">{r.kind === 'audio' ? '♪' : r.kind === 'video' ? '▶' : '▦'}</span>}
+      {r.kind === 'video' && <span className="badge"><PlayBadge /></span>}
+      {r.kind === 'audio' && <span className="badge"><SpeakerBadge /></span>}
+    </span>
+  );
+}

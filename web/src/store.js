@@ -1,0 +1,184 @@
+// The gallery's state: every generation the tab knows (by id) and the
+// ordered list of the current query (status filter + search), paged from
+// the server and kept live by the event stream.
+
+import { useSyncExternalStore } from 'react';
+import { api, normalize, STATUSES } from './api.js';
+
+const PAGE = 40;
+
+export function matchesQuery(g, query) {
+  if (!g) return false;
+  if (query.statuses.length && !query.statuses.includes(g.status)) return false;
+  if (query.rating === 'approved' && g.rating !== 'approved') return false;
+  if (query.search) {
+    const words = query.search.toLowerCase().split(/\s+/).filter(Boolean);
+    const text = (g.prompt || '').toLowerCase();
+    if (!words.every((w) => text.includes(w))) return false;
+  }
+  return true;
+}
+
+const newer = (a, b) => (b.enqueued_at ?? 0) - (a.enqueued_at ?? 0);
+
+export class GalleryStore {
+  constructor(client = api) {
+    this.client = client;
+    this.byId = new Map();
+    this.ids = [];
+    this.query = { statuses: [], search: '', rating: '' };
+    this.count = 0;
+    this.loading = false;
+    this.exhausted = false;
+    this.error = null;
+    this.listeners = new Set();
+    this.snapshot = this.makeSnapshot();
+    this.generation = 0; // bumps on every query change so stale pages are dropped
+    this.pendingFetch = new Map();
+  }
+
+  subscribe = (fn) => { this.listeners.add(fn); return () => this.listeners.delete(fn); };
+  getSnapshot = () => this.snapshot;
+
+  makeSnapshot() {
+    return {
+      items: this.ids.map((id) => this.byId.get(id)).filter(Boolean),
+      count: this.count,
+      loading: this.loading,
+      exhausted: this.exhausted,
+      error: this.error,
+      query: this.query,
+      byId: this.byId,
+    };
+  }
+
+  changed() {
+    this.snapshot = this.makeSnapshot();
+    for (const fn of this.listeners) fn();
+  }
+
+  setQuery(q) {
+    const query = { statuses: q.statuses ?? this.query.statuses, search: (q.search ?? this.query.search).trim(), rating: q.rating ?? this.query.rating };
+    if (query.search === this.query.search && query.rating === this.query.rating && query.statuses.join() === this.query.statuses.join() && this.ids.length) return;
+    this.query = query;
+    this.ids = [];
+    this.count = 0;
+    this.exhausted = false;
+    this.error = null;
+    this.generation++;
+    this.loading = false;
+    this.changed();
+    return this.loadMore();
+  }
+
+  async loadMore() {
+    if (this.loading || this.exhausted) return;
+    const gen = this.generation;
+    this.loading = true;
+    this.changed();
+    try {
+      const page = await this.client.list({ ...this.query, statuses: this.query.statuses.length ? this.query.statuses : STATUSES, limit: PAGE, offset: this.ids.length });
+      if (gen !== this.generation) return;
+      const seen = new Set(this.ids);
+      for (const g of page.generations) {
+        this.byId.set(g.generation_id, { ...this.byId.get(g.generation_id), ...g });
+        if (!seen.has(g.generation_id)) { this.ids.push(g.generation_id); seen.add(g.generation_id); }
+      }
+      this.count = page.count;
+      this.exhausted = page.generations.length < PAGE || this.ids.length >= page.count;
+      this.error = null;
+    } catch (e) {
+      if (gen !== this.generation) return;
+      this.error = e.message;
+    } finally {
+      if (gen === this.generation) { this.loading = false; this.changed(); }
+    }
+  }
+
+  /** Re-reads the loaded range after a gap in the event stream. */
+  async resync() {
+    const gen = this.generation;
+    const want = Math.max(PAGE, this.ids.length);
+    try {
+      const page = await this.client.list({ ...this.query, statuses: this.query.statuses.length ? this.query.statuses : STATUSES, limit: want, offset: 0 });
+      if (gen !== this.generation) return;
+      this.ids = [];
+      for (const g of page.generations) { this.byId.set(g.generation_id, g); this.ids.push(g.generation_id); }
+      this.count = page.count;
+      this.exhausted = page.generations.length < want;
+      this.error = null;
+      this.changed();
+    } catch (e) {
+      this.error = e.message;
+      this.changed();
+    }
+  }
+
+  /** Merges a row (from an event, an action's answer or a fetch). */
+  upsert(row, { isNew = false } = {}) {
+    const g = normalize(row);
+    const id = g && g.generation_id;
+    if (!id) return;
+    const before = this.byId.get(id);
+    // Snapshots carry seq (docs/API.md): an older one than what we hold is stale.
+    if (before && typeof g.seq === 'number' && typeof before.seq === 'number' && g.seq < before.seq) return;
+    const merged = { ...before, ...g };
+    this.byId.set(id, merged);
+    const listed = this.ids.includes(id);
+    const complete = merged.prompt !== undefined;
+    if (!listed && complete && matchesQuery(merged, this.query) && (isNew || !before)) {
+      // Newest first: find the slot by enqueue time.
+      let i = 0;
+      while (i < this.ids.length && newer(merged, this.byId.get(this.ids[i])) > 0) i++;
+      this.ids.splice(i, 0, id);
+      this.count++;
+    } else if (listed && !matchesQuery(merged, this.query)) {
+      this.ids = this.ids.filter((x) => x !== id);
+      this.count = Math.max(0, this.count - 1);
+    }
+    this.changed();
+  }
+
+  remove(id) {
+    const had = this.ids.includes(id);
+    this.byId.delete(id);
+    if (had) { this.ids = this.ids.filter((x) => x !== id); this.count = Math.max(0, this.count - 1); }
+    this.changed();
+  }
+
+  /** Fetches one row (deduplicated) and merges it. */
+  fetchOne(id) {
+    if (this.pendingFetch.has(id)) return this.pendingFetch.get(id);
+    const p = this.client.get(id).then(
+      (g) => { this.upsert(g, { isNew: true }); return g; },
+      (e) => { if (e.status === 404) this.remove(id); throw e; },
+    ).finally(() => this.pendingFetch.delete(id));
+    this.pendingFetch.set(id, p);
+    return p;
+  }
+
+  /** Applies one message of the event stream. */
+  onEvent(msg) {
+    if (msg.event === 'resync') { this.resync(); return; }
+    if (msg.event === 'status_update') return;
+    const data = msg.data && typeof msg.data === 'object' ? msg.data : {};
+    const id = data.generation_id || data.id || (typeof msg.data === 'string' ? msg.data : null);
+    if (!id) return;
+    if (msg.event === 'generation_deleted') { this.remove(id); return; }
+    if (msg.event !== 'generation_update') return;
+    const known = this.byId.get(id);
+    // Events may carry the whole row or only what changed; a partial event
+    // about an unknown row (or one whose result just appeared) is completed
+    // by fetching the row.
+    const hasRow = data.prompt !== undefined;
+    if (hasRow || known) this.upsert(data, { isNew: !known });
+    const needsRow = (!hasRow && !known) || (!hasRow && data.status === 'succeeded' && !(known && known.result_url) && !data.result_url);
+    if (needsRow) this.fetchOne(id).catch(() => {});
+  }
+}
+
+export const store = new GalleryStore();
+
+export function useGallery(s = store) {
+  return useSyncExternalStore(s.subscribe, s.getSnapshot);
+}

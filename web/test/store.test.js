@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { GalleryStore, matchesQuery } from '../src/store.js';
+
+// A tiny in-memory stand-in for the list endpoint, enough to exercise the
+// store's merging rules; the real API is covered by the e2e suite.
+function client(rows) {
+  return {
+    list: async ({ statuses, search, limit, offset }) => {
+      const all = rows.filter((g) => matchesQuery(g, { statuses, search }));
+      return { count: all.length, generations: all.slice(offset, offset + limit) };
+    },
+    get: async (id) => {
+      const g = rows.find((r) => r.generation_id === id);
+      if (!g) { const e = new Error('not found'); e.status = 404; throw e; }
+      return g;
+    },
+  };
+}
+const row = (id, over = {}) => ({ generation_id: id, prompt: `prompt ${id}`, status: 'succeeded', enqueued_at: 1000 + Number(id.replace(/\D/g, '')), seq: 1, ...over });
+
+describe('GalleryStore', () => {
+  it('pages newest first and stops at the end', async () => {
+    const rows = Array.from({ length: 50 }, (_, i) => row(`g${50 - i}`));
+    const s = new GalleryStore(client(rows));
+    await s.setQuery({ statuses: [], search: '' });
+    expect(s.getSnapshot().items).toHaveLength(40);
+    await s.loadMore();
+    const snap = s.getSnapshot();
+    expect(snap.items).toHaveLength(50);
+    expect(snap.exhausted).toBe(true);
+    expect(snap.items[0].generation_id).toBe('g50');
+  });
+  it('puts a new job from an event at the top and drops stale snapshots', async () => {
+    const s = new GalleryStore(client([row('g1')]));
+    await s.setQuery({ statuses: [], search: '' });
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'processing', stage: 'denoising', step: 3, total_steps: 27, seq: 10 }) });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g2', 'g1']);
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'succeeded', seq: 12 }) });
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'processing', step: 9, seq: 11 }) });
+    expect(s.byId.get('g2').status).toBe('succeeded');
+    expect(s.getSnapshot().count).toBe(2);
+  });
+  it('removes deleted rows and rows that leave the filter', async () => {
+    const s = new GalleryStore(client([row('g1', { status: 'processing' }), row('g2')]));
+    await s.setQuery({ statuses: ['processing'], search: '' });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g1']);
+    s.onEvent({ event: 'generation_update', data: row('g1', { status: 'succeeded', seq: 5 }) });
+    expect(s.getSnapshot().items).toEqual([]);
+    await s.setQuery({ statuses: [], search: '' });
+    s.onEvent({ event: 'generation_deleted', data: { generation_id: 'g2', seq: 9 } });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g1']);
+  });
+  it('matches search words case-insensitively', () => {
+    expect(matchesQuery({ prompt: 'A Red Fox', status: 'queued' }, { statuses: [], search: 'red fox' })).toBe(true);
+    expect(matchesQuery({ prompt: 'A Red Fox', status: 'queued' }, { statuses: [], search: 'blue' })).toBe(false);
+    expect(matchesQuery({ prompt: 'x', status: 'queued', rating: null }, { statuses: [], search: '', rating: 'approved' })).toBe(false);
+  });
+});
