@@ -30,11 +30,12 @@ static const char *mm_test_current;
         }                                                                        \
     } while (0)
 
-/* Stops the current case (use inside the case function). */
+/* Stops the current case (use inside the case function). Evaluates cond once. */
 #define MM_REQUIRE(cond, ...)                                                    \
     do {                                                                         \
-        MM_EXPECT(cond, __VA_ARGS__);                                            \
-        if (!(cond))                                                             \
+        int mm_require_ok_ = !!(cond);                                           \
+        MM_EXPECT(mm_require_ok_, __VA_ARGS__);                                  \
+        if (!mm_require_ok_)                                                     \
             return;                                                              \
     } while (0)
 
