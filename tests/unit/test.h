@@ -15,14 +15,17 @@ static int mm_test_failures;
 static int mm_test_case_failed;
 static const char *mm_test_current;
 
-#define MM_EXPECT(cond, ...)                                                     \
+#define MM_EXPECT(cond, ...) MM_EXPECT_TEXT(!!(cond), #cond, __VA_ARGS__)
+
+/* The reporting half of MM_EXPECT, for an already evaluated condition. */
+#define MM_EXPECT_TEXT(ok, text, ...)                                            \
     do {                                                                         \
-        if (!(cond)) {                                                           \
+        if (!(ok)) {                                                             \
             if (!mm_test_case_failed)                                            \
                 printf("FAIL %s: ", mm_test_current);                           \
             else                                                                 \
                 printf("     %s: ", mm_test_current);                           \
-            printf("%s:%d: (%s) ", __FILE__, __LINE__, #cond);                   \
+            printf("%s:%d: (%s) ", __FILE__, __LINE__, text);                    \
             printf(__VA_ARGS__);                                                 \
             printf("\n");                                                        \
             fflush(stdout);                                                      \
@@ -34,7 +37,7 @@ static const char *mm_test_current;
 #define MM_REQUIRE(cond, ...)                                                    \
     do {                                                                         \
         int mm_require_ok_ = !!(cond);                                           \
-        MM_EXPECT(mm_require_ok_, __VA_ARGS__);                                  \
+        MM_EXPECT_TEXT(mm_require_ok_, #cond, __VA_ARGS__);                      \
         if (!mm_require_ok_)                                                     \
             return;                                                              \
     } while (0)
