@@ -1,8 +1,12 @@
 /* Built with --without-ffmpeg (GPU test hosts): every media entry point
  * exists and fails with a message saying why. */
-#include "media/mp4_writer.h"
-
+#include <stdlib.h>
 #include <string.h>
+
+#include "media/image.h"
+#include "media/mp4_writer.h"
+#include "media/poster.h"
+#include "media/probe.h"
 
 static int no_ffmpeg(mm_error *err)
 {
@@ -54,4 +58,84 @@ int64_t mm_mp4_writer_frames(const mm_mp4_writer *w)
 {
     (void)w;
     return 0;
+}
+
+/* probe.h */
+
+const char *mm_media_kind_name(mm_media_kind k)
+{
+    static const char *const names[] = {"unknown", "image", "video", "audio"};
+    return k >= MM_MEDIA_IMAGE && k <= MM_MEDIA_AUDIO ? names[k] : names[0];
+}
+
+void mm_media_limits_defaults(mm_media_limits *lim)
+{
+    lim->max_bytes = (int64_t)512 << 20;
+    lim->max_side = 8192;
+    lim->max_image_pixels = 50000000;
+    lim->max_video_pixels = 4096 * 2304;
+    lim->max_aspect = 200;
+    lim->max_seconds = 600;
+    lim->timeout_seconds = 30;
+}
+
+void mm_media_set_verbose(int verbose) { (void)verbose; }
+
+int mm_media_probe(const char *path, const mm_media_limits *lim, mm_media_info *out, mm_error *err)
+{
+    (void)path, (void)lim, (void)out;
+    return no_ffmpeg(err);
+}
+
+int mm_media_probe_buffer(const uint8_t *data, size_t size, const mm_media_limits *lim, mm_media_info *out,
+                          mm_error *err)
+{
+    (void)data, (void)size, (void)lim, (void)out;
+    return no_ffmpeg(err);
+}
+
+/* image.h */
+
+int mm_image_read(const char *path, const mm_media_limits *lim, mm_image *out, mm_error *err)
+{
+    (void)path, (void)lim;
+    memset(out, 0, sizeof *out);
+    return no_ffmpeg(err);
+}
+
+void mm_image_free(mm_image *img)
+{
+    if (img) {
+        free(img->rgb);
+        memset(img, 0, sizeof *img);
+    }
+}
+
+int mm_image_write(const char *path, const uint8_t *rgb, int width, int height, int stride, int quality,
+                   mm_error *err)
+{
+    (void)path, (void)rgb, (void)width, (void)height, (void)stride, (void)quality;
+    return no_ffmpeg(err);
+}
+
+int mm_frames_dir_write(const char *dir, int index, const uint8_t *rgb, int width, int height, int stride,
+                        mm_error *err)
+{
+    (void)dir, (void)index, (void)rgb, (void)width, (void)height, (void)stride;
+    return no_ffmpeg(err);
+}
+
+int mm_image_fit(const uint8_t *rgb, int width, int height, int stride, int max_edge, mm_image *out, mm_error *err)
+{
+    (void)rgb, (void)width, (void)height, (void)stride, (void)max_edge;
+    memset(out, 0, sizeof *out);
+    return no_ffmpeg(err);
+}
+
+/* poster.h */
+
+int mm_media_poster(const char *in, const char *out, int max_edge, mm_error *err)
+{
+    (void)in, (void)out, (void)max_edge;
+    return no_ffmpeg(err);
 }

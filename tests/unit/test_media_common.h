@@ -37,7 +37,7 @@ typedef struct decoded_media {
     double audio_duration;
 } decoded_media;
 
-static void decoded_media_free(decoded_media *m)
+static inline void decoded_media_free(decoded_media *m)
 {
     free(m->first_rgb);
     free(m->last_rgb);
@@ -45,7 +45,7 @@ static void decoded_media_free(decoded_media *m)
     memset(m, 0, sizeof *m);
 }
 
-static int dm_rgb(const AVFrame *f, uint8_t **out)
+static inline int dm_rgb(const AVFrame *f, uint8_t **out)
 {
     struct SwsContext *s = sws_getContext(f->width, f->height, f->format, f->width, f->height, AV_PIX_FMT_RGB24,
                                           SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, NULL, NULL, NULL);
@@ -63,7 +63,7 @@ static int dm_rgb(const AVFrame *f, uint8_t **out)
     return 0;
 }
 
-static int dm_drain(AVCodecContext *c, AVFrame *f, decoded_media *m, int is_video)
+static inline int dm_drain(AVCodecContext *c, AVFrame *f, decoded_media *m, int is_video)
 {
     int ret;
     while ((ret = avcodec_receive_frame(c, f)) >= 0) {
@@ -100,7 +100,7 @@ static int dm_drain(AVCodecContext *c, AVFrame *f, decoded_media *m, int is_vide
 }
 
 /* Decodes every frame and sample of `path`. */
-static decoded_media decode_media(const char *path)
+static inline decoded_media decode_media(const char *path)
 {
     decoded_media m;
     memset(&m, 0, sizeof m);
@@ -173,7 +173,7 @@ done:
 
 /* Runs `ffprobe -v error <args> <path>` and returns its trimmed stdout
  * (static buffer), or NULL when ffprobe is not installed or fails. */
-static const char *ffprobe(const char *args, const char *path)
+static inline const char *ffprobe(const char *args, const char *path)
 {
     static char out[4096];
     char cmd[2048];
@@ -191,16 +191,16 @@ static const char *ffprobe(const char *args, const char *path)
     return out;
 }
 
-static int have_ffprobe(void) { return system("ffprobe -version >/dev/null 2>&1") == 0; }
+static inline int have_ffprobe(void) { return system("ffprobe -version >/dev/null 2>&1") == 0; }
 
-static int file_exists(const char *p)
+static inline int file_exists(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0;
 }
 
 /* A fresh folder under $TMPDIR (or /tmp) for one test program. */
-static const char *test_tmpdir(void)
+static inline const char *test_tmpdir(void)
 {
     static char dir[512];
     if (!dir[0]) {
@@ -214,17 +214,19 @@ static const char *test_tmpdir(void)
     return dir;
 }
 
-static void rm_tree(const char *dir)
+static inline void rm_tree(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
     struct dirent *e;
-    char p[1024];
+    char p[4096];
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        int n = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (n < 0 || (size_t)n >= sizeof p)
+            continue;
         struct stat st;
         if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
             rm_tree(p);
