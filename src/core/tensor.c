@@ -195,6 +195,94 @@ mm_tensor mm_tensor_transpose(const mm_tensor *t, int d0, int d1)
     return v;
 }
 
+mm_tensor mm_tensor_permute(const mm_tensor *t, const int *perm)
+{
+    mm_tensor v = mm_tensor_view(t);
+    int seen = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (perm[i] < 0 || perm[i] >= t->ndim || (seen & (1 << perm[i]))) {
+            v.data = NULL;
+            return v;
+        }
+        seen |= 1 << perm[i];
+        v.shape[i] = t->shape[perm[i]];
+        v.stride[i] = t->stride[perm[i]];
+    }
+    return v;
+}
+
+mm_tensor mm_tensor_unflatten(const mm_tensor *t, int dim, int n, const int64_t *sizes)
+{
+    mm_tensor v = mm_tensor_view(t);
+    int64_t prod = 1;
+    for (int i = 0; i < n; i++)
+        prod *= sizes[i];
+    if (dim < 0 || dim >= t->ndim || n < 1 || t->ndim - 1 + n > MM_MAX_DIMS || prod != t->shape[dim]) {
+        v.data = NULL;
+        return v;
+    }
+    v.ndim = t->ndim - 1 + n;
+    for (int i = t->ndim - 1; i > dim; i--) {
+        v.shape[i + n - 1] = t->shape[i];
+        v.stride[i + n - 1] = t->stride[i];
+    }
+    int64_t s = t->stride[dim];
+    for (int i = n - 1; i >= 0; i--) {
+        v.shape[dim + i] = sizes[i];
+        v.stride[dim + i] = s;
+        s *= sizes[i];
+    }
+    return v;
+}
+
+mm_tensor mm_tensor_expand(const mm_tensor *t, int ndim, const int64_t *shape)
+{
+    mm_tensor v = mm_tensor_view(t);
+    if (ndim != t->ndim) {
+        v.data = NULL;
+        return v;
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (t->shape[i] == shape[i])
+            continue;
+        if (t->shape[i] != 1 || shape[i] < 0) {
+            v.data = NULL;
+            return v;
+        }
+        v.shape[i] = shape[i];
+        v.stride[i] = 0;
+    }
+    return v;
+}
+
+mm_tensor mm_tensor_select(const mm_tensor *t, int dim, int64_t i)
+{
+    mm_tensor v = mm_tensor_narrow(t, dim, i, 1);
+    if (!v.data || i < 0)
+        return v;
+    for (int d = dim; d < v.ndim - 1; d++) {
+        v.shape[d] = v.shape[d + 1];
+        v.stride[d] = v.stride[d + 1];
+    }
+    v.ndim--;
+    return v;
+}
+
+mm_tensor mm_tensor_as_strided(const mm_tensor *t, int ndim, const int64_t *shape, const int64_t *stride)
+{
+    mm_tensor v = mm_tensor_view(t);
+    if (ndim < 0 || ndim > MM_MAX_DIMS) {
+        v.data = NULL;
+        return v;
+    }
+    v.ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        v.shape[i] = shape[i];
+        v.stride[i] = stride[i];
+    }
+    return v;
+}
+
 const char *mm_shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
 {
     size_t used = 0;

@@ -74,6 +74,24 @@ mm_tensor mm_tensor_narrow(const mm_tensor *t, int dim, int64_t start, int64_t l
 int mm_tensor_reshape(mm_tensor *out, const mm_tensor *t, int ndim, const int64_t *shape, mm_error *err);
 /* Swaps two dims of the view (no copy). */
 mm_tensor mm_tensor_transpose(const mm_tensor *t, int d0, int d1);
+/* Reorders the dims of the view: result dim i is t's dim perm[i] (no copy). */
+mm_tensor mm_tensor_permute(const mm_tensor *t, const int *perm);
+/* Splits dim into n dims of the given sizes (product = t->shape[dim]); works
+ * on any view whose dim is uniformly strided, e.g. [S, 7168] -> [S, 56, 128]
+ * on a narrow view of a fused QKV buffer. Returns an invalid view (data NULL)
+ * on a size mismatch or when the rank would exceed MM_MAX_DIMS. */
+mm_tensor mm_tensor_unflatten(const mm_tensor *t, int dim, int n, const int64_t *sizes);
+/* Broadcast view to `shape` (same rank): dims of size 1 get stride 0.
+ * Returns an invalid view when a dim is neither equal nor 1. */
+mm_tensor mm_tensor_expand(const mm_tensor *t, int ndim, const int64_t *shape);
+/* Removes dim by taking index i of it (rank - 1). */
+mm_tensor mm_tensor_select(const mm_tensor *t, int dim, int64_t i);
+/* A view with an explicit shape and element strides over t's data (for
+ * layouts the helpers above cannot express; nothing is checked). */
+mm_tensor mm_tensor_as_strided(const mm_tensor *t, int ndim, const int64_t *shape, const int64_t *stride);
+/* True when t has a real data pointer (views made from bad arguments do not). */
+static inline bool mm_tensor_valid(const mm_tensor *t) { return t && t->data != NULL; }
+
 /* Shape equality, with a message naming `what` on mismatch. */
 int mm_tensor_expect_shape(const mm_tensor *t, int ndim, const int64_t *shape, const char *what, mm_error *err);
 /* "[a, b, c]" */
