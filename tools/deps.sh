@@ -1,7 +1,7 @@
 # Sourced by tools/test and tools/up: installs what mmh3 needs on Debian 12
 # (as root), skipping packages that are already there.
 mmh3_debian_packages="build-essential autoconf automake pkg-config git ca-certificates curl \
-  libjansson-dev libpcre2-dev libpq-dev libfcgi-dev libcurl4-openssl-dev \
+  libjansson-dev libpcre2-dev libutf8proc-dev libpq-dev libfcgi-dev libcurl4-openssl-dev \
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev \
   nginx-light postgresql postgresql-client ffmpeg nodejs npm chromium \
   clang libclang-rt-14-dev wrk python3"
