@@ -19,6 +19,9 @@ const Player = forwardRef(function Player({ src, poster, frames, label, kind = '
   const [total, setTotal] = useState(frames || 0);
   const [loop, setLoop] = useState(true);
   const frameRef = useRef(0);
+  // The frame a step asked for while its seek is in flight, so quick key
+  // repeats add up instead of all starting from the frame still on screen.
+  const pending = useRef(null);
 
   const show = useCallback((n) => { frameRef.current = n; setFrame(n); }, []);
 
@@ -35,8 +38,12 @@ const Player = forwardRef(function Player({ src, poster, frames, label, kind = '
     };
     if (hasRVFC) handle = v.requestVideoFrameCallback(onFrame);
     // Without rVFC (or before the first frame) fall back to currentTime.
-    const fromTime = () => { if (!hasRVFC || v.paused) show(frameAt(v.currentTime)); };
-    const onMeta = () => { if (!frames && Number.isFinite(v.duration)) setTotal(Math.round(v.duration * FPS)); };
+    const fromTime = (e) => {
+      if (e && e.type === 'seeked' && !v.seeking) pending.current = null;
+      if (!hasRVFC || v.paused) show(frameAt(v.currentTime));
+    };
+    // floor, not round: an audio tail may outlast the last frame.
+    const onMeta = () => { if (!frames && Number.isFinite(v.duration)) setTotal(Math.floor(v.duration * FPS + 1e-3)); };
     v.addEventListener('seeked', fromTime);
     v.addEventListener('timeupdate', fromTime);
     v.addEventListener('loadedmetadata', onMeta);
@@ -58,12 +65,15 @@ const Player = forwardRef(function Player({ src, poster, frames, label, kind = '
       if (!v) return;
       v.pause();
       const last = Math.max(0, (total || Math.round((v.duration || 0) * FPS)) - 1);
-      const target = Math.min(last, Math.max(0, frameRef.current + delta));
+      const from = pending.current ?? frameRef.current;
+      const target = Math.min(last, Math.max(0, from + delta));
+      pending.current = target;
       v.currentTime = seekTimeForFrame(target);
     },
     togglePlay() {
       const v = video.current;
       if (!v) return;
+      pending.current = null;
       if (v.paused) v.play().catch(() => {}); else v.pause();
     },
     toggleLoop() { setLoop((l) => !l); },

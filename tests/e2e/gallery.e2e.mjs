@@ -1,0 +1,433 @@
+// End-to-end tests of the gallery in Chromium against the real stack
+// (nginx → FastCGI → PostgreSQL ← worker with the mock engine).
+//
+//   node tests/e2e/gallery.e2e.mjs BASE_URL OUT_DIR [name filter]
+//
+// The stack is started by tests/e2e/run.sh. Real H3 clips for the player
+// and reference tests are read from ../shared/minimax-h3/assets (MMH3_H3_ASSETS).
+import fs from 'node:fs';
+import path from 'node:path';
+import { launch, runAll, test } from './harness.mjs';
+
+const [base, outDir = 'tests/out/e2e', filter] = process.argv.slice(2);
+if (!base) { console.log('FAIL web/e2e: usage: gallery.e2e.mjs BASE_URL OUT_DIR'); process.exit(1); }
+const assets = process.env.MMH3_H3_ASSETS || path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../shared/minimax-h3/assets');
+const stills = process.env.MMH3_E2E_STILLS; // folder with first.png / last.png (made by run.sh)
+
+// ------------------------------------------------------------------ helpers
+async function api(method, p, body) {
+  const init = { method, headers: {} };
+  if (body instanceof FormData) init.body = body;
+  else if (body !== undefined) { init.body = JSON.stringify(body); init.headers['Content-Type'] = 'application/json'; }
+  const res = await fetch(base + p, init);
+  const text = await res.text();
+  let data = text;
+  try { data = JSON.parse(text); } catch { /* not JSON */ }
+  if (!res.ok) throw new Error(`${method} ${p}: HTTP ${res.status}: ${text.slice(0, 300)}`);
+  return data;
+}
+
+async function until(what, fn, timeout = 60_000, every = 250) {
+  const end = Date.now() + timeout;
+  let last;
+  while (Date.now() < end) {
+    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
+    await new Promise((r) => setTimeout(r, every));
+  }
+  throw new Error(`waited ${timeout / 1000} s for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+}
+
+// Small clips keep the mock engine quick on CI's two cores.
+const SMALL = { frames: 39, width: 320, height: 192, steps: 8 };
+const unique = (word) => `${word}${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
+
+async function enqueue(body) {
+  const answer = await api('POST', '/api/ai/queue', { ...SMALL, ...body });
+  return answer.generations[0];
+}
+const row = (id) => api('GET', `/api/ai/queue/${id}`);
+const settled = (id, status = 'succeeded') => until(`${id} to be ${status}`, async () => {
+  const g = await row(id);
+  if (g.status === 'failed' && status !== 'failed') throw new Error(`generation failed: ${g.error_message}`);
+  return g.status === status && g;
+}, 120_000, 400);
+
+async function uploadFile(file, type) {
+  const form = new FormData();
+  form.append('files', new Blob([fs.readFileSync(file)], { type }), path.basename(file));
+  const answer = await api('POST', '/api/images', form);
+  return answer.images ? answer.images[0] : { image_id: answer.image_ids[0] };
+}
+
+const tile = (page, id) => page.locator(`[data-testid=tile][data-id="${id}"]`);
+const readout = (page) => page.locator('[data-testid=frame-readout]');
+
+async function openGallery(page) {
+  await page.goto(base + '/');
+  await page.waitForSelector('[data-testid=prompt-input]');
+  await until('the live event stream', async () => (await page.locator('[data-testid=live-state]').getAttribute('data-state')) === 'open', 15_000);
+}
+
+async function expectReadout(page, text) {
+  await until(`frame readout "${text}"`, async () => (await readout(page).textContent()).replace(/\s+/g, ' ').trim() === text, 10_000, 100)
+    .catch(async (e) => { throw new Error(`${e.message}; shows "${await readout(page).textContent()}"`); });
+}
+
+// ------------------------------------------------------------------ tests
+
+test('submit a prompt and watch the tile progress to a playable clip', async ({ page }) => {
+  await openGallery(page);
+  const prompt = `${unique('heron')} takes off over a misty lake`;
+  await page.fill('[data-testid=prompt-input]', prompt);
+  // Small clip through the parameters popover: 39 frames, custom 320×192, 8 steps.
+  await page.click('[data-testid=params-toggle]');
+  await page.fill('[data-testid=frames-input]', '40');
+  await page.press('[data-testid=frames-input]', 'Enter');
+  await page.click('[data-testid=size-custom]');
+  await page.fill('[data-testid=width-input]', '320');
+  await page.fill('[data-testid=height-input]', '192');
+  await page.fill('[data-testid=steps-input]', '8');
+  const summary = await page.textContent('[data-testid=params-toggle]');
+  if (!summary.startsWith('39 f · 1.63 s · 320×192 · 8 steps')) throw new Error(`parameters summary is "${summary}"`);
+  await page.screenshot({ path: path.join(outDir, 'promptbar.png') });
+  await page.click('[data-testid=prompt-input]');
+  await page.keyboard.press('Enter');
+
+  const t = page.locator('[data-testid=tile]', { hasText: prompt }).first();
+  await t.waitFor({ timeout: 10_000 });
+  const id = await t.getAttribute('data-id');
+  // Progress shows while it runs (the stage text, then denoising steps).
+  const seen = new Set();
+  await until('the tile to succeed', async () => {
+    const status = await t.getAttribute('data-status');
+    seen.add(status);
+    if (status === 'processing') {
+      const txt = await t.locator('[data-testid=progress-text]').textContent().catch(() => '');
+      if (/step \d+\/\d+/.test(txt)) seen.add('step');
+    }
+    if (status === 'failed') throw new Error(`failed: ${await t.textContent()}`);
+    return status === 'succeeded';
+  }, 120_000, 100);
+  if (!seen.has('processing')) throw new Error(`never saw the tile processing (saw ${[...seen]})`);
+  if (!seen.has('step')) throw new Error('never saw a denoising step in the tile');
+  // The tile now holds the clip; the browser decodes it.
+  const video = t.locator('[data-testid=tile-video]');
+  await t.hover();
+  await until('the tile clip to decode', () => video.evaluate((v) => v.readyState >= 2 && v.videoWidth === 320 && v.videoHeight === 192), 20_000);
+  const g = await row(id);
+  if (g.frames !== 39 || g.width !== 320 || g.steps !== 8) throw new Error(`stored request differs: ${JSON.stringify({ frames: g.frames, width: g.width, steps: g.steps })}`);
+  await page.mouse.move(0, 0);
+  await page.screenshot({ path: path.join(outDir, 'gallery.png') });
+});
+
+test('upload two images and pin the second as the last frame (fl2va)', async ({ page }) => {
+  await openGallery(page);
+  await page.setInputFiles('[data-testid=file-input]', [path.join(stills, 'first.png'), path.join(stills, 'last.png')]);
+  await until('both uploads', async () => {
+    const states = await page.locator('[data-testid=chip]').evaluateAll((els) => els.map((e) => e.dataset.state));
+    if (states.includes('error')) throw new Error(`upload failed: ${await page.locator('[data-testid=chip]').allTextContents()}`);
+    return states.length === 2 && states.every((s) => s === 'done');
+  }, 20_000);
+  const chips = page.locator('[data-testid=chip]');
+  const [firstId, lastId] = await chips.evaluateAll((els) => els.map((e) => e.dataset.imageId));
+  if ((await page.locator('[data-testid=pin-last]').count()) !== 1) throw new Error('exactly the second chip should offer pinning');
+  await page.click('[data-testid=pin-last]');
+  if (!/Last frame/.test(await chips.nth(1).textContent())) throw new Error('the pinned chip is not labelled as the last frame');
+  // Switching to ref2va is explained as invalid before anything is sent.
+  await page.click('[data-testid=params-toggle]');
+  await page.click('[data-testid=model-ref2va]');
+  await until('the ref2va explanation', async () => /last frame needs the fl2va/.test(await page.textContent('[data-testid=problems]')), 5_000);
+  await page.click('[data-testid=model-fl2va]');
+  await page.fill('[data-testid=frames-input]', '22');
+  await page.press('[data-testid=frames-input]', 'Enter');
+  await page.click('[data-testid=size-custom]');
+  await page.fill('[data-testid=width-input]', '320');
+  await page.fill('[data-testid=height-input]', '192');
+  await page.fill('[data-testid=steps-input]', '4');
+  const prompt = `${unique('dawn')} from the first picture to the last`;
+  await page.fill('[data-testid=prompt-input]', prompt);
+  await page.screenshot({ path: path.join(outDir, 'promptbar-chips.png') });
+  await page.keyboard.press('Enter');
+  const t = page.locator('[data-testid=tile]', { hasText: prompt }).first();
+  await t.waitFor({ timeout: 10_000 });
+  const g = await row(await t.getAttribute('data-id'));
+  if (g.partition !== 'fl2va') throw new Error(`partition ${g.partition}`);
+  if (JSON.stringify(g.image_ids) !== JSON.stringify([firstId])) throw new Error(`image_ids ${JSON.stringify(g.image_ids)}, want [${firstId}]`);
+  if (g.last_image_id !== lastId) throw new Error(`last_image_id ${g.last_image_id}, want ${lastId}`);
+  // The lightbox rail labels both references.
+  await t.locator('a').click();
+  await page.waitForSelector('[data-testid=lightbox]');
+  const labels = await page.locator('[data-testid=rail-ref]').allTextContents();
+  if (labels.join('|') !== 'First frame|Last frame') throw new Error(`rail labels ${labels.join('|')}`);
+  await settled(g.generation_id);
+});
+
+test('approve in one tab and see the check appear in the other tabs', async ({ page, context, otherBrowser }) => {
+  const g = await enqueue({ prompt: `${unique('lantern')} festival` });
+  await settled(g.generation_id);
+  await openGallery(page);
+  const second = await context.newPage(); // same browser: events relayed between tabs
+  const third = await otherBrowser.newPage(); // another browser: its own event stream
+  try {
+    await openGallery(second);
+    await openGallery(third);
+    for (const p of [page, second, third]) await tile(p, g.generation_id).waitFor({ timeout: 15_000 });
+    await tile(page, g.generation_id).hover();
+    await tile(page, g.generation_id).locator('[data-testid=approve]').click();
+    for (const [name, p] of [['this tab', page], ['second tab', second], ['other browser', third]]) {
+      await until(`the check in the ${name}`, async () => (await tile(p, g.generation_id).getAttribute('data-rating')) === 'approved', 15_000);
+    }
+    const approve = third.locator(`[data-testid=tile][data-id="${g.generation_id}"] [data-testid=approve]`);
+    if ((await approve.getAttribute('aria-pressed')) !== 'true') throw new Error('the other browser does not show the green check');
+    if ((await row(g.generation_id)).rating !== 'approved') throw new Error('rating not stored');
+    // And back: clearing it in the other browser clears it here.
+    await tile(third, g.generation_id).hover();
+    await approve.click();
+    await until('the check to clear in the first tab', async () => (await tile(page, g.generation_id).getAttribute('data-rating')) === '', 15_000);
+  } finally {
+    await second.close();
+    await third.close();
+  }
+});
+
+test('open a lightbox and step frames with the keyboard', async ({ page }) => {
+  const g = await enqueue({ prompt: `${unique('metronome')} ticking`, frames: 39 });
+  await settled(g.generation_id);
+  await openGallery(page);
+  await tile(page, g.generation_id).locator('a').click();
+  await page.waitForSelector('[data-testid=lightbox] [data-testid=player-video]');
+  if (!page.url().endsWith(`/g/${g.generation_id}`)) throw new Error(`URL is ${page.url()}`);
+  await until('the clip to load', () => page.locator('[data-testid=player-video]').evaluate((v) => v.readyState >= 2), 20_000);
+  await page.locator('[data-testid=player-video]').evaluate((v) => { v.pause(); v.currentTime = 0; });
+  await expectReadout(page, '1 / 39');
+  for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowRight');
+  await expectReadout(page, '4 / 39');
+  await page.keyboard.press('Shift+ArrowRight');
+  await expectReadout(page, '28 / 39');
+  await page.keyboard.press('ArrowLeft');
+  await expectReadout(page, '27 / 39');
+  await page.keyboard.press('Shift+ArrowRight');
+  await expectReadout(page, '39 / 39'); // clamped at the last frame
+  await page.keyboard.press('Shift+ArrowLeft');
+  await page.keyboard.press('Shift+ArrowLeft');
+  await expectReadout(page, '1 / 39'); // clamped at the first
+  // l toggles loop, m mute, space plays.
+  const loop0 = await page.locator('[data-testid=player-video]').evaluate((v) => v.loop);
+  await page.keyboard.press('l');
+  await until('loop to toggle', async () => (await page.locator('[data-testid=player-video]').evaluate((v) => v.loop)) === !loop0, 3_000);
+  await page.keyboard.press('m');
+  if (!(await page.locator('[data-testid=player-video]').evaluate((v) => v.muted))) throw new Error('m did not mute');
+  await page.keyboard.press(' ');
+  await until('playback', () => page.locator('[data-testid=player-video]').evaluate((v) => !v.paused && v.currentTime > 0.1), 10_000);
+  await page.keyboard.press(' ');
+  await page.screenshot({ path: path.join(outDir, 'lightbox.png') });
+  await page.keyboard.press('Escape');
+  await until('the lightbox to close', async () => (await page.locator('[data-testid=lightbox]').count()) === 0 && new URL(page.url()).pathname === '/', 5_000);
+});
+
+test('a real H3 clip as a ref2va reference plays frame by frame in the rail', async ({ page }) => {
+  const clip = path.join(assets, 't2va.mp4');
+  const up = await uploadFile(clip, 'video/mp4');
+  const g = await enqueue({ prompt: `${unique('echo')} of the reference`, image_ids: [up.image_id], partition: 'ref2va' });
+  await openGallery(page);
+  await page.goto(`${base}/g/${g.generation_id}`);
+  await page.waitForSelector('[data-testid=lightbox]');
+  const ref = page.locator('[data-testid=rail-ref]');
+  await ref.first().waitFor({ timeout: 10_000 });
+  if ((await ref.first().getAttribute('data-kind')) !== 'video') throw new Error('the reference is not shown as a video');
+  if ((await ref.first().locator('.badge').count()) !== 1) throw new Error('the video reference has no play badge');
+  await ref.first().click();
+  await until('the reference clip to load', () => page.locator('[data-testid=player-video]').evaluate((v) => v.readyState >= 2 && v.videoWidth === 1344 && v.videoHeight === 768), 20_000);
+  await page.locator('[data-testid=player-video]').evaluate((v) => { v.pause(); v.currentTime = 0; });
+  const total = Number(process.env.MMH3_E2E_T2VA_FRAMES); // counted by ffprobe in run.sh
+  await expectReadout(page, `1 / ${total}`);
+  await page.keyboard.press('Shift+ArrowRight');
+  await page.keyboard.press('Shift+ArrowRight');
+  await page.keyboard.press('ArrowRight');
+  await expectReadout(page, `50 / ${total}`);
+  for (let i = 0; i < 12; i++) await page.keyboard.press('Shift+ArrowRight');
+  await expectReadout(page, `${total} / ${total}`);
+  await page.screenshot({ path: path.join(outDir, 'lightbox-reference.png') });
+  await page.click('[data-testid=rail-result]');
+  await settled(g.generation_id).catch(() => {});
+});
+
+test('open /g/<id> directly, reload it, and use back/forward', async ({ page }) => {
+  const prompt = `${unique('glacier')} calving into the sea`;
+  const g = await enqueue({ prompt });
+  await settled(g.generation_id);
+  await page.goto(`${base}/g/${g.generation_id}`);
+  await page.waitForSelector('[data-testid=lightbox]');
+  await until('the prompt in the lightbox', async () => (await page.textContent('[data-testid=lb-prompt]')) === prompt, 10_000);
+  await page.reload();
+  await until('the lightbox after a hard refresh', async () => (await page.textContent('[data-testid=lb-prompt]').catch(() => '')) === prompt, 10_000);
+  await page.click('[data-testid=modal-close]');
+  await until('the gallery at /', async () => new URL(page.url()).pathname === '/' && (await page.locator('[data-testid=lightbox]').count()) === 0, 5_000);
+  await tile(page, g.generation_id).locator('a').click();
+  await page.waitForSelector('[data-testid=lightbox]');
+  await page.goBack();
+  await until('back to close the lightbox', async () => (await page.locator('[data-testid=lightbox]').count()) === 0 && new URL(page.url()).pathname === '/', 5_000);
+  await page.goForward();
+  await until('forward to reopen it', async () => (await page.textContent('[data-testid=lb-prompt]').catch(() => '')) === prompt, 5_000);
+  // An unknown id says so.
+  await page.goto(`${base}/g/00000000-0000-4000-8000-000000000000`);
+  await until('the not-found message', async () => /does not exist/.test(await page.textContent('[data-testid=lightbox]')), 10_000);
+});
+
+test('search prompts (Ctrl-K) and filter by status', async ({ page }) => {
+  const word = unique('zebra');
+  const a = await enqueue({ prompt: `${word} crossing a river` });
+  const b = await enqueue({ prompt: `${word} asleep under a tree` });
+  const other = await enqueue({ prompt: `${unique('walrus')} on the ice` });
+  await api('DELETE', `/api/ai/queue/${b.generation_id}`).catch(() => {}); // cancelled (or cancelling)
+  await settled(a.generation_id);
+  await until('b to be cancelled or done', async () => ['cancelled', 'succeeded'].includes((await row(b.generation_id)).status), 60_000);
+  const bStatus = (await row(b.generation_id)).status;
+  await openGallery(page);
+  await page.keyboard.press('Control+k');
+  if (!(await page.evaluate(() => document.activeElement && document.activeElement.dataset.testid === 'search'))) throw new Error('Ctrl-K did not focus the search');
+  await page.keyboard.type(word);
+  await until('only the two matching tiles', async () => {
+    const ids = await page.locator('[data-testid=tile]').evaluateAll((els) => els.map((e) => e.dataset.id));
+    return ids.length === 2 && ids.includes(a.generation_id) && ids.includes(b.generation_id);
+  }, 10_000);
+  if ((await tile(page, other.generation_id).count()) !== 0) throw new Error('a non-matching tile is shown');
+  await page.click(`[data-testid=filter-${bStatus}]`);
+  await until(`only the ${bStatus} one`, async () => {
+    const ids = await page.locator('[data-testid=tile]').evaluateAll((els) => els.map((e) => e.dataset.id));
+    return ids.length === 1 && ids[0] === b.generation_id;
+  }, 10_000);
+  await page.click(`[data-testid=filter-${bStatus}]`);
+  await page.click('[data-testid=filter-failed]');
+  await until('no failed matches', async () => (await page.locator('[data-testid=tile]').count()) === 0 && (await page.locator('[data-testid=empty]').count()) === 1, 10_000);
+  await page.screenshot({ path: path.join(outDir, 'search-filter.png') });
+});
+
+test('cancel a running job from its live lightbox', async ({ page }) => {
+  // Many steps and frames so that the job is still running when Cancel lands.
+  const g = await enqueue({ prompt: `${unique('slow')} sunrise over dunes`, steps: 200, frames: 124 });
+  await openGallery(page);
+  await until('the job to start', async () => (await row(g.generation_id)).status === 'processing', 60_000);
+  await tile(page, g.generation_id).locator('a').click();
+  await page.waitForSelector('[data-testid=live-progress]');
+  await until('live progress in the lightbox', async () => /Denoising · step \d+\/\d+|Loading|Encoding|Starting/.test(await page.textContent('[data-testid=live-progress]')), 20_000);
+  await page.click('[data-testid=cancel]');
+  await page.click('[data-testid=cancel]'); // confirm
+  await until('the job to end cancelled', async () => (await row(g.generation_id)).status === 'cancelled', 60_000);
+  await until('the lightbox to show it', async () => (await page.textContent('[data-testid=lb-status]')) === 'cancelled', 10_000);
+  await page.keyboard.press('Escape');
+  await until('the tile to show it', async () => (await tile(page, g.generation_id).getAttribute('data-status')) === 'cancelled', 10_000);
+});
+
+test('delete a finished clip', async ({ page, otherBrowser }) => {
+  const g = await enqueue({ prompt: `${unique('origami')} crane unfolding` });
+  await settled(g.generation_id);
+  await openGallery(page);
+  const watcher = await otherBrowser.newPage();
+  try {
+    await openGallery(watcher);
+    await tile(watcher, g.generation_id).waitFor({ timeout: 10_000 });
+    await tile(page, g.generation_id).locator('a').click();
+    await page.waitForSelector('[data-testid=delete]');
+    await page.click('[data-testid=delete]');
+    if (!/Delete for good/.test(await page.textContent('[data-testid=delete]'))) throw new Error('delete did not ask for confirmation');
+    await page.click('[data-testid=delete]');
+    await until('the lightbox to close', async () => (await page.locator('[data-testid=lightbox]').count()) === 0 && new URL(page.url()).pathname === '/', 10_000);
+    await until('the tile to go', async () => (await tile(page, g.generation_id).count()) === 0, 10_000);
+    await until('the tile to go in another browser', async () => (await tile(watcher, g.generation_id).count()) === 0, 10_000);
+    const res = await fetch(`${base}/api/ai/queue/${g.generation_id}`);
+    if (res.status !== 404) throw new Error(`GET after delete answered ${res.status}`);
+  } finally {
+    await watcher.close();
+  }
+});
+
+test('audio switches to ref2va, invalid combinations are explained, server refusals are shown', async ({ page }) => {
+  await openGallery(page);
+  await page.fill('[data-testid=prompt-input]', `${unique('never')} sent`);
+  // Attaching audio (a real H3 soundtrack) switches the model to ref2va.
+  await page.setInputFiles('[data-testid=file-input]', path.join(stills, 'voice.wav'));
+  const chip = page.locator('[data-testid=chip]');
+  await until('the audio upload', async () => (await chip.getAttribute('data-state')) === 'done', 15_000);
+  if ((await chip.getAttribute('data-kind')) !== 'audio') throw new Error('the chip is not an audio chip');
+  if (!/ref2va/.test(await page.textContent('[data-testid=params-toggle]'))) throw new Error('audio did not switch the model to ref2va');
+  // Forcing fl2va is explained, and nothing is sent.
+  await page.click('[data-testid=params-toggle]');
+  await page.click('[data-testid=model-fl2va]');
+  await until('the explanation', async () => /Audio references need the ref2va/.test(await page.textContent('[data-testid=problems]')), 5_000);
+  const before = (await api('GET', '/api/ai/queue?limit=1')).count;
+  await page.focus('[data-testid=prompt-input]');
+  await page.keyboard.press('Enter');
+  await page.waitForTimeout(500);
+  if ((await api('GET', '/api/ai/queue?limit=1')).count !== before) throw new Error('an invalid form was sent');
+  await page.click('[data-testid=chip-remove]');
+  // A file the server's FFmpeg check refuses: the server's reason reaches the chip.
+  const bogus = path.join(outDir, 'not-an-image.png');
+  fs.writeFileSync(bogus, 'this is text, not a PNG');
+  await page.setInputFiles('[data-testid=file-input]', bogus);
+  await until('the refused upload', async () => (await chip.getAttribute('data-state')) === 'error', 15_000);
+  const why = await chip.locator('.chip-label').getAttribute('title');
+  if (!why || why.length < 8 || /^HTTP \d+$/.test(why)) throw new Error(`the chip does not carry the server's reason: "${why}"`);
+  await until('the problem listed', async () => /failed to upload/.test(await page.textContent('[data-testid=problems]')), 5_000);
+});
+
+test('phone width: gallery, prompt bar and lightbox fit the screen', async ({ context }) => {
+  const g = await enqueue({ prompt: `${unique('phone')} view of a city at night` });
+  await settled(g.generation_id);
+  const page = await context.newPage();
+  try {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await openGallery(page);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    if (overflow > 0) throw new Error(`the page is ${overflow}px wider than the phone screen`);
+    await page.screenshot({ path: path.join(outDir, 'phone-gallery.png') });
+    await tile(page, g.generation_id).locator('a').click();
+    await page.waitForSelector('[data-testid=player-video]');
+    const box = await page.locator('[data-testid=lightbox]').boundingBox();
+    if (box.width > 390) throw new Error(`lightbox is ${box.width}px wide`);
+    await page.screenshot({ path: path.join(outDir, 'phone-lightbox.png') });
+  } finally {
+    await page.close();
+  }
+});
+
+test('no layout shift while the gallery media loads', async ({ page }) => {
+  await page.addInitScript(() => {
+    window.__cls = 0;
+    new PerformanceObserver((list) => { for (const e of list.getEntries()) if (!e.hadRecentInput) window.__cls += e.value; })
+      .observe({ type: 'layout-shift', buffered: true });
+  });
+  await openGallery(page);
+  await page.locator('[data-testid=tile]').first().waitFor({ timeout: 10_000 });
+  await page.waitForTimeout(2500);
+  const cls = await page.evaluate(() => window.__cls);
+  if (cls > 0.01) throw new Error(`cumulative layout shift ${cls.toFixed(3)}`);
+});
+
+test('keyboard only: Tab to a tile, Enter opens it, Esc returns focus', async ({ page }) => {
+  const g = await enqueue({ prompt: `${unique('keys')} on a piano` });
+  await settled(g.generation_id);
+  await openGallery(page);
+  await tile(page, g.generation_id).waitFor();
+  await tile(page, g.generation_id).locator('a').focus();
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('[data-testid=lightbox]');
+  await page.keyboard.press('Escape');
+  await until('focus back on the tile', () => page.evaluate((id) => document.activeElement && document.activeElement.closest(`[data-id="${id}"]`) !== null, g.generation_id), 5_000);
+  await page.keyboard.press('Tab'); // onto the tile's approve button
+  await page.keyboard.press('Enter');
+  await until('approved by keyboard', async () => (await row(g.generation_id)).rating === 'approved', 10_000);
+});
+
+// ------------------------------------------------------------------ run
+const failed = await runAll({
+  outDir,
+  filter,
+  setup: async () => {
+    const main = await launch();
+    const other = await launch();
+    return { context: main.context, otherBrowser: other.context, main, other };
+  },
+  teardown: async (env) => { await env.main.close(); await env.other.close(); },
+});
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs the gallery's end-to-end tests (gallery.e2e.mjs) in Debian's Chromium
+# against the real stack: PostgreSQL, nginx, the FastCGI pool and a worker
+# with the mock engine, started here and stopped on exit.
+#
+#   tests/e2e/run.sh [name filter]
+#
+# MMH3_E2E_BASE=http://host:port runs against a stack that is already up.
+set -u
+here=$(cd "$(dirname "$0")/../.." && pwd)
+build=${MMH3_BUILD:-$here/build}
+out="$here/tests/out/e2e"
+mkdir -p "$out"
+assets=${MMH3_H3_ASSETS:-$(cd "$here/.." && pwd)/shared/minimax-h3/assets}
+[ -d "$assets" ] || assets=$(cd "$here/../.." 2>/dev/null && pwd)/shared/minimax-h3/assets
+export MMH3_H3_ASSETS="$assets"
+
+chromium=${CHROMIUM:-/usr/bin/chromium}
+[ -x "$chromium" ] || { echo "FAIL web/e2e: $chromium not found (apt-get install chromium)"; exit 1; }
+[ -f "$assets/t2va.mp4" ] || { echo "FAIL web/e2e: the real H3 sample clips are not at $assets (set MMH3_H3_ASSETS)"; exit 1; }
+[ -d "$here/web/node_modules/playwright-core" ] || { echo "FAIL web/e2e: web/node_modules is missing (npm ci in web/)"; exit 1; }
+
+# Two stills from a real H3 clip for the first/last-frame test.
+stills="$out/stills"
+mkdir -p "$stills"
+if [ ! -s "$stills/last.png" ]; then
+  ffmpeg -v error -y -i "$assets/i2va.mp4" -vf "select=eq(n\,0),scale=448:256" -frames:v 1 "$stills/first.png" &&
+  ffmpeg -v error -y -i "$assets/i2va.mp4" -vf "select=eq(n\,120),scale=448:256" -frames:v 1 "$stills/last.png" ||
+  { echo "FAIL web/e2e: could not extract stills with ffmpeg"; exit 1; }
+fi
+export MMH3_E2E_STILLS="$stills"
+[ -s "$stills/voice.wav" ] || ffmpeg -v error -y -i "$assets/ref2va.mp4" -vn -t 4 -ac 1 -ar 32000 "$stills/voice.wav" ||
+  { echo "FAIL web/e2e: could not extract audio with ffmpeg"; exit 1; }
+MMH3_E2E_T2VA_FRAMES=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$assets/t2va.mp4")
+export MMH3_E2E_T2VA_FRAMES
+
+base=${MMH3_E2E_BASE:-}
+if [ -z "$base" ]; then
+  . "$here/tests/e2e/stack.sh" || exit 1
+  e2e_stack_start "$build" "$out/stack" || { echo "FAIL web/e2e: the stack did not start (logs in $out/stack)"; exit 1; }
+  trap e2e_stack_stop EXIT
+  base=$E2E_BASE
+fi
+node "$here/tests/e2e/gallery.e2e.mjs" "$base" "$out" "$@"

@@ -1,0 +1,43 @@
+# Sourced by tests/e2e/run.sh: starts the real stack for the browser tests —
+# `mmh3 serve --mock` (private PostgreSQL cluster, nginx, FastCGI pool, one
+# worker with the mock engine) on a free loopback port, serving the web app
+# built into $MMH3_BUILD/web/dist — and stops it again.
+
+e2e_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# e2e_stack_start BUILD_DIR WORK_DIR: sets E2E_BASE and E2E_STACK_PID.
+e2e_stack_start() {
+  local build=$1 work=$2
+  local mmh3="$build/mmh3"
+  if ! "$mmh3" serve --help 2>&1 | grep -q -- '--mock'; then
+    echo "SKIP web/e2e: \`mmh3 serve --mock\` is not built yet (the serving stack has not landed)"
+    exit 0
+  fi
+  [ -f "$build/web/dist/index.html" ] || { echo "FAIL web/e2e: $build/web/dist is not built (make in $build)"; return 1; }
+  rm -rf "$work"
+  mkdir -p "$work"
+  local port
+  port=$(e2e_free_port) || return 1
+  "$mmh3" serve --mock --listen "127.0.0.1:$port" --outputs "$work/outputs" --web-root "$build/web/dist" \
+    >"$work/serve.log" 2>&1 &
+  E2E_STACK_PID=$!
+  E2E_BASE="http://127.0.0.1:$port"
+  local i
+  for i in $(seq 1 240); do
+    if curl -fsS "$E2E_BASE/api/status" 2>/dev/null | grep -q '"state":"ready"'; then return 0; fi
+    kill -0 "$E2E_STACK_PID" 2>/dev/null || { tail -n 20 "$work/serve.log" | sed 's/^/    /'; return 1; }
+    sleep 0.5
+  done
+  tail -n 20 "$work/serve.log" | sed 's/^/    /'
+  return 1
+}
+
+e2e_stack_stop() {
+  [ -n "${E2E_STACK_PID:-}" ] || return 0
+  kill -INT "$E2E_STACK_PID" 2>/dev/null
+  local i
+  for i in $(seq 1 60); do kill -0 "$E2E_STACK_PID" 2>/dev/null || return 0; sleep 0.5; done
+  kill -KILL "$E2E_STACK_PID" 2>/dev/null
+}
