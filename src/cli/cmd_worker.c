@@ -1,12 +1,118 @@
-/* mmh3 worker — placeholder until its owner lands the real command. */
+/* mmh3 worker — the GPU worker process (one per GPU host). `mmh3 serve`
+ * starts one; on other GPU hosts run it by hand or from mmh3-worker.service,
+ * pointed at the same database and a shared outputs folder. */
+#include "config.h"
+
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 
+#ifdef MMH3_HAVE_SERVER
+#include "queue/db.h"
+#include "queue/log.h"
+#include "queue/worker.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mmh3 worker [options]\n"
+            "\n"
+            "Claims queued generations from the PostgreSQL queue and renders them.\n"
+            "\n"
+            "  --db URL            database (libpq URL or conninfo); default $MMH3_DATABASE_URL, else \"%s\"\n"
+            "  --outputs DIR       outputs folder shared with the API (default $MMH3_OUTPUTS, else ./outputs)\n"
+            "  --mock              use the mock engine (FFmpeg test pattern; no weights, no GPU)\n"
+            "  --mock-seconds S    mock engine: wall time of one job (default 5)\n"
+            "  --checkpoints DIR   real engine: the checkpoint folder\n"
+            "  --device DEV        real engine: device placement (e.g. cuda:0, cpu)\n"
+            "  --preload           load the model at start instead of on the first job\n"
+            "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
+            "  --lease S           seconds without a heartbeat before a worker is presumed dead (default 30)\n"
+            "  --name ID           worker id (default host:pid:random)\n",
+            MM_DB_DEFAULT_URL);
+}
+
 int mm_cmd_worker(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "mmh3 worker: not built yet in this version\n");
+    mm_worker_options o;
+    mm_worker_options_defaults(&o);
+    const char *db = NULL;
+    if (getenv("MMH3_OUTPUTS"))
+        o.outputs = getenv("MMH3_OUTPUTS");
+    enum { O_DB = 256, O_OUTPUTS, O_MOCK, O_MOCK_SECONDS, O_CKPT, O_DEVICE, O_PRELOAD, O_ATTEMPTS, O_LEASE, O_NAME };
+    static const struct option opts[] = {
+        {"db", required_argument, 0, O_DB},
+        {"outputs", required_argument, 0, O_OUTPUTS},
+        {"mock", no_argument, 0, O_MOCK},
+        {"mock-seconds", required_argument, 0, O_MOCK_SECONDS},
+        {"checkpoints", required_argument, 0, O_CKPT},
+        {"device", required_argument, 0, O_DEVICE},
+        {"preload", no_argument, 0, O_PRELOAD},
+        {"max-attempts", required_argument, 0, O_ATTEMPTS},
+        {"lease", required_argument, 0, O_LEASE},
+        {"name", required_argument, 0, O_NAME},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_DB: db = optarg; break;
+        case O_OUTPUTS: o.outputs = optarg; break;
+        case O_MOCK: o.engine_kind = "mock"; break;
+        case O_MOCK_SECONDS:
+            o.engine.mock_seconds = strtod(optarg, &end);
+            if (*end || !(o.engine.mock_seconds > 0) || o.engine.mock_seconds > 3600) {
+                fprintf(stderr, "mmh3 worker: --mock-seconds %s: accepted: seconds > 0 and <= 3600\n", optarg);
+                return 2;
+            }
+            break;
+        case O_CKPT: o.engine.checkpoints = optarg; break;
+        case O_DEVICE: o.engine.device = optarg; break;
+        case O_PRELOAD: o.engine.preload = true; break;
+        case O_ATTEMPTS:
+            o.max_attempts = (int)strtol(optarg, &end, 10);
+            if (*end || o.max_attempts < 1 || o.max_attempts > 100) {
+                fprintf(stderr, "mmh3 worker: --max-attempts %s: accepted: integer 1..100\n", optarg);
+                return 2;
+            }
+            break;
+        case O_LEASE:
+            o.lease_seconds = strtod(optarg, &end);
+            if (*end || o.lease_seconds < 3 || o.lease_seconds > 86400) {
+                fprintf(stderr, "mmh3 worker: --lease %s: accepted: seconds 3..86400\n", optarg);
+                return 2;
+            }
+            break;
+        case O_NAME: o.name = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mmh3 worker: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    o.db_url = mm_db_url(db);
+    mm_log_init("worker");
+    mm_error err = {{0}};
+    if (mm_worker_run(&o, &err) < 0) {
+        mm_log("%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+#else
+int mm_cmd_worker(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fprintf(stderr, "mmh3 worker: this mmh3 was configured without the serving stack (--without-server); "
+                    "rebuild with libpq-dev, libfcgi-dev, libcurl4-openssl-dev, nginx and postgresql installed\n");
     return 1;
 }
+#endif

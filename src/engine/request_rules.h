@@ -1,0 +1,92 @@
+/* The rules a render request obeys, shared by `mmh3 generate` and the HTTP
+ * API so both accept and snap exactly the same values.
+ *
+ * Length: H3 renders 17n+5 frames at 24 fps. A frame count is snapped down to
+ * that grid, a duration in seconds is converted at 24 fps and snapped up.
+ * Canvas: width and height are multiples of 32 (off-grid values are snapped
+ * down with a warning). One given axis: the other follows the aspect of the
+ * first reference image/video, else 16:9. "Size N" is a short edge. Nothing
+ * given: 1280x704 without references; with one, short edge 768 at its aspect,
+ * area capped at 1344x768.
+ *
+ * Each check fills err with the problem only ("3 is below the minimum 5");
+ * the caller names the field and adds the matching MM_ACCEPT_* text.
+ */
+#ifndef MMH3_ENGINE_REQUEST_RULES_H
+#define MMH3_ENGINE_REQUEST_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+
+#define MM_FPS 24
+#define MM_FRAMES_MIN 5
+#define MM_FRAMES_MAX 362 /* 15 s, the top of H3's training range */
+#define MM_FRAMES_DEFAULT 124
+#define MM_DIM_GRID 32
+#define MM_DIM_MIN 64
+#define MM_DIM_MAX 2048
+#define MM_DEFAULT_WIDTH 1280
+#define MM_DEFAULT_HEIGHT 704
+#define MM_REF_SHORT_EDGE 768
+#define MM_REF_MAX_AREA (1344 * 768)
+#define MM_STEPS_MIN 2
+#define MM_STEPS_MAX 200
+#define MM_STEPS_DEFAULT 28
+#define MM_PROMPT_MAX_CHARS 8000
+#define MM_MAX_REF_IMAGES 9
+#define MM_MAX_REF_VIDEOS 3
+#define MM_MAX_REF_AUDIO 3
+#define MM_CRF_DEFAULT 18
+#define MM_PRESET_DEFAULT "medium"
+#define MM_SEED_MAX 9007199254740991LL /* 2^53-1: exact in JSON and JavaScript */
+
+#define MM_ACCEPT_FRAMES "integer 5..362, snapped down to the 17n+5 grid (5, 22, 39, ..., 124, ..., 362)"
+#define MM_ACCEPT_SECONDS "number > 0 and <= 15.08, converted at 24 fps and snapped up to the 17n+5 grid"
+#define MM_ACCEPT_DIM "integer 64..2048, a multiple of 32 (off-grid values are snapped down)"
+#define MM_ACCEPT_SIZE "\"WxH\" (e.g. \"1344x768\") or \"N\" (short edge), each 64..2048"
+#define MM_ACCEPT_STEPS "integer 2..200 (default 28)"
+#define MM_ACCEPT_CRF "integer 0..51 (default 18)"
+#define MM_ACCEPT_PRESET "one of ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, veryslow"
+#define MM_ACCEPT_PROMPT "string of 1..8000 characters, not only whitespace"
+#define MM_ACCEPT_SEED "integer 0..9007199254740991, or null for a drawn seed"
+#define MM_ACCEPT_PARTITION "\"fl2va\" or \"ref2va\""
+
+/* Adjustments made to a request, reported back as warnings. */
+#define MM_NOTES_MAX 8
+typedef struct mm_rule_notes {
+    int n;
+    char msg[MM_NOTES_MAX][192];
+} mm_rule_notes;
+
+void mm_notes_add(mm_rule_notes *notes, const char *fmt, ...) MM_PRINTF(2, 3);
+
+/* The largest grid value <= frames (0 when frames < 5), the smallest >= frames. */
+int mm_frames_snap_down(int frames);
+int mm_frames_snap_up(int frames);
+
+/* frames as requested -> frames on the grid (noted when snapped). */
+int mm_rule_frames(long long frames, int *out, mm_rule_notes *notes, mm_error *err);
+/* seconds -> frames: x24, snapped up. */
+int mm_rule_seconds(double seconds, int *out, mm_rule_notes *notes, mm_error *err);
+/* One axis as requested -> on the 32-px grid; `what` names it in the note. */
+int mm_rule_dim(const char *what, long long v, int *out, mm_rule_notes *notes, mm_error *err);
+int mm_rule_steps(long long steps, int *out, mm_error *err);
+int mm_rule_crf(long long crf, int *out, mm_error *err);
+bool mm_rule_preset_valid(const char *preset);
+/* Counts Unicode code points; rejects invalid UTF-8, NUL, empty/whitespace-only, > 8000. */
+int mm_rule_prompt(const char *prompt, size_t len, mm_error *err);
+
+typedef struct mm_canvas_spec {
+    int width, height;         /* on the grid (mm_rule_dim), 0 = not given */
+    int short_edge;            /* "size N", on the grid, 0 = not given */
+    int ref_width, ref_height; /* first reference image/video, 0 = none */
+} mm_canvas_spec;
+
+/* "WxH" or "N" -> spec fields (validated and snapped like width/height). */
+int mm_rule_size(const char *size, mm_canvas_spec *spec, mm_rule_notes *notes, mm_error *err);
+/* The final canvas. Never fails for grid values in range. */
+void mm_canvas_resolve(const mm_canvas_spec *spec, int *width, int *height);
+
+#endif

@@ -1,0 +1,92 @@
+#include "queue/db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *mm_db_url(const char *flag)
+{
+    if (flag && *flag)
+        return flag;
+    const char *env = getenv("MMH3_DATABASE_URL");
+    return env && *env ? env : MM_DB_DEFAULT_URL;
+}
+
+static void trim_newline(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
+        s[--n] = '\0';
+}
+
+int mm_db_connect(const char *url, const char *app_name, PGconn **out, mm_error *err)
+{
+    /* expand_dbname=1: the "dbname" value may itself be a URL or conninfo
+     * string, and the keywords after it override what it says. */
+    const char *keys[] = {"dbname", "application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+                          "keepalives_count", "connect_timeout", NULL};
+    const char *vals[] = {url, app_name, "1", "30", "10", "3", "10", NULL};
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (!c)
+        return mm_fail(err, "database: out of memory");
+    if (PQstatus(c) != CONNECTION_OK) {
+        char msg[MM_ERROR_MAX / 2];
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+        trim_newline(msg);
+        PQfinish(c);
+        *out = NULL;
+        return mm_fail(err, "cannot connect to the database (%s): %s", url, msg);
+    }
+    /* Keep notices (e.g. "extension already exists") off stderr. */
+    PQsetNoticeProcessor(c, NULL, NULL);
+    *out = c;
+    return 0;
+}
+
+int mm_db_query(PGconn *c, const char *sql, int n, const char *const *params, PGresult **out, mm_error *err)
+{
+    if (out)
+        *out = NULL;
+    PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        char msg[MM_ERROR_MAX / 2];
+        snprintf(msg, sizeof msg, "%s", r ? PQresultErrorMessage(r) : PQerrorMessage(c));
+        trim_newline(msg);
+        PQclear(r);
+        return mm_fail(err, "database: %s", msg);
+    }
+    if (out)
+        *out = r;
+    else
+        PQclear(r);
+    return 0;
+}
+
+int mm_db_exec(PGconn *c, const char *sql, mm_error *err)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        char msg[MM_ERROR_MAX / 2];
+        snprintf(msg, sizeof msg, "%s", r ? PQresultErrorMessage(r) : PQerrorMessage(c));
+        trim_newline(msg);
+        PQclear(r);
+        return mm_fail(err, "database: %s", msg);
+    }
+    PQclear(r);
+    return 0;
+}
+
+int mm_db_ensure(PGconn *c, mm_error *err)
+{
+    if (PQstatus(c) == CONNECTION_OK)
+        return 0;
+    PQreset(c);
+    if (PQstatus(c) == CONNECTION_OK)
+        return 0;
+    char msg[MM_ERROR_MAX / 2];
+    snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+    trim_newline(msg);
+    return mm_fail(err, "database connection lost and not back yet: %s", msg);
+}

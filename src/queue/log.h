@@ -1,0 +1,11 @@
+/* One-line log messages on stderr, "2026-11-29 13:58:01 worker: text", for
+ * the serving processes (systemd's journal and `mmh3 serve` collect them). */
+#ifndef MMH3_QUEUE_LOG_H
+#define MMH3_QUEUE_LOG_H
+
+#include "core/error.h"
+
+void mm_log_init(const char *who); /* the process's name in every line */
+void mm_log(const char *fmt, ...) MM_PRINTF(1, 2);
+
+#endif
