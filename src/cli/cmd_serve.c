@@ -1,12 +1,135 @@
-/* mmh3 serve — placeholder until its owner lands the real command. */
+/* mmh3 serve — the web app on this machine: PostgreSQL, the FastCGI pool,
+ * the GPU worker and nginx, supervised; Ctrl-C stops them all. */
+#include "config.h"
+
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 
+#ifdef MMH3_HAVE_SERVER
+#include "queue/log.h"
+#include "serve/serve.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mmh3 serve [options]\n"
+            "\n"
+            "Runs the web app: a private PostgreSQL cluster under the outputs folder (unless --db is\n"
+            "given), the FastCGI API pool, the GPU worker and nginx. Ctrl-C stops everything.\n"
+            "\n"
+            "  --listen ADDR       address nginx listens on (default 127.0.0.1:8000)\n"
+            "  --outputs DIR       outputs folder: clips, uploads, and the private database (default ./outputs)\n"
+            "  --db URL            use this PostgreSQL database instead of the private cluster\n"
+            "  --mock              the mock engine (FFmpeg test pattern; no weights, no GPU)\n"
+            "  --mock-seconds S    mock engine: wall time of one job (default 5)\n"
+            "  --no-worker         no local worker (workers on other hosts share the database)\n"
+            "  --checkpoints DIR   real engine: the checkpoint folder\n"
+            "  --device DEV        real engine: device placement\n"
+            "  --preload           load the model at start\n"
+            "  --web DIR           the built web app (default: next to the binary, else the installed one)\n"
+            "  --threads N         FastCGI request threads (default 16)\n"
+            "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
+            "  --lease S           seconds without a worker heartbeat before its job is recovered (default 30)\n"
+            "  --upload-mb N       largest upload request (default 200)\n");
+}
+
 int mm_cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "mmh3 serve: not built yet in this version\n");
+    mm_serve_options o;
+    mm_serve_options_defaults(&o);
+    o.db_url = getenv("MMH3_DATABASE_URL");
+    if (o.db_url && !*o.db_url)
+        o.db_url = NULL;
+    enum {
+        O_LISTEN = 256, O_OUTPUTS, O_DB, O_MOCK, O_MOCK_SECONDS, O_NO_WORKER, O_CKPT, O_DEVICE, O_PRELOAD, O_WEB,
+        O_THREADS, O_ATTEMPTS, O_LEASE, O_UPLOAD
+    };
+    static const struct option opts[] = {
+        {"listen", required_argument, 0, O_LISTEN},   {"outputs", required_argument, 0, O_OUTPUTS},
+        {"db", required_argument, 0, O_DB},           {"mock", no_argument, 0, O_MOCK},
+        {"mock-seconds", required_argument, 0, O_MOCK_SECONDS},
+        {"no-worker", no_argument, 0, O_NO_WORKER},   {"checkpoints", required_argument, 0, O_CKPT},
+        {"device", required_argument, 0, O_DEVICE},   {"preload", no_argument, 0, O_PRELOAD},
+        {"web", required_argument, 0, O_WEB},         {"threads", required_argument, 0, O_THREADS},
+        {"max-attempts", required_argument, 0, O_ATTEMPTS}, {"lease", required_argument, 0, O_LEASE},
+        {"upload-mb", required_argument, 0, O_UPLOAD}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_LISTEN: o.listen = optarg; break;
+        case O_OUTPUTS: o.outputs = optarg; break;
+        case O_DB: o.db_url = optarg; break;
+        case O_MOCK: o.engine_kind = "mock"; break;
+        case O_MOCK_SECONDS:
+            o.mock_seconds = strtod(optarg, &end);
+            if (*end || !(o.mock_seconds > 0) || o.mock_seconds > 3600) {
+                fprintf(stderr, "mmh3 serve: --mock-seconds %s: accepted: seconds > 0 and <= 3600\n", optarg);
+                return 2;
+            }
+            break;
+        case O_NO_WORKER: o.worker = false; break;
+        case O_CKPT: o.checkpoints = optarg; break;
+        case O_DEVICE: o.device = optarg; break;
+        case O_PRELOAD: o.preload = true; break;
+        case O_WEB: o.web_root = optarg; break;
+        case O_THREADS:
+            o.threads = (int)strtol(optarg, &end, 10);
+            if (*end || o.threads < 1 || o.threads > 1024) {
+                fprintf(stderr, "mmh3 serve: --threads %s: accepted: 1..1024\n", optarg);
+                return 2;
+            }
+            break;
+        case O_ATTEMPTS:
+            o.max_attempts = (int)strtol(optarg, &end, 10);
+            if (*end || o.max_attempts < 1 || o.max_attempts > 100) {
+                fprintf(stderr, "mmh3 serve: --max-attempts %s: accepted: 1..100\n", optarg);
+                return 2;
+            }
+            break;
+        case O_LEASE:
+            o.lease_seconds = strtod(optarg, &end);
+            if (*end || o.lease_seconds < 3 || o.lease_seconds > 86400) {
+                fprintf(stderr, "mmh3 serve: --lease %s: accepted: seconds 3..86400\n", optarg);
+                return 2;
+            }
+            break;
+        case O_UPLOAD:
+            o.upload_mb = (int)strtol(optarg, &end, 10);
+            if (*end || o.upload_mb < 1 || o.upload_mb > 16384) {
+                fprintf(stderr, "mmh3 serve: --upload-mb %s: accepted: 1..16384\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mmh3 serve: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    mm_log_init("serve");
+    mm_error err = {{0}};
+    if (mm_serve_run(&o, &err) < 0) {
+        mm_log("%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+#else
+int mm_cmd_serve(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fprintf(stderr, "mmh3 serve: this mmh3 was configured without the serving stack (--without-server); "
+                    "rebuild with libpq-dev, libfcgi-dev, libcurl4-openssl-dev, nginx and postgresql installed\n");
     return 1;
 }
+#endif

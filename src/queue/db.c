@@ -12,6 +12,11 @@ const char *mm_db_url(const char *flag)
     return env && *env ? env : MM_DB_DEFAULT_URL;
 }
 
+static void ignore_notice(void *arg, const char *message)
+{
+    (void)arg, (void)message;
+}
+
 static void trim_newline(char *s)
 {
     size_t n = strlen(s);
@@ -38,7 +43,7 @@ int mm_db_connect(const char *url, const char *app_name, PGconn **out, mm_error 
         return mm_fail(err, "cannot connect to the database (%s): %s", url, msg);
     }
     /* Keep notices (e.g. "extension already exists") off stderr. */
-    PQsetNoticeProcessor(c, NULL, NULL);
+    PQsetNoticeProcessor(c, ignore_notice, NULL);
     *out = c;
     return 0;
 }

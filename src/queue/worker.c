@@ -169,7 +169,7 @@ static char *timings_json(const double *seconds)
     for (int s = MM_STAGE_LOADING; s < MM_STAGE_COUNT; s++)
         if (seconds[s] > 0)
             json_object_set_new(t, mm_stage_name((mm_stage)s), json_real(round(seconds[s] * 1000) / 1000));
-    char *out = json_dumps(t, JSON_COMPACT);
+    char *out = json_dumps(t, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(t);
     return out;
 }

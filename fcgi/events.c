@@ -1,0 +1,402 @@
+/* GET /api/events: the SSE relay.
+ *
+ * A request thread writes the stream's headers and hands the FastCGI request
+ * to the hub, a single thread per process that holds every open stream and
+ * one LISTEN connection. On each NOTIFY batch it reads the changed rows once
+ * (generation_json) and writes them to all streams, so the cost of an event
+ * does not grow with the number of clients in the database, and no request
+ * thread is pinned by a long-lived stream.
+ *
+ * Catch-up: a client that sends Last-Event-ID (the `seq` of the last event
+ * it saw) first gets the current snapshot of every row changed since then
+ * and the tombstones of rows deleted since then, in seq order. When the id is
+ * older than the pruned tombstones (or the gap is huge) it gets `resync`.
+ * The same catch-up runs for every stream after the hub's own database
+ * connection comes back, since NOTIFY does not queue for absent listeners.
+ */
+#include "config.h"
+
+#include "fcgi/app.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "queue/db.h"
+#include "queue/log.h"
+
+#define HEARTBEAT_SECONDS 15
+#define CATCHUP_MAX 2000
+/* Sequence numbers are taken in statement order but become visible in commit
+ * order, so a row with a slightly smaller seq can appear after a larger one
+ * was sent. The catch-up re-sends this many seq values before the client's
+ * last id; duplicates are harmless (clients compare seq). */
+#define CATCHUP_OVERLAP 64
+
+typedef struct client {
+    FCGX_Request *req;
+    long long last_seq; /* the largest event id written to it */
+    bool catch_up;      /* sent Last-Event-ID */
+    struct client *next;
+} client;
+
+struct mm_sse_hub {
+    mm_app *app;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    int wake[2];
+    client *pending; /* handed over, not yet adopted by the hub thread */
+    client *clients; /* hub thread only */
+    int n_clients;
+};
+
+static void drop(mm_sse_hub *h, client **link)
+{
+    client *c = *link;
+    *link = c->next;
+    FCGX_Finish_r(c->req);
+    free(c->req);
+    free(c);
+    h->n_clients--;
+}
+
+static bool write_to(client *c, const char *text, size_t len)
+{
+    if (FCGX_PutStr(text, (int)len, c->req->out) < 0 || FCGX_FFlush(c->req->out) < 0 || FCGX_GetError(c->req->out))
+        return false;
+    return true;
+}
+
+/* Sends one event to every client (or to only `one`). */
+static void send_event(mm_sse_hub *h, client *one, long long seq, const char *event, const char *data)
+{
+    size_t n = strlen(data) + strlen(event) + 64;
+    char *buf = malloc(n);
+    if (!buf)
+        return;
+    int len = seq >= 0 ? snprintf(buf, n, "id: %lld\nevent: %s\ndata: %s\n\n", seq, event, data)
+                       : snprintf(buf, n, "event: %s\ndata: %s\n\n", event, data);
+    for (client **link = &h->clients; *link;) {
+        client *c = *link;
+        if (one && c != one) {
+            link = &c->next;
+            continue;
+        }
+        if (!write_to(c, buf, (size_t)len)) {
+            drop(h, link);
+            continue;
+        }
+        if (seq > c->last_seq)
+            c->last_seq = seq;
+        link = &c->next;
+    }
+    free(buf);
+}
+
+static void catch_up(mm_sse_hub *h, PGconn *db, client *c)
+{
+    char from[32];
+    snprintf(from, sizeof from, "%lld", c->last_seq);
+    const char *p[] = {from};
+    PGresult *res;
+    mm_error err = {{0}};
+    if (mm_db_query(db,
+                    "SELECT $1::bigint < (SELECT min_seq FROM event_horizon)"
+                    "    OR $1::bigint > (SELECT last_value FROM event_seq)",
+                    1, p, &res, &err) < 0) {
+        mm_log("events: %s", err.msg);
+        return;
+    }
+    bool too_old = PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    if (too_old) {
+        send_event(h, c, -1, "resync", "{}");
+        return;
+    }
+    char overlap[32], limit[16];
+    snprintf(overlap, sizeof overlap, "%lld", c->last_seq > CATCHUP_OVERLAP ? c->last_seq - CATCHUP_OVERLAP : 0);
+    snprintf(limit, sizeof limit, "%d", CATCHUP_MAX + 1);
+    const char *q[] = {overlap, limit};
+    if (mm_db_query(db,
+                    "SELECT seq, kind, data FROM ("
+                    "  SELECT g.seq, 'generation_update' AS kind, generation_json(g)::text AS data"
+                    "    FROM generations g WHERE g.seq > $1::bigint"
+                    "  UNION ALL"
+                    "  SELECT t.seq, 'generation_deleted',"
+                    "         json_build_object('generation_id', t.generation_id, 'seq', t.seq)::text"
+                    "    FROM generation_tombstones t WHERE t.seq > $1::bigint) e"
+                    " ORDER BY seq LIMIT $2::int",
+                    2, q, &res, &err) < 0) {
+        mm_log("events: %s", err.msg);
+        return;
+    }
+    if (PQntuples(res) > CATCHUP_MAX) {
+        send_event(h, c, -1, "resync", "{}");
+    } else {
+        for (int i = 0; i < PQntuples(res); i++)
+            send_event(h, c, atoll(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+    }
+    PQclear(res);
+}
+
+static void adopt_pending(mm_sse_hub *h, PGconn *db)
+{
+    pthread_mutex_lock(&h->mu);
+    client *list = h->pending;
+    h->pending = NULL;
+    pthread_mutex_unlock(&h->mu);
+    char drain[64];
+    while (read(h->wake[0], drain, sizeof drain) > 0) {
+    }
+    while (list) {
+        client *c = list;
+        list = c->next;
+        c->next = h->clients;
+        h->clients = c;
+        h->n_clients++;
+        if (c->catch_up && db)
+            catch_up(h, db, c);
+    }
+}
+
+typedef struct pending_event {
+    long long seq;
+    char kind; /* 'u' update, 'd' deleted */
+    char id[40];
+} pending_event;
+
+static int cmp_event(const void *a, const void *b)
+{
+    long long x = ((const pending_event *)a)->seq, y = ((const pending_event *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+static void broadcast_status(mm_sse_hub *h, PGconn *db)
+{
+    char lease[32];
+    snprintf(lease, sizeof lease, "%.3f", h->app->lease_seconds);
+    const char *p[] = {PACKAGE_VERSION, lease};
+    PGresult *res;
+    mm_error err = {{0}};
+    if (mm_db_query(db, "SELECT status_json($1, $2::double precision)::text", 2, p, &res, &err) < 0) {
+        mm_log("events: %s", err.msg);
+        return;
+    }
+    send_event(h, NULL, -1, "status_update", PQgetvalue(res, 0, 0));
+    PQclear(res);
+}
+
+static void relay_notifies(mm_sse_hub *h, PGconn *db)
+{
+    pending_event ev[512];
+    int n = 0;
+    bool status = false;
+    PGnotify *nt;
+    while (true) {
+        while (n < (int)(sizeof ev / sizeof ev[0]) && (nt = PQnotifies(db))) {
+            json_t *j = json_loads(nt->extra, 0, NULL);
+            const char *kind = json_string_value(json_object_get(j, "kind"));
+            const char *id = json_string_value(json_object_get(j, "generation_id"));
+            long long seq = json_integer_value(json_object_get(j, "seq"));
+            if (kind && strcmp(kind, "worker") == 0) {
+                status = true;
+            } else if (kind && id) {
+                char k = strcmp(kind, "deleted") == 0 ? 'd' : 'u';
+                int found = -1;
+                for (int i = 0; i < n && k == 'u'; i++)
+                    if (ev[i].kind == 'u' && strcmp(ev[i].id, id) == 0)
+                        found = i;
+                if (found >= 0) {
+                    if (seq > ev[found].seq)
+                        ev[found].seq = seq; /* one snapshot per row per batch */
+                } else {
+                    ev[n].seq = seq;
+                    ev[n].kind = k;
+                    snprintf(ev[n].id, sizeof ev[n].id, "%s", id);
+                    n++;
+                }
+            }
+            json_decref(j);
+            PQfreemem(nt);
+        }
+        if (n == 0)
+            break;
+        qsort(ev, (size_t)n, sizeof ev[0], cmp_event);
+        /* The current snapshots of the updated rows, in one query. */
+        char *ids = malloc((size_t)n * 40 + 4);
+        if (!ids)
+            return;
+        strcpy(ids, "{");
+        int nu = 0;
+        for (int i = 0; i < n; i++)
+            if (ev[i].kind == 'u') {
+                strcat(ids, nu++ ? "," : "");
+                strcat(ids, ev[i].id);
+            }
+        strcat(ids, "}");
+        PGresult *res = NULL;
+        mm_error err = {{0}};
+        if (nu) {
+            const char *p[] = {ids};
+            if (mm_db_query(db,
+                            "SELECT g.id::text, g.seq, generation_json(g)::text FROM generations g"
+                            " WHERE g.id = ANY($1::uuid[])",
+                            1, p, &res, &err) < 0)
+                mm_log("events: %s", err.msg);
+        }
+        free(ids);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].kind == 'd') {
+                char data[128];
+                snprintf(data, sizeof data, "{\"generation_id\":\"%s\",\"seq\":%lld}", ev[i].id, ev[i].seq);
+                send_event(h, NULL, ev[i].seq, "generation_deleted", data);
+                continue;
+            }
+            for (int row = 0; res && row < PQntuples(res); row++)
+                if (strcmp(PQgetvalue(res, row, 0), ev[i].id) == 0)
+                    send_event(h, NULL, atoll(PQgetvalue(res, row, 1)), "generation_update",
+                               PQgetvalue(res, row, 2));
+        }
+        PQclear(res);
+        n = 0;
+    }
+    if (status)
+        broadcast_status(h, db);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *hub_main(void *arg)
+{
+    mm_sse_hub *h = arg;
+    PGconn *db = NULL;
+    mm_error err = {{0}};
+    double next_ping = now_seconds() + HEARTBEAT_SECONDS, next_connect = 0;
+    bool complained = false;
+    for (;;) {
+        if ((!db || PQstatus(db) != CONNECTION_OK) && now_seconds() >= next_connect) {
+            if (db)
+                PQfinish(db);
+            db = NULL;
+            if (mm_db_connect(h->app->db_url, "mmh3-fcgi-events", &db, &err) == 0 &&
+                mm_db_exec(db, "LISTEN mmh3_events", &err) == 0) {
+                if (complained)
+                    mm_log("events: database connection is back; catching the streams up");
+                complained = false;
+                /* Whatever happened while we were away, every stream gets it now. */
+                for (client *c = h->clients; c; c = c->next)
+                    catch_up(h, db, c);
+            } else {
+                if (!complained)
+                    mm_log("events: %s (retrying)", err.msg);
+                complained = true;
+                if (db)
+                    PQfinish(db);
+                db = NULL;
+                next_connect = now_seconds() + 1;
+            }
+        }
+        struct pollfd pfd[2] = {{.fd = h->wake[0], .events = POLLIN}, {.fd = db ? PQsocket(db) : -1, .events = POLLIN}};
+        double wait = next_ping - now_seconds();
+        if (!db && next_connect - now_seconds() < wait)
+            wait = next_connect - now_seconds();
+        int timeout = wait > 0 ? (int)(wait * 1000) + 1 : 0;
+        int k = poll(pfd, 2, timeout);
+        if (k < 0 && errno != EINTR)
+            mm_log("events: poll: %s", strerror(errno));
+        if (pfd[0].revents & POLLIN)
+            adopt_pending(h, db && PQstatus(db) == CONNECTION_OK ? db : NULL);
+        if (db && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+            if (PQconsumeInput(db))
+                relay_notifies(h, db);
+        }
+        if (now_seconds() >= next_ping) {
+            char ping[64];
+            int len = snprintf(ping, sizeof ping, ": ping %lld\n\n", (long long)time(NULL));
+            for (client **link = &h->clients; *link;) {
+                if (!write_to(*link, ping, (size_t)len))
+                    drop(h, link);
+                else
+                    link = &(*link)->next;
+            }
+            next_ping = now_seconds() + HEARTBEAT_SECONDS;
+        }
+    }
+    return NULL;
+}
+
+mm_sse_hub *mm_sse_hub_start(mm_app *app, mm_error *err)
+{
+    mm_sse_hub *h = calloc(1, sizeof *h);
+    if (!h) {
+        mm_fail(err, "out of memory");
+        return NULL;
+    }
+    h->app = app;
+    pthread_mutex_init(&h->mu, NULL);
+    if (pipe2(h->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+        mm_fail_errno(err, "pipe");
+        free(h);
+        return NULL;
+    }
+    if (pthread_create(&h->thread, NULL, hub_main, h) != 0) {
+        mm_fail(err, "cannot start the events thread");
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void mm_api_events(mm_req *r)
+{
+    long long last = -1;
+    const char *hdr = mm_req_header(r, "HTTP_LAST_EVENT_ID");
+    char q[32];
+    if ((!hdr || !*hdr) && mm_req_query(r, "last_event_id", q, sizeof q))
+        hdr = q;
+    if (hdr && *hdr) {
+        char *end;
+        last = strtoll(hdr, &end, 10);
+        if (*end || last < 0) {
+            mm_reply_error(r, 400, "Last-Event-ID", "the id of an event this stream sent (a non-negative integer)",
+                           "'%s' is not an event id", hdr);
+            return;
+        }
+    }
+    /* A stuck client must not stall the hub: writes give up after 10 s. */
+    struct timeval tv = {10, 0};
+    setsockopt(r->fcgx->ipcFd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    r->responded = true;
+    FCGX_PutS("Status: 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+              "X-Accel-Buffering: no\r\n\r\nretry: 2000\n\n",
+              r->fcgx->out);
+    if (FCGX_FFlush(r->fcgx->out) < 0)
+        return;
+    client *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->req = r->fcgx;
+    c->last_seq = last >= 0 ? last : 0;
+    c->catch_up = last >= 0;
+    mm_sse_hub *h = r->app->hub;
+    pthread_mutex_lock(&h->mu);
+    c->next = h->pending;
+    h->pending = c;
+    pthread_mutex_unlock(&h->mu);
+    r->handed_off = true;
+    if (write(h->wake[1], "x", 1) < 0) {
+        /* The pipe is full: the hub wakes anyway. */
+    }
+}

@@ -1,0 +1,215 @@
+/* Request parsing and response writing over FastCGI. */
+#include "fcgi/app.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "queue/db.h"
+#include "queue/log.h"
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Status";
+    }
+}
+
+PGconn *mm_req_db(mm_req *r)
+{
+    mm_error err = {{0}};
+    if (*r->db_slot && mm_db_ensure(*r->db_slot, &err) == 0)
+        return r->db = *r->db_slot;
+    if (*r->db_slot) {
+        PQfinish(*r->db_slot);
+        *r->db_slot = NULL;
+    }
+    if (mm_db_connect(r->app->db_url, "mmh3-fcgi", r->db_slot, &err) < 0) {
+        mm_log("%s", err.msg);
+        mm_reply_error(r, 503, NULL, NULL, "the database is not reachable; try again shortly");
+        return r->db = NULL;
+    }
+    return r->db = *r->db_slot;
+}
+
+const char *mm_req_header(mm_req *r, const char *cgi_name)
+{
+    return FCGX_GetParam(cgi_name, r->fcgx->envp);
+}
+
+int mm_req_body(mm_req *r, size_t max, char **body, size_t *len, int *http_status, mm_error *err)
+{
+    *body = NULL;
+    *len = 0;
+    const char *cl = mm_req_header(r, "CONTENT_LENGTH");
+    char *end;
+    unsigned long long n = cl && *cl ? strtoull(cl, &end, 10) : 0;
+    if (cl && *cl && *end) {
+        *http_status = 400;
+        return mm_fail(err, "Content-Length '%s' is not a number", cl);
+    }
+    if (n > max) {
+        *http_status = 413;
+        return mm_fail(err, "the body is %llu bytes, more than the %zu accepted", n, max);
+    }
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        *http_status = 500;
+        return mm_fail(err, "out of memory for a %llu-byte body", n);
+    }
+    size_t got = 0;
+    while (got < n) {
+        int chunk = n - got > (1u << 30) ? (1 << 30) : (int)(n - got);
+        int k = FCGX_GetStr(buf + got, chunk, r->fcgx->in);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    if (got != n) {
+        free(buf);
+        *http_status = 400;
+        return mm_fail(err, "the body ended after %zu of %llu bytes", got, n);
+    }
+    buf[n] = '\0';
+    *body = buf;
+    *len = n;
+    return 0;
+}
+
+bool mm_url_decode(char *s)
+{
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        if (*p == '+') {
+            *w++ = ' ';
+        } else if (*p == '%') {
+            if (!isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]))
+                return false;
+            char hex[3] = {p[1], p[2], 0};
+            int v = (int)strtol(hex, NULL, 16);
+            if (v == 0)
+                return false;
+            *w++ = (char)v;
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = '\0';
+    return true;
+}
+
+bool mm_req_query(mm_req *r, const char *name, char *buf, size_t n)
+{
+    size_t nl = strlen(name);
+    for (const char *p = r->query; p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t seg = amp ? (size_t)(amp - p) : strlen(p);
+        if (seg > nl && p[nl] == '=' && strncmp(p, name, nl) == 0) {
+            size_t vl = seg - nl - 1;
+            if (vl >= n)
+                vl = n - 1;
+            memcpy(buf, p + nl + 1, vl);
+            buf[vl] = '\0';
+            return mm_url_decode(buf) || (buf[0] = '\0', true);
+        }
+        if (seg == nl && strncmp(p, name, nl) == 0) {
+            buf[0] = '\0';
+            return true;
+        }
+        p = amp ? amp + 1 : NULL;
+    }
+    return false;
+}
+
+static void put_headers(mm_req *r, int status, const char *content_type)
+{
+    FCGX_FPrintF(r->fcgx->out,
+                 "Status: %d %s\r\nContent-Type: %s\r\nCache-Control: no-store\r\n"
+                 "X-Content-Type-Options: nosniff\r\n\r\n",
+                 status, reason(status), content_type);
+}
+
+void mm_reply_text(mm_req *r, int status, const char *content_type, const char *text, size_t len)
+{
+    if (r->responded)
+        return;
+    r->responded = true;
+    put_headers(r, status, content_type);
+    FCGX_PutStr(text, (int)len, r->fcgx->out);
+}
+
+void mm_reply_raw_json(mm_req *r, int status, const char *text)
+{
+    mm_reply_text(r, status, "application/json", text, strlen(text));
+}
+
+void mm_reply_json(mm_req *r, int status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(body);
+    if (!text) {
+        mm_reply_error(r, 500, NULL, NULL, "out of memory");
+        return;
+    }
+    mm_reply_raw_json(r, status, text);
+    free(text);
+}
+
+void mm_reply_error(mm_req *r, int status, const char *field, const char *accepted, const char *fmt, ...)
+{
+    char msg[2048], full[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "%s%s%s%s%s", field ? field : "", field ? ": " : "", msg,
+             accepted ? "; accepted: " : "", accepted ? accepted : "");
+    json_t *e = json_pack("{s:s, s:s, s:{s:s?, s:s, s:s?}}", "status", "error", "status_message", full, "error",
+                          "field", field, "message", msg, "accepted", accepted);
+    if (status >= 500)
+        mm_log("%s %s: %d %s", r->method, r->path, status, full);
+    mm_reply_json(r, status, e);
+}
+
+void mm_uuid_v4(char out[37])
+{
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        for (size_t i = 0; i < sizeof b; i++)
+            b[i] = (unsigned char)rand();
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+bool mm_is_uuid(const char *s)
+{
+    if (!s || strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return false;
+        } else if (!isxdigit((unsigned char)s[i])) {
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,218 @@
+/* mmh3-fcgi: the HTTP API as a FastCGI program behind nginx.
+ *
+ * One process, a pool of request threads (each with its own PostgreSQL
+ * connection) sharing one listening socket, plus the SSE hub thread. nginx
+ * opens one FastCGI connection per request, so the pool size bounds the
+ * concurrent API calls; SSE streams do not count against it (the hub holds
+ * them). Started by `mmh3 serve` or mmh3-fcgi.service.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fcgiapp.h>
+
+#include "fcgi/app.h"
+#include "queue/db.h"
+#include "queue/log.h"
+#include "queue/migrate.h"
+
+static pthread_mutex_t accept_mu = PTHREAD_MUTEX_INITIALIZER;
+static int listen_fd;
+static mm_app app;
+
+static void *request_thread(void *arg)
+{
+    (void)arg;
+    PGconn *db = NULL;
+    FCGX_Request *req = malloc(sizeof *req);
+    if (!req || FCGX_InitRequest(req, listen_fd, 0) != 0) {
+        mm_log("cannot set up a request");
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&accept_mu);
+        int rc = FCGX_Accept_r(req);
+        pthread_mutex_unlock(&accept_mu);
+        if (rc < 0)
+            break;
+        const char *uri = FCGX_GetParam("DOCUMENT_URI", req->envp);
+        const char *query = FCGX_GetParam("QUERY_STRING", req->envp);
+        const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+        char path[2048];
+        if (!uri || !*uri) {
+            /* Without nginx's fastcgi_params: take REQUEST_URI up to '?'. */
+            const char *ru = FCGX_GetParam("REQUEST_URI", req->envp);
+            snprintf(path, sizeof path, "%.*s", ru ? (int)strcspn(ru, "?") : 1, ru ? ru : "/");
+        } else {
+            snprintf(path, sizeof path, "%s", uri);
+        }
+        mm_req r = {
+            .app = &app,
+            .fcgx = req,
+            .db_slot = &db,
+            .method = method ? method : "GET",
+            .path = path,
+            .query = query ? query : "",
+        };
+        mm_route(&r);
+        if (!r.responded && !r.handed_off)
+            mm_reply_error(&r, 500, NULL, NULL, "the handler gave no answer");
+        if (r.handed_off) {
+            /* The SSE hub owns that request now; take a fresh one. */
+            req = malloc(sizeof *req);
+            if (!req || FCGX_InitRequest(req, listen_fd, 0) != 0) {
+                mm_log("out of memory for a request");
+                break;
+            }
+        } else {
+            FCGX_Finish_r(req);
+        }
+    }
+    if (db)
+        PQfinish(db);
+    return NULL;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mmh3-fcgi [options]\n"
+            "\n"
+            "The mmh3 HTTP API (FastCGI). nginx passes /api/ and /docs to it.\n"
+            "\n"
+            "  --listen ADDR       unix socket path, or host:port (default: the inherited socket, fd 0)\n"
+            "  --threads N         request threads (default 16)\n"
+            "  --db URL            database; default $MMH3_DATABASE_URL, else \"%s\"\n"
+            "  --outputs DIR       outputs folder (default $MMH3_OUTPUTS, else ./outputs)\n"
+            "  --lease S           worker heartbeat age that counts as offline (default 30)\n"
+            "  --max-upload-mb N   POST /api/images body limit (default 200)\n",
+            MM_DB_DEFAULT_URL);
+}
+
+int main(int argc, char **argv)
+{
+    const char *listen_addr = NULL, *db = NULL, *outputs = getenv("MMH3_OUTPUTS");
+    int threads = 16;
+    app.lease_seconds = 30;
+    app.max_upload_bytes = 200u << 20;
+    enum { O_LISTEN = 256, O_THREADS, O_DB, O_OUTPUTS, O_LEASE, O_UPLOAD };
+    static const struct option opts[] = {
+        {"listen", required_argument, 0, O_LISTEN}, {"threads", required_argument, 0, O_THREADS},
+        {"db", required_argument, 0, O_DB},         {"outputs", required_argument, 0, O_OUTPUTS},
+        {"lease", required_argument, 0, O_LEASE},   {"max-upload-mb", required_argument, 0, O_UPLOAD},
+        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_LISTEN: listen_addr = optarg; break;
+        case O_THREADS:
+            threads = atoi(optarg);
+            if (threads < 1 || threads > 1024) {
+                fprintf(stderr, "mmh3-fcgi: --threads %s: accepted: 1..1024\n", optarg);
+                return 2;
+            }
+            break;
+        case O_DB: db = optarg; break;
+        case O_OUTPUTS: outputs = optarg; break;
+        case O_LEASE: app.lease_seconds = atof(optarg); break;
+        case O_UPLOAD: app.max_upload_bytes = (size_t)atol(optarg) << 20; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    mm_log_init("fcgi");
+    app.db_url = mm_db_url(db);
+    static char outputs_abs[PATH_MAX];
+    if (!outputs)
+        outputs = "outputs";
+    mkdir(outputs, 0755);
+    if (!realpath(outputs, outputs_abs)) {
+        mm_log("outputs folder %s: cannot resolve it", outputs);
+        return 1;
+    }
+    app.outputs = outputs_abs;
+    char uploads[PATH_MAX + 16];
+    snprintf(uploads, sizeof uploads, "%s/uploads", outputs_abs);
+    mkdir(uploads, 0755);
+
+    /* Bring the schema up to date (a no-op when the worker or serve did). */
+    mm_error err = {{0}};
+    PGconn *conn;
+    for (int tries = 0;; tries++) {
+        if (mm_db_connect(app.db_url, "mmh3-fcgi", &conn, &err) == 0)
+            break;
+        if (tries == 0)
+            mm_log("%s (retrying)", err.msg);
+        if (tries > 60) {
+            mm_log("giving up: %s", err.msg);
+            return 1;
+        }
+        sleep(1);
+    }
+    if (mm_db_migrate(conn, NULL, &err) < 0) {
+        mm_log("%s", err.msg);
+        PQfinish(conn);
+        return 1;
+    }
+    PQfinish(conn);
+
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL); /* threads inherit; main waits below */
+
+    if (FCGX_Init() != 0) {
+        mm_log("FCGX_Init failed");
+        return 1;
+    }
+    if (listen_addr) {
+        const char *a = strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr;
+        if (!strchr(a, ':'))
+            unlink(a); /* a stale socket from an earlier run */
+        listen_fd = FCGX_OpenSocket(a, 256);
+        if (listen_fd < 0) {
+            mm_log("cannot listen on %s", listen_addr);
+            return 1;
+        }
+        if (!strchr(a, ':'))
+            chmod(a, 0666); /* nginx's workers may run as another user */
+    } else {
+        listen_fd = 0;
+    }
+
+    app.hub = mm_sse_hub_start(&app, &err);
+    if (!app.hub) {
+        mm_log("%s", err.msg);
+        return 1;
+    }
+    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&tids[i], NULL, request_thread, NULL) != 0) {
+            mm_log("cannot start request thread %d", i);
+            return 1;
+        }
+    mm_log("listening on %s with %d threads (outputs %s)", listen_addr ? listen_addr : "fd 0", threads,
+           app.outputs);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    mm_log("stopping (signal %d)", sig);
+    FCGX_ShutdownPending();
+    shutdown(listen_fd, SHUT_RDWR);
+    if (listen_addr && !strchr(strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr, ':'))
+        unlink(strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr);
+    /* Requests in flight finish or are cut; their transactions roll back. */
+    return 0;
+}

@@ -1,0 +1,94 @@
+/* Method + path -> handler. Paths arrive from nginx already normalised
+ * ($document_uri: decoded, dot segments resolved). */
+#include "fcgi/app.h"
+
+#include <string.h>
+
+static bool is(const char *a, const char *b)
+{
+    return strcmp(a, b) == 0;
+}
+
+/* Matches "<prefix><id>" (an optional trailing slash allowed); *id points into buf. */
+static bool match_id(const char *path, const char *prefix, char *buf, size_t n)
+{
+    size_t pl = strlen(prefix);
+    if (strncmp(path, prefix, pl) != 0)
+        return false;
+    const char *rest = path + pl;
+    size_t len = strlen(rest);
+    if (len && rest[len - 1] == '/')
+        len--;
+    if (len == 0 || len >= n || memchr(rest, '/', len))
+        return false;
+    memcpy(buf, rest, len);
+    buf[len] = '\0';
+    return true;
+}
+
+static void not_allowed(mm_req *r, const char *allowed)
+{
+    mm_reply_error(r, 405, NULL, allowed, "%s is not allowed on %s", r->method, r->path);
+}
+
+void mm_route(mm_req *r)
+{
+    const char *m = r->method, *p = r->path;
+    char id[64];
+
+    if (is(p, "/api/ai/queue") || is(p, "/api/ai/queue/")) {
+        if (is(m, "POST"))
+            mm_api_enqueue(r);
+        else if (is(m, "GET"))
+            mm_api_list(r);
+        else
+            not_allowed(r, "GET, POST");
+    } else if (match_id(p, "/api/ai/queue/", id, sizeof id)) {
+        if (!mm_is_uuid(id))
+            mm_reply_error(r, 404, NULL, "a generation_id (UUID)", "'%s' is not a generation id", id);
+        else if (is(m, "GET"))
+            mm_api_get(r, id);
+        else if (is(m, "PATCH"))
+            mm_api_patch(r, id);
+        else if (is(m, "DELETE"))
+            mm_api_delete(r, id);
+        else
+            not_allowed(r, "GET, PATCH, DELETE");
+    } else if (is(p, "/api/images") || is(p, "/api/images/")) {
+        if (is(m, "POST"))
+            mm_api_upload(r);
+        else
+            not_allowed(r, "POST");
+    } else if (match_id(p, "/api/images/", id, sizeof id)) {
+        if (!mm_is_uuid(id))
+            mm_reply_error(r, 404, NULL, "an image_id (UUID)", "'%s' is not an image id", id);
+        else if (is(m, "GET"))
+            mm_api_upload_get(r, id);
+        else
+            not_allowed(r, "GET");
+    } else if (is(p, "/api/events")) {
+        if (is(m, "GET"))
+            mm_api_events(r);
+        else
+            not_allowed(r, "GET");
+    } else if (is(p, "/api/status")) {
+        if (is(m, "GET"))
+            mm_api_status(r);
+        else
+            not_allowed(r, "GET");
+    } else if (is(p, "/api/settings")) {
+        if (is(m, "GET"))
+            mm_api_settings_get(r);
+        else if (is(m, "PUT"))
+            mm_api_settings_put(r);
+        else
+            not_allowed(r, "GET, PUT");
+    } else if (is(p, "/docs") || is(p, "/docs/") || is(p, "/docs/openapi.json") || is(p, "/api/openapi.json")) {
+        if (is(m, "GET") || is(m, "HEAD"))
+            mm_api_docs(r);
+        else
+            not_allowed(r, "GET");
+    } else {
+        mm_reply_error(r, 404, NULL, NULL, "no such API route: %s %s (see /docs)", m, p);
+    }
+}

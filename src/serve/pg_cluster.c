@@ -1,0 +1,131 @@
+#include "serve/pg_cluster.h"
+
+#include <errno.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "queue/db.h"
+#include "queue/log.h"
+#include "serve/proc.h"
+
+static int make_dir(const char *path, mode_t mode, const mm_pg_cluster *c, mm_error *err)
+{
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return mm_fail_errno(err, "creating %s", path);
+    if (c->as_user && chown(path, c->uid, c->gid) < 0)
+        return mm_fail_errno(err, "giving %s to uid %d", path, (int)c->uid);
+    if (chmod(path, mode) < 0)
+        return mm_fail_errno(err, "chmod %s", path);
+    return 0;
+}
+
+int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, mm_error *err)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->bindir, sizeof c->bindir, "%s", bindir);
+    snprintf(c->data_dir, sizeof c->data_dir, "%s/pgdata", state_dir);
+    snprintf(c->socket_dir, sizeof c->socket_dir, "%s/pg.sock", state_dir);
+    snprintf(c->log_path, sizeof c->log_path, "%s/postgres.log", log_dir);
+    if (geteuid() == 0) {
+        struct passwd *pw = getpwnam("mmh3");
+        if (!pw)
+            pw = getpwnam("nobody");
+        if (!pw)
+            return mm_fail(err, "running as root, PostgreSQL needs an unprivileged user: create one named "
+                                "'mmh3' (useradd --system mmh3)");
+        c->uid = pw->pw_uid;
+        c->gid = pw->pw_gid;
+        c->as_user = true;
+    } else {
+        c->uid = geteuid();
+        c->gid = getegid();
+    }
+    /* The socket path ("<dir>/.s.PGSQL.5432") must fit a sockaddr_un. */
+    struct sockaddr_un sun;
+    if (strlen(c->socket_dir) + 16 >= sizeof sun.sun_path) {
+        snprintf(c->socket_dir, sizeof c->socket_dir, "/tmp/mmh3-pg-%d-%ld", (int)c->uid, (long)time(NULL));
+        mm_log("the outputs path is too long for a unix socket; PostgreSQL's socket goes to %s", c->socket_dir);
+    }
+    if (make_dir(c->data_dir, 0700, c, err) < 0 || make_dir(c->socket_dir, 0700, c, err) < 0)
+        return -1;
+    if (c->as_user && (mm_path_make_reachable(c->data_dir, c->uid, c->gid, err) < 0 ||
+                       mm_path_make_reachable(c->socket_dir, c->uid, c->gid, err) < 0))
+        return -1;
+    snprintf(c->url, sizeof c->url, "host=%s port=5432 dbname=mmh3 user=mmh3", c->socket_dir);
+
+    char version[PATH_MAX + 16];
+    snprintf(version, sizeof version, "%s/PG_VERSION", c->data_dir);
+    if (access(version, F_OK) == 0)
+        return 0;
+    mm_log("creating the PostgreSQL cluster in %s", c->data_dir);
+    char initdb[PATH_MAX + 16];
+    snprintf(initdb, sizeof initdb, "%s/initdb", c->bindir);
+    char *argv[] = {initdb, "-D", c->data_dir, "-U", "mmh3", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8",
+                    "--no-instructions", NULL};
+    mm_proc_spec spec = {.name = "initdb", .argv = argv, .log_path = c->log_path, .uid = c->uid, .gid = c->gid,
+                         .as_user = c->as_user};
+    if (mm_proc_run(&spec, err) < 0)
+        return mm_error_prefix(err, "creating the database cluster");
+    return 0;
+}
+
+int mm_pg_start(mm_pg_cluster *c, mm_error *err)
+{
+    char postgres[PATH_MAX + 16];
+    snprintf(postgres, sizeof postgres, "%s/postgres", c->bindir);
+    char *argv[] = {postgres, "-D", c->data_dir, "-k", c->socket_dir, "-c", "listen_addresses=", "-c", "port=5432",
+                    "-c", "max_connections=300", "-c", "unix_socket_permissions=0700", NULL};
+    mm_proc_spec spec = {.name = "postgres", .argv = argv, .log_path = c->log_path, .uid = c->uid, .gid = c->gid,
+                         .as_user = c->as_user};
+    if (mm_proc_start(&spec, &c->pid, err) < 0)
+        return -1;
+    char admin[PATH_MAX + 64];
+    snprintf(admin, sizeof admin, "host=%s port=5432 dbname=postgres user=mmh3", c->socket_dir);
+    for (int i = 0;; i++) {
+        if (PQping(admin) == PQPING_OK)
+            break;
+        int status;
+        if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+            char how[128];
+            mm_proc_describe(status, how, sizeof how);
+            c->pid = 0;
+            return mm_fail(err, "PostgreSQL %s while starting; see %s", how, c->log_path);
+        }
+        if (i > 600) {
+            mm_pg_stop(c);
+            return mm_fail(err, "PostgreSQL did not accept connections within 60 s; see %s", c->log_path);
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    PGconn *db;
+    if (mm_db_connect(admin, "mmh3-serve", &db, err) < 0)
+        return -1;
+    PGresult *r;
+    int rc = mm_db_query(db, "SELECT 1 FROM pg_database WHERE datname = 'mmh3'", 0, NULL, &r, err);
+    if (rc == 0) {
+        bool exists = PQntuples(r) > 0;
+        PQclear(r);
+        if (!exists)
+            rc = mm_db_exec(db, "CREATE DATABASE mmh3", err);
+    }
+    PQfinish(db);
+    return rc;
+}
+
+void mm_pg_stop(mm_pg_cluster *c)
+{
+    if (c->pid > 0)
+        mm_proc_stop(c->pid, SIGINT, 20);
+    c->pid = 0;
+}

@@ -1,0 +1,34 @@
+/* The private PostgreSQL cluster of `mmh3 serve`: a data folder under the
+ * outputs folder, reachable only through a unix socket in a private folder
+ * (no TCP), created with initdb on first use. When serve runs as root, the
+ * server runs as the unprivileged `mmh3` user (or `nobody`), since
+ * PostgreSQL refuses to run as root. */
+#ifndef MMH3_SERVE_PG_CLUSTER_H
+#define MMH3_SERVE_PG_CLUSTER_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+
+typedef struct mm_pg_cluster {
+    char bindir[PATH_MAX];     /* initdb, postgres */
+    char data_dir[PATH_MAX];
+    char socket_dir[PATH_MAX];
+    char log_path[PATH_MAX];
+    char url[PATH_MAX + 64];   /* libpq conninfo for the mmh3 database */
+    uid_t uid;
+    gid_t gid;
+    bool as_user;
+    pid_t pid;
+} mm_pg_cluster;
+
+/* Lays out <state_dir>/{pgdata,pg.sock/,} and runs initdb when needed. */
+int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, mm_error *err);
+/* Starts the server, waits until it accepts connections, creates the database. */
+int mm_pg_start(mm_pg_cluster *c, mm_error *err);
+/* Fast shutdown (SIGINT), SIGKILL after 20 s. */
+void mm_pg_stop(mm_pg_cluster *c);
+
+#endif

@@ -1,0 +1,35 @@
+/* `mmh3 serve`: the whole stack on one machine. Starts the private
+ * PostgreSQL cluster (unless a database URL is given), applies the schema,
+ * renders nginx's configuration (nginx/mmh3.conf.in), starts the FastCGI
+ * pool (mmh3-fcgi), the GPU worker and nginx, restarts any of them that
+ * dies, and stops them all in order on Ctrl-C / SIGTERM. */
+#ifndef MMH3_SERVE_SERVE_H
+#define MMH3_SERVE_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+
+typedef struct mm_serve_options {
+    const char *outputs;     /* default ./outputs */
+    const char *listen;      /* nginx listen address, default 127.0.0.1:8000 */
+    const char *db_url;      /* NULL: the private cluster under <outputs>/.mmh3 */
+    const char *web_root;    /* NULL: the built web app next to the binary, else the installed one */
+    const char *nginx;       /* nginx binary */
+    const char *pg_bindir;   /* initdb/postgres folder */
+    bool worker;             /* start a worker (default true) */
+    const char *engine_kind; /* "h3" or "mock" */
+    double mock_seconds;
+    const char *checkpoints, *device;
+    bool preload;
+    int max_attempts;
+    double lease_seconds;
+    int threads;
+    int upload_mb;
+} mm_serve_options;
+
+void mm_serve_options_defaults(mm_serve_options *o);
+int mm_serve_run(const mm_serve_options *o, mm_error *err);
+
+#endif
