@@ -3,10 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "media/audio_reader.h"
 #include "media/image.h"
 #include "media/mp4_writer.h"
 #include "media/poster.h"
 #include "media/probe.h"
+#include "media/video_reader.h"
 
 static int no_ffmpeg(mm_error *err)
 {
@@ -138,4 +140,56 @@ int mm_media_poster(const char *in, const char *out, int max_edge, mm_error *err
 {
     (void)in, (void)out, (void)max_edge;
     return no_ffmpeg(err);
+}
+
+/* video_reader.h, audio_reader.h, resample.h */
+
+int mm_h3_grid_floor(int frames) { return frames < 22 ? 0 : 17 * ((frames - 5) / 17) + 5; }
+
+int mm_video_open(mm_video_reader **out, const char *path, const mm_video_options *opt, mm_error *err)
+{
+    (void)path, (void)opt;
+    *out = NULL;
+    return no_ffmpeg(err);
+}
+
+const mm_media_info *mm_video_info(const mm_video_reader *r)
+{
+    (void)r;
+    return NULL;
+}
+
+int mm_video_planned_frames(const mm_video_reader *r)
+{
+    (void)r;
+    return 0;
+}
+
+int mm_video_next(mm_video_reader *r, mm_video_frame *f, mm_error *err)
+{
+    (void)r, (void)f;
+    return no_ffmpeg(err);
+}
+
+void mm_video_close(mm_video_reader *r) { (void)r; }
+
+int mm_video_read(const char *path, const mm_video_options *opt, mm_video_frame_fn fn, void *user, mm_error *err)
+{
+    (void)path, (void)opt, (void)fn, (void)user;
+    return no_ffmpeg(err);
+}
+
+int mm_audio_read(const char *path, const mm_audio_options *opt, mm_audio *out, mm_error *err)
+{
+    (void)path, (void)opt;
+    memset(out, 0, sizeof *out);
+    return no_ffmpeg(err);
+}
+
+void mm_audio_free(mm_audio *a)
+{
+    if (a) {
+        free(a->samples);
+        memset(a, 0, sizeof *a);
+    }
 }
