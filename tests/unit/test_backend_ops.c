@@ -778,6 +778,96 @@ static void test_snake(void)
     mm_tensor_free(&o);
 }
 
+/* ------------------------------------------------------- quantized ops */
+
+static void test_int8_gemm_and_quantize(void)
+{
+    const int64_t R = 37, N = 70, K = 300;
+    mm_tensor qx = tb_zeros(MM_I8, 2, MM_SHAPE(R, K)), qw = tb_zeros(MM_I8, 2, MM_SHAPE(N, K));
+    int8_t *a = qx.data, *b = qw.data;
+    for (int64_t i = 0; i < R * K; i++)
+        a[i] = (int8_t)((int)(tb_next() % 255) - 127);
+    for (int64_t i = 0; i < N * K; i++)
+        b[i] = (int8_t)((int)(tb_next() % 256) - 128);
+    mm_tensor sx = tb_rand(MM_F32, 1, MM_SHAPE(R), 0.01), sw = tb_rand(MM_F32, 2, MM_SHAPE(N, 1), 0.01);
+    mm_tensor swv = mm_tensor_wrap(sw.data, mm_cpu(), MM_F32, 1, MM_SHAPE(N));
+    mm_tensor bias = tb_rand(MM_BF16, 1, MM_SHAPE(N), 1.0);
+    mm_tensor o = tb_zeros(MM_F32, 2, MM_SHAPE(R, N));
+    mm_gemm_i8_scaled(ctx, &o, &qx, &sx, &qw, &swv, &bias);
+    const float *fs = sx.data, *fw = sw.data, *got = o.data;
+    int64_t bad = 0;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t acc = 0;
+            for (int64_t k = 0; k < K; k++)
+                acc += (int64_t)a[r * K + k] * b[n * K + k];
+            float want = (float)acc * (fs[r] * fw[n]) + (float)mm_tensor_get(&bias, MM_SHAPE(n));
+            bad += memcmp(&want, &got[r * N + n], 4) != 0;
+        }
+    MM_EXPECT(bad == 0, "int8 GEMM + epilogue: %lld of %lld differ from the exact formula", (long long)bad,
+              (long long)(R * N));
+    /* f32 input: no rounding of the rotation; codes are rne(x_rot / s) within +-127 */
+    mm_tensor x = tb_rand(MM_F32, 2, MM_SHAPE(5, 512), 3.0);
+    mm_tensor q = tb_zeros(MM_I8, 2, MM_SHAPE(5, 512)), s = tb_zeros(MM_F32, 1, MM_SHAPE(5));
+    mm_tensor xr = tb_zeros(MM_F32, 2, MM_SHAPE(5, 512));
+    mm_convrot_quantize(ctx, &q, &s, &x, 256);
+    mm_hadamard_rotate(ctx, &xr, &x, 256);
+    const float *vr = xr.data, *vs = s.data;
+    const int8_t *vq = q.data;
+    bad = 0;
+    for (int r = 0; r < 5; r++) {
+        float amax = 0;
+        for (int k = 0; k < 512; k++)
+            amax = fmaxf(amax, fabsf(vr[r * 512 + k]));
+        bad += vs[r] != amax / 127.0f;
+        for (int k = 0; k < 512; k++)
+            bad += vq[r * 512 + k] != (int8_t)nearbyintf(vr[r * 512 + k] / vs[r]);
+    }
+    MM_EXPECT(bad == 0, "convrot quantize = rne(rotate(x) / (absmax/127)): %lld mismatches", (long long)bad);
+    /* an all-zero row gets scale 1 and zero codes */
+    mm_tensor z = tb_zeros(MM_BF16, 2, MM_SHAPE(1, 256)), zq = tb_zeros(MM_I8, 2, MM_SHAPE(1, 256)),
+              zs = tb_zeros(MM_F32, 1, MM_SHAPE(1));
+    mm_convrot_quantize(ctx, &zq, &zs, &z, 256);
+    MM_EXPECT(((float *)zs.data)[0] == 1.0f, "zero row scale 1");
+    MM_EXPECT(mm_convrot_quantize(ctx, &zq, &zs, &z, 128) == -1, "group 128 refused");
+    mm_ctx_clear_error(ctx);
+    /* int8 embedding: rows times their scale, ids range-checked */
+    mm_tensor tab = tb_zeros(MM_I8, 2, MM_SHAPE(6, 4)), tsc = tb_rand(MM_F32, 2, MM_SHAPE(6, 1), 1.0);
+    for (int i = 0; i < 24; i++)
+        ((int8_t *)tab.data)[i] = (int8_t)(i * 11 - 100);
+    mm_tensor tscv = mm_tensor_wrap(tsc.data, mm_cpu(), MM_F32, 1, MM_SHAPE(6));
+    mm_tensor ids = tb_zeros(MM_I32, 1, MM_SHAPE(3));
+    int32_t idv[3] = {5, 0, 5};
+    memcpy(ids.data, idv, sizeof idv);
+    mm_tensor er = tb_zeros(MM_F32, 2, MM_SHAPE(3, 4));
+    mm_embedding_i8(ctx, &er, &ids, &tab, &tscv);
+    MM_EXPECT(((float *)er.data)[0] == (float)((int8_t *)tab.data)[20] * ((float *)tsc.data)[5] &&
+                  ((float *)er.data)[4 + 3] == (float)((int8_t *)tab.data)[3] * ((float *)tsc.data)[0],
+              "embedding rows");
+    idv[1] = 6;
+    memcpy(ids.data, idv, sizeof idv);
+    MM_EXPECT(mm_embedding_i8(ctx, &er, &ids, &tab, &tscv) == -1 && strstr(ctx_msg(), "ids[1] = 6"), "%s",
+              ctx_msg());
+    mm_ctx_clear_error(ctx);
+    mm_tensor_free(&qx);
+    mm_tensor_free(&qw);
+    mm_tensor_free(&sx);
+    mm_tensor_free(&sw);
+    mm_tensor_free(&bias);
+    mm_tensor_free(&o);
+    mm_tensor_free(&x);
+    mm_tensor_free(&q);
+    mm_tensor_free(&s);
+    mm_tensor_free(&xr);
+    mm_tensor_free(&z);
+    mm_tensor_free(&zq);
+    mm_tensor_free(&zs);
+    mm_tensor_free(&tab);
+    mm_tensor_free(&tsc);
+    mm_tensor_free(&ids);
+    mm_tensor_free(&er);
+}
+
 /* ------------------------------------------------ errors and threading */
 
 static void test_sticky_errors(void)
@@ -860,6 +950,7 @@ int main(void)
     MM_RUN(test_pad);
     MM_RUN(test_interpolate);
     MM_RUN(test_snake);
+    MM_RUN(test_int8_gemm_and_quantize);
     MM_RUN(test_sticky_errors);
     MM_RUN(test_threads_bitwise_equal);
     mm_ctx_destroy(ctx);
