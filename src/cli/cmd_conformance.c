@@ -1,12 +1,68 @@
-/* mmh3 conformance — placeholder until its owner lands the real command. */
+/* mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE]
+ *
+ * Runs every case of a conformance kit (a folder with a manifest.json) and
+ * prints one PASS/FAIL line per comparison, the measured error next to its
+ * tolerance. Exit status 0 only when every check passed. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/commands.h"
+#include "conformance/conformance.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE]\n"
+            "\n"
+            "Runs a conformance kit (a folder with manifest.json: the DiT kit, and the\n"
+            "other formats listed in src/conformance/kits.h) against the engine.\n"
+            "  --device D   compute on D (default cpu)\n"
+            "  --out FILE   also write every computed output, under the kit's tensor\n"
+            "               names, to the safetensors file FILE\n"
+            "Prints one PASS/FAIL line per check; exits 0 only if all pass.\n");
+}
 
 int mm_cmd_conformance(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "mmh3 conformance: not built yet in this version\n");
-    return 1;
+    const char *kit = NULL, *out = NULL, *device = "cpu";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            device = argv[++i];
+        } else if (strncmp(argv[i], "--device=", 9) == 0) {
+            device = argv[i] + 9;
+        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+            out = argv[++i];
+        } else if (strncmp(argv[i], "--out=", 6) == 0) {
+            out = argv[i] + 6;
+        } else if (argv[i][0] == '-' || kit) {
+            fprintf(stderr, "mmh3 conformance: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            kit = argv[i];
+        }
+    }
+    if (!kit) {
+        usage(stderr);
+        return 2;
+    }
+    mm_error err = {{0}};
+    mm_conf_options opts = {.out_path = out, .log = stdout};
+    if (mm_device_parse(device, &opts.device, &err) != 0) {
+        fprintf(stderr, "mmh3 conformance: --device: %s\n", err.msg);
+        return 2;
+    }
+    bool all = false;
+    if (mm_conformance_run(kit, &opts, &all, &err) != 0) {
+        printf("FAIL conformance %s: %s\n", kit, err.msg);
+        return 1;
+    }
+    if (out && all)
+        printf("outputs written to %s\n", out);
+    else if (out)
+        printf("outputs written to %s (some checks failed)\n", out);
+    return all ? 0 : 1;
 }

@@ -1,0 +1,81 @@
+/* The MiniMax-H3 diffusion transformer: load once, then per request build the
+ * text-side state (token refiner, rotary tables, index maps, workspace) and
+ * run one forward per denoising step.
+ *
+ *   mm_dit_load(&dit, path, ctx, NULL, err);
+ *   mm_dit_request_begin(dit, ctx, &layout, &text, NULL, &req, err);   // refiner runs here, once
+ *   for each step:
+ *       mm_dit_forward(req, row_t, &video_rows, &audio_rows, &v_video, &v_audio, err);
+ *   mm_dit_request_end(req);
+ *
+ * Precision follows the reference (dit.md §3.4, §4): bf16 residual stream and
+ * block activations, W8A8 ConvRot linears, f32 islands for the patch
+ * projections, the AdaLN table/projections, the rotary angles and the output
+ * heads. Activations live in one workspace per request, reused by every
+ * block; nothing is allocated per block or per step.
+ *
+ * Ownership: the model owns its weights (views into the checkpoint mapping on
+ * the CPU, device copies on CUDA) and keeps the checkpoint open; a request
+ * owns its workspace; callers own the tensors they pass.
+ */
+#ifndef MMH3_MODEL_DIT_DIT_H
+#define MMH3_MODEL_DIT_DIT_H
+
+#include <stddef.h>
+
+#include "backend/ops.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "model/dit/config.h"
+#include "model/dit/layout.h"
+
+typedef struct mm_dit mm_dit;
+typedef struct mm_dit_request mm_dit_request;
+
+int mm_dit_load(mm_dit **out, const char *path, mm_ctx *ctx, const mm_dit_config_overrides *ov, mm_error *err);
+void mm_dit_free(mm_dit *dit);
+const mm_dit_config *mm_dit_get_config(const mm_dit *dit);
+/* Device bytes the weights occupy (0 on the CPU, where they stay mapped). */
+size_t mm_dit_weight_bytes(const mm_dit *dit);
+
+/* Intermediates for bring-up and conformance: called with a tensor on the
+ * compute device that is only valid during the call. Names follow the kit:
+ * "condition_proj_out", "refiner_out" [L, H]; "block0_in", "block0_out",
+ * "blocks_out" [S, H] (bf16); "temb" [M, time_dim], "block0_adaln"
+ * [3M, 6, H], "final_adaln" [M, 2, H] (f32); "rope_cos", "rope_sin"
+ * [S, rope_dim] (f32, before the bf16 rounding). */
+typedef struct mm_dit_debug {
+    void (*capture)(void *user, const char *name, const mm_tensor *t);
+    void *user;
+} mm_dit_debug;
+
+/* Per-request state for a layout and its text. text: [L, text_dim] (any float
+ * dtype, any device; rounded to bf16 as the reference does). */
+int mm_dit_request_begin(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layout, const mm_tensor *text,
+                         const mm_dit_debug *dbg, mm_dit_request **out, mm_error *err);
+void mm_dit_request_end(mm_dit_request *req);
+/* Workspace bytes of the request (device memory besides the weights). */
+size_t mm_dit_request_bytes(const mm_dit_request *req);
+
+/* One forward. row_t: host [S] per-row timesteps (mm_dit_row_timesteps).
+ * video_rows [Nv, video_row_width] and audio_rows [Na, audio_row_width]: f32
+ * on the context's device, condition rows first (layout order); the
+ * velocities v_video / v_audio (same shapes, f32, on the device) cover every
+ * row, condition rows included. */
+int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
+                   mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);
+
+/* Views of one ConvRot linear of main block `block` (which: 0 qkv, 1 out,
+ * 2 fc1, 3 fc2): its int8 weight [N, K] and f32 row scales [N, 1]; *group is
+ * the rotation group. For unit checks of the W8A8 path. */
+int mm_dit_convrot_layer(const mm_dit *dit, int block, int which, mm_tensor *weight, mm_tensor *scale, int *group,
+                         mm_error *err);
+
+/* The most distinct timestep values one forward may carry. */
+#define MM_DIT_MAX_TIMESTEPS 8
+
+/* temb for one timestep: the adaln_t_table row interpolated at
+ * clamp(t, 0, 1)·(size − 1), f32, no SiLU (dit.md §2.2). */
+void mm_dit_time_embedding(const mm_dit *dit, float t, float *out);
+
+#endif

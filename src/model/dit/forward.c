@@ -1,0 +1,277 @@
+/* The forward driver: model load, per-request state, one forward per step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "model/dit/model.h"
+
+int mm_dit_load(mm_dit **out, const char *path, mm_ctx *ctx, const mm_dit_config_overrides *ov, mm_error *err)
+{
+    *out = NULL;
+    mm_dit *d = calloc(1, sizeof *d);
+    if (!d)
+        return mm_fail(err, "out of memory");
+    d->device = mm_ctx_device(ctx);
+    if (mm_st_open(&d->st, path, err) != 0 || mm_st_strip_prefix(d->st, "model.diffusion_model.", NULL, err) != 0 ||
+        mm_dit_config_read(d->st, ov, &d->cfg, err) != 0 || mm_dit_weights_load(d, ctx, err) != 0) {
+        mm_dit_free(d);
+        return mm_error_prefix(err, "loading the DiT");
+    }
+    *out = d;
+    return 0;
+}
+
+void mm_dit_free(mm_dit *d)
+{
+    if (!d)
+        return;
+    mm_dit_weights_free(d);
+    if (d->st)
+        mm_st_close(d->st);
+    free(d);
+}
+
+const mm_dit_config *mm_dit_get_config(const mm_dit *d) { return &d->cfg; }
+size_t mm_dit_weight_bytes(const mm_dit *d) { return d->device_bytes; }
+int mm_dit_convrot_layer(const mm_dit *d, int block, int which, mm_tensor *weight, mm_tensor *scale, int *group,
+                         mm_error *err)
+{
+    if (block < 0 || block >= d->cfg.layers || which < 0 || which > 3)
+        return mm_fail(err, "no ConvRot layer %d of block %d (the model has %d blocks)", which, block, d->cfg.layers);
+    *weight = mm_tensor_view(&d->blocks[block].q[which].weight);
+    *scale = mm_tensor_view(&d->blocks[block].q[which].scale);
+    *group = d->cfg.convrot_group;
+    return 0;
+}
+
+size_t mm_dit_request_bytes(const mm_dit_request *r) { return r->bytes; }
+
+static int alloc(mm_dit_request *r, mm_tensor *t, mm_dtype dt, int64_t rows, int64_t cols, mm_error *err)
+{
+    int64_t shape[2] = {rows, cols};
+    if (mm_tensor_alloc(t, mm_ctx_device(r->ctx), dt, cols > 0 ? 2 : 1, shape, err) != 0)
+        return -1;
+    r->bytes += mm_tensor_nbytes(t);
+    return 0;
+}
+
+/* A host array copied into a new device tensor of the same dtype. */
+static int upload(mm_dit_request *r, mm_tensor *dst, mm_dtype dt, int64_t rows, int64_t cols, const void *host,
+                  mm_error *err)
+{
+    if (alloc(r, dst, dt, rows, cols, err) != 0)
+        return -1;
+    mm_tensor src = mm_tensor_wrap((void *)host, mm_cpu(), dt, dst->ndim, dst->shape);
+    mm_copy(r->ctx, dst, &src);
+    return mm_ctx_sync(r->ctx, err);
+}
+
+static int32_t *to_i32(const int64_t *v, int64_t n)
+{
+    int32_t *o = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (o)
+        for (int64_t i = 0; i < n; i++)
+            o[i] = (int32_t)v[i];
+    return o;
+}
+
+static int setup_layout(mm_dit_request *r, const mm_dit_layout *l, mm_error *err)
+{
+    const mm_dit_config *c = &r->dit->cfg;
+    r->tags = malloc((size_t)l->rows);
+    int32_t *vi = to_i32(l->video_index, l->video_rows), *ai = to_i32(l->audio_index, l->audio_rows);
+    int32_t *ti = to_i32(l->text_index, l->text_rows);
+    float *cs = malloc(sizeof(float) * (size_t)(l->rows * c->rope_dim));
+    float *sn = malloc(sizeof(float) * (size_t)(l->rows * c->rope_dim));
+    uint16_t *cb = malloc(sizeof(uint16_t) * (size_t)(l->rows * c->rope_dim));
+    uint16_t *sb = malloc(sizeof(uint16_t) * (size_t)(l->rows * c->rope_dim));
+    int rc = -1;
+    if (!r->tags || !vi || !ai || !ti || !cs || !sn || !cb || !sb) {
+        mm_fail(err, "out of memory for a %lld-row layout", (long long)l->rows);
+        goto done;
+    }
+    memcpy(r->tags, l->tags, (size_t)l->rows);
+    mm_dit_rope_tables(r->dit, l->positions, l->rows, cs, sn);
+    if (r->dbg.capture) {
+        mm_tensor t = mm_tensor_wrap(cs, mm_cpu(), MM_F32, 2, (int64_t[]){l->rows, c->rope_dim});
+        r->dbg.capture(r->dbg.user, "rope_cos", &t);
+        t.data = sn;
+        r->dbg.capture(r->dbg.user, "rope_sin", &t);
+    }
+    for (int64_t i = 0; i < l->rows * c->rope_dim; i++) {
+        cb[i] = mm_f32_to_bf16(cs[i]);
+        sb[i] = mm_f32_to_bf16(sn[i]);
+    }
+    if (upload(r, &r->video_idx, MM_I32, l->video_rows, 0, vi, err) ||
+        upload(r, &r->audio_idx, MM_I32, l->audio_rows, 0, ai, err) ||
+        upload(r, &r->text_idx, MM_I32, l->text_rows, 0, ti, err) ||
+        upload(r, &r->rope_cos, MM_BF16, l->rows, c->rope_dim, cb, err) ||
+        upload(r, &r->rope_sin, MM_BF16, l->rows, c->rope_dim, sb, err))
+        goto done;
+    rc = 0;
+done:
+    free(vi);
+    free(ai);
+    free(ti);
+    free(cs);
+    free(sn);
+    free(cb);
+    free(sb);
+    return rc;
+}
+
+static int setup_workspace(mm_dit_request *r, mm_error *err)
+{
+    const mm_dit_config *c = &r->dit->cfg;
+    const int64_t S = r->rows, H = c->hidden, A = (int64_t)c->heads * c->head_dim, F = c->ffn;
+    const int64_t mods = (int64_t)c->modalities * 6 * H, M = MM_DIT_MAX_TIMESTEPS;
+    int64_t kmax = H > A ? H : A;
+    kmax = kmax > F ? kmax : F;
+    /* fc1 also carries the f32 rows of the output heads: at least 2H bf16 columns. */
+    const int64_t fc1_cols = 2 * F > 2 * H ? 2 * F : 2 * H;
+    mm_dit_workspace *w = &r->ws;
+    if (alloc(r, &w->x, MM_BF16, S, H, err) || alloc(r, &w->h, MM_BF16, S, H, err) ||
+        alloc(r, &w->qkv, MM_BF16, S, 3 * A, err) || alloc(r, &w->attn, MM_BF16, S, A, err) ||
+        alloc(r, &w->y, MM_BF16, S, H, err) || alloc(r, &w->fc1, MM_BF16, S, fc1_cols, err) ||
+        alloc(r, &w->glu, MM_BF16, S, F, err) || alloc(r, &w->q8, MM_I8, S, kmax, err) ||
+        alloc(r, &w->s8, MM_F32, S, 0, err) || alloc(r, &w->mod32, MM_F32, M, mods, err) ||
+        alloc(r, &w->mod, MM_BF16, M, mods, err) || alloc(r, &w->fmod32, MM_F32, M, 2 * H, err) ||
+        alloc(r, &w->fmod, MM_BF16, M, 2 * H, err) || alloc(r, &w->temb, MM_F32, M, c->time_dim, err) ||
+        alloc(r, &w->adaln_idx, MM_I32, S, 0, err) || alloc(r, &w->t_idx, MM_I32, S, 0, err))
+        return -1;
+    /* fc1 as [S, 2F] for the MLP. */
+    w->fc1 = mm_tensor_narrow(&w->fc1, 1, 0, 2 * F);
+    return 0;
+}
+
+void mm_dit_request_end(mm_dit_request *r)
+{
+    if (!r)
+        return;
+    mm_dit_workspace *w = &r->ws;
+    mm_tensor *all[] = {&w->x,      &w->h,    &w->qkv,   &w->attn,      &w->y,     &w->fc1,        &w->glu,
+                        &w->q8,     &w->s8,   &w->mod32, &w->mod,       &w->fmod32, &w->fmod,      &w->temb,
+                        &w->adaln_idx, &w->t_idx, &r->video_idx, &r->audio_idx, &r->text_idx, &r->rope_cos,
+                        &r->rope_sin, &r->text};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        mm_tensor_free(all[i]);
+    free(r->tags);
+    free(r);
+}
+
+int mm_dit_request_begin(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layout, const mm_tensor *text,
+                         const mm_dit_debug *dbg, mm_dit_request **out, mm_error *err)
+{
+    *out = NULL;
+    const mm_dit_config *c = &dit->cfg;
+    if (text->ndim != 2 || text->shape[0] != layout->text_rows || text->shape[1] != c->text_dim)
+        return mm_fail(err, "DiT request: text must be [%lld, %d] (layout text rows, text width)",
+                       (long long)layout->text_rows, c->text_dim);
+    mm_dit_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return mm_fail(err, "out of memory");
+    r->dit = dit;
+    r->ctx = ctx;
+    if (dbg)
+        r->dbg = *dbg;
+    r->rows = layout->rows;
+    r->text_rows = layout->text_rows;
+    r->video_rows = layout->video_rows;
+    r->audio_rows = layout->audio_rows;
+
+    mm_tensor text_bf16 = {0};
+    int rc = -1;
+    if (setup_layout(r, layout, err) != 0 || setup_workspace(r, err) != 0 ||
+        alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 ||
+        mm_tensor_alloc(&text_bf16, mm_ctx_device(ctx), MM_BF16, 2, text->shape, err) != 0)
+        goto done;
+    /* The text in bf16 on the device (the reference casts it before condition_proj);
+     * cross-device copies keep the dtype, so a non-bf16 host text converts on the device. */
+    if (mm_device_eq(text->device, mm_ctx_device(ctx)) || text->dtype == MM_BF16) {
+        mm_copy(ctx, &text_bf16, text);
+    } else {
+        mm_tensor staged;
+        if (mm_tensor_alloc(&staged, mm_ctx_device(ctx), text->dtype, 2, text->shape, err) != 0)
+            goto done;
+        mm_copy(ctx, &staged, text);
+        mm_copy(ctx, &text_bf16, &staged);
+        mm_ctx_sync(ctx, NULL);
+        mm_tensor_free(&staged);
+    }
+    if (mm_dit_embed_text(r, &text_bf16) != 0 || mm_ctx_sync(ctx, err) != 0)
+        goto done;
+    rc = 0;
+done:
+    mm_tensor_free(&text_bf16);
+    if (rc != 0) {
+        mm_ctx_error(ctx, err);
+        mm_dit_request_end(r);
+        return mm_error_prefix(err, "DiT request");
+    }
+    *out = r;
+    return 0;
+}
+
+int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
+                   mm_tensor *v_video, mm_tensor *v_audio, mm_error *err)
+{
+    const mm_dit *d = r->dit;
+    const mm_dit_config *c = &d->cfg;
+    mm_ctx *ctx = r->ctx;
+    if (video_rows->ndim != 2 || video_rows->shape[0] != r->video_rows || video_rows->shape[1] != c->video_row_width ||
+        audio_rows->ndim != 2 || audio_rows->shape[0] != r->audio_rows || audio_rows->shape[1] != c->audio_row_width)
+        return mm_fail(err, "DiT forward: rows must be video [%lld, %d] and audio [%lld, %d]",
+                       (long long)r->video_rows, c->video_row_width, (long long)r->audio_rows, c->audio_row_width);
+
+    /* Distinct timesteps, their embeddings and the per-row table indices (host). */
+    float unique[MM_DIT_MAX_TIMESTEPS], temb[MM_DIT_MAX_TIMESTEPS * 64];
+    int32_t *ti = malloc(sizeof(int32_t) * (size_t)r->rows), *ai = malloc(sizeof(int32_t) * (size_t)r->rows);
+    if (!ti || !ai || c->time_dim > 64) {
+        free(ti);
+        free(ai);
+        return mm_fail(err, "DiT forward: out of memory (or time_dim %d > 64)", c->time_dim);
+    }
+    int m = mm_dit_unique_timesteps(row_t, r->rows, unique, MM_DIT_MAX_TIMESTEPS, ti);
+    if (m < 1) {
+        free(ti);
+        free(ai);
+        return mm_fail(err, "DiT forward: more than %d distinct timesteps (or a NaN) in one forward",
+                       MM_DIT_MAX_TIMESTEPS);
+    }
+    r->m = m;
+    for (int64_t i = 0; i < r->rows; i++)
+        ai[i] = ti[i] * c->modalities + r->tags[i];
+    for (int k = 0; k < m; k++)
+        mm_dit_time_embedding(d, unique[k], temb + k * c->time_dim);
+    mm_tensor h_ti = mm_tensor_wrap(ti, mm_cpu(), MM_I32, 1, (int64_t[]){r->rows});
+    mm_tensor h_ai = mm_tensor_wrap(ai, mm_cpu(), MM_I32, 1, (int64_t[]){r->rows});
+    mm_tensor h_temb = mm_tensor_wrap(temb, mm_cpu(), MM_F32, 2, (int64_t[]){m, c->time_dim});
+    mm_tensor d_temb = mm_dit_rows(&r->ws.temb, m);
+    mm_copy(ctx, &r->ws.t_idx, &h_ti);
+    mm_copy(ctx, &r->ws.adaln_idx, &h_ai);
+    mm_copy(ctx, &d_temb, &h_temb);
+    mm_dit_capture(r, "temb", &h_temb);
+    /* Host arrays must outlive the copies: synchronize before freeing. */
+    int rc = mm_ctx_sync(ctx, err);
+    free(ti);
+    free(ai);
+    if (rc != 0)
+        return mm_error_prefix(err, "DiT forward");
+
+    mm_dit_embed_media(r, video_rows, audio_rows);
+    mm_dit_capture(r, "block0_in", &r->ws.x);
+    for (int b = 0; b < c->layers; b++) {
+        mm_dit_adaln_block(r, b, m);
+        mm_dit_block(r, b);
+        if (b == 0)
+            mm_dit_capture(r, "block0_out", &r->ws.x);
+        if ((b & 7) == 7 && mm_ctx_failed(ctx))
+            break;
+    }
+    mm_dit_capture(r, "blocks_out", &r->ws.x);
+    mm_dit_adaln_final(r, m);
+    mm_dit_final(r, v_video, v_audio);
+    if (mm_ctx_sync(ctx, err) != 0)
+        return mm_error_prefix(err, "DiT forward");
+    return 0;
+}

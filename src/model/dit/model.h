@@ -1,0 +1,119 @@
+/* Internal structures of the DiT shared by its source files (not a public
+ * header: use dit.h). */
+#ifndef MMH3_MODEL_DIT_MODEL_H
+#define MMH3_MODEL_DIT_MODEL_H
+
+#include "io/safetensors.h"
+#include "model/dit/dit.h"
+
+/* A W8A8 ConvRot linear as stored: rotated int8 weight [N, K] and one f32
+ * scale per output row [N, 1]. */
+typedef struct mm_dit_qlinear {
+    mm_tensor weight, scale;
+} mm_dit_qlinear;
+
+/* The attention + MLP half of a block. Refiner blocks keep bf16 linears
+ * (qkv, out, fc1, fc2 in `dense`); main blocks keep ConvRot linears in `q`
+ * and their AdaLN projection (upcast to f32 once at load). */
+typedef struct mm_dit_block_weights {
+    mm_tensor norm1, norm2, q_norm, k_norm;
+    mm_tensor dense[4];        /* refiner: qkv, out, fc1, fc2 (bf16 [N, K]) */
+    mm_dit_qlinear q[4];       /* blocks: qkv, out, fc1, fc2 */
+    mm_tensor adaln_w, adaln_b; /* blocks: f32 [modalities·6·H, time_dim], [modalities·6·H] */
+} mm_dit_block_weights;
+
+enum { MM_DIT_QKV = 0, MM_DIT_OUT, MM_DIT_FC1, MM_DIT_FC2 };
+
+struct mm_dit {
+    mm_dit_config cfg;
+    mm_device device;
+    mm_safetensors *st;           /* kept open: CPU weights are views into it */
+    /* f32 islands and the text path */
+    mm_tensor video_w, video_b, audio_w, audio_b; /* f32 */
+    mm_tensor cond_w, cond_b;                     /* bf16 */
+    float *table;                                 /* host [table_size, time_dim] */
+    float *inv_freq;                              /* host [rope_freqs] */
+    mm_dit_block_weights *refiner;                /* [refiner_layers] */
+    mm_tensor refiner_norm;
+    mm_dit_block_weights *blocks;                 /* [layers] */
+    mm_tensor final_norm, final_adaln_w, final_adaln_b; /* bf16, f32, f32 */
+    mm_tensor video_out_w, video_out_b, audio_out_w, audio_out_b; /* f32 */
+    size_t device_bytes;
+};
+
+/* Activations of one request, sized for its S rows, reused by every block. */
+typedef struct mm_dit_workspace {
+    mm_tensor x;     /* [S, H] bf16: the residual stream */
+    mm_tensor h;     /* [S, H] bf16: normalized + modulated input of a linear */
+    mm_tensor qkv;   /* [S, 3A] bf16 (A = heads·head_dim) */
+    mm_tensor attn;  /* [S, A] bf16 */
+    mm_tensor y;     /* [S, H] bf16: output of out_proj / fc2 */
+    mm_tensor fc1;   /* [S, 2F] bf16; also holds the f32 rows of the output heads */
+    mm_tensor glu;   /* [S, F] bf16 */
+    mm_tensor q8;    /* [S, max K] I8: quantized activations */
+    mm_tensor s8;    /* [S] F32: their row scales */
+    mm_tensor mod32; /* [M_max, modalities·6·H] f32: one block's AdaLN output */
+    mm_tensor mod;   /* [M_max, modalities·6·H] bf16 (rows ti·modalities + tag as [M·mod, 6H]) */
+    mm_tensor fmod32, fmod; /* [M_max, 2H] f32 / bf16: final layer (shift, scale) */
+    mm_tensor temb;  /* [M_max, time_dim] f32 */
+    mm_tensor adaln_idx, t_idx; /* I32 [S]: ti·modalities + tag, ti */
+} mm_dit_workspace;
+
+struct mm_dit_request {
+    mm_dit *dit;
+    mm_ctx *ctx;
+    mm_dit_debug dbg;
+    int64_t rows, text_rows, video_rows, audio_rows;
+    int8_t *tags;                  /* host copy [S] */
+    mm_tensor video_idx, audio_idx, text_idx; /* I32 on the device */
+    mm_tensor rope_cos, rope_sin;  /* [S, rope_dim] bf16 */
+    mm_tensor text;                /* [L, H] bf16: refined text (computed once) */
+    mm_dit_workspace ws;
+    int m;                         /* distinct timesteps of the current forward */
+    size_t bytes;
+};
+
+/* weights.c */
+int mm_dit_weights_load(mm_dit *dit, mm_ctx *ctx, mm_error *err);
+void mm_dit_weights_free(mm_dit *dit);
+
+/* linear.c: y = x·Wᵀ with the workspace's scratch for the int8 path. */
+int mm_dit_linear_bf16(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w);
+int mm_dit_linear_i8(mm_ctx *ctx, mm_dit_workspace *ws, mm_tensor *out, const mm_tensor *x,
+                     const mm_dit_qlinear *lin, int group);
+
+/* attention.c: the shared attention half (fused QKV → per-head q/k RMSNorm →
+ * optional RoPE → SDPA over the rows of h → ws->attn). */
+int mm_dit_attention(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw,
+                     bool quantized, bool rotary);
+/* SwiGLU MLP of h → ws->y (rows of h). */
+int mm_dit_mlp(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw, bool quantized);
+
+/* embed.c */
+int mm_dit_embed_text(mm_dit_request *r, const mm_tensor *text); /* condition_proj + refiner → r->text */
+int mm_dit_embed_media(mm_dit_request *r, const mm_tensor *video_rows, const mm_tensor *audio_rows);
+
+/* refiner.c */
+int mm_dit_refine(mm_dit_request *r, mm_tensor *text);
+
+/* adaln.c */
+int mm_dit_adaln_block(mm_dit_request *r, int block, int m);
+int mm_dit_adaln_final(mm_dit_request *r, int m);
+
+/* rope.c: host cos/sin [S, rope_dim] in f32 (before bf16). */
+void mm_dit_rope_tables(const mm_dit *dit, const double *positions, int64_t rows, float *cos_out, float *sin_out);
+
+/* block.c, final_layer.c */
+int mm_dit_block(mm_dit_request *r, int block);
+int mm_dit_final(mm_dit_request *r, mm_tensor *v_video, mm_tensor *v_audio);
+
+/* Views of a [R, C] tensor's first `rows` rows. */
+static inline mm_tensor mm_dit_rows(const mm_tensor *t, int64_t rows) { return mm_tensor_narrow(t, 0, 0, rows); }
+
+static inline void mm_dit_capture(const mm_dit_request *r, const char *name, const mm_tensor *t)
+{
+    if (r->dbg.capture)
+        r->dbg.capture(r->dbg.user, name, t);
+}
+
+#endif

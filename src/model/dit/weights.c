@@ -1,0 +1,165 @@
+/* Weights of the DiT in their stored form: int8 ConvRot linears stay int8,
+ * bf16 stays bf16, f32 islands stay f32. The one conversion is the f16 AdaLN
+ * projection, upcast to f32 once here because the reference evaluates it in
+ * f32 (its f16 output would overflow). On the CPU tensors are views into the
+ * checkpoint mapping; on CUDA each is copied to the device once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/ops.h"
+#include "model/dit/model.h"
+
+static int place(mm_dit *d, mm_ctx *ctx, const char *name, mm_dtype want, mm_tensor *out, mm_error *err)
+{
+    mm_tensor src;
+    if (mm_st_get(d->st, name, &src, err) != 0)
+        return -1;
+    if (d->device.kind == MM_DEVICE_CPU && src.dtype == want) {
+        *out = src;
+        return 0;
+    }
+    if (mm_tensor_alloc(out, d->device, want, src.ndim, src.shape, err) != 0)
+        return mm_error_prefix(err, "%s", name);
+    if (src.dtype == want || d->device.kind == MM_DEVICE_CPU) {
+        mm_copy(ctx, out, &src);
+    } else {
+        /* Cross-device copies keep the dtype: move first, convert on the device. */
+        mm_tensor staged;
+        if (mm_tensor_alloc(&staged, d->device, src.dtype, src.ndim, src.shape, err) != 0) {
+            mm_tensor_free(out);
+            return mm_error_prefix(err, "%s", name);
+        }
+        mm_copy(ctx, &staged, &src);
+        mm_copy(ctx, out, &staged);
+        mm_ctx_sync(ctx, NULL);
+        mm_tensor_free(&staged);
+    }
+    if (mm_ctx_sync(ctx, err) != 0) {
+        mm_tensor_free(out);
+        return mm_error_prefix(err, "loading %s", name);
+    }
+    if (d->device.kind != MM_DEVICE_CPU)
+        d->device_bytes += mm_tensor_nbytes(out);
+    return 0;
+}
+
+static float *host_f32(const mm_dit *d, const char *name, mm_error *err)
+{
+    mm_tensor t;
+    if (mm_st_get(d->st, name, &t, err) != 0)
+        return NULL;
+    size_t n = (size_t)mm_tensor_numel(&t);
+    float *v = malloc(sizeof(float) * n);
+    if (!v) {
+        mm_fail(err, "out of memory for %s", name);
+        return NULL;
+    }
+    memcpy(v, t.data, sizeof(float) * n);
+    return v;
+}
+
+static int load_block(mm_dit *d, mm_ctx *ctx, const char *prefix, bool main_block, mm_dit_block_weights *bw,
+                      mm_error *err)
+{
+    static const char *const lin[4] = {"attn.qkv_proj", "attn.out_proj", "mlp.fc1", "mlp.fc2"};
+    char n[256];
+#define P(leaf, dt, dst) (snprintf(n, sizeof n, "%s.%s", prefix, leaf), place(d, ctx, n, dt, dst, err))
+    if (P("norm1.weight", MM_BF16, &bw->norm1) || P("norm2.weight", MM_BF16, &bw->norm2) ||
+        P("attn.q_norm.weight", MM_BF16, &bw->q_norm) || P("attn.k_norm.weight", MM_BF16, &bw->k_norm))
+        return -1;
+    for (int i = 0; i < 4; i++) {
+        char leaf[64];
+        snprintf(leaf, sizeof leaf, "%s.weight", lin[i]);
+        if (!main_block) {
+            if (P(leaf, MM_BF16, &bw->dense[i]))
+                return -1;
+            continue;
+        }
+        if (P(leaf, MM_I8, &bw->q[i].weight))
+            return -1;
+        snprintf(leaf, sizeof leaf, "%s.weight_scale", lin[i]);
+        if (P(leaf, MM_F32, &bw->q[i].scale))
+            return -1;
+    }
+    if (main_block && (P("adaln_proj.linear.weight", MM_F32, &bw->adaln_w) ||
+                       P("adaln_proj.linear.bias", MM_F32, &bw->adaln_b)))
+        return -1;
+#undef P
+    return 0;
+}
+
+static void free_block(mm_dit_block_weights *bw)
+{
+    mm_tensor_free(&bw->norm1);
+    mm_tensor_free(&bw->norm2);
+    mm_tensor_free(&bw->q_norm);
+    mm_tensor_free(&bw->k_norm);
+    for (int i = 0; i < 4; i++) {
+        mm_tensor_free(&bw->dense[i]);
+        mm_tensor_free(&bw->q[i].weight);
+        mm_tensor_free(&bw->q[i].scale);
+    }
+    mm_tensor_free(&bw->adaln_w);
+    mm_tensor_free(&bw->adaln_b);
+}
+
+int mm_dit_weights_load(mm_dit *d, mm_ctx *ctx, mm_error *err)
+{
+    const mm_dit_config *c = &d->cfg;
+    if (place(d, ctx, "video_patch_proj.weight", MM_F32, &d->video_w, err) ||
+        place(d, ctx, "video_patch_proj.bias", MM_F32, &d->video_b, err) ||
+        place(d, ctx, "audio_patch_proj.weight", MM_F32, &d->audio_w, err) ||
+        place(d, ctx, "audio_patch_proj.bias", MM_F32, &d->audio_b, err) ||
+        place(d, ctx, "condition_proj.weight", MM_BF16, &d->cond_w, err) ||
+        place(d, ctx, "condition_proj.bias", MM_BF16, &d->cond_b, err) ||
+        place(d, ctx, "token_refiner.final_norm.weight", MM_BF16, &d->refiner_norm, err) ||
+        place(d, ctx, "final_layer.norm.weight", MM_BF16, &d->final_norm, err) ||
+        place(d, ctx, "final_layer.adaln_proj.linear.weight", MM_F32, &d->final_adaln_w, err) ||
+        place(d, ctx, "final_layer.adaln_proj.linear.bias", MM_F32, &d->final_adaln_b, err) ||
+        place(d, ctx, "final_layer.video_out.weight", MM_F32, &d->video_out_w, err) ||
+        place(d, ctx, "final_layer.video_out.bias", MM_F32, &d->video_out_b, err) ||
+        place(d, ctx, "final_layer.audio_out.weight", MM_F32, &d->audio_out_w, err) ||
+        place(d, ctx, "final_layer.audio_out.bias", MM_F32, &d->audio_out_b, err))
+        return -1;
+    if (!(d->table = host_f32(d, "adaln_t_table", err)) || !(d->inv_freq = host_f32(d, "rope.inv_freq", err)))
+        return -1;
+    d->refiner = calloc((size_t)c->refiner_layers, sizeof *d->refiner);
+    d->blocks = calloc((size_t)c->layers, sizeof *d->blocks);
+    if (!d->refiner || !d->blocks)
+        return mm_fail(err, "out of memory");
+    char prefix[64];
+    for (int b = 0; b < c->refiner_layers; b++) {
+        snprintf(prefix, sizeof prefix, "token_refiner.blocks.%d", b);
+        if (load_block(d, ctx, prefix, false, &d->refiner[b], err) != 0)
+            return -1;
+    }
+    for (int b = 0; b < c->layers; b++) {
+        snprintf(prefix, sizeof prefix, "blocks.%d", b);
+        if (load_block(d, ctx, prefix, true, &d->blocks[b], err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+void mm_dit_weights_free(mm_dit *d)
+{
+    mm_tensor *singles[] = {&d->video_w,      &d->video_b,       &d->audio_w,       &d->audio_b,
+                            &d->cond_w,       &d->cond_b,        &d->refiner_norm,  &d->final_norm,
+                            &d->final_adaln_w, &d->final_adaln_b, &d->video_out_w,  &d->video_out_b,
+                            &d->audio_out_w,  &d->audio_out_b};
+    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++)
+        mm_tensor_free(singles[i]);
+    if (d->refiner)
+        for (int b = 0; b < d->cfg.refiner_layers; b++)
+            free_block(&d->refiner[b]);
+    if (d->blocks)
+        for (int b = 0; b < d->cfg.layers; b++)
+            free_block(&d->blocks[b]);
+    free(d->refiner);
+    free(d->blocks);
+    free(d->table);
+    free(d->inv_freq);
+    d->refiner = d->blocks = NULL;
+    d->table = d->inv_freq = NULL;
+}
