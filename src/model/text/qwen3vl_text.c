@@ -1,0 +1,376 @@
+#include "model/text/qwen3vl_text.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/text/mrope.h"
+
+/* ---------------------------------------------------------------- loading */
+
+/* Moves a host view to the model's device (a no-op view on the CPU). */
+static int place(mm_qwen3vl_text *m, mm_ctx *ctx, mm_tensor *t, mm_error *err)
+{
+    if (m->device.kind == MM_DEVICE_CPU)
+        return 0;
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 512;
+        mm_tensor *o = realloc(m->owned, sizeof *o * (size_t)cap);
+        if (!o)
+            return mm_fail(err, "out of memory");
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    mm_tensor *d = &m->owned[m->n_owned];
+    if (mm_tensor_alloc(d, m->device, t->dtype, t->ndim, t->shape, err) < 0)
+        return -1;
+    m->n_owned++;
+    if (mm_copy(ctx, d, t) < 0)
+        return mm_ctx_error(ctx, err);
+    *t = mm_tensor_view(d);
+    return 0;
+}
+
+/* The comfy_quant marker: a U8 tensor holding a JSON object with "format". */
+static int check_marker(const mm_safetensors *st, const char *name, const char *format, mm_error *err)
+{
+    mm_tensor t;
+    if (mm_st_get(st, name, &t, err) < 0)
+        return -1;
+    if (t.dtype != MM_U8 || t.ndim != 1)
+        return mm_fail(err, "%s: a U8 JSON marker is expected", name);
+    json_error_t je;
+    json_t *j = json_loadb(t.data, (size_t)t.shape[0], 0, &je);
+    const char *f = j ? json_string_value(json_object_get(j, "format")) : NULL;
+    int ok = f && !strcmp(f, format);
+    char got[64];
+    snprintf(got, sizeof got, "%s", f ? f : "(unreadable)");
+    json_decref(j);
+    if (!ok)
+        return mm_fail(err, "%s: format \"%s\", \"%s\" is expected", name, got, format);
+    return 0;
+}
+
+static int load_nvfp4(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st, const char *prefix, int64_t n,
+                      int64_t k, mm_nvfp4_linear *lin, mm_error *err)
+{
+    char name[256];
+    memset(lin, 0, sizeof *lin);
+    lin->n = n;
+    lin->k = k;
+    if (k % 32 || n % 128 || (k / 16) % 4)
+        return mm_fail(err, "%s: [%lld, %lld] is not tile-aligned for nvfp4 (out %% 128, in %% 64)", prefix,
+                       (long long)n, (long long)k);
+    snprintf(name, sizeof name, "%s.comfy_quant", prefix);
+    if (check_marker(st, name, "nvfp4", err) < 0)
+        return -1;
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (mm_st_get_expect(st, name, MM_U8, 2, MM_SHAPE(n, k / 2), &lin->packed, err) < 0)
+        return -1;
+    snprintf(name, sizeof name, "%s.weight_scale", prefix);
+    if (mm_st_get_expect(st, name, MM_F8_E4M3, 2, MM_SHAPE(n, k / 16), &lin->scales, err) < 0)
+        return -1;
+    mm_tensor s2;
+    snprintf(name, sizeof name, "%s.weight_scale_2", prefix);
+    if (mm_st_get(st, name, &s2, err) < 0)
+        return -1;
+    if (s2.dtype != MM_F32 || mm_tensor_numel(&s2) != 1)
+        return mm_fail(err, "%s: an F32 scalar is expected", name);
+    lin->scale2 = *(const float *)s2.data;
+    snprintf(name, sizeof name, "%s.pre_quant_scale", prefix);
+    if (mm_st_find(st, name) &&
+        (mm_st_get_expect(st, name, MM_BF16, 1, MM_SHAPE(k), &lin->pre_quant, err) < 0 ||
+         place(m, ctx, &lin->pre_quant, err) < 0))
+        return -1;
+    if (place(m, ctx, &lin->packed, err) < 0 || place(m, ctx, &lin->scales, err) < 0)
+        return -1;
+    if (n * k > m->max_linear)
+        m->max_linear = n * k;
+    return 0;
+}
+
+static int load_norm(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st, const char *name, int64_t n,
+                     mm_tensor *t, mm_error *err)
+{
+    if (mm_st_get_expect(st, name, MM_BF16, 1, MM_SHAPE(n), t, err) < 0)
+        return -1;
+    return place(m, ctx, t, err);
+}
+
+int mm_qwen3vl_text_layers_in_file(const mm_safetensors *st)
+{
+    int n = 0;
+    char prefix[64];
+    for (;; n++) {
+        snprintf(prefix, sizeof prefix, "model.layers.%d.", n);
+        if (mm_st_count_prefix(st, prefix) == 0)
+            return n;
+    }
+}
+
+int mm_qwen3vl_text_load(mm_qwen3vl_text *m, const mm_qwen3vl_config *cfg, const mm_safetensors *st, int tap,
+                         mm_ctx *ctx, mm_error *err)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = cfg->text;
+    m->device = mm_ctx_device(ctx);
+    const mm_qwen3vl_text_config *c = &cfg->text;
+    int in_file = mm_qwen3vl_text_layers_in_file(st);
+    if (tap <= 0)
+        tap = in_file;
+    if (tap <= 0)
+        return mm_fail(err, "%s: no decoder layers (model.layers.N.*) in the file", mm_st_path(st));
+    if (tap > in_file)
+        return mm_fail(err, "%s: hidden_states[%d] needs %d decoder layers, the file holds %d", mm_st_path(st), tap,
+                       tap, in_file);
+    if (tap > c->n_layers)
+        return mm_fail(err, "hidden_states[%d] is past the model's %d layers", tap, c->n_layers);
+    /* The checkpoint must stop where the conditioning is read: a final norm
+     * would be applied to the tap by transformers-style stacks. */
+    if (mm_st_find(st, "model.norm.weight") && tap == c->n_layers)
+        return mm_fail(err, "%s: the tap is the last layer and the file has model.norm.weight; the conditioning is "
+                            "the un-normalized residual stream",
+                       mm_st_path(st));
+    m->n_layers = tap;
+    m->layers = calloc((size_t)tap, sizeof *m->layers);
+    if (!m->layers)
+        return mm_fail(err, "out of memory");
+    if (check_marker(st, "model.embed_tokens.comfy_quant", "int8_tensorwise", err) < 0 ||
+        mm_st_get_expect(st, "model.embed_tokens.weight", MM_I8, 2, MM_SHAPE(c->vocab, c->hidden), &m->embed, err) <
+            0 ||
+        mm_st_get(st, "model.embed_tokens.weight_scale", &m->embed_scale, err) < 0)
+        goto fail;
+    if (m->embed_scale.dtype != MM_F32 || mm_tensor_numel(&m->embed_scale) != c->vocab) {
+        mm_fail(err, "model.embed_tokens.weight_scale: F32 [%d, 1] (one scale per row) is expected", c->vocab);
+        goto fail;
+    }
+    const int64_t H = c->hidden, QW = (int64_t)c->n_heads * c->head_dim, KW = (int64_t)c->n_kv_heads * c->head_dim,
+                  I = c->intermediate;
+    for (int l = 0; l < tap; l++) {
+        mm_qwen3vl_text_layer *L = &m->layers[l];
+        char p[128], n[160];
+#define NORM(field, suffix, size)                                                                                \
+    (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), load_norm(m, ctx, st, n, size, &L->field, err))
+#define LIN(field, suffix, nn, kk) (snprintf(p, sizeof p, "model.layers.%d.%s", l, suffix), load_nvfp4(m, ctx, st, p, nn, kk, &L->field, err))
+        if (NORM(input_norm, "input_layernorm.weight", H) < 0 || NORM(post_norm, "post_attention_layernorm.weight", H) < 0 ||
+            NORM(q_norm, "self_attn.q_norm.weight", c->head_dim) < 0 ||
+            NORM(k_norm, "self_attn.k_norm.weight", c->head_dim) < 0 || LIN(q, "self_attn.q_proj", QW, H) < 0 ||
+            LIN(k, "self_attn.k_proj", KW, H) < 0 || LIN(v, "self_attn.v_proj", KW, H) < 0 ||
+            LIN(o, "self_attn.o_proj", H, QW) < 0 || LIN(gate, "mlp.gate_proj", I, H) < 0 ||
+            LIN(up, "mlp.up_proj", I, H) < 0 || LIN(down, "mlp.down_proj", H, I) < 0) {
+            mm_error_prefix(err, "%s: layer %d", mm_st_path(st), l);
+            goto fail;
+        }
+#undef NORM
+#undef LIN
+    }
+    return 0;
+fail:
+    mm_qwen3vl_text_free(m);
+    return -1;
+}
+
+void mm_qwen3vl_text_free(mm_qwen3vl_text *m)
+{
+    for (int i = 0; i < m->n_owned; i++)
+        mm_tensor_free(&m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---------------------------------------------------------------- forward */
+
+int mm_nvfp4_linear_dequantize(mm_ctx *ctx, const mm_nvfp4_linear *lin, mm_tensor *out)
+{
+    return mm_nvfp4_dequantize(ctx, out, &lin->packed, &lin->scales, lin->scale2);
+}
+
+typedef struct scratch {
+    mm_tensor w;   /* BF16 [max N·K] dequantized weight */
+    mm_tensor awq; /* BF16 [L, max K] AWQ-scaled input */
+} scratch;
+
+/* out = (x ⊙ s) · Wᵀ with W dequantized into the scratch; x BF16 [L, K]. */
+static int nvfp4_linear(mm_ctx *ctx, const mm_nvfp4_linear *lin, scratch *s, const mm_tensor *x, mm_tensor *out,
+                        const mm_qwen3vl_text_debug *dbg, const char *awq_name)
+{
+    const int64_t L = x->shape[0];
+    mm_tensor w = mm_tensor_wrap(s->w.data, s->w.device, MM_BF16, 2, MM_SHAPE(lin->n, lin->k));
+    mm_nvfp4_dequantize(ctx, &w, &lin->packed, &lin->scales, lin->scale2);
+    const mm_tensor *in = x;
+    mm_tensor xs;
+    if (lin->pre_quant.data) {
+        /* The reference multiplies by the bf16 vector and rounds to bf16 before the GEMM. */
+        xs = mm_tensor_wrap(s->awq.data, s->awq.device, MM_BF16, 2, MM_SHAPE(L, lin->k));
+        mm_tensor sv = mm_tensor_as_strided(&lin->pre_quant, 2, MM_SHAPE(L, lin->k), MM_SHAPE(0, 1));
+        mm_mul(ctx, &xs, x, &sv);
+        in = &xs;
+        if (dbg && dbg->tap && awq_name)
+            dbg->tap(dbg->user, awq_name, -1, &xs);
+    }
+    mm_tensor wt = mm_tensor_transpose(&w, 0, 1);
+    return mm_matmul(ctx, out, in, &wt, NULL);
+}
+
+static int alloc_dev(mm_tensor *t, mm_device dev, mm_dtype dt, int ndim, const int64_t *shape, mm_error *err)
+{
+    return mm_tensor_alloc(t, dev, dt, ndim, shape, err);
+}
+
+static void tap(const mm_qwen3vl_text_debug *dbg, const char *name, int index, const mm_tensor *t)
+{
+    if (dbg && dbg->tap)
+        dbg->tap(dbg->user, name, index, t);
+}
+
+int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids, const int64_t *pos, int64_t L,
+                            const mm_tensor *vision, const int32_t *vis_rows, int64_t n_vis,
+                            const mm_tensor *deepstack, int n_deepstack, mm_tensor *out,
+                            const mm_qwen3vl_text_debug *dbg, mm_error *err)
+{
+    const mm_qwen3vl_text_config *c = &m->cfg;
+    const mm_device dev = mm_ctx_device(ctx);
+    const int64_t H = c->hidden, HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, QW = NH * HD,
+                  KW = NKV * HD, I = c->intermediate, V = c->vocab;
+    if (L <= 0)
+        return mm_fail(err, "text forward: no rows");
+    if (n_deepstack > m->n_layers)
+        return mm_fail(err, "text forward: %d deepstack tensors but only %d layers", n_deepstack, m->n_layers);
+    if (n_vis > 0 && (!vision || !vis_rows))
+        return mm_fail(err, "text forward: %lld vision rows without vision tokens", (long long)n_vis);
+    for (int64_t i = 0; i < L; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return mm_fail(err, "text forward: token id %d at row %lld is outside the %lld-row embedding", ids[i],
+                           (long long)i, (long long)V);
+    for (int64_t r = 0; r < n_vis; r++)
+        if (vis_rows[r] < 0 || vis_rows[r] >= L || (r && vis_rows[r] <= vis_rows[r - 1]))
+            return mm_fail(err, "text forward: vision row %lld (%d) is out of order or range", (long long)r,
+                           vis_rows[r]);
+
+    int rc = -1;
+    float *host = NULL, *cosf32 = NULL, *sinf32 = NULL;
+    uint16_t *cosb = NULL, *sinb = NULL;
+    mm_tensor x = {0}, h = {0}, q = {0}, k = {0}, v = {0}, att = {0}, y = {0}, g = {0}, u = {0}, cs = {0}, sn = {0},
+              idx = {0};
+    scratch s = {{0}, {0}};
+
+    /* Embedding rows on the host: bf16(float(q) · scale), kept as f32 values. */
+    host = malloc(sizeof(float) * (size_t)(L * H));
+    if (!host) {
+        mm_fail(err, "text forward: out of memory");
+        goto out;
+    }
+    {
+        const int8_t *tab = m->embed.data;
+        const float *sc = m->embed_scale.data;
+        for (int64_t i = 0; i < L; i++) {
+            const int8_t *row = tab + (int64_t)ids[i] * H;
+            float scale = sc[ids[i]];
+            for (int64_t j = 0; j < H; j++)
+                host[i * H + j] = mm_round_bf16((float)row[j] * scale);
+        }
+    }
+    mm_tensor host_x = mm_tensor_wrap(host, mm_cpu(), MM_F32, 2, MM_SHAPE(L, H));
+    tap(dbg, "embed_rows", -1, &host_x);
+
+    /* MRoPE tables: f32 angles, cos/sin rounded to bf16 as the reference applies them. */
+    cosf32 = malloc(sizeof(float) * (size_t)(L * HD));
+    sinf32 = malloc(sizeof(float) * (size_t)(L * HD));
+    cosb = malloc(sizeof(uint16_t) * (size_t)(L * HD));
+    sinb = malloc(sizeof(uint16_t) * (size_t)(L * HD));
+    if (!cosf32 || !sinf32 || !cosb || !sinb) {
+        mm_fail(err, "text forward: out of memory");
+        goto out;
+    }
+    if (mm_mrope_tables(c, pos, L, cosf32, sinf32, err) < 0)
+        goto out;
+    for (int64_t i = 0; i < L * HD; i++) {
+        cosb[i] = mm_f32_to_bf16(cosf32[i]);
+        sinb[i] = mm_f32_to_bf16(sinf32[i]);
+    }
+    mm_tensor host_cos = mm_tensor_wrap(cosb, mm_cpu(), MM_BF16, 2, MM_SHAPE(L, HD));
+    mm_tensor host_sin = mm_tensor_wrap(sinb, mm_cpu(), MM_BF16, 2, MM_SHAPE(L, HD));
+    tap(dbg, "rope_cos", -1, &host_cos);
+    tap(dbg, "rope_sin", -1, &host_sin);
+
+    const int64_t max_k = QW > I ? QW : I;
+    if (alloc_dev(&x, dev, MM_F32, 2, MM_SHAPE(L, H), err) < 0 ||
+        alloc_dev(&h, dev, MM_BF16, 2, MM_SHAPE(L, H), err) < 0 ||
+        alloc_dev(&q, dev, MM_BF16, 3, MM_SHAPE(L, NH, HD), err) < 0 ||
+        alloc_dev(&k, dev, MM_BF16, 3, MM_SHAPE(L, NKV, HD), err) < 0 ||
+        alloc_dev(&v, dev, MM_BF16, 3, MM_SHAPE(L, NKV, HD), err) < 0 ||
+        alloc_dev(&att, dev, MM_BF16, 3, MM_SHAPE(L, NH, HD), err) < 0 ||
+        alloc_dev(&y, dev, MM_BF16, 2, MM_SHAPE(L, H), err) < 0 ||
+        alloc_dev(&g, dev, MM_BF16, 2, MM_SHAPE(L, I), err) < 0 ||
+        alloc_dev(&u, dev, MM_BF16, 2, MM_SHAPE(L, I), err) < 0 ||
+        alloc_dev(&cs, dev, MM_BF16, 2, MM_SHAPE(L, HD), err) < 0 ||
+        alloc_dev(&sn, dev, MM_BF16, 2, MM_SHAPE(L, HD), err) < 0 ||
+        alloc_dev(&s.w, dev, MM_BF16, 1, MM_SHAPE(m->max_linear), err) < 0 ||
+        alloc_dev(&s.awq, dev, MM_BF16, 2, MM_SHAPE(L, max_k), err) < 0)
+        goto out;
+    mm_copy(ctx, &x, &host_x);
+    mm_copy(ctx, &cs, &host_cos);
+    mm_copy(ctx, &sn, &host_sin);
+    if (n_vis > 0) {
+        if (alloc_dev(&idx, dev, MM_I32, 1, MM_SHAPE(n_vis), err) < 0)
+            goto out;
+        mm_tensor host_idx = mm_tensor_wrap((void *)vis_rows, mm_cpu(), MM_I32, 1, MM_SHAPE(n_vis));
+        mm_copy(ctx, &idx, &host_idx);
+        mm_scatter_rows(ctx, &x, vision, &idx);
+    }
+    if (mm_ctx_error(ctx, err) < 0)
+        goto out;
+    tap(dbg, "inputs_embeds", -1, &x);
+
+    mm_tensor q2 = mm_tensor_wrap(q.data, dev, MM_BF16, 2, MM_SHAPE(L, QW));
+    mm_tensor k2 = mm_tensor_wrap(k.data, dev, MM_BF16, 2, MM_SHAPE(L, KW));
+    mm_tensor v2 = mm_tensor_wrap(v.data, dev, MM_BF16, 2, MM_SHAPE(L, KW));
+    mm_tensor att2 = mm_tensor_wrap(att.data, dev, MM_BF16, 2, MM_SHAPE(L, QW));
+    mm_attn_params ap = {.scale = 1.0f / sqrtf((float)HD), .causal = true};
+    for (int l = 0; l < m->n_layers; l++) {
+        const mm_qwen3vl_text_layer *W = &m->layers[l];
+        const mm_qwen3vl_text_debug *d0 = l == 0 ? dbg : NULL;
+        tap(dbg, "layer_in", l, &x);
+        /* attention */
+        mm_rmsnorm(ctx, &h, &x, &W->input_norm, c->rms_eps);
+        nvfp4_linear(ctx, &W->q, &s, &h, &q2, NULL, NULL);
+        nvfp4_linear(ctx, &W->k, &s, &h, &k2, NULL, NULL);
+        nvfp4_linear(ctx, &W->v, &s, &h, &v2, NULL, NULL);
+        mm_rmsnorm(ctx, &q, &q, &W->q_norm, c->rms_eps);
+        mm_rmsnorm(ctx, &k, &k, &W->k_norm, c->rms_eps);
+        mm_rope(ctx, &q, &q, &cs, &sn, (int)HD);
+        mm_rope(ctx, &k, &k, &cs, &sn, (int)HD);
+        mm_attention(ctx, &att, &q, &k, &v, &ap);
+        tap(d0, "o_proj0.x", -1, &att2);
+        nvfp4_linear(ctx, &W->o, &s, &att2, &y, d0, "o_proj0.x_awq");
+        tap(d0, "o_proj0.y", -1, &y);
+        mm_add(ctx, &x, &x, &y);
+        /* MLP */
+        mm_rmsnorm(ctx, &h, &x, &W->post_norm, c->rms_eps);
+        nvfp4_linear(ctx, &W->gate, &s, &h, &g, NULL, NULL);
+        nvfp4_linear(ctx, &W->up, &s, &h, &u, NULL, NULL);
+        mm_glu(ctx, &g, &g, &u, MM_ACT_SILU);
+        nvfp4_linear(ctx, &W->down, &s, &g, &y, NULL, NULL);
+        mm_add(ctx, &x, &x, &y);
+        tap(dbg, "layer_out", l, &x);
+        if (l < n_deepstack && n_vis > 0) {
+            tap(dbg, "deepstack_injected", l, &deepstack[l]);
+            mm_scatter_add_rows(ctx, &x, &deepstack[l], &idx);
+        }
+        if (mm_ctx_error(ctx, err) < 0) {
+            mm_error_prefix(err, "text layer %d", l);
+            goto out;
+        }
+    }
+    mm_copy(ctx, out, &x);
+    rc = mm_ctx_error(ctx, err);
+out:
+    mm_tensor_free(&x), mm_tensor_free(&h), mm_tensor_free(&q), mm_tensor_free(&k), mm_tensor_free(&v);
+    mm_tensor_free(&att), mm_tensor_free(&y), mm_tensor_free(&g), mm_tensor_free(&u), mm_tensor_free(&cs);
+    mm_tensor_free(&sn), mm_tensor_free(&idx), mm_tensor_free(&s.w), mm_tensor_free(&s.awq);
+    free(host), free(cosf32), free(sinf32), free(cosb), free(sinb);
+    return rc;
+}
