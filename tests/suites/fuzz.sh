@@ -1,8 +1,9 @@
 # fuzz suite — short libFuzzer smoke runs (clang -fsanitize=fuzzer,address,undefined).
 #
 # fuzz_target NAME SECONDS SOURCES... builds tests/fuzz/NAME.c with the listed
-# project sources and runs it for SECONDS on a copy of tests/fuzz/corpus/<short
-# name>/ (the committed seeds). A crash, leak or sanitizer report is a FAIL;
+# project sources (linking jansson and the pkg-config packages in $FUZZ_PKGS)
+# and runs it for SECONDS on a copy of tests/fuzz/corpus/<short name>/ (the
+# committed seeds). A crash, leak or sanitizer report is a FAIL;
 # the crashing input is kept under tests/out/fuzz/.
 fuzz_target() {
   local name=$1 secs=$2; shift 2
@@ -16,8 +17,8 @@ fuzz_target() {
     echo "FAIL fuzz/$name: clang not installed (tools/deps.sh installs it)"; return
   fi
   if ! clang -std=c17 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-      -I"$dir" -I"$MMH3_SRC/src" -I"$MMH3_SRC" $(pkg-config --cflags jansson) \
-      -o "$dir/$name" "$MMH3_SRC/tests/fuzz/$name.c" "${srcs[@]}" $(pkg-config --libs jansson) -lm -lpthread \
+      -I"$dir" -I"$MMH3_SRC/src" -I"$MMH3_SRC" $(pkg-config --cflags jansson ${FUZZ_PKGS:-}) \
+      -o "$dir/$name" "$MMH3_SRC/tests/fuzz/$name.c" "${srcs[@]}" $(pkg-config --libs jansson ${FUZZ_PKGS:-}) -lm -lpthread \
       >"$out/$name.build.log" 2>&1; then
     echo "FAIL fuzz/$name: build failed (see tests/out/fuzz/$name.build.log)"; return
   fi
@@ -34,6 +35,9 @@ fuzz_run_all() {
   fuzz_target fuzz_safetensors "${MMH3_FUZZ_SECONDS:-30}" \
     src/io/safetensors.c src/core/error.c src/core/dtype.c src/core/tensor.c \
     src/backend/device.c src/backend/cuda/cuda_stub.c
+  FUZZ_PKGS="libpcre2-8 libutf8proc" fuzz_target fuzz_tokenizer "${MMH3_FUZZ_SECONDS:-30}" \
+    src/model/text/tokenizer.c src/model/text/tokenizer_load.c src/model/text/bpe.c \
+    src/model/text/pretokenize.c src/model/text/normalize.c src/core/error.c
   # other areas: add one fuzz_target line per target here
 }
 

