@@ -199,6 +199,33 @@ static void test_pretokenizer_pieces(void)
     mm_pretok_free(pt);
 }
 
+static int count_piece(void *user, const char *p, size_t n)
+{
+    (void)p;
+    (void)n;
+    (*(size_t *)user)++;
+    return 0;
+}
+
+/* A match that outgrows the JIT's default stack is retried with a large one
+ * (this pattern fails with PCRE2_ERROR_JIT_STACKLIMIT on the default). */
+static void test_pretokenizer_deep_match(void)
+{
+    mm_pretok *pt;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_pretok_create("(?:(a)|b)+", &pt, &err) == 0, "%s", err.msg);
+    mm_pretok_state *st = mm_pretok_state_new(pt);
+    size_t n = 1 << 18, pieces = 0;
+    char *s = malloc(n);
+    MM_REQUIRE(s && st, "alloc");
+    memset(s, 'a', n);
+    MM_EXPECT(mm_pretok_split(pt, st, s, n, count_piece, &pieces, &err) == 0 && pieces == 1, "%zu pieces: %s",
+              pieces, err.msg);
+    free(s);
+    mm_pretok_state_free(st);
+    mm_pretok_free(pt);
+}
+
 static void test_added_tokens_by_name(void)
 {
     MM_REQUIRE(tok, "no tokenizer");
@@ -727,6 +754,7 @@ int main(void)
     MM_RUN(test_load);
     MM_RUN(test_spec_vectors);
     MM_RUN(test_pretokenizer_pieces);
+    MM_RUN(test_pretokenizer_deep_match);
     MM_RUN(test_added_tokens_by_name);
     MM_RUN(test_config_versions);
     MM_RUN(test_added_matching_rules);

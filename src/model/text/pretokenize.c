@@ -162,17 +162,10 @@ mm_pretok_state *mm_pretok_state_new(const mm_pretok *pt)
     if (!st)
         return NULL;
     st->md = pcre2_match_data_create_from_pattern(pt->re, NULL);
-    st->mctx = pcre2_match_context_create(NULL);
-    /* Long whitespace runs backtrack through \s*[\r\n]+ and \s+(?!\S); the
-     * default 32 KiB JIT stack is plenty for them, but a bigger one costs
-     * nothing and keeps pathological inputs out of the error path. */
-    st->jit_stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
-    if (!st->md || !st->mctx) {
-        mm_pretok_state_free(st);
+    if (!st->md) {
+        free(st);
         return NULL;
     }
-    if (st->jit_stack)
-        pcre2_jit_stack_assign(st->mctx, NULL, st->jit_stack);
     return st;
 }
 
@@ -184,6 +177,23 @@ void mm_pretok_state_free(mm_pretok_state *st)
     pcre2_match_context_free(st->mctx);
     pcre2_jit_stack_free(st->jit_stack);
     free(st);
+}
+
+/* The JIT's default 32 KiB machine-stack area covers ordinary text; only
+ * pathological inputs exhaust it, and those are retried with a large JIT
+ * stack made on demand, so the common call allocates nothing. */
+static int match_at(const mm_pretok *pt, mm_pretok_state *st, const char *s, size_t n, size_t pos)
+{
+    int rc = pcre2_match(pt->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, st->md, st->mctx);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !st->jit_stack) {
+        st->mctx = pcre2_match_context_create(NULL);
+        st->jit_stack = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, NULL);
+        if (!st->mctx || !st->jit_stack)
+            return rc;
+        pcre2_jit_stack_assign(st->mctx, NULL, st->jit_stack);
+        rc = pcre2_match(pt->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, st->md, st->mctx);
+    }
+    return rc;
 }
 
 static size_t utf8_char_len(unsigned char c)
@@ -198,7 +208,7 @@ int mm_pretok_split(const mm_pretok *pt, mm_pretok_state *st, const char *s, siz
     while (pos < n) {
         /* NO_UTF_CHECK: the caller validated the text once; PCRE2 would
          * otherwise re-check the whole subject on every call (quadratic). */
-        int rc = pcre2_match(pt->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, st->md, st->mctx);
+        int rc = match_at(pt, st, s, n, pos);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0) {
