@@ -6,16 +6,17 @@
 #include "model/text/mrope.h"
 #include "model/text/presentation.h"
 #include "model/text/qwen3vl_config.h"
+#include "model/text/text_tokenizer.h"
 #include "text_kit.h"
 
 static text_kit kit;
 static mm_qwen3vl_config cfg;
 
 /* Builds the presentation of a manifest case from its raw media. */
-static int build_case(const json_t *c, mm_presentation *p, mm_error *err)
+static int build_case(const json_t *c, const mm_text_tokenizer *tokp, mm_presentation *p, mm_error *err)
 {
     const char *name = json_string_value(json_object_get(c, "name"));
-    mm_text_tokenizer tok = {text_kit_segment_encode, kit.manifest};
+    mm_text_tokenizer tok = *tokp;
     mm_pres_tokens sp;
     if (mm_pres_tokens_resolve(&tok, &sp, err) < 0)
         return -1;
@@ -78,7 +79,8 @@ static void test_kit_presentations(void)
         const char *name = json_string_value(json_object_get(c, "name"));
         mm_presentation p;
         mm_error err = {{0}};
-        TK_OK(build_case(c, &p, &err), "%s: %s", name, err.msg);
+        mm_text_tokenizer segments = {text_kit_segment_encode, kit.manifest};
+        TK_OK(build_case(c, &segments, &p, &err), "%s: %s", name, err.msg);
         const mm_st_entry *real = text_kit_entry(&kit, name, "meta.input_ids_real");
         const mm_st_entry *ids = text_kit_entry(&kit, name, "in.input_ids");
         const mm_st_entry *types = text_kit_entry(&kit, name, "in.mm_token_type_ids");
@@ -122,6 +124,39 @@ static void test_kit_presentations(void)
         cases++;
     }
     MM_EXPECT(cases == 6, "%d cases", cases);
+}
+
+/* The whole chain with the project's tokenizer on the release's files:
+ * prompt + media -> real Qwen ids of every case, exactly. */
+static void test_kit_presentations_real_tokenizer(void)
+{
+    char buf[4096];
+    const char *src = getenv("MMH3_SRC") ? getenv("MMH3_SRC") : ".";
+    const char *dir = mm_text_tokenizer_find_release(src, buf, sizeof buf);
+    MM_REQUIRE(dir, "release tokenizer not found (../shared/minimax-h3/FL2VA/tokenizer beside the checkout, or "
+                    "$MMH3_SHARED)");
+    mm_text_tokenizer tok;
+    void *owner;
+    mm_error err = {{0}};
+    TK_OK(mm_text_tokenizer_open(dir, &tok, &owner, &err), "%s", err.msg);
+    size_t ci;
+    json_t *c;
+    json_array_foreach(json_object_get(kit.manifest, "cases"), ci, c)
+    {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        mm_presentation p;
+        if (build_case(c, &tok, &p, &err) < 0) {
+            MM_EXPECT(0, "%s: %s", name, err.msg);
+            continue;
+        }
+        const mm_st_entry *real = text_kit_entry(&kit, name, "meta.input_ids_real");
+        int bad = p.len != real->shape[0];
+        for (int64_t i = 0; !bad && i < p.len; i++)
+            bad = p.ids[i] != (int64_t)text_kit_at(real, i);
+        MM_EXPECT(!bad, "%s: real ids differ from meta.input_ids_real", name);
+        mm_presentation_free(&p);
+    }
+    mm_text_tokenizer_close(owner);
 }
 
 /* rope_cos / rope_sin of the debug cases (bf16 in the reference). */
@@ -258,6 +293,7 @@ int main(void)
         return 1;
     }
     MM_RUN(test_kit_presentations);
+    MM_RUN(test_kit_presentations_real_tokenizer);
     MM_RUN(test_kit_rope_tables);
     MM_RUN(test_block_labels);
     MM_RUN(test_layout_rules);
