@@ -98,8 +98,6 @@ static int parse_added_token(const json_t *o, mm_added_token *t, mm_error *err)
     memset(t, 0, sizeof *t);
     t->content = (char *)json_string_value(content);
     t->len = json_string_length(content);
-    if (t->len == 0)
-        return mm_fail(err, "an added token has empty content");
     const json_t *v;
     t->special = json_is_true(json_object_get(o, "special"));
     /* Unset "normalized" means "not special", as in transformers' AddedToken. */
@@ -131,6 +129,8 @@ static int check_id_free(const mm_tokenizer *tok, const mm_added_token *t, mm_er
  * tokenizer_config.json added_tokens_decoder). */
 static int add_with_id(mm_tokenizer *tok, const mm_added_token *t, mm_error *err)
 {
+    if (t->len == 0)
+        return 0; /* HF ignores empty added tokens */
     if (t->id < 0 || t->id >= MM_BPE_MAX_ID)
         return mm_fail(err, "added token \"%.*s\": id %d out of range", (int)t->len, t->content, t->id);
     int k = find_added_content(tok, t->content, t->len);
@@ -151,6 +151,8 @@ static int add_with_id(mm_tokenizer *tok, const mm_added_token *t, mm_error *err
  * id so far, as HF's AddedVocabulary::add_tokens numbers new tokens. */
 static int add_by_name(mm_tokenizer *tok, mm_added_token *t, mm_error *err)
 {
+    if (t->len == 0)
+        return 0; /* HF ignores empty added tokens */
     int k = find_added_content(tok, t->content, t->len);
     if (k >= 0) {
         tok->added[k].special = true;
