@@ -7,23 +7,20 @@
  * normalized in place. */
 #include "model/dit/model.h"
 
-static int linear(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, const mm_dit_block_weights *bw, int which,
-                  bool quantized)
+static int linear(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, const mm_dit_block_weights *bw, int which)
 {
-    if (quantized)
-        return mm_dit_linear_i8(r->ctx, &r->ws, out, x, &bw->q[which], r->dit->cfg.convrot_group);
-    return mm_dit_linear_bf16(r->ctx, out, x, &bw->dense[which]);
+    return mm_dit_linear(r->ctx, &r->ws, out, x, &bw->lin[which]);
 }
 
 int mm_dit_attention(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw,
-                     bool quantized, bool rotary)
+                     bool rotary)
 {
     const mm_dit_config *c = &r->dit->cfg;
     mm_ctx *ctx = r->ctx;
     const int64_t A = (int64_t)c->heads * c->head_dim;
     const int64_t head[2] = {c->heads, c->head_dim};
     mm_tensor qkv = mm_dit_rows(&r->ws.qkv, rows);
-    linear(r, &qkv, h, bw, MM_DIT_QKV, quantized);
+    linear(r, &qkv, h, bw, MM_DIT_QKV);
 
     mm_tensor q3 = mm_tensor_narrow(&qkv, 1, 0, A), k3 = mm_tensor_narrow(&qkv, 1, A, A);
     mm_tensor v3 = mm_tensor_narrow(&qkv, 1, 2 * A, A);
@@ -41,13 +38,13 @@ int mm_dit_attention(mm_dit_request *r, int64_t rows, const mm_tensor *h, const 
     return mm_attention(ctx, &o, &q, &k, &v, NULL);
 }
 
-int mm_dit_mlp(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw, bool quantized)
+int mm_dit_mlp(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw)
 {
     const int64_t F = r->dit->cfg.ffn;
     mm_tensor fc1 = mm_dit_rows(&r->ws.fc1, rows), glu = mm_dit_rows(&r->ws.glu, rows);
     mm_tensor y = mm_dit_rows(&r->ws.y, rows);
-    linear(r, &fc1, h, bw, MM_DIT_FC1, quantized);
+    linear(r, &fc1, h, bw, MM_DIT_FC1);
     mm_tensor gate = mm_tensor_narrow(&fc1, 1, 0, F), up = mm_tensor_narrow(&fc1, 1, F, F);
     mm_glu(r->ctx, &glu, &gate, &up, MM_ACT_SILU);
-    return linear(r, &y, &glu, bw, MM_DIT_FC2, quantized);
+    return linear(r, &y, &glu, bw, MM_DIT_FC2);
 }

@@ -23,10 +23,10 @@ int mm_dit_block(mm_dit_request *r, int block)
     mm_tensor *idx = &ws->adaln_idx;
 
     mm_rmsnorm_modulate(ctx, &ws->h, &ws->x, &bw->norm1, d->cfg.norm_eps, &chunk[1], &chunk[0], idx);
-    mm_dit_attention(r, S, &ws->h, bw, true, true);
-    mm_dit_linear_i8(ctx, ws, &ws->y, &ws->attn, &bw->q[MM_DIT_OUT], d->cfg.convrot_group);
+    mm_dit_attention(r, S, &ws->h, bw, true);
+    mm_dit_linear(ctx, ws, &ws->y, &ws->attn, &bw->lin[MM_DIT_OUT]);
     mm_gated_residual(ctx, &ws->x, &ws->y, &chunk[2], idx);
     mm_rmsnorm_modulate(ctx, &ws->h, &ws->x, &bw->norm2, d->cfg.norm_eps, &chunk[4], &chunk[3], idx);
-    mm_dit_mlp(r, S, &ws->h, bw, true);
+    mm_dit_mlp(r, S, &ws->h, bw);
     return mm_gated_residual(ctx, &ws->x, &ws->y, &chunk[5], idx);
 }

@@ -1,6 +1,5 @@
 #include "model/dit/config.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,34 +46,6 @@ static int expect(const mm_safetensors *st, const char *name, mm_dtype dtype, in
     if (e->dtype != dtype)
         return mm_fail(err, "%s: '%s' is %s, expected %s", mm_st_path(st), name, mm_dtype_name(e->dtype),
                        mm_dtype_name(dtype));
-    return 0;
-}
-
-/* The comfy_quant blob of a ConvRot layer: {"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": G}. */
-static int read_convrot_group(const mm_safetensors *st, const char *layer, int *group, mm_error *err)
-{
-    char name[320];
-    snprintf(name, sizeof name, "%.256s.comfy_quant", layer);
-    const mm_st_entry *e = mm_st_find(st, name);
-    if (!e || e->dtype != MM_U8 || e->ndim != 1)
-        return mm_fail(err, "%s: '%s' (U8 JSON) missing: %s is not a Comfy int8 ConvRot layer", mm_st_path(st), name,
-                       layer);
-    json_error_t jerr;
-    json_t *j = json_loadb(e->data, (size_t)e->shape[0], 0, &jerr);
-    if (!j)
-        return mm_fail(err, "%s: '%s' is not JSON: %s", mm_st_path(st), name, jerr.text);
-    const char *fmt = json_string_value(json_object_get(j, "format"));
-    int convrot = json_is_true(json_object_get(j, "convrot"));
-    json_int_t g = json_integer_value(json_object_get(j, "convrot_groupsize"));
-    int ok = fmt && strcmp(fmt, "int8_tensorwise") == 0 && convrot && g > 0;
-    json_decref(j);
-    if (!ok)
-        return mm_fail(err, "%s: '%s': only {\"format\": \"int8_tensorwise\", \"convrot\": true, "
-                       "\"convrot_groupsize\": G} is supported", mm_st_path(st), name);
-    if (*group && *group != (int)g)
-        return mm_fail(err, "%s: '%s': ConvRot group %d differs from the other layers' %d", mm_st_path(st), name,
-                       (int)g, *group);
-    *group = (int)g;
     return 0;
 }
 
@@ -128,65 +99,34 @@ int mm_dit_config_read(const mm_safetensors *st, const mm_dit_config_overrides *
     if (c->table_size < 2)
         return mm_fail(err, "adaln_t_table: %d rows; at least 2 are needed to interpolate", c->table_size);
 
-    /* Every tensor, by shape and dtype. */
-    const int64_t H = c->hidden, A = (int64_t)c->heads * c->head_dim, F = c->ffn, D = c->head_dim;
+    /* The tensors that are not linears (those are checked by the formats layer
+     * when the weights load), by shape and dtype. */
+    const int64_t H = c->hidden, D = c->head_dim;
     const int64_t mods = (int64_t)c->modalities * 6 * H;
-    int rc = 0;
-    rc |= expect(st, "video_patch_proj.bias", MM_F32, 1, (int64_t[]){H}, err);
-    rc |= rc ? 0 : expect(st, "video_patch_proj.weight", MM_F32, 2, (int64_t[]){H, c->video_row_width}, err);
-    rc |= rc ? 0 : expect(st, "audio_patch_proj.weight", MM_F32, 2, (int64_t[]){H, c->audio_row_width}, err);
-    rc |= rc ? 0 : expect(st, "audio_patch_proj.bias", MM_F32, 1, (int64_t[]){H}, err);
-    rc |= rc ? 0 : expect(st, "condition_proj.weight", MM_BF16, 2, (int64_t[]){H, c->text_dim}, err);
-    rc |= rc ? 0 : expect(st, "condition_proj.bias", MM_BF16, 1, (int64_t[]){H}, err);
-    rc |= rc ? 0 : expect(st, "adaln_t_table", MM_F32, 2, (int64_t[]){c->table_size, c->time_dim}, err);
-    rc |= rc ? 0 : expect(st, "rope.inv_freq", MM_F32, 1, (int64_t[]){c->rope_freqs}, err);
-    rc |= rc ? 0 : expect(st, "token_refiner.final_norm.weight", MM_BF16, 1, (int64_t[]){H}, err);
-    rc |= rc ? 0 : expect(st, "final_layer.norm.weight", MM_BF16, 1, (int64_t[]){H}, err);
-    rc |= rc ? 0 : expect(st, "final_layer.adaln_proj.linear.weight", MM_F16, 2, (int64_t[]){2 * H, c->time_dim}, err);
-    rc |= rc ? 0 : expect(st, "final_layer.adaln_proj.linear.bias", MM_F16, 1, (int64_t[]){2 * H}, err);
-    rc |= rc ? 0 : expect(st, "final_layer.video_out.weight", MM_F32, 2, (int64_t[]){c->video_row_width, H}, err);
-    rc |= rc ? 0 : expect(st, "final_layer.video_out.bias", MM_F32, 1, (int64_t[]){c->video_row_width}, err);
-    rc |= rc ? 0 : expect(st, "final_layer.audio_out.weight", MM_F32, 2, (int64_t[]){c->audio_row_width, H}, err);
-    rc |= rc ? 0 : expect(st, "final_layer.audio_out.bias", MM_F32, 1, (int64_t[]){c->audio_row_width}, err);
-    if (rc)
+    if (expect(st, "adaln_t_table", MM_F32, 2, (int64_t[]){c->table_size, c->time_dim}, err) ||
+        expect(st, "rope.inv_freq", MM_F32, 1, (int64_t[]){c->rope_freqs}, err) ||
+        expect(st, "token_refiner.final_norm.weight", MM_BF16, 1, (int64_t[]){H}, err) ||
+        expect(st, "final_layer.norm.weight", MM_BF16, 1, (int64_t[]){H}, err) ||
+        expect(st, "final_layer.adaln_proj.linear.weight", MM_F16, 2, (int64_t[]){2 * H, c->time_dim}, err) ||
+        expect(st, "final_layer.adaln_proj.linear.bias", MM_F16, 1, (int64_t[]){2 * H}, err))
         return -1;
     char n[256];
-    for (int b = 0; b < c->refiner_layers; b++) {
-#define R(leaf, dt, ...) \
-    (snprintf(n, sizeof n, "token_refiner.blocks.%d.%s", b, leaf), \
-     expect(st, n, dt, MM_NDIM(__VA_ARGS__), MM_SHAPE(__VA_ARGS__), err))
-        if (R("norm1.weight", MM_BF16, H) || R("norm2.weight", MM_BF16, H) || R("attn.q_norm.weight", MM_BF16, D) ||
-            R("attn.k_norm.weight", MM_BF16, D) || R("attn.qkv_proj.weight", MM_BF16, 3 * A, H) ||
-            R("attn.out_proj.weight", MM_BF16, H, A) || R("mlp.fc1.weight", MM_BF16, 2 * F, H) ||
-            R("mlp.fc2.weight", MM_BF16, H, F))
+    for (int b = 0; b < c->refiner_layers + c->layers; b++) {
+        const int main_block = b >= c->refiner_layers;
+        char prefix[64];
+        if (main_block)
+            snprintf(prefix, sizeof prefix, "blocks.%d", b - c->refiner_layers);
+        else
+            snprintf(prefix, sizeof prefix, "token_refiner.blocks.%d", b);
+#define T(leaf, dt, ...) \
+    (snprintf(n, sizeof n, "%s.%s", prefix, leaf), expect(st, n, dt, MM_NDIM(__VA_ARGS__), MM_SHAPE(__VA_ARGS__), err))
+        if (T("norm1.weight", MM_BF16, H) || T("norm2.weight", MM_BF16, H) || T("attn.q_norm.weight", MM_BF16, D) ||
+            T("attn.k_norm.weight", MM_BF16, D))
             return -1;
-#undef R
-    }
-    for (int b = 0; b < c->layers; b++) {
-#define B(leaf, dt, ...) \
-    (snprintf(n, sizeof n, "blocks.%d.%s", b, leaf), expect(st, n, dt, MM_NDIM(__VA_ARGS__), MM_SHAPE(__VA_ARGS__), err))
-        if (B("norm1.weight", MM_BF16, H) || B("norm2.weight", MM_BF16, H) || B("attn.q_norm.weight", MM_BF16, D) ||
-            B("attn.k_norm.weight", MM_BF16, D) || B("adaln_proj.linear.weight", MM_F16, mods, c->time_dim) ||
-            B("adaln_proj.linear.bias", MM_F16, mods))
+        if (main_block && (T("adaln_proj.linear.weight", MM_F16, mods, c->time_dim) ||
+                           T("adaln_proj.linear.bias", MM_F16, mods)))
             return -1;
-        static const char *const qlin[4] = {"attn.qkv_proj", "attn.out_proj", "mlp.fc1", "mlp.fc2"};
-        const int64_t qshape[4][2] = {{3 * A, H}, {H, A}, {2 * F, H}, {H, F}};
-        for (int q = 0; q < 4; q++) {
-            char leaf[64];
-            snprintf(leaf, sizeof leaf, "%s.weight", qlin[q]);
-            if (B(leaf, MM_I8, qshape[q][0], qshape[q][1]))
-                return -1;
-            snprintf(leaf, sizeof leaf, "%s.weight_scale", qlin[q]);
-            if (B(leaf, MM_F32, qshape[q][0], 1))
-                return -1;
-            snprintf(n, sizeof n, "blocks.%d.%s", b, qlin[q]);
-            if (read_convrot_group(st, n, &c->convrot_group, err) != 0)
-                return -1;
-            if (qshape[q][1] % c->convrot_group)
-                return mm_fail(err, "%s: in-features %lld not a multiple of the ConvRot group %d", n,
-                               (long long)qshape[q][1], c->convrot_group);
-        }
-#undef B
+#undef T
     }
     return 0;
 }

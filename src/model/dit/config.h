@@ -31,7 +31,7 @@ typedef struct mm_dit_config {
     int rope_freqs;      /* rope.inv_freq length per axis (16) */
     int rope_dim;        /* rotated channels per head: 3 axes x 2 x rope_freqs (96) */
     int modalities;      /* AdaLN modality rows per timestep (3: video, text, audio) */
-    int convrot_group;   /* ConvRot rotation group (from comfy_quant) */
+    int convrot_group;   /* ConvRot rotation group of the block linears (0 if none), set at load */
     float norm_eps, qk_norm_eps, final_norm_eps;
 } mm_dit_config;
 
@@ -42,8 +42,9 @@ typedef struct mm_dit_config_overrides {
 } mm_dit_config_overrides;
 
 /* Reads the configuration from an opened checkpoint (names already stripped
- * of any "model.diffusion_model." prefix) and checks every tensor the model
- * uses for its dtype and shape. */
+ * of any "model.diffusion_model." prefix) and checks the dtype and shape of
+ * every tensor besides the linears (the formats layer checks those as the
+ * weights load). */
 int mm_dit_config_read(const mm_safetensors *st, const mm_dit_config_overrides *ov, mm_dit_config *out,
                        mm_error *err);
 

@@ -66,7 +66,7 @@ int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *vid
                    mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);
 
 /* Views of one ConvRot linear of main block `block` (which: 0 qkv, 1 out,
- * 2 fc1, 3 fc2): its int8 weight [N, K] and f32 row scales [N, 1]; *group is
+ * 2 fc1, 3 fc2): its int8 weight [N, K] and f32 row scales [N]; *group is
  * the rotation group. For unit checks of the W8A8 path. */
 int mm_dit_convrot_layer(const mm_dit *dit, int block, int which, mm_tensor *weight, mm_tensor *scale, int *group,
                          mm_error *err);

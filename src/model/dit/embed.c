@@ -7,21 +7,17 @@
 
 int mm_dit_embed_text(mm_dit_request *r, const mm_tensor *text)
 {
-    const mm_dit *d = r->dit;
-    mm_tensor wt = mm_tensor_transpose(&d->cond_w, 0, 1);
-    mm_matmul(r->ctx, &r->text, text, &wt, &d->cond_b);
+    mm_dit_linear(r->ctx, &r->ws, &r->text, text, &r->dit->cond);
     mm_dit_capture(r, "condition_proj_out", &r->text);
     mm_dit_refine(r, &r->text);
     mm_dit_capture(r, "refiner_out", &r->text);
     return mm_ctx_error(r->ctx, NULL);
 }
 
-static int project(mm_dit_request *r, const mm_tensor *rows, const mm_tensor *w, const mm_tensor *b,
-                   const mm_tensor *idx)
+static int project(mm_dit_request *r, const mm_tensor *rows, const mm_linear *lin, const mm_tensor *idx)
 {
     mm_tensor e = mm_dit_rows(&r->ws.h, rows->shape[0]);
-    mm_tensor wt = mm_tensor_transpose(w, 0, 1);
-    mm_matmul(r->ctx, &e, rows, &wt, b);
+    mm_dit_linear(r->ctx, &r->ws, &e, rows, lin);
     return mm_scatter_rows(r->ctx, &r->ws.x, &e, idx);
 }
 
@@ -30,8 +26,8 @@ int mm_dit_embed_media(mm_dit_request *r, const mm_tensor *video_rows, const mm_
     const mm_dit *d = r->dit;
     mm_scatter_rows(r->ctx, &r->ws.x, &r->text, &r->text_idx);
     if (r->video_rows > 0)
-        project(r, video_rows, &d->video_w, &d->video_b, &r->video_idx);
+        project(r, video_rows, &d->video_in, &r->video_idx);
     if (r->audio_rows > 0)
-        project(r, audio_rows, &d->audio_w, &d->audio_b, &r->audio_idx);
+        project(r, audio_rows, &d->audio_in, &r->audio_idx);
     return mm_ctx_error(r->ctx, NULL);
 }

@@ -5,8 +5,8 @@
  * predict the data-ward velocity clean − noise. */
 #include "model/dit/model.h"
 
-static int head(mm_dit_request *r, const mm_tensor *h, const mm_tensor *idx, int64_t n, const mm_tensor *w,
-                const mm_tensor *b, mm_tensor *out)
+static int head(mm_dit_request *r, const mm_tensor *h, const mm_tensor *idx, int64_t n, const mm_linear *lin,
+                mm_tensor *out)
 {
     if (n == 0)
         return 0;
@@ -14,8 +14,7 @@ static int head(mm_dit_request *r, const mm_tensor *h, const mm_tensor *idx, int
     /* f32 copy of the selected rows, in the fc1 buffer (free at this point). */
     mm_tensor rows = mm_tensor_wrap(r->ws.fc1.data, r->ws.fc1.device, MM_F32, 2, (int64_t[]){n, H});
     mm_gather_rows(r->ctx, &rows, h, idx);
-    mm_tensor wt = mm_tensor_transpose(w, 0, 1);
-    return mm_matmul(r->ctx, out, &rows, &wt, b);
+    return mm_dit_linear(r->ctx, &r->ws, out, &rows, lin);
 }
 
 int mm_dit_final(mm_dit_request *r, mm_tensor *v_video, mm_tensor *v_audio)
@@ -26,6 +25,6 @@ int mm_dit_final(mm_dit_request *r, mm_tensor *v_video, mm_tensor *v_audio)
     mm_tensor table = mm_dit_rows(&ws->fmod, r->m);
     mm_tensor shift = mm_tensor_narrow(&table, 1, 0, H), scale = mm_tensor_narrow(&table, 1, H, H);
     mm_rmsnorm_modulate(r->ctx, &ws->h, &ws->x, &d->final_norm, d->cfg.final_norm_eps, &scale, &shift, &ws->t_idx);
-    head(r, &ws->h, &r->video_idx, r->video_rows, &d->video_out_w, &d->video_out_b, v_video);
-    return head(r, &ws->h, &r->audio_idx, r->audio_rows, &d->audio_out_w, &d->audio_out_b, v_audio);
+    head(r, &ws->h, &r->video_idx, r->video_rows, &d->video_out, v_video);
+    return head(r, &ws->h, &r->audio_idx, r->audio_rows, &d->audio_out, v_audio);
 }

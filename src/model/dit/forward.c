@@ -38,9 +38,12 @@ int mm_dit_convrot_layer(const mm_dit *d, int block, int which, mm_tensor *weigh
 {
     if (block < 0 || block >= d->cfg.layers || which < 0 || which > 3)
         return mm_fail(err, "no ConvRot layer %d of block %d (the model has %d blocks)", which, block, d->cfg.layers);
-    *weight = mm_tensor_view(&d->blocks[block].q[which].weight);
-    *scale = mm_tensor_view(&d->blocks[block].q[which].scale);
-    *group = d->cfg.convrot_group;
+    const mm_linear *lin = &d->blocks[block].lin[which];
+    if (lin->format != MM_WEIGHT_CONVROT_I8)
+        return mm_fail(err, "%s is stored %s, not int8 ConvRot", lin->name, mm_weight_format_name(lin->format));
+    *weight = mm_tensor_view(&lin->weight);
+    *scale = mm_tensor_view(&lin->weight_scale);
+    *group = lin->group;
     return 0;
 }
 

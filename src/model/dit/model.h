@@ -3,22 +3,17 @@
 #ifndef MMH3_MODEL_DIT_MODEL_H
 #define MMH3_MODEL_DIT_MODEL_H
 
+#include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/dit/dit.h"
 
-/* A W8A8 ConvRot linear as stored: rotated int8 weight [N, K] and one f32
- * scale per output row [N, 1]. */
-typedef struct mm_dit_qlinear {
-    mm_tensor weight, scale;
-} mm_dit_qlinear;
-
-/* The attention + MLP half of a block. Refiner blocks keep bf16 linears
- * (qkv, out, fc1, fc2 in `dense`); main blocks keep ConvRot linears in `q`
- * and their AdaLN projection (upcast to f32 once at load). */
+/* The attention + MLP half of a block: norms and the four linears (qkv, out,
+ * fc1, fc2) in their stored format (bf16 in the refiner, int8 ConvRot in the
+ * main blocks of the Comfy file); main blocks also carry their AdaLN
+ * projection, upcast to f32 once at load. */
 typedef struct mm_dit_block_weights {
     mm_tensor norm1, norm2, q_norm, k_norm;
-    mm_tensor dense[4];        /* refiner: qkv, out, fc1, fc2 (bf16 [N, K]) */
-    mm_dit_qlinear q[4];       /* blocks: qkv, out, fc1, fc2 */
+    mm_linear lin[4];
     mm_tensor adaln_w, adaln_b; /* blocks: f32 [modalities·6·H, time_dim], [modalities·6·H] */
 } mm_dit_block_weights;
 
@@ -29,15 +24,15 @@ struct mm_dit {
     mm_device device;
     mm_safetensors *st;           /* kept open: CPU weights are views into it */
     /* f32 islands and the text path */
-    mm_tensor video_w, video_b, audio_w, audio_b; /* f32 */
-    mm_tensor cond_w, cond_b;                     /* bf16 */
+    mm_linear video_in, audio_in; /* f32 patch projections (+ bias) */
+    mm_linear cond;               /* condition_proj, bf16 (+ bias) */
     float *table;                                 /* host [table_size, time_dim] */
     float *inv_freq;                              /* host [rope_freqs] */
     mm_dit_block_weights *refiner;                /* [refiner_layers] */
     mm_tensor refiner_norm;
     mm_dit_block_weights *blocks;                 /* [layers] */
     mm_tensor final_norm, final_adaln_w, final_adaln_b; /* bf16, f32, f32 */
-    mm_tensor video_out_w, video_out_b, audio_out_w, audio_out_b; /* f32 */
+    mm_linear video_out, audio_out;                     /* f32 heads (+ bias) */
     size_t device_bytes;
 };
 
@@ -77,17 +72,16 @@ struct mm_dit_request {
 int mm_dit_weights_load(mm_dit *dit, mm_ctx *ctx, mm_error *err);
 void mm_dit_weights_free(mm_dit *dit);
 
-/* linear.c: y = x·Wᵀ with the workspace's scratch for the int8 path. */
-int mm_dit_linear_bf16(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w);
-int mm_dit_linear_i8(mm_ctx *ctx, mm_dit_workspace *ws, mm_tensor *out, const mm_tensor *x,
-                     const mm_dit_qlinear *lin, int group);
+/* linear.c: a linear layer in any stored format, the int8 codes of ConvRot
+ * layers in the request's scratch. */
+int mm_dit_linear(mm_ctx *ctx, mm_dit_workspace *ws, mm_tensor *out, const mm_tensor *x, const mm_linear *lin);
 
 /* attention.c: the shared attention half (fused QKV → per-head q/k RMSNorm →
  * optional RoPE → SDPA over the rows of h → ws->attn). */
 int mm_dit_attention(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw,
-                     bool quantized, bool rotary);
+                     bool rotary);
 /* SwiGLU MLP of h → ws->y (rows of h). */
-int mm_dit_mlp(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw, bool quantized);
+int mm_dit_mlp(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw);
 
 /* embed.c */
 int mm_dit_embed_text(mm_dit_request *r, const mm_tensor *text); /* condition_proj + refiner → r->text */

@@ -12,11 +12,11 @@ int mm_dit_refine(mm_dit_request *r, mm_tensor *text)
     for (int b = 0; b < d->cfg.refiner_layers; b++) {
         const mm_dit_block_weights *bw = &d->refiner[b];
         mm_rmsnorm(ctx, &h, text, &bw->norm1, d->cfg.norm_eps);
-        mm_dit_attention(r, L, &h, bw, false, false);
-        mm_dit_linear_bf16(ctx, &y, &attn, &bw->dense[MM_DIT_OUT]);
+        mm_dit_attention(r, L, &h, bw, false);
+        mm_dit_linear(ctx, &r->ws, &y, &attn, &bw->lin[MM_DIT_OUT]);
         mm_add(ctx, text, text, &y);
         mm_rmsnorm(ctx, &h, text, &bw->norm2, d->cfg.norm_eps);
-        mm_dit_mlp(r, L, &h, bw, false);
+        mm_dit_mlp(r, L, &h, bw);
         mm_add(ctx, text, text, &y);
     }
     return mm_rmsnorm(ctx, text, text, &d->refiner_norm, d->cfg.final_norm_eps);

@@ -1,8 +1,10 @@
-/* Weights of the DiT in their stored form: int8 ConvRot linears stay int8,
- * bf16 stays bf16, f32 islands stay f32. The one conversion is the f16 AdaLN
- * projection, upcast to f32 once here because the reference evaluates it in
- * f32 (its f16 output would overflow). On the CPU tensors are views into the
- * checkpoint mapping; on CUDA each is copied to the device once. */
+/* Weights of the DiT in their stored form. Linears go through the formats
+ * layer (src/formats/linear.h), which recognises dense bf16/f32 (+ bias) and
+ * int8 ConvRot and keeps them as stored; norms stay bf16. The one conversion
+ * is the f16 AdaLN projection, upcast to f32 once here because the reference
+ * evaluates it in f32 (its f16 output would overflow). On the CPU tensors are
+ * views into the checkpoint mapping; on CUDA each is copied to the device
+ * once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,45 @@ static int place(mm_dit *d, mm_ctx *ctx, const char *name, mm_dtype want, mm_ten
     return 0;
 }
 
+static size_t linear_bytes(const mm_linear *l)
+{
+    size_t n = 0;
+    const mm_tensor *ts[] = {&l->weight, &l->weight_scale, &l->bias, &l->pre_quant_scale};
+    for (int i = 0; i < 4; i++)
+        if (ts[i]->data)
+            n += mm_tensor_nbytes(ts[i]);
+    return n;
+}
+
+/* A linear [n_out, n_in] under `prefix`, on the model's device. The
+ * architecture fixes which linears carry a bias (the projections in and out
+ * and condition_proj); a file without it is broken, not a variant. */
+static int load_linear(mm_dit *d, mm_ctx *ctx, const char *prefix, int64_t n_out, int64_t n_in, bool bias,
+                       mm_linear *out, mm_error *err)
+{
+    mm_linear lin;
+    if (mm_linear_load(&lin, d->st, prefix, err) != 0)
+        return -1;
+    if (mm_linear_expect(&lin, n_out, n_in, err) != 0) {
+        mm_linear_free(&lin);
+        return -1;
+    }
+    if (bias != (lin.bias.data != NULL)) {
+        mm_linear_free(&lin);
+        return mm_fail(err, "%s: '%s.bias' %s", mm_st_path(d->st), prefix,
+                       bias ? "missing (this layer has a bias)" : "present, but this layer has no bias");
+    }
+    if (d->device.kind == MM_DEVICE_CPU) {
+        *out = lin;
+        return 0;
+    }
+    int rc = mm_linear_to_device(out, &lin, ctx, err);
+    mm_linear_free(&lin);
+    if (rc == 0)
+        d->device_bytes += linear_bytes(out);
+    return rc;
+}
+
 static float *host_f32(const mm_dit *d, const char *name, mm_error *err)
 {
     mm_tensor t;
@@ -63,24 +104,24 @@ static int load_block(mm_dit *d, mm_ctx *ctx, const char *prefix, bool main_bloc
                       mm_error *err)
 {
     static const char *const lin[4] = {"attn.qkv_proj", "attn.out_proj", "mlp.fc1", "mlp.fc2"};
+    const mm_dit_config *c = &d->cfg;
+    const int64_t H = c->hidden, A = (int64_t)c->heads * c->head_dim, F = c->ffn;
+    const int64_t shape[4][2] = {{3 * A, H}, {H, A}, {2 * F, H}, {H, F}};
     char n[256];
 #define P(leaf, dt, dst) (snprintf(n, sizeof n, "%s.%s", prefix, leaf), place(d, ctx, n, dt, dst, err))
     if (P("norm1.weight", MM_BF16, &bw->norm1) || P("norm2.weight", MM_BF16, &bw->norm2) ||
         P("attn.q_norm.weight", MM_BF16, &bw->q_norm) || P("attn.k_norm.weight", MM_BF16, &bw->k_norm))
         return -1;
     for (int i = 0; i < 4; i++) {
-        char leaf[64];
-        snprintf(leaf, sizeof leaf, "%s.weight", lin[i]);
-        if (!main_block) {
-            if (P(leaf, MM_BF16, &bw->dense[i]))
-                return -1;
-            continue;
+        snprintf(n, sizeof n, "%s.%s", prefix, lin[i]);
+        if (load_linear(d, ctx, n, shape[i][0], shape[i][1], false, &bw->lin[i], err) != 0)
+            return -1;
+        if (main_block && bw->lin[i].format == MM_WEIGHT_CONVROT_I8) {
+            if (d->cfg.convrot_group && d->cfg.convrot_group != bw->lin[i].group)
+                return mm_fail(err, "%s: ConvRot group %d differs from the other layers' %d", n, bw->lin[i].group,
+                               d->cfg.convrot_group);
+            d->cfg.convrot_group = bw->lin[i].group;
         }
-        if (P(leaf, MM_I8, &bw->q[i].weight))
-            return -1;
-        snprintf(leaf, sizeof leaf, "%s.weight_scale", lin[i]);
-        if (P(leaf, MM_F32, &bw->q[i].scale))
-            return -1;
     }
     if (main_block && (P("adaln_proj.linear.weight", MM_F32, &bw->adaln_w) ||
                        P("adaln_proj.linear.bias", MM_F32, &bw->adaln_b)))
@@ -95,11 +136,8 @@ static void free_block(mm_dit_block_weights *bw)
     mm_tensor_free(&bw->norm2);
     mm_tensor_free(&bw->q_norm);
     mm_tensor_free(&bw->k_norm);
-    for (int i = 0; i < 4; i++) {
-        mm_tensor_free(&bw->dense[i]);
-        mm_tensor_free(&bw->q[i].weight);
-        mm_tensor_free(&bw->q[i].scale);
-    }
+    for (int i = 0; i < 4; i++)
+        mm_linear_free(&bw->lin[i]);
     mm_tensor_free(&bw->adaln_w);
     mm_tensor_free(&bw->adaln_b);
 }
@@ -107,20 +145,16 @@ static void free_block(mm_dit_block_weights *bw)
 int mm_dit_weights_load(mm_dit *d, mm_ctx *ctx, mm_error *err)
 {
     const mm_dit_config *c = &d->cfg;
-    if (place(d, ctx, "video_patch_proj.weight", MM_F32, &d->video_w, err) ||
-        place(d, ctx, "video_patch_proj.bias", MM_F32, &d->video_b, err) ||
-        place(d, ctx, "audio_patch_proj.weight", MM_F32, &d->audio_w, err) ||
-        place(d, ctx, "audio_patch_proj.bias", MM_F32, &d->audio_b, err) ||
-        place(d, ctx, "condition_proj.weight", MM_BF16, &d->cond_w, err) ||
-        place(d, ctx, "condition_proj.bias", MM_BF16, &d->cond_b, err) ||
+    const int64_t H = c->hidden;
+    if (load_linear(d, ctx, "video_patch_proj", H, c->video_row_width, true, &d->video_in, err) ||
+        load_linear(d, ctx, "audio_patch_proj", H, c->audio_row_width, true, &d->audio_in, err) ||
+        load_linear(d, ctx, "condition_proj", H, c->text_dim, true, &d->cond, err) ||
+        load_linear(d, ctx, "final_layer.video_out", c->video_row_width, H, true, &d->video_out, err) ||
+        load_linear(d, ctx, "final_layer.audio_out", c->audio_row_width, H, true, &d->audio_out, err) ||
         place(d, ctx, "token_refiner.final_norm.weight", MM_BF16, &d->refiner_norm, err) ||
         place(d, ctx, "final_layer.norm.weight", MM_BF16, &d->final_norm, err) ||
         place(d, ctx, "final_layer.adaln_proj.linear.weight", MM_F32, &d->final_adaln_w, err) ||
-        place(d, ctx, "final_layer.adaln_proj.linear.bias", MM_F32, &d->final_adaln_b, err) ||
-        place(d, ctx, "final_layer.video_out.weight", MM_F32, &d->video_out_w, err) ||
-        place(d, ctx, "final_layer.video_out.bias", MM_F32, &d->video_out_b, err) ||
-        place(d, ctx, "final_layer.audio_out.weight", MM_F32, &d->audio_out_w, err) ||
-        place(d, ctx, "final_layer.audio_out.bias", MM_F32, &d->audio_out_b, err))
+        place(d, ctx, "final_layer.adaln_proj.linear.bias", MM_F32, &d->final_adaln_b, err))
         return -1;
     if (!(d->table = host_f32(d, "adaln_t_table", err)) || !(d->inv_freq = host_f32(d, "rope.inv_freq", err)))
         return -1;
@@ -144,10 +178,10 @@ int mm_dit_weights_load(mm_dit *d, mm_ctx *ctx, mm_error *err)
 
 void mm_dit_weights_free(mm_dit *d)
 {
-    mm_tensor *singles[] = {&d->video_w,      &d->video_b,       &d->audio_w,       &d->audio_b,
-                            &d->cond_w,       &d->cond_b,        &d->refiner_norm,  &d->final_norm,
-                            &d->final_adaln_w, &d->final_adaln_b, &d->video_out_w,  &d->video_out_b,
-                            &d->audio_out_w,  &d->audio_out_b};
+    mm_linear *lins[] = {&d->video_in, &d->audio_in, &d->cond, &d->video_out, &d->audio_out};
+    for (size_t i = 0; i < sizeof lins / sizeof lins[0]; i++)
+        mm_linear_free(lins[i]);
+    mm_tensor *singles[] = {&d->refiner_norm, &d->final_norm, &d->final_adaln_w, &d->final_adaln_b};
     for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++)
         mm_tensor_free(singles[i]);
     if (d->refiner)
