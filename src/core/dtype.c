@@ -127,19 +127,19 @@ uint8_t mm_f32_to_e4m3(float f)
         return 0x7f;
     uint8_t sign = signbit(f) ? 0x80 : 0;
     float a = fabsf(f);
-    if (a >= 464.0f) /* saturate: the fn variant has no infinity */
+    if (a >= 464.0f) /* saturate: the fn variant has no infinity (448 is the largest) */
         return sign | 0x7e;
-    /* Search the 127 non-negative codes for the nearest value, ties to even code. */
-    uint8_t best = 0;
-    float best_err = INFINITY;
-    for (uint8_t c = 0; c <= 0x7e; c++) {
-        float e = fabsf(mm_e4m3_to_f32(c) - a);
-        if (e < best_err || (e == best_err && (c & 1) == 0 && (best & 1))) {
-            best_err = e;
-            best = c;
-        }
+    if (a < 0x1p-6f) /* subnormal: units of 2^-9; 8 units is the smallest normal, code 0x08 */
+        return sign | (uint8_t)nearbyintf(a * 0x1p9f);
+    int e;
+    frexpf(a, &e); /* a = m 2^e, m in [0.5, 1) */
+    e -= 1;        /* a = 1.f 2^e */
+    float man = nearbyintf((ldexpf(a, -e) - 1.0f) * 8.0f); /* exact scaling, RNE on 3 bits */
+    if (man == 8.0f) {
+        man = 0.0f;
+        e++;
     }
-    return sign | best;
+    return sign | (uint8_t)(((e + 7) << 3) | (int)man);
 }
 
 float mm_e2m1_to_f32(uint8_t nibble)
@@ -151,17 +151,12 @@ float mm_e2m1_to_f32(uint8_t nibble)
 
 uint8_t mm_f32_to_e2m1(float f)
 {
-    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    /* nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code, saturating */
     uint8_t sign = signbit(f) ? 8 : 0;
     float a = fabsf(f);
-    uint8_t best = 0;
-    float best_err = INFINITY;
-    for (uint8_t c = 0; c < 8; c++) {
-        float e = fabsf(mag[c] - a);
-        if (e < best_err || (e == best_err && (c & 1) == 0)) {
-            best_err = e;
-            best = c;
-        }
-    }
-    return sign | best;
+    uint8_t c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
+              : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
+    if (isnan(f))
+        c = 7;
+    return sign | c;
 }

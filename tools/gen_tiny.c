@@ -1,0 +1,1050 @@
+/* mmh3-gen-tiny — writes checkpoints in the exact layouts of the released
+ * files (tensor names, dtypes, quantization formats) with seeded random
+ * values, at any size: tiny for CI, full size for device benchmarks.
+ *
+ *   mmh3-gen-tiny dit|text-encoder|video-vae|audio-vae [--full] [size options] [--seed N] --out FILE
+ *   mmh3-gen-tiny all [--full] [--seed N] --out DIR   (DIR laid out like $MODELS_PATH)
+ *
+ * Values: every row of every tensor comes from its own RNG stream (seed,
+ * tensor name, row), so a file does not depend on the thread count or on
+ * the order tensors are written in. Float weights are uniform with variance
+ * 1/fan_in; norm gains near 1; the quantized layers are produced the way the
+ * real producers did: ConvRot rows are rotated by the regular Hadamard and
+ * quantized per row (absmax/127, round half even, +-127); nvfp4 weights get
+ * per-16 e4m3 block scales (amax/6 over the per-tensor scale amax/(6*448)),
+ * RNE e2m1 codes packed high nibble first and scales in the 128x4 swizzle;
+ * the embedding is int8 with per-row scales.
+ *
+ * Files are streamed: one tensor in memory at a time (a full-size DiT is
+ * ~21 GB); the quantized tensors are computed in parallel on all cores. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/ops.h"
+#include "core/dtype.h"
+#include "io/download.h"
+#include "io/safetensors.h"
+
+static mm_ctx *ctx;
+static uint64_t g_seed = 1;
+
+/* ------------------------------------------------------------------- RNG */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+static void rng_init(rng *r, const char *name, int64_t row)
+{
+    uint64_t k = g_seed ^ hash_name(name) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix(&k);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t rng_next(rng *r) /* xoshiro256** */
+{
+    uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* Uniform in [-1, 1). */
+static inline float rng_unit(rng *r) { return (float)((double)(rng_next(r) >> 40) * 0x1p-23 - 1.0); }
+
+/* ------------------------------------------------------------- the plan */
+
+typedef enum fill {
+    F_WEIGHT,   /* uniform, variance 1/fan_in (fan_in = numel / shape[0]) times gain */
+    F_UNIFORM,  /* uniform in [-gain, gain] */
+    F_GAIN,     /* 1 + uniform(-gain, gain) (norm weights) */
+    F_CONST,    /* gain */
+    F_ZERO,
+    F_INV_FREQ, /* 1 / 10000^(2k / (2 n)) in f32 (DiT rope) */
+    F_TABLE,    /* AdaLN table: smooth curve + jitter along rows */
+    F_FILTER,   /* Kaiser-windowed sinc low-pass, 12 taps, sum 1 */
+    F_BYTES,    /* fixed byte string (comfy_quant markers) */
+    F_CONVROT,  /* I8 ConvRot weight */
+    F_CONVROT_SCALE,
+    F_NVFP4,    /* packed U8 weight */
+    F_NVFP4_SCALE,
+    F_NVFP4_SCALE2,
+    F_EMB_I8,
+    F_EMB_SCALE,
+} fill;
+
+typedef struct tensor_plan {
+    char name[192];
+    mm_dtype dtype;
+    int ndim;
+    int64_t shape[MM_MAX_DIMS];
+    fill kind;
+    float gain;
+    const char *bytes;
+    char master[192]; /* quantized tensors: the float master's stream name */
+    int64_t rows, cols; /* quantized tensors: the master's [N, K] */
+    int group;
+    float *cache; /* per-row / per-tensor values computed once (scales) */
+} tensor_plan;
+
+typedef struct plan {
+    tensor_plan *t;
+    size_t n, cap;
+} plan;
+
+static tensor_plan *add(plan *p, mm_dtype dt, fill kind, float gain, int ndim, const int64_t *shape, const char *fmt,
+                        ...)
+{
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 256;
+        p->t = realloc(p->t, p->cap * sizeof *p->t);
+        if (!p->t) {
+            fprintf(stderr, "mmh3-gen-tiny: out of memory\n");
+            exit(1);
+        }
+    }
+    tensor_plan *t = &p->t[p->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->dtype = dt;
+    t->kind = kind;
+    t->gain = gain;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    return t;
+}
+
+#define SH(...) MM_NDIM(__VA_ARGS__), MM_SHAPE(__VA_ARGS__)
+
+static const char *M_CONVROT = "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": 256}";
+static const char *M_NVFP4 = "{\"format\": \"nvfp4\", \"full_precision_matrix_mult\": true}";
+static const char *M_INT8 = "{\"format\": \"int8_tensorwise\"}";
+
+static void add_bytes(plan *p, const char *bytes, const char *fmt, const char *prefix)
+{
+    tensor_plan *t = add(p, MM_U8, F_BYTES, 0, SH((int64_t)strlen(bytes)), fmt, prefix);
+    t->bytes = bytes;
+}
+
+static void add_convrot(plan *p, const char *prefix, int64_t n, int64_t k)
+{
+    tensor_plan *w = add(p, MM_I8, F_CONVROT, 1, SH(n, k), "%s.weight", prefix);
+    tensor_plan *s = add(p, MM_F32, F_CONVROT_SCALE, 1, SH(n, 1), "%s.weight_scale", prefix);
+    snprintf(w->master, sizeof w->master, "%s.weight", prefix);
+    snprintf(s->master, sizeof s->master, "%s.weight", prefix);
+    w->rows = s->rows = n;
+    w->cols = s->cols = k;
+    w->group = s->group = 256;
+    add_bytes(p, M_CONVROT, "%s.comfy_quant", prefix);
+}
+
+static void add_nvfp4(plan *p, const char *prefix, int64_t n, int64_t k, bool awq)
+{
+    tensor_plan *w = add(p, MM_U8, F_NVFP4, 1, SH(n, k / 2), "%s.weight", prefix);
+    tensor_plan *s = add(p, MM_F8_E4M3, F_NVFP4_SCALE, 1, SH(n, k / 16), "%s.weight_scale", prefix);
+    tensor_plan *s2 = add(p, MM_F32, F_NVFP4_SCALE2, 1, 0, NULL, "%s.weight_scale_2", prefix);
+    tensor_plan *ts[3] = {w, s, s2};
+    for (int i = 0; i < 3; i++) {
+        snprintf(ts[i]->master, sizeof ts[i]->master, "%s.weight", prefix);
+        ts[i]->rows = n;
+        ts[i]->cols = k;
+    }
+    add_bytes(p, M_NVFP4, "%s.comfy_quant", prefix);
+    if (awq)
+        add(p, MM_BF16, F_GAIN, 0.5f, SH(k), "%s.pre_quant_scale", prefix);
+}
+
+/* ------------------------------------------------------------ the models */
+
+typedef struct dit_cfg {
+    int64_t hidden, heads, head_dim, ffn, layers, refiner, text_dim, table, time_dim;
+} dit_cfg;
+
+static void plan_dit(plan *p, const dit_cfg *c)
+{
+    int64_t h = c->hidden, a = c->heads * c->head_dim, f = c->ffn;
+    add(p, MM_F32, F_WEIGHT, 1, SH(h, 96), "video_patch_proj.weight");
+    add(p, MM_F32, F_UNIFORM, 0.1f, SH(h), "video_patch_proj.bias");
+    add(p, MM_F32, F_WEIGHT, 1, SH(h, 32), "audio_patch_proj.weight");
+    add(p, MM_F32, F_UNIFORM, 0.1f, SH(h), "audio_patch_proj.bias");
+    add(p, MM_BF16, F_WEIGHT, 1, SH(h, c->text_dim), "condition_proj.weight");
+    add(p, MM_BF16, F_UNIFORM, 0.1f, SH(h), "condition_proj.bias");
+    add(p, MM_F32, F_TABLE, 1, SH(c->table, c->time_dim), "adaln_t_table");
+    add(p, MM_F32, F_INV_FREQ, 16, SH(16), "rope.inv_freq");
+    for (int64_t r = 0; r < c->refiner; r++) {
+        const char *b = "token_refiner.blocks";
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "%s.%" PRId64 ".norm1.weight", b, r);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "%s.%" PRId64 ".norm2.weight", b, r);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(c->head_dim), "%s.%" PRId64 ".attn.q_norm.weight", b, r);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(c->head_dim), "%s.%" PRId64 ".attn.k_norm.weight", b, r);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(3 * a, h), "%s.%" PRId64 ".attn.qkv_proj.weight", b, r);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(h, a), "%s.%" PRId64 ".attn.out_proj.weight", b, r);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(2 * f, h), "%s.%" PRId64 ".mlp.fc1.weight", b, r);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(h, f), "%s.%" PRId64 ".mlp.fc2.weight", b, r);
+    }
+    add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "token_refiner.final_norm.weight");
+    char pre[96];
+    for (int64_t n = 0; n < c->layers; n++) {
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "blocks.%" PRId64 ".norm1.weight", n);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "blocks.%" PRId64 ".norm2.weight", n);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(c->head_dim), "blocks.%" PRId64 ".attn.q_norm.weight", n);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(c->head_dim), "blocks.%" PRId64 ".attn.k_norm.weight", n);
+        snprintf(pre, sizeof pre, "blocks.%" PRId64 ".attn.qkv_proj", n);
+        add_convrot(p, pre, 3 * a, h);
+        snprintf(pre, sizeof pre, "blocks.%" PRId64 ".attn.out_proj", n);
+        add_convrot(p, pre, h, a);
+        snprintf(pre, sizeof pre, "blocks.%" PRId64 ".mlp.fc1", n);
+        add_convrot(p, pre, 2 * f, h);
+        snprintf(pre, sizeof pre, "blocks.%" PRId64 ".mlp.fc2", n);
+        add_convrot(p, pre, h, f);
+        /* AdaLN: small, so modulation stays O(0.1) */
+        add(p, MM_F16, F_WEIGHT, 0.3f, SH(18 * h, c->time_dim), "blocks.%" PRId64 ".adaln_proj.linear.weight", n);
+        add(p, MM_F16, F_UNIFORM, 0.1f, SH(18 * h), "blocks.%" PRId64 ".adaln_proj.linear.bias", n);
+    }
+    add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "final_layer.norm.weight");
+    add(p, MM_F16, F_WEIGHT, 0.3f, SH(2 * h, c->time_dim), "final_layer.adaln_proj.linear.weight");
+    add(p, MM_F16, F_UNIFORM, 0.1f, SH(2 * h), "final_layer.adaln_proj.linear.bias");
+    add(p, MM_F32, F_WEIGHT, 1, SH(96, h), "final_layer.video_out.weight");
+    add(p, MM_F32, F_UNIFORM, 0.1f, SH(96), "final_layer.video_out.bias");
+    add(p, MM_F32, F_WEIGHT, 1, SH(32, h), "final_layer.audio_out.weight");
+    add(p, MM_F32, F_UNIFORM, 0.1f, SH(32), "final_layer.audio_out.bias");
+}
+
+typedef struct te_cfg {
+    int64_t hidden, heads, kv_heads, head_dim, ffn, layers, vocab;
+    int64_t v_hidden, v_heads, v_ffn, v_depth, v_deepstack, v_pos_side, out_hidden;
+} te_cfg;
+
+static void plan_te(plan *p, const te_cfg *c)
+{
+    int64_t h = c->hidden, q = c->heads * c->head_dim, kv = c->kv_heads * c->head_dim, f = c->ffn;
+    add(p, MM_I8, F_EMB_I8, 1, SH(c->vocab, h), "model.embed_tokens.weight");
+    tensor_plan *s = add(p, MM_F32, F_EMB_SCALE, 1, SH(c->vocab, 1), "model.embed_tokens.weight_scale");
+    snprintf(s->master, sizeof s->master, "model.embed_tokens.weight");
+    s->cols = h;
+    add_bytes(p, M_INT8, "%s.comfy_quant", "model.embed_tokens");
+    char pre[128];
+    for (int64_t n = 0; n < c->layers; n++) {
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "model.layers.%" PRId64 ".input_layernorm.weight", n);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(h), "model.layers.%" PRId64 ".post_attention_layernorm.weight", n);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(c->head_dim), "model.layers.%" PRId64 ".self_attn.q_norm.weight", n);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(c->head_dim), "model.layers.%" PRId64 ".self_attn.k_norm.weight", n);
+        const struct {
+            const char *name;
+            int64_t out, in;
+            bool awq;
+        } lin[7] = {{"self_attn.q_proj", q, h, false}, {"self_attn.k_proj", kv, h, false},
+                    {"self_attn.v_proj", kv, h, false}, {"self_attn.o_proj", h, q, true},
+                    {"mlp.gate_proj", f, h, false},     {"mlp.up_proj", f, h, false},
+                    {"mlp.down_proj", h, f, true}};
+        for (int i = 0; i < 7; i++) {
+            snprintf(pre, sizeof pre, "model.layers.%" PRId64 ".%s", n, lin[i].name);
+            add_nvfp4(p, pre, lin[i].out, lin[i].in, lin[i].awq);
+        }
+    }
+    /* vision tower, BF16 */
+    int64_t vh = c->v_hidden, m = 4 * vh;
+    add(p, MM_BF16, F_WEIGHT, 1, SH(vh, 3, 2, 16, 16), "visual.patch_embed.proj.weight");
+    add(p, MM_BF16, F_UNIFORM, 0.05f, SH(vh), "visual.patch_embed.proj.bias");
+    add(p, MM_BF16, F_UNIFORM, 0.5f, SH(c->v_pos_side * c->v_pos_side, vh), "visual.pos_embed.weight");
+    for (int64_t b = 0; b < c->v_depth; b++) {
+        const char *v = "visual.blocks";
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(vh), "%s.%" PRId64 ".norm1.weight", v, b);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(vh), "%s.%" PRId64 ".norm1.bias", v, b);
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(vh), "%s.%" PRId64 ".norm2.weight", v, b);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(vh), "%s.%" PRId64 ".norm2.bias", v, b);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(3 * vh, vh), "%s.%" PRId64 ".attn.qkv.weight", v, b);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(3 * vh), "%s.%" PRId64 ".attn.qkv.bias", v, b);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(vh, vh), "%s.%" PRId64 ".attn.proj.weight", v, b);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(vh), "%s.%" PRId64 ".attn.proj.bias", v, b);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(c->v_ffn, vh), "%s.%" PRId64 ".mlp.linear_fc1.weight", v, b);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(c->v_ffn), "%s.%" PRId64 ".mlp.linear_fc1.bias", v, b);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(vh, c->v_ffn), "%s.%" PRId64 ".mlp.linear_fc2.weight", v, b);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(vh), "%s.%" PRId64 ".mlp.linear_fc2.bias", v, b);
+    }
+    add(p, MM_BF16, F_GAIN, 0.25f, SH(vh), "visual.merger.norm.weight");
+    add(p, MM_BF16, F_UNIFORM, 0.05f, SH(vh), "visual.merger.norm.bias");
+    add(p, MM_BF16, F_WEIGHT, 1, SH(m, m), "visual.merger.linear_fc1.weight");
+    add(p, MM_BF16, F_UNIFORM, 0.05f, SH(m), "visual.merger.linear_fc1.bias");
+    add(p, MM_BF16, F_WEIGHT, 1, SH(c->out_hidden, m), "visual.merger.linear_fc2.weight");
+    add(p, MM_BF16, F_UNIFORM, 0.05f, SH(c->out_hidden), "visual.merger.linear_fc2.bias");
+    for (int64_t j = 0; j < c->v_deepstack; j++) {
+        const char *d = "visual.deepstack_merger_list";
+        add(p, MM_BF16, F_GAIN, 0.25f, SH(m), "%s.%" PRId64 ".norm.weight", d, j);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(m), "%s.%" PRId64 ".norm.bias", d, j);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(m, m), "%s.%" PRId64 ".linear_fc1.weight", d, j);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(m), "%s.%" PRId64 ".linear_fc1.bias", d, j);
+        add(p, MM_BF16, F_WEIGHT, 1, SH(c->out_hidden, m), "%s.%" PRId64 ".linear_fc2.weight", d, j);
+        add(p, MM_BF16, F_UNIFORM, 0.05f, SH(c->out_hidden), "%s.%" PRId64 ".linear_fc2.bias", d, j);
+    }
+}
+
+typedef struct vvae_cfg {
+    int64_t ch[8];
+    int nlev;
+    int64_t dec_layers, dec_heads;
+} vvae_cfg;
+
+static void plan_video_vae(plan *p, const vvae_cfg *c)
+{
+    const mm_dtype T = MM_F16;
+    add(p, T, F_WEIGHT, 1, SH(c->ch[0], 3, 3, 3, 3), "encoder.conv_in.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(c->ch[0]), "encoder.conv_in.bias");
+    int64_t cin = c->ch[0];
+    for (int l = 0; l < c->nlev; l++) {
+        int64_t co = c->ch[l];
+        for (int j = 0; j < 2; j++) {
+            int64_t ci = j == 0 ? cin : co;
+            const char *b = "encoder.down";
+            add(p, T, F_GAIN, 0.2f, SH(ci), "%s.%d.block.%d.norm1.weight", b, l, j);
+            add(p, T, F_UNIFORM, 0.05f, SH(ci), "%s.%d.block.%d.norm1.bias", b, l, j);
+            add(p, T, F_WEIGHT, 1, SH(co, ci, 3, 3, 3), "%s.%d.block.%d.conv1.weight", b, l, j);
+            add(p, T, F_UNIFORM, 0.05f, SH(co), "%s.%d.block.%d.conv1.bias", b, l, j);
+            add(p, T, F_GAIN, 0.2f, SH(co), "%s.%d.block.%d.norm2.weight", b, l, j);
+            add(p, T, F_UNIFORM, 0.05f, SH(co), "%s.%d.block.%d.norm2.bias", b, l, j);
+            add(p, T, F_WEIGHT, 0.5f, SH(co, co, 3, 3, 3), "%s.%d.block.%d.conv2.weight", b, l, j);
+            add(p, T, F_UNIFORM, 0.05f, SH(co), "%s.%d.block.%d.conv2.bias", b, l, j);
+            if (j == 0 && ci != co) {
+                add(p, T, F_WEIGHT, 1, SH(co, ci, 1, 1, 1), "%s.%d.block.0.nin_shortcut.weight", b, l);
+                add(p, T, F_UNIFORM, 0.05f, SH(co), "%s.%d.block.0.nin_shortcut.bias", b, l);
+            }
+        }
+        /* the released encoder downsamples at the first four of six levels */
+        if (l < c->nlev - 2) {
+            add(p, T, F_WEIGHT, 1, SH(co, co, 3, 3, 3), "encoder.down.%d.downsample.conv.weight", l);
+            add(p, T, F_UNIFORM, 0.05f, SH(co), "encoder.down.%d.downsample.conv.bias", l);
+        }
+        cin = co;
+    }
+    add(p, T, F_GAIN, 0.2f, SH(cin), "encoder.norm_out.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(cin), "encoder.norm_out.bias");
+    add(p, T, F_WEIGHT, 1, SH(48, cin, 3, 3, 3), "encoder.conv_out.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(48), "encoder.conv_out.bias");
+    add(p, T, F_WEIGHT, 1, SH(48, 48, 1, 1, 1), "quant_conv.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(48), "quant_conv.bias");
+    add(p, T, F_WEIGHT, 1, SH(24, 24, 1, 1, 1), "post_quant_conv.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(24), "post_quant_conv.bias");
+    int64_t d = c->dec_heads * 64, ff = 4 * d;
+    add(p, T, F_WEIGHT, 1, SH(d, 24), "decoder.x_embedder.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(d), "decoder.x_embedder.bias");
+    add(p, T, F_UNIFORM, 0.5f, SH(1, 4, d), "decoder.register_tokens");
+    add(p, T, F_UNIFORM, 0.5f, SH(1, 1, d), "decoder.mask_token");
+    for (int64_t i = 0; i < c->dec_layers; i++) {
+        const char *b = "decoder.transformer_blocks";
+        add(p, T, F_GAIN, 0.2f, SH(d), "%s.%" PRId64 ".norm1.weight", b, i);
+        add(p, T, F_GAIN, 0.2f, SH(d), "%s.%" PRId64 ".norm2.weight", b, i);
+        add(p, T, F_UNIFORM, 0.2f, SH(d), "%s.%" PRId64 ".scale1", b, i);
+        add(p, T, F_UNIFORM, 0.2f, SH(d), "%s.%" PRId64 ".scale2", b, i);
+        add(p, T, F_WEIGHT, 1, SH(3 * d, d), "%s.%" PRId64 ".attn.to_qkv.weight", b, i);
+        add(p, T, F_UNIFORM, 0.05f, SH(3 * d), "%s.%" PRId64 ".attn.to_qkv.bias", b, i);
+        add(p, T, F_WEIGHT, 1, SH(d, d), "%s.%" PRId64 ".attn.to_out.weight", b, i);
+        add(p, T, F_UNIFORM, 0.05f, SH(d), "%s.%" PRId64 ".attn.to_out.bias", b, i);
+        add(p, T, F_WEIGHT, 1, SH(2 * ff, d), "%s.%" PRId64 ".ff.w1.weight", b, i);
+        add(p, T, F_UNIFORM, 0.05f, SH(2 * ff), "%s.%" PRId64 ".ff.w1.bias", b, i);
+        add(p, T, F_WEIGHT, 1, SH(d, ff), "%s.%" PRId64 ".ff.w2.weight", b, i);
+        add(p, T, F_UNIFORM, 0.05f, SH(d), "%s.%" PRId64 ".ff.w2.bias", b, i);
+    }
+    add(p, T, F_GAIN, 0.2f, SH(d), "decoder.norm_out.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(d), "decoder.norm_out.bias");
+    add(p, T, F_WEIGHT, 1, SH(3072, d), "decoder.proj_out.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(3072), "decoder.proj_out.bias");
+}
+
+typedef struct avae_cfg {
+    int64_t enc_dim, latent_dim, heads, dec_dim;
+    int64_t enc_rates[8], dec_rates[8];
+    int n_enc, n_dec;
+    float post_gain;
+} avae_cfg;
+
+static void plan_audio_vae(plan *p, const avae_cfg *c)
+{
+    const mm_dtype T = MM_F32;
+    add(p, T, F_WEIGHT, 1, SH(c->enc_dim, 1, 7), "encoder.block.0.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(c->enc_dim), "encoder.block.0.bias");
+    int64_t cb = c->enc_dim;
+    for (int b = 1; b <= c->n_enc; b++, cb *= 2) {
+        for (int r = 0; r < 3; r++) {
+            add(p, T, F_GAIN, 0.3f, SH(1, cb, 1), "encoder.block.%d.block.%d.block.0.alpha", b, r);
+            add(p, T, F_WEIGHT, 0.5f, SH(cb, cb, 7), "encoder.block.%d.block.%d.block.1.weight", b, r);
+            add(p, T, F_UNIFORM, 0.05f, SH(cb), "encoder.block.%d.block.%d.block.1.bias", b, r);
+            add(p, T, F_GAIN, 0.3f, SH(1, cb, 1), "encoder.block.%d.block.%d.block.2.alpha", b, r);
+            add(p, T, F_WEIGHT, 0.5f, SH(cb, cb, 1), "encoder.block.%d.block.%d.block.3.weight", b, r);
+            add(p, T, F_UNIFORM, 0.05f, SH(cb), "encoder.block.%d.block.%d.block.3.bias", b, r);
+        }
+        int64_t s = c->enc_rates[b - 1];
+        add(p, T, F_GAIN, 0.3f, SH(1, cb, 1), "encoder.block.%d.block.3.alpha", b);
+        add(p, T, F_WEIGHT, 1, SH(2 * cb, cb, 2 * s), "encoder.block.%d.block.4.weight", b);
+        add(p, T, F_UNIFORM, 0.05f, SH(2 * cb), "encoder.block.%d.block.4.bias", b);
+    }
+    int last = c->n_enc + 1;
+    add(p, T, F_GAIN, 0.3f, SH(1, cb, 1), "encoder.block.%d.alpha", last);
+    add(p, T, F_WEIGHT, 1, SH(c->latent_dim, cb, 3), "encoder.block.%d.weight", last + 1);
+    add(p, T, F_UNIFORM, 0.05f, SH(c->latent_dim), "encoder.block.%d.bias", last + 1);
+    int64_t L = c->latent_dim;
+    add(p, T, F_GAIN, 0.2f, SH(L), "pre_block.norm1.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(L), "pre_block.norm1.bias");
+    add(p, T, F_GAIN, 0.2f, SH(L), "pre_block.norm3.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(L), "pre_block.norm3.bias");
+    add(p, T, F_WEIGHT, 1, SH(3 * L, L), "pre_block.attn.qkv.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(L), "pre_block.attn.q_bias");
+    add(p, T, F_UNIFORM, 0.05f, SH(L), "pre_block.attn.v_bias");
+    add(p, T, F_ZERO, 0, SH(L), "pre_block.attn.zero_k_bias");
+    add(p, T, F_WEIGHT, 1, SH(32, 32), "pre_block.attn.proj.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(32), "pre_block.attn.proj.bias");
+    add(p, T, F_WEIGHT, 1, SH(32, L), "pre_block.proj.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(32), "pre_block.proj.bias");
+    add(p, T, F_GAIN, 0.2f, SH(32), "pre_block.norm2.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(32), "pre_block.norm2.bias");
+    add(p, T, F_GAIN, 0.2f, SH(32), "pre_block.mlp.norm.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(32), "pre_block.mlp.norm.bias");
+    add(p, T, F_WEIGHT, 1, SH(64, 32), "pre_block.mlp.w0.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(64), "pre_block.mlp.w0.bias");
+    add(p, T, F_WEIGHT, 1, SH(64, 32), "pre_block.mlp.w1.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(64), "pre_block.mlp.w1.bias");
+    add(p, T, F_WEIGHT, 1, SH(32, 64), "pre_block.mlp.w2.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(32), "pre_block.mlp.w2.bias");
+    add(p, T, F_WEIGHT, 1, SH(32, 32, 1), "mean_proj.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(32), "mean_proj.bias");
+    add(p, T, F_WEIGHT, 1, SH(32, 32, 1), "logs_proj.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(32), "logs_proj.bias");
+    add(p, T, F_WEIGHT, 1, SH(L, 32, 1), "dec_in_proj.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(L), "dec_in_proj.bias");
+    add(p, T, F_WEIGHT, 1, SH(c->dec_dim, L, 7), "decoder.conv_pre.weight");
+    add(p, T, F_UNIFORM, 0.05f, SH(c->dec_dim), "decoder.conv_pre.bias");
+    int64_t ci = c->dec_dim;
+    static const int64_t ks[3] = {3, 7, 11};
+    for (int i = 0; i < c->n_dec; i++, ci /= 2) {
+        int64_t r = c->dec_rates[i], k = r % 2 ? 2 * r - 1 : 2 * r, cq = ci / 2;
+        add(p, T, F_WEIGHT, 1, SH(ci, cq, k), "decoder.ups.%d.0.weight", i);
+        add(p, T, F_UNIFORM, 0.05f, SH(cq), "decoder.ups.%d.0.bias", i);
+        for (int m = 0; m < 3; m++) {
+            int q = 3 * i + m;
+            for (int n = 0; n < 3; n++) {
+                add(p, T, F_WEIGHT, 0.5f, SH(cq, cq, ks[m]), "decoder.resblocks.%d.convs1.%d.weight", q, n);
+                add(p, T, F_UNIFORM, 0.05f, SH(cq), "decoder.resblocks.%d.convs1.%d.bias", q, n);
+                add(p, T, F_WEIGHT, 0.5f, SH(cq, cq, ks[m]), "decoder.resblocks.%d.convs2.%d.weight", q, n);
+                add(p, T, F_UNIFORM, 0.05f, SH(cq), "decoder.resblocks.%d.convs2.%d.bias", q, n);
+            }
+            for (int a = 0; a < 6; a++) {
+                add(p, T, F_UNIFORM, 0.3f, SH(cq), "decoder.resblocks.%d.activations.%d.act.alpha", q, a);
+                add(p, T, F_UNIFORM, 0.3f, SH(cq), "decoder.resblocks.%d.activations.%d.act.beta", q, a);
+                add(p, T, F_FILTER, 0, SH(1, 1, 12), "decoder.resblocks.%d.activations.%d.upsample.filter", q, a);
+                add(p, T, F_FILTER, 0, SH(1, 1, 12), "decoder.resblocks.%d.activations.%d.downsample.lowpass.filter",
+                    q, a);
+            }
+        }
+    }
+    add(p, T, F_UNIFORM, 0.3f, SH(ci), "decoder.activation_post.act.alpha");
+    add(p, T, F_UNIFORM, 0.3f, SH(ci), "decoder.activation_post.act.beta");
+    add(p, T, F_FILTER, 0, SH(1, 1, 12), "decoder.activation_post.upsample.filter");
+    add(p, T, F_FILTER, 0, SH(1, 1, 12), "decoder.activation_post.downsample.lowpass.filter");
+    add(p, T, F_WEIGHT, c->post_gain, SH(1, ci, 7), "decoder.conv_post.weight");
+}
+
+/* ------------------------------------------------------------- generation */
+
+static const tensor_plan *g_cur; /* the tensor being generated */
+
+static int64_t numel_of(const tensor_plan *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/* One master row (float) of a quantized tensor, or of a plain weight. */
+static void master_row(const char *name, int64_t row, int64_t k, float gain, float *out)
+{
+    rng r;
+    rng_init(&r, name, row);
+    float a = gain * sqrtf(3.0f / (float)k);
+    for (int64_t i = 0; i < k; i++)
+        out[i] = a * rng_unit(&r);
+}
+
+static void rotate256(float *x, int64_t n)
+{
+    static const float H4[4][4] = {{1, 1, 1, -1}, {1, 1, -1, 1}, {1, -1, 1, 1}, {-1, 1, 1, 1}};
+    float tmp[256];
+    for (int64_t g = 0; g < n; g += 256) {
+        float *v = x + g;
+        for (int s = 1; s < 256; s *= 4) {
+            for (int i = 0; i < 256; i++) {
+                int d = (i / s) % 4, b = i - d * s;
+                tmp[i] = 0.5f * (H4[d][0] * v[b] + H4[d][1] * v[b + s] + H4[d][2] * v[b + 2 * s] +
+                                 H4[d][3] * v[b + 3 * s]);
+            }
+            memcpy(v, tmp, sizeof tmp);
+        }
+    }
+}
+
+typedef struct job {
+    const tensor_plan *t;
+    void *out; /* the tensor's bytes */
+    float *cache;
+    float scale2;
+} job;
+
+static void store_row(void *dst, mm_dtype dt, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case MM_F32: ((float *)dst)[i] = v[i]; break;
+        case MM_BF16: ((uint16_t *)dst)[i] = mm_f32_to_bf16(v[i]); break;
+        case MM_F16: ((uint16_t *)dst)[i] = mm_f32_to_f16(v[i]); break;
+        default: break;
+        }
+    }
+}
+
+/* Plain float tensors, row by row (row = first dim). */
+static void fill_plain_rows(void *user, int64_t begin, int64_t end)
+{
+    const job *j = user;
+    const tensor_plan *t = j->t;
+    int64_t n = numel_of(t), rows = t->ndim ? t->shape[0] : 1, cols = rows ? n / rows : 0;
+    float *buf = malloc((size_t)(cols ? cols : 1) * 4);
+    for (int64_t r = begin; r < end; r++) {
+        rng g;
+        rng_init(&g, t->name, r);
+        for (int64_t c = 0; c < cols; c++) {
+            float u = rng_unit(&g);
+            switch (t->kind) {
+            case F_WEIGHT: buf[c] = t->gain * sqrtf(3.0f / (float)cols) * u; break;
+            case F_UNIFORM: buf[c] = t->gain * u; break;
+            case F_GAIN: buf[c] = 1.0f + t->gain * u; break;
+            case F_CONST: buf[c] = t->gain; break;
+            default: buf[c] = 0.0f; break;
+            }
+        }
+        store_row((char *)j->out + (size_t)(r * cols) * (size_t)(mm_dtype_bits(t->dtype) / 8), t->dtype, buf, cols);
+    }
+    free(buf);
+}
+
+/* ConvRot: per-row scales (pass 1) or codes (pass 2) of the rotated master. */
+static void convrot_rows(void *user, int64_t begin, int64_t end)
+{
+    const job *j = user;
+    const tensor_plan *t = j->t;
+    int64_t k = t->cols;
+    float *row = malloc((size_t)k * 4);
+    for (int64_t r = begin; r < end; r++) {
+        master_row(t->master, r, k, 1.0f, row);
+        rotate256(row, k);
+        if (t->kind == F_CONVROT_SCALE) {
+            float amax = 0;
+            for (int64_t i = 0; i < k; i++)
+                amax = fmaxf(amax, fabsf(row[i]));
+            j->cache[r] = amax > 0 ? amax / 127.0f : 1.0f;
+        } else {
+            int8_t *q = (int8_t *)j->out + r * k;
+            float s = j->cache[r];
+            for (int64_t i = 0; i < k; i++) {
+                float v = nearbyintf(row[i] / s);
+                q[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            }
+        }
+    }
+    free(row);
+}
+
+/* nvfp4: amax of the master (scale2), or codes + block scales. */
+static void nvfp4_amax_rows(void *user, int64_t begin, int64_t end)
+{
+    const job *j = user;
+    const tensor_plan *t = j->t;
+    float *row = malloc((size_t)t->cols * 4);
+    for (int64_t r = begin; r < end; r++) {
+        master_row(t->master, r, t->cols, 1.0f, row);
+        float amax = 0;
+        for (int64_t i = 0; i < t->cols; i++)
+            amax = fmaxf(amax, fabsf(row[i]));
+        j->cache[r] = amax;
+    }
+    free(row);
+}
+
+static inline int64_t swizzled(int64_t r, int64_t c, int64_t C)
+{
+    return ((r / 128) * (C / 4) + (c / 4)) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (c % 4);
+}
+
+static void nvfp4_rows(void *user, int64_t begin, int64_t end)
+{
+    const job *j = user;
+    const tensor_plan *t = j->t;
+    int64_t k = t->cols, C = k / 16;
+    float *row = malloc((size_t)k * 4);
+    uint8_t *packed = j->out, *scales = (uint8_t *)j->cache; /* cache: the block-scale buffer */
+    for (int64_t r = begin; r < end; r++) {
+        master_row(t->master, r, k, 1.0f, row);
+        for (int64_t b = 0; b < C; b++) {
+            float amax = 0;
+            for (int e = 0; e < 16; e++)
+                amax = fmaxf(amax, fabsf(row[b * 16 + e]));
+            uint8_t sc = mm_f32_to_e4m3(j->scale2 > 0 ? amax / 6.0f / j->scale2 : 0.0f);
+            scales[swizzled(r, b, C)] = sc;
+            float d = mm_e4m3_to_f32(sc) * j->scale2;
+            for (int e = 0; e < 16; e += 2) {
+                uint8_t hi = mm_f32_to_e2m1(d > 0 ? row[b * 16 + e] / d : 0.0f);
+                uint8_t lo = mm_f32_to_e2m1(d > 0 ? row[b * 16 + e + 1] / d : 0.0f);
+                packed[r * (k / 2) + (b * 16 + e) / 2] = (uint8_t)(hi << 4 | lo);
+            }
+        }
+    }
+    free(row);
+}
+
+static void emb_rows(void *user, int64_t begin, int64_t end)
+{
+    const job *j = user;
+    const tensor_plan *t = j->t;
+    int64_t k = t->kind == F_EMB_I8 ? t->shape[1] : t->cols;
+    const char *name = t->kind == F_EMB_I8 ? t->name : t->master;
+    float *row = malloc((size_t)k * 4);
+    for (int64_t r = begin; r < end; r++) {
+        master_row(name, r, k, 30.0f, row); /* embedding rows ~ U(-0.5, 0.5) at k = 256-ish; scale-free */
+        float amax = 0;
+        for (int64_t i = 0; i < k; i++)
+            amax = fmaxf(amax, fabsf(row[i]));
+        float s = amax > 0 ? amax / 127.0f : 1.0f;
+        if (t->kind == F_EMB_SCALE) {
+            ((float *)j->out)[r] = s;
+        } else {
+            int8_t *q = (int8_t *)j->out + r * k;
+            for (int64_t i = 0; i < k; i++)
+                q[i] = (int8_t)nearbyintf(row[i] / s);
+        }
+    }
+    free(row);
+}
+
+/* Block scales of an nvfp4 weight are computed with its codes; they wait here
+ * until their own tensor is written (it follows the weight in file order). */
+typedef struct pending {
+    char name[192];
+    uint8_t *bytes;
+    size_t n;
+} pending;
+static pending g_pending;
+
+static float *scale2_cache_get(plan *p, const char *master);
+
+static int generate(plan *p, const tensor_plan *t, void **bytes, size_t *nbytes, mm_error *err)
+{
+    int64_t n = numel_of(t);
+    size_t sz = mm_dtype_nbytes(t->dtype, n);
+    *nbytes = sz;
+    if (t->kind == F_NVFP4_SCALE) {
+        if (strncmp(g_pending.name, t->master, sizeof g_pending.name) != 0 || g_pending.n != sz)
+            return mm_fail(err, "internal: block scales of %s requested before its weight", t->master);
+        *bytes = g_pending.bytes;
+        g_pending.bytes = NULL;
+        g_pending.name[0] = '\0';
+        return 0;
+    }
+    uint8_t *out = calloc(sz ? sz : 1, 1);
+    if (!out)
+        return mm_fail(err, "out of memory for %s (%zu bytes)", t->name, sz);
+    *bytes = out;
+    job j = {.t = t, .out = out};
+    g_cur = t;
+    switch (t->kind) {
+    case F_BYTES: memcpy(out, t->bytes, sz); break;
+    case F_ZERO: break;
+    case F_INV_FREQ:
+        for (int64_t i = 0; i < n; i++)
+            ((float *)out)[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)(2 * n));
+        break;
+    case F_TABLE: {
+        int64_t rows = t->shape[0], cols = t->shape[1];
+        for (int64_t c = 0; c < cols; c++) {
+            rng g;
+            rng_init(&g, t->name, c);
+            float a = rng_unit(&g), b = 2 * rng_unit(&g), ph = 3 * rng_unit(&g);
+            for (int64_t r = 0; r < rows; r++) {
+                float x = (float)r / (float)(rows > 1 ? rows - 1 : 1);
+                ((float *)out)[r * cols + c] = a + b * sinf(3.0f * x + ph) + 0.05f * rng_unit(&g);
+            }
+        }
+        break;
+    }
+    case F_FILTER: { /* Kaiser-windowed sinc, cutoff 0.25, 12 taps, normalised */
+        double sum = 0, w[12];
+        for (int i = 0; i < 12; i++) {
+            double x = i - 5.5, s = x == 0 ? 1 : sin(M_PI * 0.5 * x) / (M_PI * 0.5 * x);
+            double win = 0.54 - 0.46 * cos(2 * M_PI * i / 11.0);
+            w[i] = s * win;
+            sum += w[i];
+        }
+        for (int i = 0; i < 12; i++)
+            ((float *)out)[i] = (float)(w[i] / sum);
+        break;
+    }
+    case F_WEIGHT:
+    case F_UNIFORM:
+    case F_GAIN:
+    case F_CONST: mm_parallel_for(ctx, t->ndim ? t->shape[0] : 1, 1, fill_plain_rows, &j); break;
+    case F_CONVROT_SCALE:
+        j.cache = (float *)out;
+        mm_parallel_for(ctx, t->rows, 16, convrot_rows, &j);
+        break;
+    case F_CONVROT: {
+        j.cache = malloc((size_t)t->rows * 4);
+        tensor_plan s = *t;
+        s.kind = F_CONVROT_SCALE;
+        job js = {.t = &s, .cache = j.cache};
+        mm_parallel_for(ctx, t->rows, 16, convrot_rows, &js); /* pass 1: the scales, recomputed exactly */
+        mm_parallel_for(ctx, t->rows, 16, convrot_rows, &j);
+        free(j.cache);
+        break;
+    }
+    case F_NVFP4_SCALE2: {
+        float *s2 = scale2_cache_get(p, t->master);
+        memcpy(out, s2, 4);
+        break;
+    }
+    case F_NVFP4: {
+        j.scale2 = *scale2_cache_get(p, t->master);
+        size_t ssz = (size_t)(t->rows * (t->cols / 16));
+        uint8_t *scales = calloc(ssz, 1);
+        if (!scales)
+            return mm_fail(err, "out of memory");
+        j.cache = (float *)(void *)scales;
+        mm_parallel_for(ctx, t->rows, 8, nvfp4_rows, &j);
+        free(g_pending.bytes);
+        snprintf(g_pending.name, sizeof g_pending.name, "%s", t->master);
+        g_pending.bytes = scales;
+        g_pending.n = ssz;
+        break;
+    }
+    case F_EMB_I8:
+    case F_EMB_SCALE: mm_parallel_for(ctx, t->shape[0], 64, emb_rows, &j); break;
+    default: break;
+    }
+    return mm_ctx_error(ctx, err);
+}
+
+/* Per-tensor nvfp4 scales: amax(master) / (6 * 448), computed once. */
+static float *scale2_cache_get(plan *p, const char *master)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        tensor_plan *t = &p->t[i];
+        if (t->kind != F_NVFP4_SCALE2 || strcmp(t->master, master) != 0)
+            continue;
+        if (!t->cache) {
+            float *amax = malloc((size_t)t->rows * 4);
+            job j = {.t = t, .cache = amax};
+            mm_parallel_for(ctx, t->rows, 16, nvfp4_amax_rows, &j);
+            float m = 0;
+            for (int64_t r = 0; r < t->rows; r++)
+                m = fmaxf(m, amax[r]);
+            free(amax);
+            t->cache = malloc(4);
+            t->cache[0] = m / (6.0f * 448.0f);
+        }
+        return t->cache;
+    }
+    static float one = 1.0f;
+    return &one;
+}
+
+static int write_plan(plan *p, const char *path, mm_error *err)
+{
+    if (mm_make_parent_dirs(path, err) != 0)
+        return -1;
+    mm_st_writer *w;
+    if (mm_st_writer_open(&w, path, err) != 0)
+        return -1;
+    uint64_t total = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (mm_st_writer_declare(w, p->t[i].name, p->t[i].dtype, p->t[i].ndim, p->t[i].shape, err) != 0) {
+            mm_st_writer_abort(w);
+            return -1;
+        }
+        total += mm_dtype_nbytes(p->t[i].dtype, numel_of(&p->t[i]));
+    }
+    time_t start = time(NULL);
+    uint64_t done = 0;
+    for (;;) {
+        const mm_st_entry *e;
+        if (mm_st_writer_next(w, &e, err) != 0) {
+            mm_st_writer_abort(w);
+            return -1;
+        }
+        if (!e)
+            break;
+        const tensor_plan *t = NULL;
+        for (size_t i = 0; i < p->n && !t; i++)
+            if (strcmp(p->t[i].name, e->name) == 0)
+                t = &p->t[i];
+        void *bytes = NULL;
+        size_t n = 0;
+        if (!t || generate(p, t, &bytes, &n, err) != 0 || mm_st_writer_append(w, bytes, n, err) != 0) {
+            free(bytes);
+            mm_st_writer_abort(w);
+            return -1;
+        }
+        free(bytes);
+        done += n;
+        if (total > (1ull << 30) && isatty(2))
+            fprintf(stderr, "\r%s: %.1f / %.1f GB (%lds)", path, done / 1e9, total / 1e9, (long)(time(NULL) - start));
+    }
+    if (total > (1ull << 30) && isatty(2))
+        fprintf(stderr, "\n");
+    return mm_st_writer_close(w, err);
+}
+
+/* --------------------------------------------------------------- the CLI */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mmh3-gen-tiny dit|text-encoder|video-vae|audio-vae [--full] [options] [--seed N] --out FILE\n"
+            "       mmh3-gen-tiny all [--full] [--seed N] --out DIR   (DIR laid out like $MODELS_PATH)\n"
+            "\n"
+            "Writes checkpoints in the released files' exact layouts with seeded random values.\n"
+            "Defaults are tiny (the conformance kits' sizes); --full gives the released sizes.\n"
+            "\n"
+            "dit:          --hidden --heads --head-dim --ffn --layers --refiner-layers --text-dim --table-size\n"
+            "text-encoder: --hidden --heads --kv-heads --head-dim --ffn --layers --vocab --vision-hidden\n"
+            "              --vision-heads --vision-ffn --vision-depth --deepstack --pos-side\n"
+            "video-vae:    --channels C0,C1,... --decoder-layers --decoder-heads\n"
+            "audio-vae:    --encoder-dim --encoder-rates R,R,.. --latent-dim --heads --decoder-dim --decoder-rates R,..\n");
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (errno || e == s || *e || v <= 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_list(const char *s, int64_t *out, int max, int *n)
+{
+    *n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (*n == max || parse_i64(tok, &out[*n]) != 0)
+            return -1;
+        (*n)++;
+    }
+    return *n ? 0 : -1;
+}
+
+typedef struct all_cfg {
+    dit_cfg dit;
+    te_cfg te;
+    vvae_cfg vv;
+    avae_cfg av;
+} all_cfg;
+
+static void defaults(all_cfg *c, bool full)
+{
+    if (full) {
+        c->dit = (dit_cfg){5376, 56, 128, 14336, 50, 2, 5120, 1025, 8};
+        c->te = (te_cfg){5120, 64, 8, 128, 25600, 50, 151936, 1152, 16, 4304, 27, 3, 48, 5120};
+        c->vv = (vvae_cfg){{128, 256, 256, 512, 512, 1024}, 6, 36, 32};
+        c->av = (avae_cfg){64, 2048, 8, 1024, {2, 4, 4, 5, 5}, {5, 5, 2, 2, 2, 2, 2}, 5, 7, 1.0f};
+    } else {
+        /* the conformance kits' sizes; the DiT reads the tiny text encoder's width */
+        c->dit = (dit_cfg){256, 4, 128, 512, 2, 2, 256, 1025, 8};
+        c->te = (te_cfg){256, 4, 2, 128, 512, 4, 151936, 144, 2, 288, 4, 3, 6, 256};
+        c->vv = (vvae_cfg){{32, 32, 32, 32, 32, 64}, 6, 2, 2};
+        c->av = (avae_cfg){8, 128, 2, 48, {2, 4, 5}, {5, 2, 2, 2}, 3, 4, 0.2f};
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *what = argv[1], *out = NULL;
+    bool full = false;
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--full") == 0)
+            full = true;
+    all_cfg c;
+    defaults(&c, full);
+    int64_t ignore;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--full") == 0)
+            continue;
+        if (!v) {
+            fprintf(stderr, "mmh3-gen-tiny: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        int64_t *dst = NULL;
+        int bad = 0, nn;
+        if (strcmp(a, "--out") == 0)
+            out = v;
+        else if (strcmp(a, "--seed") == 0)
+            bad = parse_i64(v, (int64_t *)&g_seed);
+        else if (strcmp(a, "--channels") == 0) {
+            bad = parse_list(v, c.vv.ch, 8, &nn);
+            c.vv.nlev = nn;
+        } else if (strcmp(a, "--encoder-rates") == 0) {
+            bad = parse_list(v, c.av.enc_rates, 8, &nn);
+            c.av.n_enc = nn;
+        } else if (strcmp(a, "--decoder-rates") == 0) {
+            bad = parse_list(v, c.av.dec_rates, 8, &nn);
+            c.av.n_dec = nn;
+        } else {
+            bool dit = strcmp(what, "dit") == 0, te = strcmp(what, "text-encoder") == 0;
+            bool vv = strcmp(what, "video-vae") == 0, av = strcmp(what, "audio-vae") == 0;
+            struct {
+                const char *flag;
+                bool on;
+                int64_t *p;
+            } map[] = {{"--hidden", dit, &c.dit.hidden},        {"--heads", dit, &c.dit.heads},
+                       {"--head-dim", dit, &c.dit.head_dim},    {"--ffn", dit, &c.dit.ffn},
+                       {"--layers", dit, &c.dit.layers},        {"--refiner-layers", dit, &c.dit.refiner},
+                       {"--text-dim", dit, &c.dit.text_dim},    {"--table-size", dit, &c.dit.table},
+                       {"--hidden", te, &c.te.hidden},          {"--heads", te, &c.te.heads},
+                       {"--kv-heads", te, &c.te.kv_heads},      {"--head-dim", te, &c.te.head_dim},
+                       {"--ffn", te, &c.te.ffn},                {"--layers", te, &c.te.layers},
+                       {"--vocab", te, &c.te.vocab},            {"--vision-hidden", te, &c.te.v_hidden},
+                       {"--vision-heads", te, &c.te.v_heads},   {"--vision-ffn", te, &c.te.v_ffn},
+                       {"--vision-depth", te, &c.te.v_depth},   {"--deepstack", te, &c.te.v_deepstack},
+                       {"--pos-side", te, &c.te.v_pos_side},    {"--decoder-layers", vv, &c.vv.dec_layers},
+                       {"--decoder-heads", vv, &c.vv.dec_heads}, {"--encoder-dim", av, &c.av.enc_dim},
+                       {"--latent-dim", av, &c.av.latent_dim},  {"--heads", av, &c.av.heads},
+                       {"--decoder-dim", av, &c.av.dec_dim}};
+            for (size_t k = 0; k < sizeof map / sizeof map[0] && !dst; k++)
+                if (map[k].on && strcmp(a, map[k].flag) == 0)
+                    dst = map[k].p;
+            if (!dst) {
+                fprintf(stderr, "mmh3-gen-tiny %s: unknown option %s\n", what, a);
+                usage(stderr);
+                return 2;
+            }
+            bad = parse_i64(v, dst);
+        }
+        if (bad) {
+            fprintf(stderr, "mmh3-gen-tiny: %s %s: a positive integer (list) expected\n", a, v);
+            return 2;
+        }
+    }
+    (void)ignore;
+    if (!out) {
+        fprintf(stderr, "mmh3-gen-tiny: --out is required\n");
+        return 2;
+    }
+    c.te.out_hidden = c.te.hidden;
+    /* what the formats need */
+    if (c.dit.hidden % 256 || (c.dit.heads * c.dit.head_dim) % 256 || c.dit.ffn % 256) {
+        fprintf(stderr, "mmh3-gen-tiny dit: hidden, heads*head_dim and ffn must be multiples of 256 (ConvRot group)\n");
+        return 2;
+    }
+    int64_t te_dims[4] = {c.te.hidden, c.te.heads * c.te.head_dim, c.te.kv_heads * c.te.head_dim, c.te.ffn};
+    for (int i = 0; i < 4; i++)
+        if (te_dims[i] % 128) {
+            fprintf(stderr, "mmh3-gen-tiny text-encoder: hidden, q/kv widths and ffn must be multiples of 128 "
+                            "(nvfp4 tiles)\n");
+            return 2;
+        }
+    mm_error err = {{0}};
+    if (mm_ctx_create(&ctx, mm_cpu(), 0, &err) != 0) {
+        fprintf(stderr, "mmh3-gen-tiny: %s\n", err.msg);
+        return 1;
+    }
+    typedef struct file_job {
+        const char *kind, *rel;
+        uint64_t seed_xor;
+    } file_job;
+    file_job jobs[5];
+    int nj = 0;
+    if (strcmp(what, "all") == 0) {
+        jobs[nj++] = (file_job){"dit", "diffusion_models/minimax_h3_fl2va_pruned_int8_convrot.safetensors", 1};
+        jobs[nj++] = (file_job){"dit", "diffusion_models/minimax_h3_ref2va_pruned_int8_convrot.safetensors", 2};
+        jobs[nj++] = (file_job){"text-encoder", "text_encoders/qwen3vl_32b_minimax_h3_nvfp4_awq.safetensors", 3};
+        jobs[nj++] = (file_job){"video-vae", "vae/minimax_h3_video_vae_fp16.safetensors", 4};
+        jobs[nj++] = (file_job){"audio-vae", "vae/minimax_h3_audio_vae_fp32.safetensors", 5};
+        c.dit.text_dim = c.te.hidden;
+    } else {
+        jobs[nj++] = (file_job){what, NULL, 0};
+    }
+    uint64_t base_seed = g_seed;
+    int rc = 0;
+    for (int i = 0; i < nj && rc == 0; i++) {
+        plan p = {0};
+        if (strcmp(jobs[i].kind, "dit") == 0)
+            plan_dit(&p, &c.dit);
+        else if (strcmp(jobs[i].kind, "text-encoder") == 0)
+            plan_te(&p, &c.te);
+        else if (strcmp(jobs[i].kind, "video-vae") == 0)
+            plan_video_vae(&p, &c.vv);
+        else if (strcmp(jobs[i].kind, "audio-vae") == 0)
+            plan_audio_vae(&p, &c.av);
+        else {
+            fprintf(stderr, "mmh3-gen-tiny: unknown kind '%s'\n", jobs[i].kind);
+            usage(stderr);
+            return 2;
+        }
+        char path[4096];
+        if (jobs[i].rel)
+            snprintf(path, sizeof path, "%s/%s", out, jobs[i].rel);
+        else
+            snprintf(path, sizeof path, "%s", out);
+        g_seed = base_seed * 1000003u + jobs[i].seed_xor;
+        if (write_plan(&p, path, &err) != 0) {
+            fprintf(stderr, "mmh3-gen-tiny: %s\n", err.msg);
+            rc = 1;
+        } else {
+            printf("%s: %zu tensors\n", path, p.n);
+        }
+        for (size_t k = 0; k < p.n; k++)
+            free(p.t[k].cache);
+        free(p.t);
+    }
+    free(g_pending.bytes);
+    mm_ctx_destroy(ctx);
+    return rc;
+}
