@@ -41,7 +41,8 @@ typedef struct te_kit {
     mm_conf_run *run;
     const json_t *m;
     mm_safetensors *cases;
-    mm_ctx *ctx;
+    mm_ctx *ctx; /* the run's device */
+    mm_ctx *cpu; /* host-side conversions */
     mm_qwen3vl_config cfg;
     mm_qwen3vl_processor_config image_proc, video_proc;
     /* tokenizers: real ids, and the same folded into the kit's vocabulary */
@@ -191,12 +192,8 @@ static void check_decode(te_kit *k, const mm_safetensors *st)
     const json_t *lin = json_object_get(json_object_get(k->m, "checkpoint"), "nvfp4");
     const char *name;
     json_t *v;
-    mm_ctx *cpu = NULL;
+    mm_ctx *cpu = k->cpu;
     mm_error err = {{0}};
-    if (mm_ctx_create(&cpu, mm_cpu(), 0, &err) < 0) {
-        mm_conf_verdict(k->run, false, "checkpoint decode", "%s", err.msg);
-        return;
-    }
     json_object_foreach((json_t *)lin, name, v)
     {
         char what[160];
@@ -242,7 +239,6 @@ static void check_decode(te_kit *k, const mm_safetensors *st)
         mm_tensor_free(&w32);
         mm_tensor_free(&w16);
     }
-    mm_ctx_destroy(cpu);
 }
 
 /* --------------------------------------------------------- debug taps */
@@ -257,6 +253,28 @@ static void captures_free(te_kit *k)
     }
 }
 
+/* Any tensor (host or device, any float dtype, any strides) into dst f32. */
+static int to_host_f32(te_kit *k, const mm_tensor *t, float *dst, mm_error *err)
+{
+    mm_tensor out = mm_tensor_wrap(dst, mm_cpu(), MM_F32, t->ndim, t->shape);
+    if (t->device.kind == MM_DEVICE_CPU) {
+        mm_copy(k->cpu, &out, t);
+        return mm_ctx_error(k->cpu, err);
+    }
+    /* Device to host keeps the dtype; the conversion happens on the host. */
+    mm_tensor tmp;
+    if (mm_tensor_alloc(&tmp, mm_cpu(), t->dtype, t->ndim, t->shape, err) < 0)
+        return -1;
+    mm_copy(k->ctx, &tmp, t);
+    int rc = mm_ctx_sync(k->ctx, err);
+    if (rc == 0) {
+        mm_copy(k->cpu, &out, &tmp);
+        rc = mm_ctx_error(k->cpu, err);
+    }
+    mm_tensor_free(&tmp);
+    return rc;
+}
+
 static void on_tap(void *user, const char *name, int index, const mm_tensor *t)
 {
     te_kit *k = user;
@@ -267,13 +285,13 @@ static void on_tap(void *user, const char *name, int index, const mm_tensor *t)
     c->index = index;
     c->numel = mm_tensor_numel(t);
     c->data = malloc(sizeof(float) * (size_t)(c->numel ? c->numel : 1));
-    mm_tensor host = mm_tensor_wrap(c->data, mm_cpu(), MM_F32, t->ndim, t->shape);
-    if (!c->data || mm_copy(k->ctx, &host, t) < 0) {
+    mm_error err = {{0}};
+    if (!c->data || to_host_f32(k, t, c->data, &err) < 0) {
+        fprintf(k->run->log, "note: debug tap %s: %s\n", name, c->data ? err.msg : "out of memory");
         free(c->data);
         free(c);
         return;
     }
-    mm_ctx_sync(k->ctx, NULL);
     c->next = k->caps;
     k->caps = c;
 }
@@ -581,12 +599,12 @@ static void run_case(te_kit *k, mm_conditioner *cond, const json_t *c, case_out 
     co->numel = mm_tensor_numel(&res.rows);
     co->embeds = malloc(sizeof(float) * (size_t)co->numel);
     co->tags = malloc((size_t)res.len);
-    mm_tensor host = mm_tensor_wrap(co->embeds, mm_cpu(), MM_F32, 2, res.rows.shape);
+    int crc = -1;
     if (co->embeds && co->tags) {
-        mm_copy(k->ctx, &host, &res.rows);
+        crc = to_host_f32(k, &res.rows, co->embeds, &err);
         memcpy(co->tags, res.tags, (size_t)res.len);
     }
-    if (mm_ctx_sync(k->ctx, &err) < 0 || !co->embeds || !co->tags) {
+    if (crc < 0) {
         mm_conf_verdict(k->run, false, what, "%s", err.msg[0] ? err.msg : "out of memory");
         free(co->embeds), free(co->tags);
         co->embeds = NULL, co->tags = NULL;
@@ -710,6 +728,7 @@ int mm_conf_kit_text_encoder(mm_conf_run *run, mm_error *err)
     }
     snprintf(path, sizeof path, "%s/cases.safetensors", run->kit_dir);
     if (mm_st_open(&k.cases, path, err) < 0 || mm_ctx_create(&k.ctx, run->device, 0, err) < 0 ||
+        mm_ctx_create(&k.cpu, mm_cpu(), 0, err) < 0 ||
         setup_tokenizers(&k, err) < 0)
         goto out;
     snprintf(path, sizeof path, "%s/text_encoder.safetensors", run->kit_dir);
@@ -755,5 +774,7 @@ out:
         mm_text_tokenizer_close(k.tokenizer_owner);
     if (k.ctx)
         mm_ctx_destroy(k.ctx);
+    if (k.cpu)
+        mm_ctx_destroy(k.cpu);
     return rc;
 }

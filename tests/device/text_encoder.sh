@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The prompt conditioner on the GPU host, in one call:
+#   1. the conformance kit on CUDA (against the reference) and on the CPU,
+#      then CUDA vs CPU output by output;
+#   2. a full-size random-weight checkpoint in the release's exact layout
+#      (15.7 GB, generated there), encoded by our CUDA path — a 300-token
+#      prompt and a 1344×768 keyframe + caption — and the same two inputs
+#      through the transformers reference (bf16, SDPA) in the device's
+#      PyTorch venv, in the same run; figures and their ratio at the end.
+#
+#   here:    bash tests/device/prepare.sh              (the CUDA helper's: .carry/debs, autotools)
+#            bash tests/device/text_encoder.sh --prepare   (copies the release's config +
+#                                                    processor JSONs into .carry/te)
+#   device:  bash tests/device/text_encoder.sh     with carry [".carry"]
+#            (reuses build-device/ when tests/device/run.sh built it in the same call)
+#
+# Logs under $OUT: te_run.log, te_summary.txt, te_cuda.safetensors, te_cpu.safetensors.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+
+if [ "${1:-}" = "--prepare" ]; then
+  src=""
+  for d in "${MMH3_SHARED:-}" ../shared ../../shared ../../../shared; do
+    [ -n "$d" ] && [ -f "$d/minimax-h3/FL2VA/text_encoder/config.json" ] && { src=$d/minimax-h3/FL2VA; break; }
+  done
+  [ -n "$src" ] || { echo "prepare: ../shared/minimax-h3/FL2VA not found (set MMH3_SHARED)"; exit 1; }
+  mkdir -p .carry/te
+  cp "$src/text_encoder/config.json" .carry/te/config.json
+  cp "$src/processor/preprocessor_config.json" "$src/processor/video_preprocessor_config.json" .carry/te/
+  ls -la .carry/te
+  exit 0
+fi
+
+OUT=${OUT:-$top/tests/out/device}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/te_run.log") 2>&1
+t0=$SECONDS
+step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
+summary=()
+note() { summary+=("$*"); echo ">> $*"; }
+finish() {
+  echo; echo "================ text encoder summary ($((SECONDS - t0)) s)"
+  printf '%s\n' "${summary[@]}" | tee "$OUT/te_summary.txt"
+  exit "${1:-0}"
+}
+
+step "dependencies and build"
+P=/tmp/mmh3-deps
+if [ ! -d "$P/usr" ]; then
+  mkdir -p "$P"
+  for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P" || note "FAIL: could not unpack $d"; done
+fi
+LIBDIR=$P/usr/lib/x86_64-linux-gnu
+export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
+export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
+export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+B=$top/build-device
+if [ ! -x "$B/mmh3" ] || [ ! -x "$B/bench/bench_text_encoder" ]; then
+  if [ ! -f configure ]; then
+    if [ -f .carry/autotools.tar.gz ]; then
+      tar -xzf .carry/autotools.tar.gz
+      touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
+      find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
+    else
+      autoreconf -fi >/dev/null 2>&1 || { note "FAIL: no configure (run tests/device/prepare.sh here)"; finish 1; }
+    fi
+  fi
+  mkdir -p "$B"
+  (cd "$B" && { [ -f Makefile ] || ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/te_configure.log" 2>&1; } &&
+    make -j"$(nproc)" >"$OUT/te_build.log" 2>&1) || { tail -40 "$OUT/te_build.log" "$OUT/te_configure.log" 2>/dev/null; note "FAIL: build"; finish 1; }
+fi
+note "build ok ($((SECONDS - t0)) s)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1
+
+PY=""
+for p in python3 /opt/torch/.venv/bin/python3; do "$p" -c 'import torch, transformers' 2>/dev/null && { PY=$p; break; }; done
+
+step "kit on CUDA"
+"$B/mmh3" conformance tests/data/text_encoder --device cuda --out "$OUT/te_cuda.safetensors" | tee "$OUT/te_kit_cuda.txt" | grep -v '^PASS'
+note "kit cuda: $(tail -2 "$OUT/te_kit_cuda.txt" | grep passed)"
+step "kit on CPU"
+"$B/mmh3" conformance tests/data/text_encoder --device cpu --out "$OUT/te_cpu.safetensors" >"$OUT/te_kit_cpu.txt" 2>&1
+note "kit cpu: $(tail -2 "$OUT/te_kit_cpu.txt" | grep passed)"
+if [ -n "$PY" ] && [ -f "$OUT/te_cuda.safetensors" ] && [ -f "$OUT/te_cpu.safetensors" ]; then
+  "$PY" - "$OUT/te_cuda.safetensors" "$OUT/te_cpu.safetensors" <<'PYEOF'
+import sys
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+worst = 0.0
+for k in sorted(b):
+    x, y = a[k].double(), b[k].double()
+    rel = ((x - y).norm() / y.norm().clamp_min(1e-30)).item()
+    worst = max(worst, rel)
+    print(f"TE_CUDA_VS_CPU {k:<36} rel_l2 {rel:.3g} max_abs {(x - y).abs().max().item():.3g}")
+print(f"TE_CUDA_VS_CPU worst rel_l2 {worst:.3g} over {len(b)} tensors")
+PYEOF
+fi
+
+step "full-size random checkpoint"
+cfg=.carry/te/config.json
+[ -f "$cfg" ] || { note "FAIL: .carry/te/config.json missing (run tests/device/text_encoder.sh --prepare here)"; finish 1; }
+ck=/tmp/te_full.safetensors
+df -h /tmp | tail -1
+"$B/bench/bench_text_encoder" --generate "$ck" --config "$cfg" --layers 50 || { note "FAIL: generate"; finish 1; }
+ls -la "$ck"
+
+step "our CUDA path (nvfp4 resident, per-linear dequant + bf16 GEMM)"
+"$B/bench/bench_text_encoder" --checkpoint "$ck" --config "$cfg" --image-proc .carry/te/preprocessor_config.json \
+  --video-proc .carry/te/video_preprocessor_config.json --device cuda --reps 5 --prompt-tokens 300 --keyframe 1344x768 \
+  | tee "$OUT/te_bench_ours.txt"
+rm -f "$ck"
+
+step "transformers reference (bf16, SDPA), same GPU"
+if [ -n "$PY" ]; then
+  PYTHONUNBUFFERED=1 "$PY" tests/device/text_encoder_torch.py --config "$cfg" --layers 50 --reps 5 \
+    --prompt-tokens 300 --keyframe 1344x768 --label-tokens 2 --caption-tokens 40 | tee "$OUT/te_bench_torch.txt"
+else
+  echo "no python with torch + transformers" | tee "$OUT/te_bench_torch.txt"
+fi
+
+awk '
+  $1 == "TE_BENCH" { ours[$2] = $6; rows[$2] = $4; order[++n] = $2 }
+  $1 == "TE_TORCH" { ref[$2] = $6 }
+  $1 == "TE_MEM" { peak = $5 }
+  $1 == "TE_TORCH_MEM" { tpeak = $5 }
+  END {
+    for (i = 1; i <= n; i++) { k = order[i]
+      if (k in ref) printf "TE %-15s rows %5d  ours %8.2f ms  transformers %8.2f ms  speedup %.2fx\n", k, rows[k], ours[k], ref[k], ref[k] / ours[k]
+      else printf "TE %-15s rows %5d  ours %8.2f ms  transformers -\n", k, rows[k], ours[k] }
+    if (peak) printf "TE peak GPU memory: ours %.1f GiB, transformers %.1f GiB\n", peak / 2^30, tpeak / 2^30
+  }' "$OUT/te_bench_ours.txt" "$OUT/te_bench_torch.txt" | while read -r l; do note "$l"; done
+grep -q " 0 failed" "$OUT/te_kit_cuda.txt" && finish 0 || finish 1
