@@ -371,6 +371,52 @@ test('audio switches to ref2va, invalid combinations are explained, server refus
   await until('the problem listed', async () => /failed to upload/.test(await page.textContent('[data-testid=problems]')), 5_000);
 });
 
+test('settings: write-only key, rewrite on opens the approval sheet, Esc cancels', async ({ page }) => {
+  await openGallery(page);
+  const secret = `sk-test-${unique('k')}`;
+  try {
+    await page.click('[data-testid=settings-button]');
+    await page.waitForSelector('[data-testid=settings]');
+    if ((await page.inputValue('[data-testid=rewrite-model]')) === '') throw new Error('no rewrite model shown');
+    await page.fill('[data-testid=api-key]', secret);
+    await page.check('[data-testid=rewrite-toggle]');
+    await page.click('[data-testid=settings-save]');
+    await until('the settings to close', async () => (await page.locator('[data-testid=settings]').count()) === 0, 10_000);
+    const stored = await api('GET', '/api/settings');
+    if (!stored.has_oxen_api_key || !stored.rewrite_enabled) throw new Error(`settings not stored: ${JSON.stringify(stored)}`);
+    if (JSON.stringify(stored).includes(secret)) throw new Error('the API key came back from the server');
+    await page.click('[data-testid=settings-button]');
+    if ((await page.inputValue('[data-testid=api-key]')) !== '') throw new Error('the key field is not write-only');
+    if (!/set/.test(await page.textContent('[data-testid=key-state]'))) throw new Error('the dialog does not say a key is set');
+    await page.keyboard.press('Escape');
+
+    const prompt = `${unique('rewrite')} a lighthouse in fog`;
+    const before = (await api('GET', '/api/ai/queue?limit=1')).count;
+    await page.fill('[data-testid=prompt-input]', prompt);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('[data-testid=rewrite-sheet]');
+    if ((await page.textContent('[data-testid=rewrite-original]')) !== prompt) throw new Error('the sheet does not show the original');
+    // With no reachable hub the server answers with an error, which the sheet shows.
+    await until('the rewrite to stream or fail', async () =>
+      (await page.locator('[data-testid=rewrite-error]').count()) > 0 || (await page.locator('[data-testid=use-rewrite]:not([disabled])').count()) > 0, 30_000);
+    if (await page.locator('[data-testid=rewrite-error]').count()) {
+      const msg = await page.textContent('[data-testid=rewrite-error]');
+      if (msg.replace('Rewrite failed:', '').trim().length < 4) throw new Error(`the sheet shows no server message: "${msg}"`);
+    }
+    await page.screenshot({ path: path.join(outDir, 'rewrite-sheet.png') });
+    await page.keyboard.press('Escape');
+    await until('the sheet to close', async () => (await page.locator('[data-testid=rewrite-sheet]').count()) === 0, 5_000);
+    if ((await api('GET', '/api/ai/queue?limit=1')).count !== before) throw new Error('Esc still queued a job');
+    if ((await page.inputValue('[data-testid=prompt-input]')) !== prompt) throw new Error('the prompt was lost');
+    // "Use original" sends the prompt as typed.
+    await page.keyboard.press('Enter');
+    await page.click('[data-testid=use-original]');
+    await page.locator('[data-testid=tile]', { hasText: prompt }).first().waitFor({ timeout: 10_000 });
+  } finally {
+    await api('PUT', '/api/settings', { rewrite_enabled: false, oxen_api_key: null });
+  }
+});
+
 test('phone width: gallery, prompt bar and lightbox fit the screen', async ({ context }) => {
   const g = await enqueue({ prompt: `${unique('phone')} view of a city at night` });
   await settled(g.generation_id);

@@ -14,6 +14,8 @@ export default function Modal({ className = '', label, onClose, children, onKeyD
     if (dlg && typeof dlg.showModal === 'function' && !dlg.open) {
       try { dlg.showModal(); } catch { dlg.setAttribute('open', ''); }
     } else if (dlg) dlg.setAttribute('open', '');
+    // Start on the dialog itself (not its first button) unless a field asked for focus.
+    if (dlg && !dlg.querySelector('[autofocus]') && typeof dlg.focus === 'function') dlg.focus();
     return () => {
       if (dlg && dlg.open && typeof dlg.close === 'function') dlg.close();
       if (previous && typeof previous.focus === 'function' && document.contains(previous)) previous.focus();
@@ -23,6 +25,7 @@ export default function Modal({ className = '', label, onClose, children, onKeyD
     <dialog
       ref={ref}
       className={`modal ${className}`}
+      tabIndex={-1}
       aria-label={label}
       data-testid={testId}
       onCancel={(e) => { e.preventDefault(); onClose(); }}
