@@ -20,13 +20,13 @@ e2e_stack_start() {
   mkdir -p "$work"
   local port
   port=$(e2e_free_port) || return 1
-  "$mmh3" serve --mock --listen "127.0.0.1:$port" --outputs "$work/outputs" --web-root "$build/web/dist" \
+  "$mmh3" serve --mock --mock-seconds 4 --listen "127.0.0.1:$port" --outputs "$work/outputs" --web "$build/web/dist" \
     >"$work/serve.log" 2>&1 &
   E2E_STACK_PID=$!
   E2E_BASE="http://127.0.0.1:$port"
   local i
   for i in $(seq 1 240); do
-    if curl -fsS "$E2E_BASE/api/status" 2>/dev/null | grep -q '"state":"ready"'; then return 0; fi
+    if curl -fsS "$E2E_BASE/api/status" 2>/dev/null | grep -Eq '"state": ?"ready"'; then return 0; fi
     kill -0 "$E2E_STACK_PID" 2>/dev/null || { tail -n 20 "$work/serve.log" | sed 's/^/    /'; return 1; }
     sleep 0.5
   done

@@ -11,6 +11,9 @@ import { ProgressLine } from './Tile.jsx';
 import { CheckIcon, RefThumb, XIcon } from './bits.jsx';
 import Modal from './Modal.jsx';
 
+// Pipeline order of the stages (docs/API.md), for the timings table.
+const STAGE_ORDER = ['queued', 'starting', 'loading', 'encoding_prompt', 'encoding_references', 'denoising', 'decoding_video', 'decoding_audio', 'writing'];
+
 const isTyping = (el) => el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT' || el.isContentEditable);
 
 function Params({ g }) {
@@ -35,7 +38,8 @@ function Params({ g }) {
 
 function Timings({ g }) {
   const t = g.timings && typeof g.timings === 'object' ? g.timings : null;
-  const entries = t ? Object.entries(t).filter(([, v]) => typeof v === 'number') : [];
+  const rank = (k) => { const i = STAGE_ORDER.indexOf(k.replace(/_(s|ms|seconds)$/, '')); return i < 0 ? STAGE_ORDER.length : i; };
+  const entries = t ? Object.entries(t).filter(([, v]) => typeof v === 'number').sort((a, b) => rank(a[0]) - rank(b[0])) : [];
   const total = typeof g.total_seconds === 'number' ? g.total_seconds : g.started_at && g.completed_at ? g.completed_at - g.started_at : null;
   const wait = g.started_at && g.enqueued_at ? g.started_at - g.enqueued_at : null;
   if (!entries.length && total === null) return null;
