@@ -9,6 +9,9 @@ mmh3_debian_packages="build-essential autoconf automake pkg-config git ca-certif
 mmh3_install_deps() {
   local missing=()
   for p in $mmh3_debian_packages; do
+    # A NodeSource (or other) Node.js that brings its own npm satisfies nodejs/npm:
+    # Debian's npm conflicts with it, and the web build needs Node >= 20 anyway.
+    case "$p" in nodejs|npm) command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && continue ;; esac
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
