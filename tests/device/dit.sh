@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# DiT on the GPU host: (a) the conformance kit with --device cuda, and the CUDA
+# outputs next to the CPU ones; (b) one full-size forward on random weights in
+# the real file layout (50 blocks, hidden 5376; 1344x768x124 t2va, L = 300,
+# S = 38010): s/forward, TFLOP/s, peak memory; (c) the same forward in plain
+# PyTorch (bench/reference/dit_ref.py) on the same GPU, and the ratio.
+#
+#   here:    bash tests/device/prepare.sh          (fills .carry/: debs, configure)
+#   device:  bash tests/device/dit.sh [--part all|conformance|bench|ref] [--ref-linear int8|bf16|both]
+#            with carry [".carry"]
+#
+# Logs and outputs go to $OUT (dit.log, conformance_{cuda,cpu}.txt, the --out
+# files, bench_mmh3.txt, bench_torch_*.txt, summary.txt); the last lines
+# printed are the summary. Parts are independent so a run can be split over
+# several 10-minute calls; the build directory build-device/ is reused.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+OUT=${OUT:-$top/tests/out/device}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/dit.log") 2>&1
+
+part=all
+ref_linear=int8
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --part) part=$2; shift 2 ;;
+    --ref-linear) ref_linear=$2; shift 2 ;;
+    *) echo "dit.sh: unknown argument $1"; exit 2 ;;
+  esac
+done
+want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+
+t0=$SECONDS
+step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
+summary=()
+note() { summary+=("$*"); echo ">> $*"; }
+finish() {
+  echo; echo "================ dit summary ($((SECONDS - t0)) s)"
+  printf '%s\n' "${summary[@]}" | tee "$OUT/summary_dit.txt"
+  exit "${1:-0}"
+}
+
+step "host"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+PY=""
+for p in python3 /opt/torch/.venv/bin/python3; do
+  if "$p" -c 'import torch, safetensors' 2>/dev/null; then PY=$p; break; fi
+done
+echo "python with torch: ${PY:-none}"
+
+step "dependencies and build (build-device/)"
+P=/tmp/mmh3-deps
+if ls .carry/debs/*.deb >/dev/null 2>&1; then
+  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
+  LIBDIR=$P/usr/lib/x86_64-linux-gnu
+  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
+  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
+  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
+fi
+B=$top/build-device
+if [ ! -f "$B/Makefile" ]; then
+  if [ -f .carry/autotools.tar.gz ]; then
+    tar -xzf .carry/autotools.tar.gz
+    touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
+    find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
+  elif command -v autoreconf >/dev/null; then
+    autoreconf -fi 2>&1 | tail -3
+  else
+    note "FAIL: no configure (run tests/device/prepare.sh here and carry .carry)"; finish 1
+  fi
+  mkdir -p "$B"
+  (cd "$B" && ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/configure_dit.log" 2>&1) ||
+    { tail -30 "$OUT/configure_dit.log"; note "FAIL: configure"; finish 1; }
+fi
+if ! (cd "$B" && make -j"$(nproc)" mmh3 bench/mmh3-bench-dit) >"$OUT/build_dit.log" 2>&1; then
+  grep -E -B2 -A6 'error|Error' "$OUT/build_dit.log" | head -80; note "FAIL: build"; finish 1
+fi
+note "build ok"
+status=0
+
+if want conformance; then
+  step "(a) conformance kit on CUDA"
+  "$B/mmh3" conformance tests/data/dit --device cuda --out "$OUT/dit_cuda.safetensors" | tee "$OUT/conformance_cuda.txt"
+  rc=${PIPESTATUS[0]}
+  note "conformance --device cuda: $(tail -2 "$OUT/conformance_cuda.txt" | head -1) (exit $rc)"
+  [ "$rc" = 0 ] || status=1
+  step "(a) the same kit on the CPU, and CUDA vs CPU"
+  "$B/mmh3" conformance tests/data/dit --device cpu --out "$OUT/dit_cpu.safetensors" >"$OUT/conformance_cpu.txt"
+  note "conformance --device cpu: $(tail -2 "$OUT/conformance_cpu.txt" | head -1)"
+  if [ -n "$PY" ]; then
+    "$PY" - "$OUT/dit_cuda.safetensors" "$OUT/dit_cpu.safetensors" <<'PYEOF' | tee "$OUT/cuda_vs_cpu.txt"
+import sys
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+worst = 0.0
+for k in sorted(set(a) & set(b)):
+    x, y = a[k].double(), b[k].double()
+    rel = float((x - y).norm() / y.norm().clamp_min(1e-30))
+    worst = max(worst, rel) if ".out." in k or ".final." in k else worst
+    print(f"  {k:55s} rel_l2 {rel:.3g}  max_abs {float((x - y).abs().max()):.3g}")
+print(f"CUDA vs CPU: worst output rel_l2 {worst:.3g} over {len(set(a) & set(b))} tensors")
+PYEOF
+    note "$(tail -1 "$OUT/cuda_vs_cpu.txt")"
+  fi
+fi
+
+CKPT=${MMH3_DIT_RANDOM:-/tmp/mmh3-dit-full-random.safetensors}
+if want bench; then
+  step "(b) full-size random-weight DiT: write $CKPT, one forward at 1344x768x124 (t2va, L=300)"
+  gen=(--checkpoint "$CKPT")
+  [ -f "$CKPT" ] || gen=(--write-random "$CKPT")
+  "$B/bench/mmh3-bench-dit" "${gen[@]}" --device cuda --width 1344 --height 768 --frames 124 --text-rows 300 \
+      --warmup 1 --iters 2 2>&1 | tee "$OUT/bench_mmh3.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  note "mmh3: $(grep '^forward:' "$OUT/bench_mmh3.txt" | tail -1)"
+fi
+
+if want ref; then
+  if [ -z "$PY" ]; then
+    note "FAIL: no python with torch for the reference"; status=1
+  else
+    for lin in $( [ "$ref_linear" = both ] && echo "int8 bf16" || echo "$ref_linear" ); do
+      step "(c) PyTorch reference forward (linears $lin) on the same GPU"
+      PYTHONUNBUFFERED=1 "$PY" bench/reference/dit_ref.py --width 1344 --height 768 --frames 124 --text-rows 300 \
+          --linear "$lin" --warmup 1 --iters 2 2>&1 | tee "$OUT/bench_torch_$lin.txt"
+      note "torch-$lin: $(grep '^refiner' "$OUT/bench_torch_$lin.txt" | tail -1)"
+    done
+  fi
+fi
+
+# ratio = PyTorch s/forward / mmh3 s/forward (> 1: mmh3 is faster)
+if [ -f "$OUT/bench_mmh3.txt" ]; then
+  ours=$(awk '$1 == "RESULT" { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "s_per_forward") print kv[2] } }' "$OUT/bench_mmh3.txt" | tail -1)
+  while read -r line; do note "$line"; done < <(
+    for f in "$OUT"/bench_torch_*.txt; do
+      [ -f "$f" ] || continue
+      awk -v ours="$ours" '$1 == "RESULT" { s = ""; p = ""; for (i = 3; i <= NF; i++) { split($i, kv, "=");
+          if (kv[1] == "s_per_forward") s = kv[2]; if (kv[1] == "peak_gib") p = kv[2] }
+          if (s != "" && ours != "") printf "ratio %s / mmh3: %.2fx (%s s vs %s s per forward; torch peak %s GiB)\n", $2, s / ours, s, ours, p }' "$f"
+    done)
+fi
+finish $status
