@@ -48,6 +48,12 @@ int mm_mp4_write_audio(mm_mp4_writer *w, const float *interleaved, int n, mm_err
     return no_ffmpeg(err);
 }
 
+int mm_mp4_write_audio_planar(mm_mp4_writer *w, const float *const *channels, int n, mm_error *err)
+{
+    (void)w, (void)channels, (void)n;
+    return no_ffmpeg(err);
+}
+
 int mm_mp4_writer_close(mm_mp4_writer *w, mm_error *err)
 {
     (void)w;
@@ -82,6 +88,8 @@ void mm_media_limits_defaults(mm_media_limits *lim)
 }
 
 void mm_media_set_verbose(int verbose) { (void)verbose; }
+
+int mm_media_check(mm_error *err) { return no_ffmpeg(err); }
 
 int mm_media_probe(const char *path, const mm_media_limits *lim, mm_media_info *out, mm_error *err)
 {

@@ -414,7 +414,29 @@ static int queue_audio(mm_mp4_writer *w, const float *in, int n, mm_error *err)
     return ret;
 }
 
-int mm_mp4_write_audio(mm_mp4_writer *w, const float *interleaved, int n, mm_error *err)
+/* Copies n samples per channel into the clamp buffer, interleaved, clamped
+ * to [-1, 1] with NaN as 0 (a decoder can overshoot and NaN must not reach
+ * the encoder; the reference clamps before its int16 conversion too). */
+static int clamp_into_buffer(mm_mp4_writer *w, const float *interleaved, const float *const *planar, int n,
+                             mm_error *err)
+{
+    int ch = w->opt.audio_channels;
+    size_t total = (size_t)n * (size_t)ch;
+    if (total > w->clamp_cap) {
+        float *b = realloc(w->clamp_buf, total * sizeof *b);
+        if (!b)
+            return mm_fail(err, "out of memory");
+        w->clamp_buf = b;
+        w->clamp_cap = total;
+    }
+    for (size_t i = 0; i < total; i++) {
+        float v = interleaved ? interleaved[i] : planar[i % (size_t)ch][i / (size_t)ch];
+        w->clamp_buf[i] = v > 1.0f ? 1.0f : v < -1.0f ? -1.0f : v == v ? v : 0.0f;
+    }
+    return 0;
+}
+
+static int write_audio(mm_mp4_writer *w, const float *interleaved, const float *const *planar, int n, mm_error *err)
 {
     if (w->failed)
         return mm_fail(err, "mp4 output %s: an earlier write failed", w->path);
@@ -424,25 +446,22 @@ int mm_mp4_write_audio(mm_mp4_writer *w, const float *interleaved, int n, mm_err
         return mm_fail(err, "mp4 output: negative sample count %d", n);
     if (n == 0)
         return 0;
-    /* AAC takes float in [-1, 1]; a decoder can overshoot and NaN must not
-     * reach the encoder, so clamp as the reference does before its int16. */
-    size_t total = (size_t)n * (size_t)w->opt.audio_channels;
-    if (total > w->clamp_cap) {
-        float *b = realloc(w->clamp_buf, total * sizeof *b);
-        if (!b)
-            return mm_fail(err, "out of memory");
-        w->clamp_buf = b;
-        w->clamp_cap = total;
-    }
-    for (size_t i = 0; i < total; i++) {
-        float v = interleaved[i];
-        w->clamp_buf[i] = v > 1.0f ? 1.0f : v < -1.0f ? -1.0f : v == v ? v : 0.0f;
-    }
-    if (queue_audio(w, w->clamp_buf, n, err) < 0 || pump_audio(w, audio_for_frames(w, w->frames), 0, err) < 0) {
+    if (clamp_into_buffer(w, interleaved, planar, n, err) < 0 || queue_audio(w, w->clamp_buf, n, err) < 0 ||
+        pump_audio(w, audio_for_frames(w, w->frames), 0, err) < 0) {
         w->failed = 1;
         return mm_error_prefix(err, "mp4 output %s", w->path);
     }
     return 0;
+}
+
+int mm_mp4_write_audio(mm_mp4_writer *w, const float *interleaved, int n, mm_error *err)
+{
+    return write_audio(w, interleaved, NULL, n, err);
+}
+
+int mm_mp4_write_audio_planar(mm_mp4_writer *w, const float *const *channels, int n, mm_error *err)
+{
+    return write_audio(w, NULL, channels, n, err);
 }
 
 /* Pads the queued audio with silence up to `total` samples per channel. */

@@ -37,6 +37,9 @@ void mm_mp4_writer_abort(mm_mp4_writer *w);
 /* Additions (media owner). H3's output settings: 24 fps, CRF 18, preset
  * "medium", AAC stereo at 32 kHz. */
 void mm_mp4_options_defaults(mm_mp4_options *opt, int width, int height);
+/* The same as mm_mp4_write_audio for planar input: channels[c][i], one
+ * pointer per channel (the audio VAE's [2, L] rows). */
+int mm_mp4_write_audio_planar(mm_mp4_writer *w, const float *const *channels, int n, mm_error *err);
 /* Video frames accepted so far. */
 int64_t mm_mp4_writer_frames(const mm_mp4_writer *w);
 

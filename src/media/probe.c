@@ -40,6 +40,24 @@ void mm_media_limits_defaults(mm_media_limits *lim)
     lim->timeout_seconds = 30;
 }
 
+int mm_media_check(mm_error *err)
+{
+    static const char *const encoders[] = {"libx264", "aac", "png", "mjpeg", "libwebp"};
+    static const enum AVCodecID decoders[] = {AV_CODEC_ID_H264, AV_CODEC_ID_PNG, AV_CODEC_ID_MJPEG, AV_CODEC_ID_AAC};
+    char missing[512] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof encoders / sizeof encoders[0]; i++)
+        if (!avcodec_find_encoder_by_name(encoders[i]))
+            n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%s encoder", n ? ", " : "", encoders[i]);
+    for (size_t i = 0; i < sizeof decoders / sizeof decoders[0] && n < sizeof missing; i++)
+        if (!avcodec_find_decoder(decoders[i]))
+            n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%s decoder", n ? ", " : "",
+                                  avcodec_get_name(decoders[i]));
+    if (n)
+        return mm_fail(err, "the FFmpeg libraries lack: %s (Debian's libavcodec59 has them all)", missing);
+    return 0;
+}
+
 void mm_media_set_verbose(int verbose) { av_log_set_level(verbose ? AV_LOG_INFO : AV_LOG_ERROR); }
 
 typedef struct decode_state {
@@ -121,7 +139,7 @@ static int probe_input(mm_input *in, const mm_media_limits *lim, mm_media_info *
         if (got == 0)
             break;
         const AVStream *st = in->fmt->streams[pkt->stream_index];
-        video_packets += pkt->stream_index == vi;
+        video_packets += pkt->stream_index == vi && !(pkt->flags & AV_PKT_FLAG_DISCARD);
         if (pkt->pts != AV_NOPTS_VALUE && (pkt->stream_index == vi || pkt->stream_index == ai)) {
             double end = (double)(pkt->pts + (pkt->duration > 0 ? pkt->duration : 0)) * av_q2d(st->time_base);
             if (end > data_end)

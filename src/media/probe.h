@@ -73,6 +73,11 @@ int mm_media_probe(const char *path, const mm_media_limits *lim, mm_media_info *
 int mm_media_probe_buffer(const uint8_t *data, size_t size, const mm_media_limits *lim, mm_media_info *out,
                           mm_error *err);
 
+/* Checks that this FFmpeg build has what mmh3 uses: the libx264, aac, png,
+ * mjpeg and libwebp encoders and the decoders for H.264, PNG, JPEG and AAC.
+ * For `mmh3 check` and /api/status; the message lists what is missing. */
+int mm_media_check(mm_error *err);
+
 /* Sets FFmpeg's log level for programs that use the media code: quiet
  * (errors only) unless verbose. FFmpeg logs to stderr; libx264 prints its
  * statistics at the default level. */

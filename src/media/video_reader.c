@@ -91,7 +91,7 @@ static int count_frames(const char *path, const mm_media_limits *lim, int vi, in
             rc = -1;
         if (got <= 0)
             break;
-        ++*n;
+        *n += !(pkt->flags & AV_PKT_FLAG_DISCARD); /* edit lists may hide frames */
         av_packet_unref(pkt);
     }
     av_packet_free(&pkt);

@@ -38,6 +38,10 @@ fuzz_run_all() {
   FUZZ_PKGS="libpcre2-8 libutf8proc" fuzz_target fuzz_tokenizer "${MMH3_FUZZ_SECONDS:-30}" \
     src/model/text/tokenizer.c src/model/text/tokenizer_load.c src/model/text/bpe.c \
     src/model/text/pretokenize.c src/model/text/normalize.c src/core/error.c
+  # media: the upload probe on arbitrary bytes (FFmpeg libraries, our allowlists and limits)
+  FUZZ_PKGS="libavformat libavcodec libavutil libswscale libswresample" \
+    fuzz_target fuzz_media_probe "${MMH3_FUZZ_SECONDS:-30}" \
+    src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
   # other areas: add one fuzz_target line per target here
 }
 

@@ -200,6 +200,51 @@ static void test_mp4_audio_first_and_short(void)
     decoded_media_free(&m);
 }
 
+/* Planar input (the audio VAE's [2, L] rows) lands on the same channels,
+ * and out-of-range samples are clamped rather than wrapped. */
+static void test_mp4_planar_audio_and_clamping(void)
+{
+    mm_mp4_options o;
+    mm_mp4_options_defaults(&o, 64, 48);
+    o.preset = "ultrafast";
+    int frames = 24, n = 32000;
+    float *left = malloc(n * sizeof *left), *right = malloc(n * sizeof *right);
+    for (int i = 0; i < n; i++) {
+        left[i] = (float)(3.0 * sin(2 * M_PI * 440 * i / 32000.0)); /* overdriven: clamps to a square-ish wave */
+        right[i] = (float)(0.3 * sin(2 * M_PI * 1000 * i / 32000.0));
+    }
+    left[100] = NAN;
+    const char *path = tmp_path("planar.mp4");
+    mm_error err = {{0}};
+    mm_mp4_writer *w;
+    int opened = mm_mp4_writer_open(&w, path, &o, &err) == 0;
+    MM_REQUIRE(opened, "%s", err.msg);
+    uint8_t *rgb = calloc((size_t)64 * 48, 3);
+    int rc = 0;
+    for (int i = 0; i < frames && rc == 0; i++)
+        rc = mm_mp4_write_rgb(w, rgb, 64 * 3, &err);
+    const float *const planes[2] = {left, right};
+    if (rc == 0)
+        rc = mm_mp4_write_audio_planar(w, planes, n, &err);
+    free(rgb);
+    free(left);
+    free(right);
+    if (rc == 0)
+        rc = mm_mp4_writer_close(w, &err);
+    else
+        mm_mp4_writer_abort(w);
+    MM_REQUIRE(rc == 0, "write: %s", err.msg);
+    decoded_media m = decode_media(path);
+    MM_REQUIRE(m.ok && m.channels == 2 && m.samples > 16000, "decode: %s", m.error);
+    double l = crossing_rate(m.pcm, 2, 0, 4000, 16000, 32000), r = crossing_rate(m.pcm, 2, 1, 4000, 16000, 32000);
+    float peak = 0;
+    for (int64_t i = 0; i < m.samples; i++)
+        peak = fmaxf(peak, fabsf(m.pcm[2 * i]));
+    MM_EXPECT(fabs(l - 440) < 10 && fabs(r - 1000) < 20, "tones %.1f / %.1f Hz", l, r);
+    MM_EXPECT(peak < 1.3f && peak > 0.8f, "left peak %.3f: clamped input should stay near full scale", peak);
+    decoded_media_free(&m);
+}
+
 static void test_mp4_silent_has_no_audio_stream(void)
 {
     mm_mp4_options o;
@@ -386,6 +431,7 @@ int main(void)
     av_log_set_level(AV_LOG_ERROR);
     MM_RUN(test_mp4_h3_layout_roundtrip);
     MM_RUN(test_mp4_audio_first_and_short);
+    MM_RUN(test_mp4_planar_audio_and_clamping);
     MM_RUN(test_mp4_silent_has_no_audio_stream);
     MM_RUN(test_mp4_mono_input);
     MM_RUN(test_mp4_colours_roundtrip);

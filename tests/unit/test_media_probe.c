@@ -460,10 +460,17 @@ static void test_probe_h3_sample_videos_SKIPPED_if_assets_absent(void)
     decoded_media_free(&dm);
 }
 
+static void test_media_check_finds_the_codecs_we_use(void)
+{
+    mm_error err = {{0}};
+    MM_EXPECT(mm_media_check(&err) == 0, "%s", err.msg);
+}
+
 int main(void)
 {
     mm_media_set_verbose(0);
     av_log_set_level(AV_LOG_QUIET);
+    MM_RUN(test_media_check_finds_the_codecs_we_use);
     MM_RUN(test_probe_images);
     MM_RUN(test_probe_video_and_audio);
     MM_RUN(test_probe_refuses_wrong_types);
