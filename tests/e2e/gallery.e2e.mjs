@@ -122,7 +122,15 @@ test('submit a prompt and watch the tile progress to a playable clip', async ({ 
 
 test('upload two images and pin the second as the last frame (fl2va)', async ({ page }) => {
   await openGallery(page);
-  await page.setInputFiles('[data-testid=file-input]', [path.join(stills, 'first.png'), path.join(stills, 'last.png')]);
+  // The first image through the file picker, the second dropped onto the page.
+  await page.setInputFiles('[data-testid=file-input]', path.join(stills, 'first.png'));
+  const dropped = await page.evaluateHandle((b64) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], 'last.png', { type: 'image/png' }));
+    return dt;
+  }, fs.readFileSync(path.join(stills, 'last.png')).toString('base64'));
+  await page.dispatchEvent('[data-testid=prompt-bar]', 'dragenter', { dataTransfer: dropped });
+  await page.dispatchEvent('[data-testid=prompt-bar]', 'drop', { dataTransfer: dropped });
   await until('both uploads', async () => {
     const states = await page.locator('[data-testid=chip]').evaluateAll((els) => els.map((e) => e.dataset.state));
     if (states.includes('error')) throw new Error(`upload failed: ${await page.locator('[data-testid=chip]').allTextContents()}`);
@@ -250,6 +258,33 @@ test('a real H3 clip as a ref2va reference plays frame by frame in the rail', as
   await page.screenshot({ path: path.join(outDir, 'lightbox-reference.png') });
   await page.click('[data-testid=rail-result]');
   await settled(g.generation_id).catch(() => {});
+});
+
+test('rerun draws a new seed; edit & resubmit keeps it', async ({ page }) => {
+  const prompt = `${unique('kite')} over a windy beach`;
+  const g = await enqueue({ prompt });
+  const done = await settled(g.generation_id);
+  await openGallery(page);
+  await page.goto(`${base}/g/${g.generation_id}`);
+  await page.waitForSelector('[data-testid=rerun]');
+  await page.click('[data-testid=rerun]');
+  const copies = () => api('GET', `/api/ai/queue?search=${encodeURIComponent(prompt)}`).then((r) => r.generations);
+  const rerun = await until('the rerun', async () => (await copies()).find((x) => x.generation_id !== g.generation_id), 10_000);
+  if (rerun.seed === done.seed) throw new Error(`the rerun kept seed ${done.seed}`);
+  for (const k of ['frames', 'width', 'height', 'steps', 'partition', 'no_audio']) {
+    if (rerun[k] !== done[k]) throw new Error(`rerun changed ${k}: ${done[k]} → ${rerun[k]}`);
+  }
+  await page.click('[data-testid=edit]');
+  await until('the lightbox to close', async () => (await page.locator('[data-testid=lightbox]').count()) === 0, 5_000);
+  if ((await page.inputValue('[data-testid=prompt-input]')) !== prompt) throw new Error('the prompt was not loaded for editing');
+  const summary = await page.textContent('[data-testid=params-toggle]');
+  if (!summary.includes(`seed ${done.seed}`) || !summary.startsWith(`${done.frames} f`)) throw new Error(`parameters not loaded: "${summary}"`);
+  await page.fill('[data-testid=prompt-input]', `${prompt}, edited`);
+  await page.keyboard.press('Enter');
+  const edited = await until('the edited job', async () => (await copies()).find((x) => x.prompt === `${prompt}, edited`), 10_000);
+  if (edited.seed !== done.seed) throw new Error(`edit & resubmit changed the seed ${done.seed} → ${edited.seed}`);
+  await settled(edited.generation_id);
+  await settled(rerun.generation_id);
 });
 
 test('open /g/<id> directly, reload it, and use back/forward', async ({ page }) => {

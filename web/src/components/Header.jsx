@@ -11,7 +11,7 @@ export function StatusSummary({ status }) {
   const kind = engine.kind || null; // "mock", "h3", or null when no worker is online
   const state = engine.state || (kind ? '' : 'offline');
   const message = [engine.message, engine.placement && `placement: ${engine.placement}`].filter(Boolean).join(' — ');
-  const residency = kind === 'mock' ? null : engine.resident === true ? 'resident' : engine.resident === false ? 'not loaded' : null;
+  const residency = engine.resident === true ? 'resident' : engine.resident === false ? (kind === 'mock' ? 'none (mock)' : 'not loaded') : null;
   const q = status.queue || {};
   const bad = !kind || /failed|offline/.test(state);
   const name = kind === 'mock' ? 'mock engine' : kind === 'h3' ? 'H3 engine' : kind ? `${kind} engine` : 'no worker';
