@@ -26,9 +26,9 @@
 #include "queue/log.h"
 
 #if defined(__has_include)
-#if __has_include("media/probe.h") && __has_include("media/still.h") && defined(MMH3_HAVE_FFMPEG)
+#if __has_include("media/probe.h") && __has_include("media/poster.h") && defined(MMH3_HAVE_FFMPEG)
+#include "media/poster.h"
 #include "media/probe.h"
-#include "media/still.h"
 #define HAVE_MEDIA_PROBE 1
 #endif
 #endif
@@ -171,6 +171,10 @@ static int store_part(mm_req *r, const mm_mp_part *part, stored *s, mm_error *er
     mm_media_info info;
     if (mm_media_probe(tmp, NULL, &info, err) < 0) {
         unlink(tmp);
+        /* The client needs the verdict, not our file system layout. */
+        size_t tl = strlen(tmp);
+        if (strncmp(err->msg, tmp, tl) == 0 && err->msg[tl] == ':')
+            memmove(err->msg, err->msg + tl + 2, strlen(err->msg + tl + 2) + 1);
         return -1;
     }
     snprintf(s->kind, sizeof s->kind, "%s", kind_name(info.kind));

@@ -53,6 +53,10 @@ void mm_reply_text(mm_req *r, int status, const char *content_type, const char *
 void mm_reply_error(mm_req *r, int status, const char *field, const char *accepted, const char *fmt, ...)
     MM_PRINTF(5, 6);
 
+/* A copy of a JSON text without the whitespace between tokens (PostgreSQL's
+ * json/jsonb output has spaces); caller frees. */
+char *mm_json_compact(const char *text);
+
 /* Decodes %xx and '+' in place; false on malformed escapes or NUL. */
 bool mm_url_decode(char *s);
 /* A random RFC 4122 version-4 UUID string (37 bytes with NUL). */

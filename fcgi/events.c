@@ -39,6 +39,11 @@
  * was sent. The catch-up re-sends this many seq values before the client's
  * last id; duplicates are harmless (clients compare seq). */
 #define CATCHUP_OVERLAP 64
+/* NOTIFY batching: a batch closes after QUIET_MS without a notification or
+ * BATCH_SECONDS in all; more than FLOOD_ROWS changed rows make a flood. */
+#define QUIET_MS 5
+#define BATCH_SECONDS 0.1
+#define FLOOD_ROWS 1000
 
 typedef struct client {
     FCGX_Request *req;
@@ -55,6 +60,8 @@ struct mm_sse_hub {
     client *pending; /* handed over, not yet adopted by the hub thread */
     client *clients; /* hub thread only */
     int n_clients;
+    bool flooding;     /* dropping a flood of NOTIFYs; a resync follows */
+    double flood_seen; /* when the flood last sent something */
 };
 
 static void drop(mm_sse_hub *h, client **link)
@@ -75,12 +82,15 @@ static bool write_to(client *c, const char *text, size_t len)
 }
 
 /* Sends one event to every client (or to only `one`). */
-static void send_event(mm_sse_hub *h, client *one, long long seq, const char *event, const char *data)
+static void send_event(mm_sse_hub *h, client *one, long long seq, const char *event, const char *json)
 {
-    size_t n = strlen(data) + strlen(event) + 64;
-    char *buf = malloc(n);
-    if (!buf)
+    char *data = mm_json_compact(json);
+    size_t n = data ? strlen(data) + strlen(event) + 64 : 0;
+    char *buf = data ? malloc(n) : NULL;
+    if (!buf) {
+        free(data);
         return;
+    }
     int len = seq >= 0 ? snprintf(buf, n, "id: %lld\nevent: %s\ndata: %s\n\n", seq, event, data)
                        : snprintf(buf, n, "event: %s\ndata: %s\n\n", event, data);
     for (client **link = &h->clients; *link;) {
@@ -98,6 +108,7 @@ static void send_event(mm_sse_hub *h, client *one, long long seq, const char *ev
         link = &c->next;
     }
     free(buf);
+    free(data);
 }
 
 static void catch_up(mm_sse_hub *h, PGconn *db, client *c)
@@ -193,52 +204,71 @@ static void broadcast_status(mm_sse_hub *h, PGconn *db)
     PQclear(res);
 }
 
-static void relay_notifies(mm_sse_hub *h, PGconn *db)
+static double now_seconds(void)
 {
-    pending_event ev[512];
-    int n = 0;
-    bool status = false;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A batch of NOTIFYs, one entry per changed row (its newest seq). */
+typedef struct batch {
+    pending_event ev[FLOOD_ROWS];
+    int n;
+    bool status;   /* a worker changed state */
+    bool overflow; /* more rows than FLOOD_ROWS */
+} batch;
+
+static void take_notifies(PGconn *db, batch *b)
+{
     PGnotify *nt;
-    while (true) {
-        while (n < (int)(sizeof ev / sizeof ev[0]) && (nt = PQnotifies(db))) {
-            json_t *j = json_loads(nt->extra, 0, NULL);
-            const char *kind = json_string_value(json_object_get(j, "kind"));
-            const char *id = json_string_value(json_object_get(j, "generation_id"));
-            long long seq = json_integer_value(json_object_get(j, "seq"));
-            if (kind && strcmp(kind, "worker") == 0) {
-                status = true;
-            } else if (kind && id) {
-                char k = strcmp(kind, "deleted") == 0 ? 'd' : 'u';
-                int found = -1;
-                for (int i = 0; i < n && k == 'u'; i++)
-                    if (ev[i].kind == 'u' && strcmp(ev[i].id, id) == 0)
-                        found = i;
-                if (found >= 0) {
-                    if (seq > ev[found].seq)
-                        ev[found].seq = seq; /* one snapshot per row per batch */
-                } else {
-                    ev[n].seq = seq;
-                    ev[n].kind = k;
-                    snprintf(ev[n].id, sizeof ev[n].id, "%s", id);
-                    n++;
-                }
+    while ((nt = PQnotifies(db))) {
+        json_t *j = b->overflow ? NULL : json_loads(nt->extra, 0, NULL);
+        const char *kind = json_string_value(json_object_get(j, "kind"));
+        const char *id = json_string_value(json_object_get(j, "generation_id"));
+        long long seq = json_integer_value(json_object_get(j, "seq"));
+        if (b->overflow) {
+            /* counting is all that is left to do */
+        } else if (kind && strcmp(kind, "worker") == 0) {
+            b->status = true;
+        } else if (kind && id) {
+            char k = strcmp(kind, "deleted") == 0 ? 'd' : 'u';
+            int found = -1;
+            for (int i = 0; i < b->n && k == 'u'; i++)
+                if (b->ev[i].kind == 'u' && strcmp(b->ev[i].id, id) == 0)
+                    found = i;
+            if (found >= 0) {
+                if (seq > b->ev[found].seq)
+                    b->ev[found].seq = seq;
+            } else if (b->n == FLOOD_ROWS) {
+                b->overflow = true;
+            } else {
+                pending_event *e = &b->ev[b->n++];
+                e->seq = seq;
+                e->kind = k;
+                snprintf(e->id, sizeof e->id, "%s", id);
             }
-            json_decref(j);
-            PQfreemem(nt);
         }
-        if (n == 0)
-            break;
-        qsort(ev, (size_t)n, sizeof ev[0], cmp_event);
-        /* The current snapshots of the updated rows, in one query. */
-        char *ids = malloc((size_t)n * 40 + 4);
+        json_decref(j);
+        PQfreemem(nt);
+    }
+}
+
+/* Sends a batch: the current snapshot of each updated row (one query) and
+ * the deletions, in seq order. */
+static void send_batch(mm_sse_hub *h, PGconn *db, batch *b)
+{
+    if (b->n) {
+        qsort(b->ev, (size_t)b->n, sizeof b->ev[0], cmp_event);
+        char *ids = malloc((size_t)b->n * 40 + 4);
         if (!ids)
             return;
         strcpy(ids, "{");
         int nu = 0;
-        for (int i = 0; i < n; i++)
-            if (ev[i].kind == 'u') {
+        for (int i = 0; i < b->n; i++)
+            if (b->ev[i].kind == 'u') {
                 strcat(ids, nu++ ? "," : "");
-                strcat(ids, ev[i].id);
+                strcat(ids, b->ev[i].id);
             }
         strcat(ids, "}");
         PGresult *res = NULL;
@@ -252,30 +282,52 @@ static void relay_notifies(mm_sse_hub *h, PGconn *db)
                 mm_log("events: %s", err.msg);
         }
         free(ids);
-        for (int i = 0; i < n; i++) {
-            if (ev[i].kind == 'd') {
+        for (int i = 0; i < b->n; i++) {
+            if (b->ev[i].kind == 'd') {
                 char data[128];
-                snprintf(data, sizeof data, "{\"generation_id\":\"%s\",\"seq\":%lld}", ev[i].id, ev[i].seq);
-                send_event(h, NULL, ev[i].seq, "generation_deleted", data);
+                snprintf(data, sizeof data, "{\"generation_id\":\"%s\",\"seq\":%lld}", b->ev[i].id, b->ev[i].seq);
+                send_event(h, NULL, b->ev[i].seq, "generation_deleted", data);
                 continue;
             }
             for (int row = 0; res && row < PQntuples(res); row++)
-                if (strcmp(PQgetvalue(res, row, 0), ev[i].id) == 0)
+                if (strcmp(PQgetvalue(res, row, 0), b->ev[i].id) == 0)
                     send_event(h, NULL, atoll(PQgetvalue(res, row, 1)), "generation_update",
                                PQgetvalue(res, row, 2));
         }
         PQclear(res);
-        n = 0;
     }
-    if (status)
+    if (b->status)
         broadcast_status(h, db);
 }
 
-static double now_seconds(void)
+/* Reads NOTIFYs until the database has been quiet for a moment (so a burst
+ * becomes one batch and one query), then relays them. A flood (a bulk
+ * UPDATE or DELETE of thousands of rows) is not relayed row by row: the
+ * streams get one `resync` once it is over, and the clients reload. */
+static void relay_notifies(mm_sse_hub *h, PGconn *db)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    static batch b;
+    memset(&b, 0, sizeof b);
+    take_notifies(db, &b);
+    double start = now_seconds();
+    for (;;) {
+        struct pollfd pfd = {.fd = PQsocket(db), .events = POLLIN};
+        if (now_seconds() - start > BATCH_SECONDS || poll(&pfd, 1, QUIET_MS) <= 0 || !PQconsumeInput(db))
+            break;
+        take_notifies(db, &b);
+    }
+    if (b.overflow) {
+        if (!h->flooding)
+            mm_log("events: more than %d rows changed at once; streams will get a resync", FLOOD_ROWS);
+        h->flooding = true;
+        h->flood_seen = now_seconds();
+        return;
+    }
+    if (h->flooding) {
+        h->flood_seen = now_seconds();
+        return; /* the flood's tail: covered by the resync */
+    }
+    send_batch(h, db, &b);
 }
 
 static void *hub_main(void *arg)
@@ -310,6 +362,8 @@ static void *hub_main(void *arg)
         }
         struct pollfd pfd[2] = {{.fd = h->wake[0], .events = POLLIN}, {.fd = db ? PQsocket(db) : -1, .events = POLLIN}};
         double wait = next_ping - now_seconds();
+        if (h->flooding && wait > 0.6)
+            wait = 0.6;
         if (!db && next_connect - now_seconds() < wait)
             wait = next_connect - now_seconds();
         int timeout = wait > 0 ? (int)(wait * 1000) + 1 : 0;
@@ -321,6 +375,11 @@ static void *hub_main(void *arg)
         if (db && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP))) {
             if (PQconsumeInput(db))
                 relay_notifies(h, db);
+        }
+        if (h->flooding && now_seconds() - h->flood_seen > 0.5) {
+            h->flooding = false;
+            send_event(h, NULL, -1, "resync", "{}");
+            mm_log("events: the flood is over; sent resync");
         }
         if (now_seconds() >= next_ping) {
             char ping[64];

@@ -153,9 +153,41 @@ void mm_reply_text(mm_req *r, int status, const char *content_type, const char *
     FCGX_PutStr(text, (int)len, r->fcgx->out);
 }
 
+char *mm_json_compact(const char *text)
+{
+    size_t n = strlen(text);
+    char *out = malloc(n + 1), *w = out;
+    if (!out)
+        return NULL;
+    bool in_string = false;
+    for (const char *p = text; *p; p++) {
+        char c = *p;
+        if (in_string) {
+            *w++ = c;
+            if (c == '\\' && p[1])
+                *w++ = *++p;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+            *w++ = c;
+        } else if (c != ' ' && c != '\n' && c != '\t' && c != '\r') {
+            *w++ = c;
+        }
+    }
+    *w = '\0';
+    return out;
+}
+
 void mm_reply_raw_json(mm_req *r, int status, const char *text)
 {
-    mm_reply_text(r, status, "application/json", text, strlen(text));
+    char *compact = mm_json_compact(text);
+    if (!compact) {
+        mm_reply_text(r, 500, "application/json", "{\"status\":\"error\"}", 18);
+        return;
+    }
+    mm_reply_text(r, status, "application/json", compact, strlen(compact));
+    free(compact);
 }
 
 void mm_reply_json(mm_req *r, int status, json_t *body)

@@ -22,6 +22,7 @@
 #include <fcgiapp.h>
 
 #include "fcgi/app.h"
+#include "media/probe.h"
 #include "queue/db.h"
 #include "queue/log.h"
 #include "queue/migrate.h"
@@ -132,6 +133,7 @@ int main(int argc, char **argv)
         }
     }
     mm_log_init("fcgi");
+    mm_media_set_verbose(0);
     app.db_url = mm_db_url(db);
     static char outputs_abs[PATH_MAX];
     if (!outputs)

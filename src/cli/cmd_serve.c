@@ -30,7 +30,7 @@ static void usage(FILE *out)
             "  --checkpoints DIR   real engine: the checkpoint folder\n"
             "  --device DEV        real engine: device placement\n"
             "  --preload           load the model at start\n"
-            "  --web DIR           the built web app (default: next to the binary, else the installed one)\n"
+            "  --web DIR           (or --web-root) the built web app (default: next to the binary, else the installed one)\n"
             "  --threads N         FastCGI request threads (default 16)\n"
             "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
             "  --lease S           seconds without a worker heartbeat before its job is recovered (default 30)\n"
@@ -54,7 +54,7 @@ int mm_cmd_serve(int argc, char **argv)
         {"mock-seconds", required_argument, 0, O_MOCK_SECONDS},
         {"no-worker", no_argument, 0, O_NO_WORKER},   {"checkpoints", required_argument, 0, O_CKPT},
         {"device", required_argument, 0, O_DEVICE},   {"preload", no_argument, 0, O_PRELOAD},
-        {"web", required_argument, 0, O_WEB},         {"threads", required_argument, 0, O_THREADS},
+        {"web", required_argument, 0, O_WEB},         {"web-root", required_argument, 0, O_WEB},         {"threads", required_argument, 0, O_THREADS},
         {"max-attempts", required_argument, 0, O_ATTEMPTS}, {"lease", required_argument, 0, O_LEASE},
         {"upload-mb", required_argument, 0, O_UPLOAD}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},

@@ -1,6 +1,6 @@
 /* The mock engine: no model, a test pattern that exercises everything around
  * the model. It walks through the real engine's stages (with the same
- * progress and cancel behaviour, scaled to about opt->mock_seconds per job)
+ * progress and cancel behaviour, scaled to about opt->mock_seconds per job at the default 28 steps)
  * and writes a real mp4 through the product's mp4 writer: a gradient that
  * depends on the seed and moves with the frame index, and a sine tone per
  * channel, honouring width/height/frames/seed/no_audio/crf/preset. Chosen
@@ -20,6 +20,7 @@
 
 #define MOCK_AUDIO_RATE 32000
 #define MOCK_FPS 24
+#define MM_STEPS_DEFAULT_MOCK 28 /* the request rules' default step count */
 
 typedef struct mock_engine {
     mm_engine base;
@@ -195,9 +196,12 @@ static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_c
         if (nap(0.06 * T, cb))
             goto cancel;
     }
+    /* Denoising takes 70% of T at the default 28 steps and scales with the
+     * step count, as the real engine's does. */
+    double per_step = 0.7 * T / (MM_STEPS_DEFAULT_MOCK - 1);
     report(&r, MM_STAGE_DENOISING, 0);
     for (int s = 1; s <= r.total_steps; s++) {
-        if (nap(0.7 * T / r.total_steps, cb))
+        if (nap(per_step, cb))
             goto cancel;
         report(&r, MM_STAGE_DENOISING, s);
     }

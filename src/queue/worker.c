@@ -20,6 +20,7 @@
 #include "queue/jobs.h"
 #include "queue/log.h"
 #include "queue/migrate.h"
+#include "media/probe.h"
 
 /* Shared between the main thread (renders), the heartbeat thread (LISTENs
  * for cancels) and the signal handler. */
@@ -325,7 +326,9 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
     mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_should_cancel, .user = &r};
     mm_gen_result res;
     memset(&res, 0, sizeof res);
-    r.stage = MM_STAGE_ENCODING_PROMPT;
+    /* The engine's first report (encoding_prompt) is then a stage change and always stored. */
+    r.stage = MM_STAGE_QUEUED;
+    r.stage_started = 0;
     int rc = mm_engine_generate(engine, &req, &cb, &res, &err);
 
     /* The engine's own stage times win; the progress reports fill gaps. */
@@ -425,6 +428,7 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    mm_media_set_verbose(0); /* libx264's statistics are not log lines */
 
     char host[256] = "localhost", worker_id[320];
     gethostname(host, sizeof host - 1);

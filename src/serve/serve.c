@@ -453,8 +453,11 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
                     continue;
                 char how[128];
                 mm_proc_describe(status, how, sizeof how);
+                /* Back off only from a process that keeps dying at start;
+                 * one that ran a while is back at once (a killed worker
+                 * should recover its job promptly). */
                 double up = now_seconds() - kids[i].started;
-                kids[i].backoff = up > 60 ? 1 : kids[i].backoff ? kids[i].backoff * 2 : 1;
+                kids[i].backoff = up > 5 ? 0.2 : kids[i].backoff > 0.2 ? kids[i].backoff * 2 : 1;
                 if (kids[i].backoff > 30)
                     kids[i].backoff = 30;
                 kids[i].restart_at = now_seconds() + kids[i].backoff;

@@ -1,1 +1,20 @@
-# server suite — filled in by its owner; see tests/run.
+# server suite: the serving stack end to end with real components — a private
+# PostgreSQL cluster, nginx, mmh3-fcgi and mock-engine workers started by
+# `mmh3 serve --mock` — driven over HTTP and SSE, clips checked with ffprobe.
+# (The C unit tests of the request rules, multipart parser and request
+# validation run in the unit suite.) Sourced by tests/run.
+server_python=/usr/bin/python3
+[ -x "$server_python" ] || server_python=python3
+
+server_integration() {
+  if ! "$MMH3_BUILD/mmh3" serve --help >/dev/null 2>&1; then
+    echo "FAIL server/build: $MMH3_BUILD/mmh3 has no serving stack (configured --without-server?)"
+    return 1
+  fi
+  for tool in psql ffprobe ffmpeg; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "FAIL server/tools: $tool is not installed"; return 1; }
+  done
+  "$server_python" "$MMH3_SRC/tests/integration/server_test.py" --build "$MMH3_BUILD"
+}
+
+run_one server/integration server_integration

@@ -1,0 +1,780 @@
+#!/usr/bin/env python3
+"""Integration tests of the serving stack, through HTTP against real
+components: PostgreSQL (a private cluster), nginx, mmh3-fcgi and mock-engine
+workers, all started by `mmh3 serve --mock`. FFmpeg's ffprobe checks the clips.
+
+    tests/integration/server_test.py --build BUILD [TEST ...]
+
+Prints one "PASS name" / "FAIL name: why" line per test.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import uuid
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stack import Events, Stack, short  # noqa: E402
+
+STAGES = ["queued", "loading", "encoding_prompt", "encoding_references", "denoising", "decoding_video",
+          "decoding_audio", "writing"]
+TERMINAL = ("succeeded", "failed", "cancelled")
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def check(cond, msg, *args):
+    if not cond:
+        raise AssertionError(msg % args if args else msg)
+
+
+def small(**kw):
+    """A quick render: tiny canvas, few frames and steps, fast encoder."""
+    req = dict(prompt="a small test clip", frames=22, width=128, height=96, steps=8, preset="ultrafast")
+    req.update(kw)
+    return req
+
+
+def probe(path):
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-show_entries",
+                          "stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate,channels",
+                          "-of", "json", path], capture_output=True, text=True)
+    check(out.returncode == 0, "ffprobe cannot read %s: %s", path, out.stderr.strip())
+    return json.loads(out.stdout)["streams"]
+
+
+def file_path(s, url):
+    check(url and url.startswith("/api/files/"), "bad result_url %r", url)
+    return os.path.join(s.outputs, url[len("/api/files/"):])
+
+
+# ---------------------------------------------------------------- basics
+
+@test
+def status_reports_mock_engine(s):
+    st, body = s.get("/api/status")
+    check(st == 200, "status %d", st)
+    check(body["engine"]["kind"] == "mock" and body["engine"]["state"] == "ready", "engine %r", body["engine"])
+    check("mock" in body["engine"]["message"], "the message says it is the mock: %r", body["engine"]["message"])
+    check(any(w["online"] and w["engine_kind"] == "mock" for w in body["workers"]), "workers %r", body["workers"])
+    check(set(body["queue"]) == set(["queued", "processing", "succeeded", "failed", "cancelled"]), "queue %r",
+          body["queue"])
+
+
+@test
+def openapi_document_at_docs(s):
+    st, body, headers = s.request("GET", "/docs", raw=True)
+    check(st == 200 and headers["content-type"].startswith("application/json"), "%d %r", st, headers)
+    doc = json.loads(body)
+    check(doc["openapi"].startswith("3."), "openapi %r", doc.get("openapi"))
+    for path in ("/api/ai/queue", "/api/ai/queue/{id}", "/api/images", "/api/events", "/api/status",
+                 "/api/settings"):
+        check(path in doc["paths"], "%s missing from the document", path)
+
+
+@test
+def unknown_routes_and_methods(s):
+    st, body = s.get("/api/nope")
+    check(st == 404 and body["status"] == "error", "%d %r", st, body)
+    st, body = s.request("PUT", "/api/ai/queue")
+    check(st == 405 and body["error"]["accepted"], "%d %r", st, body)
+    st, body = s.get("/api/ai/queue/not-a-uuid")
+    check(st == 404, "%d", st)
+    st, body = s.get("/api/ai/queue/" + str(uuid.uuid4()))
+    check(st == 404 and "no generation" in body["error"]["message"], "%d %r", st, body)
+
+
+@test
+def app_shell_and_deep_links(s):
+    for path in ("/", "/g/" + str(uuid.uuid4())):
+        st, body, headers = s.request("GET", path, raw=True)
+        check(st == 200 and headers["content-type"].startswith("text/html"), "%s: %d %r", path, st, headers)
+
+
+# ---------------------------------------------------------------- the main path
+
+@test
+def enqueue_progress_over_sse_to_decodable_mp4(s):
+    ev = Events(s.base)
+    try:
+        check(ev.status == 200 and ev.headers["content-type"].startswith("text/event-stream"), "SSE %d %r",
+              ev.status, ev.headers)
+        g = s.enqueue(**small(prompt="a red fox in the snow", frames=39, width=160, height=96, steps=10, seed=1234))
+        gid = g["generation_id"]
+        check(g["status"] == "queued" and g["seed"] == 1234 and not g["seed_drawn"], "enqueued %s", short(g))
+        done = ev.wait(lambda e: e.get("event") == "generation_update" and e["json"]["generation_id"] == gid
+                       and e["json"]["status"] in TERMINAL, timeout=60, what="terminal update")
+        g = done["json"]
+        check(g["status"] == "succeeded", "ended %s", short(g))
+        updates = [e for e in ev.of(gid) if e.get("event") == "generation_update"]
+        ids = [int(e["id"]) for e in updates]
+        check(ids == sorted(ids) and len(set(ids)) == len(ids), "event ids not increasing: %r", ids)
+        check(all(int(e["id"]) == e["json"]["seq"] for e in updates), "event id != seq")
+        stages = []
+        for e in updates:
+            if e["json"]["status"] == "processing" and (not stages or stages[-1] != e["json"]["stage"]):
+                stages.append(e["json"]["stage"])
+        check(stages == [x for x in STAGES if x in stages], "stages out of order: %r", stages)
+        for needed in ("encoding_prompt", "denoising", "decoding_video", "decoding_audio", "writing"):
+            check(needed in stages, "stage %s never reported (saw %r)", needed, stages)
+        # Steps are stored at most every 100 ms and a relay batch carries the
+        # newest snapshot, so a fast mock job shows a subset of its steps.
+        steps = [e["json"]["step"] for e in updates if e["json"]["stage"] == "denoising"]
+        check(len(set(steps)) >= 2 and steps == sorted(steps) and max(steps) <= 9, "denoising steps %r", steps)
+        check(g["step"] == 9 and g["total_steps"] == 9, "final step %d of %d", g["step"], g["total_steps"])
+        check(all(e["json"]["total_steps"] == 9 for e in updates if e["json"]["stage"] == "denoising"),
+              "total_steps")
+        check(g["progress"] == 1 and g["completed_at"] >= g["started_at"] >= g["enqueued_at"], "times %s", g)
+        check(g["timings"].get("denoising", 0) > 0 and g["total_seconds"] > 0, "timings %r", g["timings"])
+        check(g["attempts"] == 1 and g["worker_id"], "claim %s", short(g))
+        path = file_path(s, g["result_url"])
+        check(not os.path.exists(path + ".part"), "a .part file was left behind")
+        streams = probe(path)
+        video = [x for x in streams if x["codec_type"] == "video"]
+        audio = [x for x in streams if x["codec_type"] == "audio"]
+        check(len(video) == 1 and video[0]["width"] == 160 and video[0]["height"] == 96, "video %r", video)
+        check(int(video[0]["nb_read_frames"]) == 39, "decoded %s frames, 39 requested", video[0]["nb_read_frames"])
+        check(len(audio) == 1 and audio[0]["sample_rate"] == "32000" and audio[0]["channels"] == 2, "audio %r",
+              audio)
+        # nginx serves the file (Range too), with nosniff.
+        st, body, headers = s.request("GET", g["result_url"], headers={"Range": "bytes=0-99"}, raw=True)
+        check(st == 206 and len(body) == 100 and headers.get("content-type") == "video/mp4", "range: %d %r", st,
+              headers)
+        check(headers.get("x-content-type-options") == "nosniff", "nosniff header %r", headers)
+    finally:
+        ev.close()
+
+
+@test
+def no_audio_clip_has_no_audio_stream(s):
+    g = s.enqueue(**small(no_audio=True))
+    g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
+    check(g["status"] == "succeeded", "ended %s", short(g))
+    streams = probe(file_path(s, g["result_url"]))
+    check([x["codec_type"] for x in streams] == ["video"], "streams %r", streams)
+    check("decoding_audio" not in g["timings"], "a silent clip has no audio decode: %r", g["timings"])
+
+
+@test
+def seed_drawn_and_recorded_when_absent(s):
+    g = s.enqueue(**small())
+    check(g["seed_drawn"] and isinstance(g["seed"], int) and 0 <= g["seed"] < 2**53, "seed %r", g["seed"])
+    s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
+
+
+@test
+def defaults_and_snapping_with_warnings(s):
+    cases = [
+        (dict(prompt="defaults"), dict(frames=124, width=1280, height=704, steps=28, partition="fl2va"), 0),
+        (dict(prompt="off grid", frames=130, width=1000, height=700),
+         dict(frames=124, width=992, height=672), 3),
+        (dict(prompt="seconds", seconds=5), dict(frames=124, seconds=5.167), 1),
+        (dict(prompt="seconds 10", seconds=10), dict(frames=243), 1),
+        (dict(prompt="size N", size="768"), dict(width=1344, height=768), 0),
+        (dict(prompt="size WxH", size="640x352"), dict(width=640, height=352), 0),
+        (dict(prompt="width only", width=1024), dict(width=1024, height=576), 0),
+    ]
+    for req, want, n_warn in cases:
+        g = s.enqueue(**req)
+        s.request("DELETE", "/api/ai/queue/" + g["generation_id"])  # cancel it: only the numbers matter here
+        for k, v in want.items():
+            check(g[k] == v, "%r: %s = %r, expected %r", req, k, g[k], v)
+        check(len(g["warnings"]) == n_warn, "%r: warnings %r", req, g["warnings"])
+    g = s.enqueue(prompt="w", frames=130)
+    s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
+    check("130" in g["warnings"][0] and "124" in g["warnings"][0], "warning text %r", g["warnings"])
+
+
+# ---------------------------------------------------------------- validation
+
+def seed_uploads(s):
+    """Upload rows for validation tests (only the uploads table is consulted)."""
+    rows = []
+    for kind, n, w, h in (("image", 10, 1920, 1080), ("video", 4, 1280, 720), ("audio", 4, None, None)):
+        for i in range(n):
+            uid = str(uuid.uuid4())
+            s.psql("INSERT INTO uploads (id, kind, path, content_type, bytes, width, height) VALUES "
+                   "('%s', '%s', 'uploads/%s.bin', 'application/octet-stream', 1, %s, %s)"
+                   % (uid, kind, uid, w or "NULL", h or "NULL"))
+            rows.append((kind, uid))
+    portrait = str(uuid.uuid4())
+    s.psql("INSERT INTO uploads (id, kind, path, content_type, bytes, width, height) VALUES "
+           "('%s', 'image', 'uploads/%s.png', 'image/png', 1, 720, 1280)" % (portrait, portrait))
+    by = {"image": [], "video": [], "audio": [], "portrait": [portrait]}
+    for kind, uid in rows:
+        by[kind].append(uid)
+    return by
+
+
+@test
+def every_validation_error(s):
+    up = seed_uploads(s)
+    img, vid, aud = up["image"], up["video"], up["audio"]
+    bad = [
+        ("not an object", [1, 2], None),
+        ("no prompt", {}, "prompt"),
+        ("prompt not a string", {"prompt": 3}, "prompt"),
+        ("blank prompt", {"prompt": " \n "}, "prompt"),
+        ("prompt too long", {"prompt": "x" * 8001}, "prompt"),
+        ("unknown field", {"prompt": "x", "model_id": "m"}, "model_id"),
+        ("frames below", {"prompt": "x", "frames": 4}, "frames"),
+        ("frames above", {"prompt": "x", "frames": 379}, "frames"),
+        ("frames fractional", {"prompt": "x", "frames": 22.5}, "frames"),
+        ("frames and seconds", {"prompt": "x", "frames": 22, "seconds": 1}, "seconds"),
+        ("seconds zero", {"prompt": "x", "seconds": 0}, "seconds"),
+        ("seconds too long", {"prompt": "x", "seconds": 16}, "seconds"),
+        ("width small", {"prompt": "x", "width": 32}, "width"),
+        ("height large", {"prompt": "x", "height": 4096}, "height"),
+        ("width string", {"prompt": "x", "width": "512"}, "width"),
+        ("size malformed", {"prompt": "x", "size": "huge"}, "size"),
+        ("size with width", {"prompt": "x", "size": "512x512", "width": 512}, "size"),
+        ("steps", {"prompt": "x", "steps": 1}, "steps"),
+        ("seed negative", {"prompt": "x", "seed": -5}, "seed"),
+        ("seed too large", {"prompt": "x", "seed": 2**53}, "seed"),
+        ("partition", {"prompt": "x", "partition": "t2v"}, "partition"),
+        ("no_audio type", {"prompt": "x", "no_audio": "yes"}, "no_audio"),
+        ("crf", {"prompt": "x", "crf": 60}, "crf"),
+        ("preset", {"prompt": "x", "preset": "instant"}, "preset"),
+        ("image_ids type", {"prompt": "x", "image_ids": img[0]}, "image_ids"),
+        ("image id malformed", {"prompt": "x", "image_ids": ["nope"]}, "image_ids[0]"),
+        ("image id unknown", {"prompt": "x", "image_ids": [str(uuid.uuid4())]}, "image_ids[0]"),
+        ("duplicate image id", {"prompt": "x", "image_ids": [img[0], img[0]]}, "image_ids[1]"),
+        ("ten images", {"prompt": "x", "image_ids": img[:10]}, "image_ids"),
+        ("four videos", {"prompt": "x", "partition": "ref2va", "image_ids": vid[:4]}, "image_ids"),
+        ("four audio clips", {"prompt": "x", "image_ids": aud[:4]}, "image_ids"),
+        ("audio with fl2va", {"prompt": "x", "partition": "fl2va", "image_ids": aud[:1]}, "image_ids"),
+        ("last image unknown", {"prompt": "x", "last_image_id": str(uuid.uuid4())}, "last_image_id"),
+        ("last image is a video", {"prompt": "x", "last_image_id": vid[0]}, "last_image_id"),
+        ("last image with ref2va", {"prompt": "x", "partition": "ref2va", "last_image_id": img[0]}, "last_image_id"),
+        ("last image with audio refs", {"prompt": "x", "image_ids": aud[:1], "last_image_id": img[0]},
+         "last_image_id"),
+    ]
+    failures = []
+    for name, body, field in bad:
+        st, resp = s.request("POST", "/api/ai/queue", body)
+        ok = (st == 400 and isinstance(resp, dict) and resp.get("status") == "error"
+              and resp["error"].get("field") == field and bool(resp["error"].get("message"))
+              and bool(resp["error"].get("accepted")) and (field is None or field in resp["status_message"]))
+        if not ok:
+            failures.append("%s: %d %r" % (name, st, resp))
+    # Not JSON at all, or not declared JSON.
+    st, resp = s.request("POST", "/api/ai/queue", '{"prompt": ', {"Content-Type": "application/json"})
+    if st != 400 or "JSON" not in resp["error"]["message"]:
+        failures.append("broken JSON: %d %r" % (st, resp))
+    st, resp = s.request("POST", "/api/ai/queue", '{"prompt": "x"}', {"Content-Type": "text/plain"})
+    if st != 415:
+        failures.append("text/plain body: %d %r" % (st, resp))
+    st, resp = s.request("POST", "/api/ai/queue", '{"prompt": "x", "prompt": "y"}',
+                         {"Content-Type": "application/json"})
+    if st != 400:
+        failures.append("duplicate keys: %d %r" % (st, resp))
+    check(not failures, "%d of %d cases wrong:\n    %s", len(failures), len(bad) + 3, "\n    ".join(failures))
+    check(int(s.psql("SELECT count(*) FROM generations WHERE prompt = 'x'")) == 0, "a refused request was stored")
+
+    # What is accepted around the limits.
+    ok_cases = [
+        ({"prompt": "é" * 8000}, {}),
+        ({"prompt": "x", "image_ids": img[:9]}, {"partition": "fl2va", "width": 1344, "height": 768}),
+        ({"prompt": "x", "image_ids": up["portrait"]}, {"width": 768, "height": 1344}),
+        ({"prompt": "x", "image_ids": aud[:3] + vid[:3] + img[:9]}, {"partition": "ref2va"}),
+        ({"prompt": "x", "image_ids": img[:1], "last_image_id": img[1]}, {"last_image_id": img[1]}),
+        ({"prompt": "x", "seed": 2**53 - 1}, {"seed": 2**53 - 1}),
+    ]
+    for body, want in ok_cases:
+        st, resp = s.request("POST", "/api/ai/queue", body)
+        check(st == 200, "%r refused: %d %r", body, st, resp)
+        g = resp["generations"][0]
+        s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
+        for k, v in want.items():
+            check(g[k] == v, "%s = %r, expected %r", k, g[k], v)
+        if "image_ids" in body:
+            check([r["image_id"] for r in g["references"]] == body["image_ids"], "references in request order")
+
+
+# ---------------------------------------------------------------- cancel, delete, rating
+
+@test
+def cancel_mid_job_stops_at_next_step(s):
+    g = s.enqueue(**small(steps=120))
+    gid = g["generation_id"]
+    s.wait_for(gid, lambda g: g["stage"] == "denoising" and g["step"] >= 2, what="denoising")
+    st, body = s.request("DELETE", "/api/ai/queue/" + gid)
+    check(st == 200 and body["action"] == "cancelling", "%d %r", st, body)
+    g = s.wait_for(gid, lambda g: g["status"] in TERMINAL, timeout=10, what="the cancel")
+    check(g["status"] == "cancelled" and g["cancel_requested"], "ended %s", short(g))
+    check(g["step"] < 119, "stopped at step %d of 119", g["step"])
+    check(g["result_url"] is None, "no result")
+    leftovers = [f for f in os.listdir(os.path.join(s.outputs, "generations")) if f.startswith(gid)]
+    check(not leftovers, "files left: %r", leftovers)
+
+
+@test
+def cancel_queued_job_at_once(s):
+    blocker = s.enqueue(**small(steps=60))
+    s.wait_for(blocker["generation_id"], lambda g: g["status"] == "processing", what="processing")
+    g = s.enqueue(**small())
+    st, body = s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
+    check(st == 200 and body["action"] == "cancelled", "%d %r", st, body)
+    g = s.generation(g["generation_id"])
+    check(g["status"] == "cancelled" and g["attempts"] == 0, "after cancel %s", short(g))
+    s.request("DELETE", "/api/ai/queue/" + blocker["generation_id"])
+    s.wait_for(blocker["generation_id"], lambda g: g["status"] in TERMINAL, what="blocker cancelled")
+
+
+@test
+def delete_finished_removes_row_and_files(s):
+    ev = Events(s.base)
+    try:
+        g = s.enqueue(**small())
+        gid = g["generation_id"]
+        g = s.wait_for(gid, lambda g: g["status"] == "succeeded", what="success")
+        path = file_path(s, g["result_url"])
+        check(os.path.exists(path), "no mp4")
+        st, body = s.request("DELETE", "/api/ai/queue/" + gid)
+        check(st == 200 and body == {"status": "success", "generation_id": gid, "action": "deleted"}, "%d %r", st,
+              body)
+        check(s.generation(gid) is None, "the row is still there")
+        check(not os.path.exists(path), "the mp4 is still there")
+        st, _, _ = s.request("GET", g["result_url"], raw=True)
+        check(st == 404, "the file is still served (%d)", st)
+        e = ev.wait(lambda e: e.get("event") == "generation_deleted" and e["json"]["generation_id"] == gid,
+                    what="generation_deleted")
+        check(int(e["id"]) == e["json"]["seq"], "deleted event id")
+        st, body = s.request("DELETE", "/api/ai/queue/" + gid)
+        check(st == 404, "second delete %d", st)
+    finally:
+        ev.close()
+
+
+@test
+def rating_is_broadcast_to_every_stream(s):
+    g = s.enqueue(**small())
+    gid = g["generation_id"]
+    s.wait_for(gid, lambda g: g["status"] == "succeeded", what="success")
+    tabs = [Events(s.base), Events(s.base)]
+    try:
+        time.sleep(0.3)
+        st, body = s.request("PATCH", "/api/ai/queue/" + gid, {"rating": "approved"})
+        check(st == 200 and body["rating"] == "approved", "%d %r", st, body)
+        for t in tabs:
+            t.wait(lambda e: e.get("event") == "generation_update" and e["json"]["generation_id"] == gid
+                   and e["json"]["rating"] == "approved", what="the approval on every tab")
+        st, body = s.request("PATCH", "/api/ai/queue/" + gid, {"rating": None})
+        check(st == 200 and body["rating"] is None, "%d %r", st, body)
+        for t in tabs:
+            t.wait(lambda e: e.get("event") == "generation_update" and e["json"]["generation_id"] == gid
+                   and e["json"]["rating"] is None and int(e["id"]) > body["seq"] - 1, what="the reset")
+        for bad in ({"rating": "great"}, {"rating": 1}, {}, {"rating": "approved", "prompt": "y"}):
+            st, resp = s.request("PATCH", "/api/ai/queue/" + gid, bad)
+            check(st == 400 and resp["error"]["field"], "%r -> %d %r", bad, st, resp)
+        st, resp = s.request("PATCH", "/api/ai/queue/" + str(uuid.uuid4()), {"rating": "rejected"})
+        check(st == 404, "unknown id %d", st)
+    finally:
+        for t in tabs:
+            t.close()
+
+
+@test
+def last_event_id_catch_up_and_resync(s):
+    g1 = s.enqueue(**small())
+    g2 = s.enqueue(**small())
+    for g in (g1, g2):
+        s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
+    ev = Events(s.base)
+    time.sleep(0.3)
+    st, body = s.request("PATCH", "/api/ai/queue/" + g1["generation_id"], {"rating": "rejected"})
+    e = ev.wait(lambda e: e.get("json", {}).get("rating") == "rejected", what="the rating")
+    last = int(e["id"])
+    ev.close()
+    # Missed while away: a rating, a deletion.
+    s.request("PATCH", "/api/ai/queue/" + g1["generation_id"], {"rating": "approved"})
+    s.request("DELETE", "/api/ai/queue/" + g2["generation_id"])
+    ev = Events(s.base, last_event_id=last)
+    try:
+        try:
+            ev.wait(lambda e: e.get("event") == "generation_update"
+                    and e["json"]["generation_id"] == g1["generation_id"]
+                    and e["json"]["rating"] == "approved", timeout=10, what="the missed rating")
+        except AssertionError:
+            print("  debug: last=%d events=%r" % (last, [(e.get("event"), e.get("id"), (e.get("data") or "")[:80])
+                                                     for e in ev.events]))
+            raise
+        ev.wait(lambda e: e.get("event") == "generation_deleted"
+                and e["json"]["generation_id"] == g2["generation_id"], timeout=10, what="the missed deletion")
+        ids = [int(e["id"]) for e in ev.events if "id" in e]
+        check(ids == sorted(ids), "catch-up out of order: %r", ids)
+    finally:
+        ev.close()
+    ev = Events(s.base, last_event_id=10**12)
+    try:
+        ev.wait(lambda e: e.get("event") == "resync", timeout=10, what="resync for an unknown id")
+    finally:
+        ev.close()
+    st, body = s.request("GET", "/api/events", headers={"Last-Event-ID": "abc"})
+    check(st == 400, "a malformed Last-Event-ID: %d", st)
+
+
+# ---------------------------------------------------------------- listing
+
+@test
+def search_filter_and_paging(s):
+    tag = uuid.uuid4().hex[:8]
+    s.psql("INSERT INTO generations (prompt, frames, width, height, steps, seed, status, rating, enqueued_at) "
+           "SELECT format('%s item %%s %%s', i, CASE WHEN i %% 3 = 0 THEN 'Blue_Whale 100%%' ELSE 'red fox' END), "
+           "22, 128, 96, 8, i, CASE WHEN i %% 2 = 0 THEN 'succeeded' ELSE 'failed' END, "
+           "CASE WHEN i %% 5 = 0 THEN 'approved' END, now() - make_interval(secs => i) "
+           "FROM generate_series(1, 150) i" % tag)
+    st, body = s.get("/api/ai/queue?search=%s&limit=500" % tag)
+    check(st == 200 and body["count"] == 150 and len(body["generations"]) == 150, "count %r", body.get("count"))
+    times = [g["enqueued_at"] for g in body["generations"]]
+    check(times == sorted(times, reverse=True), "not newest first")
+    # Pages are disjoint and cover everything in order.
+    seen = []
+    for off in range(0, 150, 40):
+        st, page = s.get("/api/ai/queue?search=%s&limit=40&offset=%d" % (tag, off))
+        check(page["count"] == 150, "count on page %d", off)
+        seen += [g["generation_id"] for g in page["generations"]]
+    check(seen == [g["generation_id"] for g in body["generations"]], "paging does not match the full list")
+    st, body = s.get("/api/ai/queue?search=%s&status=succeeded" % tag)
+    check(body["count"] == 75 and all(g["status"] == "succeeded" for g in body["generations"]), "status filter")
+    st, body = s.get("/api/ai/queue?search=%s&status=failed,succeeded&limit=1" % tag)
+    check(body["count"] == 150 and len(body["generations"]) == 1, "two statuses, limit 1")
+    st, body = s.get("/api/ai/queue?search=%s&rating=approved" % tag)
+    check(body["count"] == 30 and all(g["rating"] == "approved" for g in body["generations"]), "rating filter")
+    st, body = s.get("/api/ai/queue?search=%s&rating=none&status=failed" % tag)
+    check(body["count"] == 60, "unrated failed: %r", body["count"])
+    # Case-insensitive substring; LIKE's wildcards are literal characters.
+    st, body = s.get("/api/ai/queue?search=" + urllib_quote("BLUE_whale 100%"))
+    check(body["count"] == 50, "case-insensitive search: %r", body["count"])
+    st, body = s.get("/api/ai/queue?search=" + urllib_quote("blue%whale"))
+    check(body["count"] == 0, "%% matched as a wildcard: %r", body["count"])
+    st, body = s.get("/api/ai/queue?search=" + urllib_quote("blue_whale"))
+    check(body["count"] == 50, "_ literal: %r", body["count"])
+    st, body = s.get("/api/ai/queue?status=active&search=%s" % tag)
+    check(body["count"] == 0, "active = queued+processing")
+    for q, field in (("status=done", "status"), ("limit=0", "limit"), ("limit=501", "limit"), ("offset=-1", "offset"),
+                     ("limit=abc", "limit"), ("rating=good", "rating")):
+        st, body = s.get("/api/ai/queue?" + q)
+        check(st == 400 and body["error"]["field"] == field, "%s -> %d %r", q, st, body)
+
+
+def urllib_quote(text):
+    import urllib.parse
+    return urllib.parse.quote(text)
+
+
+@test
+def indexes_serve_history_and_search_at_100k_rows(s):
+    s.psql("INSERT INTO generations (prompt, frames, width, height, steps, seed, status, enqueued_at) "
+           "SELECT 'bulk prompt number ' || i || CASE WHEN i % 1000 = 0 THEN ' zebra crossing' ELSE '' END, "
+           "22, 128, 96, 8, i, (ARRAY['succeeded','failed','cancelled'])[1 + i % 3], "
+           "now() - interval '1 day' - make_interval(secs => i) FROM generate_series(1, 100000) i; ANALYZE generations")
+    plans = {
+        "history page": "SELECT id FROM generations ORDER BY enqueued_at DESC, id DESC LIMIT 60 OFFSET 120",
+        "status page": "SELECT id FROM generations WHERE status = ANY('{failed}') "
+                       "ORDER BY enqueued_at DESC, id DESC LIMIT 60",
+        "search": "SELECT id FROM generations WHERE prompt ILIKE '%zebra cross%' "
+                  "ORDER BY enqueued_at DESC, id DESC LIMIT 60",
+        "claim": "SELECT id FROM generations WHERE status = 'queued' ORDER BY enqueued_at, id LIMIT 1",
+    }
+    for name, sql in plans.items():
+        plan = s.psql("EXPLAIN " + sql)
+        check("Seq Scan" not in plan, "%s scans the table:\n%s", name, plan)
+    check("generations_prompt_trgm" in s.psql("EXPLAIN " + plans["search"]), "search does not use the trigram index")
+    for q in ("limit=60", "limit=60&offset=50000", "status=failed&limit=60", "search=zebra%20cross&limit=60"):
+        t0 = time.time()
+        st, body = s.get("/api/ai/queue?" + q)
+        check(st == 200, "%s -> %d", q, st)
+        print("  info: GET /api/ai/queue?%s over 100k rows: %.1f ms, count %d" % (q, (time.time() - t0) * 1000,
+                                                                                 body["count"]))
+    st, body = s.get("/api/ai/queue?search=zebra%20cross")
+    check(body["count"] == 100, "zebra count %r", body["count"])
+
+
+# ---------------------------------------------------------------- crash recovery and concurrency
+
+@test
+def sigkill_worker_mid_job_requeues_and_recovers(s):
+    g = s.enqueue(**small(steps=60))
+    gid = g["generation_id"]
+    g = s.wait_for(gid, lambda g: g["stage"] == "denoising" and g["step"] >= 1, what="denoising")
+    victim = s.pid("worker")
+    os.kill(victim, signal.SIGKILL)
+    # serve restarts the worker; at start it re-queues the interrupted job, attempt counted, then renders it again.
+    g = s.wait_for(gid, lambda g: g["attempts"] == 2, timeout=30, what="the second attempt")
+    check(g["error_message"] and "interrupted" in g["error_message"] or g["status"] == "succeeded",
+          "the re-queue note: %s", short(g))
+    g = s.wait_for(gid, lambda g: g["status"] in TERMINAL, timeout=60, what="the end")
+    check(g["status"] == "succeeded" and g["attempts"] == 2, "after recovery %s", short(g))
+    check(g["error_message"] is None, "a success clears the note: %r", g["error_message"])
+    check(s.pid("worker") != victim, "the worker was not restarted")
+    probe(file_path(s, g["result_url"]))
+
+
+@test
+def job_that_kills_the_worker_three_times_fails(s):
+    g = s.enqueue(**small(steps=200))
+    gid = g["generation_id"]
+    for attempt in (1, 2, 3):
+        g = s.wait_for(gid, lambda g: g["attempts"] == attempt and g["status"] == "processing"
+                       and g["stage"] == "denoising", timeout=30, what="attempt %d" % attempt)
+        os.kill(s.pid("worker"), signal.SIGKILL)
+        time.sleep(0.3)
+    g = s.wait_for(gid, lambda g: g["status"] in TERMINAL, timeout=30, what="the verdict")
+    check(g["status"] == "failed" and g["attempts"] == 3, "after 3 crashes %s", short(g))
+    check("3 times" in g["error_message"], "message %r", g["error_message"])
+    # The worker keeps serving other jobs.
+    g = s.enqueue(**small())
+    g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, timeout=30, what="the next job")
+    check(g["status"] == "succeeded", "next job %s", short(g))
+
+
+@test
+def several_workers_never_claim_the_same_job(s):
+    for _ in range(2):
+        s.start_worker("--mock", "--mock-seconds", "0.3")
+    end = time.time() + 20
+    while time.time() < end:
+        st, body = s.get("/api/status")
+        if sum(1 for w in body["workers"] if w["online"] and w["state"] == "idle") >= 3:
+            break
+        time.sleep(0.2)
+    check(sum(1 for w in body["workers"] if w["online"]) >= 3, "workers %r", body["workers"])
+    ev = Events(s.base)
+    try:
+        gids = [s.enqueue(**small(frames=5, width=64, height=64, steps=3, prompt="race %d" % i))["generation_id"]
+                for i in range(24)]
+        for gid in gids:
+            s.wait_for(gid, lambda g: g["status"] in TERMINAL, timeout=90, what="the end")
+        logs = ""
+        for path in [s.log_path] + [w.log_path for w in s.workers]:
+            with open(path) as f:
+                logs += f.read()
+        used = set()
+        for gid in gids:
+            g = s.generation(gid)
+            # Every claim counts an attempt, and every worker logs its claims.
+            check(g["status"] == "succeeded" and g["attempts"] == 1, "%s", short(g))
+            check(logs.count(gid + ": claimed") == 1, "%s was claimed %d times", gid, logs.count(gid + ": claimed"))
+            seen = set(e["json"]["worker_id"] for e in ev.of(gid)
+                       if e.get("event") == "generation_update" and e["json"]["worker_id"])
+            check(len(seen) <= 1, "%s shows several workers: %r", gid, seen)
+            used.add(g["worker_id"])
+        check(len(used) >= 2, "only %r did any work", used)
+    finally:
+        ev.close()
+        for w in s.workers:
+            w.send_signal(signal.SIGTERM)
+        for w in s.workers:
+            w.wait(20)
+        s.workers = []
+
+
+@test
+def real_engine_failure_is_reported_not_hidden(s):
+    w = s.start_worker()  # no --mock: the real engine, which cannot start here
+    try:
+        end = time.time() + 20
+        failed = []
+        while time.time() < end and not failed:
+            st, body = s.get("/api/status")
+            failed = [x for x in body["workers"] if x["pid"] == w.pid and x["state"] == "failed"]
+            time.sleep(0.2)
+        check(failed and failed[0]["engine_kind"] == "h3" and "cannot start" in failed[0]["message"],
+              "status does not say why: %r", failed)
+        check(body["engine"]["kind"] == "mock", "the summary should come from the working worker: %r",
+              body["engine"])
+    finally:
+        w.send_signal(signal.SIGTERM)
+        w.wait(20)
+        s.workers.remove(w)
+    with open(w.log_path) as f:
+        log = f.read()
+    check("cannot start" in log, "the log does not say so")
+
+
+# ---------------------------------------------------------------- uploads, settings, files
+
+def make_media(work):
+    """Fixtures written with the FFmpeg command-line tools (test side only)."""
+    files = {}
+    specs = {
+        "a.png": ["-f", "lavfi", "-i", "testsrc=size=320x180:rate=1", "-frames:v", "1"],
+        "v.mp4": ["-f", "lavfi", "-i", "testsrc=size=320x240:rate=24", "-f", "lavfi", "-i",
+                  "sine=f=440:r=32000", "-t", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac",
+                  "-shortest"],
+        "s.wav": ["-f", "lavfi", "-i", "sine=f=440:r=32000", "-t", "1"],
+    }
+    for name, args in specs.items():
+        path = os.path.join(work, name)
+        subprocess.run(["ffmpeg", "-v", "error", "-y"] + args + [path], check=True)
+        with open(path, "rb") as f:
+            files[name] = f.read()
+    return files
+
+
+@test
+def uploads_checked_stored_and_served(s):
+    st, _ = s.upload([("x.txt", b"hello")])
+    check(st != 503, "the media probe is not in this build")
+    media = make_media(s.work)
+    before = set(os.listdir(os.path.join(s.outputs, "uploads")))
+    st, body = s.upload([("../../etc/passwd.png", media["a.png"]), ("clip.mp4", media["v.mp4"]),
+                         ("tone.wav", media["s.wav"])])
+    check(st == 200 and len(body["image_ids"]) == 3, "%d %r", st, body)
+    kinds = [i["kind"] for i in body["images"]]
+    check(kinds == ["image", "video", "audio"], "kinds %r", kinds)
+    img, vid, aud = body["images"]
+    check(img["width"] == 320 and img["height"] == 180 and img["poster_url"] == img["url"], "image %r", img)
+    check(img["original_name"] == "passwd.png", "display name %r", img["original_name"])
+    check(vid["poster_url"] and vid["poster_url"].endswith(".jpg") and vid["duration_seconds"] > 0.5, "video %r", vid)
+    check(aud["width"] is None and aud["poster_url"] is None, "audio %r", aud)
+    for i in body["images"]:
+        name = i["url"].rsplit("/", 1)[1]
+        check(name.startswith(i["image_id"]), "stored under a generated name: %s", name)
+        st, data, headers = s.request("GET", i["url"], raw=True)
+        check(st == 200 and headers.get("x-content-type-options") == "nosniff", "%s -> %d", i["url"], st)
+    st, data, headers = s.request("GET", vid["poster_url"], raw=True)
+    check(st == 200 and headers["content-type"] == "image/jpeg" and data[:2] == b"\xff\xd8", "poster %d", st)
+    st, got = s.get("/api/images/" + vid["image_id"])
+    check(st == 200 and got["kind"] == "video", "GET upload %d", st)
+    # A generation with these references shows them, in order.
+    g = s.enqueue(**small(image_ids=[vid["image_id"], img["image_id"], aud["image_id"]]))
+    check(g["partition"] == "ref2va" and [r["kind"] for r in g["references"]] == ["video", "image", "audio"],
+          "references %r", g["references"])
+    s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
+    # Refusals store nothing.
+    after_ok = set(os.listdir(os.path.join(s.outputs, "uploads")))
+    for files, field in (([("notes.txt", b"just text")], "files[0]"),
+                         ([("a.png", media["a.png"]), ("bad.mp4", media["v.mp4"][:300])], "files[1]"),
+                         ([("empty.png", b"")], "files[0]")):
+        st, resp = s.upload(files)
+        check(st == 400 and resp["error"]["field"] == field, "%r -> %d %r", [f[0] for f in files], st, resp)
+        check(s.outputs not in json.dumps(resp), "the error shows a server path: %r", resp)
+    check(set(os.listdir(os.path.join(s.outputs, "uploads"))) == after_ok, "a refused upload left files")
+    check(len(after_ok - before) == 4, "3 files + 1 poster stored: %r", after_ok - before)
+    st, resp = s.request("POST", "/api/images", b"{}", {"Content-Type": "application/json"})
+    check(st == 415, "non-multipart upload %d", st)
+
+
+@test
+def settings_never_return_the_key(s):
+    st, body = s.get("/api/settings")
+    check(st == 200 and body == {"has_oxen_api_key": False, "rewrite_enabled": False,
+                                 "rewrite_model": "claude-sonnet-4-6", "rewrite_system_prompt": ""}, "%r", body)
+    secret = "sk-test-" + uuid.uuid4().hex
+    st, body = s.request("PUT", "/api/settings", {"oxen_api_key": secret, "rewrite_enabled": True})
+    check(st == 200 and body["has_oxen_api_key"] and body["rewrite_enabled"], "%r", body)
+    check(secret not in json.dumps(body) and secret not in json.dumps(s.get("/api/settings")[1]), "key returned")
+    st, body = s.request("PUT", "/api/settings", {"oxen_api_key": "", "rewrite_model": "m2"})
+    check(body["has_oxen_api_key"] and body["rewrite_model"] == "m2", "empty keeps the key: %r", body)
+    st, body = s.request("PUT", "/api/settings", {"oxen_api_key": None})
+    check(not body["has_oxen_api_key"], "null clears the key: %r", body)
+    for bad, field in (({"colour": 1}, "colour"), ({"rewrite_enabled": "yes"}, "rewrite_enabled"),
+                       ({"rewrite_model": ""}, "rewrite_model"), ({"oxen_api_key": 5}, "oxen_api_key")):
+        st, resp = s.request("PUT", "/api/settings", bad)
+        check(st == 400 and resp["error"]["field"] == field, "%r -> %d %r", bad, st, resp)
+    with open(s.log_path) as f:
+        check(secret not in f.read(), "the key reached the log")
+
+
+@test
+def files_route_refuses_traversal_and_partial_files(s):
+    gen = os.path.join(s.outputs, "generations")
+    with open(os.path.join(gen, "x.mp4.part"), "wb") as f:
+        f.write(b"partial")
+    with open(os.path.join(s.outputs, "secret.txt"), "w") as f:
+        f.write("secret")
+    os.symlink(os.path.join(s.outputs, "secret.txt"), os.path.join(gen, "link.mp4"))
+    for path in ("/api/files/generations/x.mp4.part", "/api/files/secret.txt", "/api/files/generations/../secret.txt",
+                 "/api/files/generations/%2e%2e/secret.txt", "/api/files/.mmh3/run/nginx.conf",
+                 "/api/files/generations/link.mp4", "/api/files/uploads/.body-x"):
+        st, body, _ = s.request("GET", path, raw=True)
+        check(st in (400, 403, 404) and b"secret" not in body, "%s -> %d", path, st)
+
+
+@test
+def sse_heartbeat_keeps_stream_open(s):
+    ev = Events(s.base)
+    try:
+        end = time.time() + 20
+        with ev.cond:
+            while not any(c.startswith(": ping") for c in ev.comments) and time.time() < end and not ev.closed:
+                ev.cond.wait(1)
+        check(any(c.startswith(": ping") for c in ev.comments), "no heartbeat within 20 s (%r)", ev.comments)
+        check(not ev.closed, "the stream closed")
+    finally:
+        ev.close()
+
+
+# ---------------------------------------------------------------- runner
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.environ.get("MMH3_BUILD", "build"))
+    ap.add_argument("tests", nargs="*")
+    a = ap.parse_args()
+    chosen = [t for t in TESTS if not a.tests or t.__name__ in a.tests]
+    s = Stack(a.build, mock_seconds=1.0)
+    failed = 0
+    try:
+        s.start()
+        print("PASS stack_starts (serve --mock on %s)" % s.base)
+    except Exception as e:  # noqa: BLE001
+        print("FAIL stack_starts: %s" % e)
+        s.stop()
+        s.cleanup()
+        return 1
+    # The heartbeat test waits ~15 s; run it beside the others.
+    slow = [t for t in chosen if t is sse_heartbeat_keeps_stream_open]
+    results = {}
+
+    def run(t):
+        t0 = time.time()
+        try:
+            t(s)
+            results[t] = "PASS %s (%.1fs)" % (t.__name__, time.time() - t0)
+        except Exception as e:  # noqa: BLE001
+            detail = str(e) if isinstance(e, AssertionError) else " | ".join(
+                traceback.format_exc().strip().splitlines()[-3:])
+            results[t] = "FAIL %s: %s" % (t.__name__, detail)
+    threads = [threading.Thread(target=run, args=(t,)) for t in slow]
+    for th in threads:
+        th.start()
+    for t in chosen:
+        if t in slow:
+            continue
+        run(t)
+        print(results[t], flush=True)
+        failed += results[t].startswith("FAIL")
+    for th in threads:
+        th.join()
+    for t in slow:
+        print(results[t], flush=True)
+        failed += results[t].startswith("FAIL")
+    rc = s.stop()
+    procs = subprocess.run(["pgrep", "-f", s.outputs], capture_output=True, text=True).stdout.split()
+    if rc == 0 and not procs:
+        print("PASS serve_stops_cleanly_on_ctrl_c")
+    else:
+        failed += 1
+        print("FAIL serve_stops_cleanly_on_ctrl_c: exit %r, processes left %r\n%s" % (rc, procs, s.log_tail(15)))
+    if failed:
+        print("  (serve log: %s)" % s.log_path)
+        os.environ["MMH3_KEEP_TEST_DIR"] = "1"
+    s.cleanup()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

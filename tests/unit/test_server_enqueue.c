@@ -1,0 +1,104 @@
+/* POST /api/ai/queue's first phase: field checks without the database. */
+#include <string.h>
+
+#include "fcgi/enqueue.h"
+#include "test.h"
+
+static int try(const char *json, mm_enqueue *q, mm_field_error *fe)
+{
+    json_t *j = json_loads(json, 0, NULL);
+    int rc = mm_enqueue_parse(j, q, fe);
+    /* q->prompt borrows from j: keep j alive for the caller's checks. */
+    static json_t *keep;
+    json_decref(keep);
+    keep = j;
+    return rc;
+}
+
+static void expect_field(const char *json, const char *field)
+{
+    mm_enqueue q;
+    mm_field_error fe;
+    int rc = try(json, &q, &fe);
+    MM_EXPECT(rc < 0 && strcmp(fe.field, field) == 0 && fe.message[0], "%s: rc %d, field '%s' (%s)", json, rc,
+              fe.field, fe.message);
+}
+
+static void test_defaults(void)
+{
+    mm_enqueue q;
+    mm_field_error fe;
+    MM_REQUIRE(try("{\"prompt\": \"a cat\"}", &q, &fe) == 0, "%s", fe.message);
+    MM_EXPECT(strcmp(q.prompt, "a cat") == 0, "prompt");
+    MM_EXPECT(q.frames == 0 && q.steps == 28 && q.crf == 18 && strcmp(q.preset, "medium") == 0, "defaults");
+    MM_EXPECT(!q.has_seed && q.n_refs == 0 && !q.has_last_image && q.partition[0] == '\0', "no seed, no refs");
+}
+
+static void test_snapping(void)
+{
+    mm_enqueue q;
+    mm_field_error fe;
+    MM_REQUIRE(try("{\"prompt\":\"x\",\"frames\":130,\"width\":1000,\"height\":700,\"seed\":7,\"partition\":\"ref2va\","
+                   "\"no_audio\":true,\"crf\":23,\"preset\":\"fast\",\"steps\":40}",
+                   &q, &fe) == 0,
+               "%s", fe.message);
+    MM_EXPECT(q.frames == 124 && q.canvas.width == 992 && q.canvas.height == 672, "%d %dx%d", q.frames,
+              q.canvas.width, q.canvas.height);
+    MM_EXPECT(q.notes.n == 3, "3 warnings, got %d", q.notes.n);
+    MM_EXPECT(q.has_seed && q.seed == 7 && q.no_audio && q.crf == 23 && q.steps == 40, "values");
+    MM_REQUIRE(try("{\"prompt\":\"x\",\"seconds\":5}", &q, &fe) == 0, "%s", fe.message);
+    MM_EXPECT(q.frames == 124, "5 s -> %d", q.frames);
+    MM_REQUIRE(try("{\"prompt\":\"x\",\"size\":\"768\"}", &q, &fe) == 0, "%s", fe.message);
+    MM_EXPECT(q.canvas.short_edge == 768, "short edge %d", q.canvas.short_edge);
+}
+
+static void test_errors(void)
+{
+    expect_field("[]", "");
+    expect_field("{}", "prompt");
+    expect_field("{\"prompt\": 5}", "prompt");
+    expect_field("{\"prompt\": \"   \"}", "prompt");
+    expect_field("{\"prompt\": \"x\", \"colour\": 1}", "colour");
+    expect_field("{\"prompt\": \"x\", \"frames\": 3}", "frames");
+    expect_field("{\"prompt\": \"x\", \"frames\": 400}", "frames");
+    expect_field("{\"prompt\": \"x\", \"frames\": 124.5}", "frames");
+    expect_field("{\"prompt\": \"x\", \"frames\": \"124\"}", "frames");
+    expect_field("{\"prompt\": \"x\", \"frames\": 124, \"seconds\": 5}", "seconds");
+    expect_field("{\"prompt\": \"x\", \"seconds\": 0}", "seconds");
+    expect_field("{\"prompt\": \"x\", \"seconds\": 60}", "seconds");
+    expect_field("{\"prompt\": \"x\", \"width\": 16}", "width");
+    expect_field("{\"prompt\": \"x\", \"height\": 4096}", "height");
+    expect_field("{\"prompt\": \"x\", \"size\": \"big\"}", "size");
+    expect_field("{\"prompt\": \"x\", \"size\": \"768\", \"width\": 512}", "size");
+    expect_field("{\"prompt\": \"x\", \"steps\": 1}", "steps");
+    expect_field("{\"prompt\": \"x\", \"steps\": 201}", "steps");
+    expect_field("{\"prompt\": \"x\", \"seed\": -1}", "seed");
+    expect_field("{\"prompt\": \"x\", \"seed\": 9007199254740992}", "seed");
+    expect_field("{\"prompt\": \"x\", \"partition\": \"t2v\"}", "partition");
+    expect_field("{\"prompt\": \"x\", \"no_audio\": 1}", "no_audio");
+    expect_field("{\"prompt\": \"x\", \"fast\": \"yes\"}", "fast");
+    expect_field("{\"prompt\": \"x\", \"crf\": 52}", "crf");
+    expect_field("{\"prompt\": \"x\", \"preset\": \"ludicrous\"}", "preset");
+    expect_field("{\"prompt\": \"x\", \"image_ids\": \"abc\"}", "image_ids");
+    expect_field("{\"prompt\": \"x\", \"image_ids\": [\"not-a-uuid\"]}", "image_ids[0]");
+    expect_field("{\"prompt\": \"x\", \"image_ids\": [\"6f1c0a4e-1b2c-4d3e-8f40-123456789abc\","
+                 " \"6F1C0A4E-1B2C-4D3E-8F40-123456789ABC\"]}",
+                 "image_ids[1]");
+    expect_field("{\"prompt\": \"x\", \"last_image_id\": 3}", "last_image_id");
+    expect_field("{\"prompt\": \"x\", \"partition\": \"ref2va\","
+                 " \"last_image_id\": \"6f1c0a4e-1b2c-4d3e-8f40-123456789abc\"}",
+                 "last_image_id");
+    char many[2048] = "{\"prompt\": \"x\", \"image_ids\": [";
+    for (int i = 0; i < 16; i++)
+        sprintf(many + strlen(many), "%s\"6f1c0a4e-1b2c-4d3e-8f40-1234567890%02d\"", i ? "," : "", i);
+    strcat(many, "]}");
+    expect_field(many, "image_ids");
+}
+
+int main(void)
+{
+    MM_RUN(test_defaults);
+    MM_RUN(test_snapping);
+    MM_RUN(test_errors);
+    return mm_test_exit();
+}
