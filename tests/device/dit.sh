@@ -6,9 +6,11 @@
 # PyTorch (bench/reference/dit_ref.py) on the same GPU, and the ratio.
 #
 #   here:    bash tests/device/prepare.sh          (fills .carry/: debs, configure)
-#   device:  bash tests/device/dit.sh [--part all|conformance|bench|ref] [--ref-linear int8|bf16|both]
+#   device:  bash tests/device/dit.sh [--part all|rng|conformance|bench|ref] [--ref-linear int8|bf16|both]
 #            with carry [".carry"]
 #
+# (rng) also checks the torch CPU generator and sigma grids against torch on
+# this host beyond what the kit pins (tests/device/torch_rng_check.py).
 # Logs and outputs go to $OUT (dit.log, conformance_{cuda,cpu}.txt, the --out
 # files, bench_mmh3.txt, bench_torch_*.txt, summary.txt); the last lines
 # printed are the summary. Parts are independent so a run can be split over
@@ -80,6 +82,17 @@ if ! (cd "$B" && make -j"$(nproc)" mmh3 bench/mmh3-bench-dit) >"$OUT/build_dit.l
 fi
 note "build ok"
 status=0
+
+if want rng; then
+  step "torch CPU generator and sigma grids vs torch on this host"
+  if [ -n "$PY" ]; then
+    "$PY" tests/device/torch_rng_check.py 2>&1 | tee "$OUT/torch_rng_check.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    note "$(tail -1 "$OUT/torch_rng_check.txt")"
+  else
+    note "FAIL: no python with torch for the generator check"; status=1
+  fi
+fi
 
 if want conformance; then
   step "(a) conformance kit on CUDA"
