@@ -85,8 +85,28 @@ int mm_pg_start(mm_pg_cluster *c, mm_error *err)
     snprintf(postgres, sizeof postgres, "%s/postgres", c->bindir);
     char *argv[] = {postgres, "-D", c->data_dir, "-k", c->socket_dir, "-c", "listen_addresses=", "-c", "port=5432",
                     "-c", "max_connections=300", "-c", "unix_socket_permissions=0700", NULL};
+    /* A postgres left running on this folder would answer our pings while
+     * ours fails on its lock file: refuse plainly instead. */
+    char pidfile[PATH_MAX + 32];
+    snprintf(pidfile, sizeof pidfile, "%s/postmaster.pid", c->data_dir);
+    FILE *pf = fopen(pidfile, "r");
+    if (pf) {
+        long other = 0;
+        if (fscanf(pf, "%ld", &other) == 1 && other > 0 && kill((pid_t)other, 0) == 0) {
+            char exe[64], target[PATH_MAX];
+            snprintf(exe, sizeof exe, "/proc/%ld/exe", other);
+            ssize_t k = readlink(exe, target, sizeof target - 1);
+            target[k > 0 ? k : 0] = '\0';
+            if (k <= 0 || strstr(target, "postgres")) {
+                fclose(pf);
+                return mm_fail(err, "a PostgreSQL server (pid %ld) is already running on %s; is another mmh3 serve "
+                                    "using this outputs folder?", other, c->data_dir);
+            }
+        }
+        fclose(pf);
+    }
     mm_proc_spec spec = {.name = "postgres", .argv = argv, .log_path = c->log_path, .uid = c->uid, .gid = c->gid,
-                         .as_user = c->as_user};
+                         .as_user = c->as_user, .death_signal = SIGINT};
     if (mm_proc_start(&spec, &c->pid, err) < 0)
         return -1;
     char admin[PATH_MAX + 64];

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -63,6 +64,12 @@ int mm_proc_start(const mm_proc_spec *spec, pid_t *pid, mm_error *err)
                 setenv("LOGNAME", pw->pw_name, 1);
             }
         }
+        /* If serve dies (even by SIGKILL) its children follow, so no
+         * orphaned postgres or nginx holds the outputs folder. Set after the
+         * user switch, which clears it. */
+        prctl(PR_SET_PDEATHSIG, spec->death_signal ? spec->death_signal : SIGTERM);
+        if (getppid() == 1)
+            _exit(1); /* serve is already gone */
         execv(spec->argv[0], spec->argv);
         fprintf(stderr, "%s: cannot run %s: %s\n", spec->name, spec->argv[0], strerror(errno));
         _exit(127);

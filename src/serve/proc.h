@@ -16,6 +16,7 @@ typedef struct mm_proc_spec {
     uid_t uid;               /* run as this user when as_user is set */
     gid_t gid;
     bool as_user;
+    int death_signal;        /* sent to the child when serve dies (PR_SET_PDEATHSIG); 0 = SIGTERM */
 } mm_proc_spec;
 
 int mm_proc_start(const mm_proc_spec *spec, pid_t *pid, mm_error *err);

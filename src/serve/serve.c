@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <grp.h>
 #include <libgen.h>
 #include <limits.h>
@@ -217,6 +219,17 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
     if (make_dir(state, 0755, err) < 0 || make_dir(run_dir, 0755, err) < 0 || make_dir(log_dir, 0755, err) < 0 ||
         make_dir(gen_dir, 0755, err) < 0 || make_dir(up_dir, 0755, err) < 0)
         return -1;
+
+    /* One serve per outputs folder. */
+    char lock_path[PATH_MAX + 48];
+    join(lock_path, sizeof lock_path, state, "serve.lock");
+    int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd < 0)
+        return mm_fail_errno(err, "opening %s", lock_path);
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        close(lock_fd);
+        return mm_fail(err, "another mmh3 serve is running on %s (it holds %s)", outputs, lock_path);
+    }
 
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);

@@ -717,6 +717,53 @@ def sse_heartbeat_keeps_stream_open(s):
         ev.close()
 
 
+# ---------------------------------------------------------------- serve itself
+
+def leftover_processes(outputs):
+    out = subprocess.run(["pgrep", "-f", outputs], capture_output=True, text=True).stdout.split()
+    return [p for p in out if int(p) != os.getpid()]
+
+
+def serve_owns_its_folder_and_its_children(build, first):
+    """Restarts serve on the same outputs folder (the cluster exists now), checks a
+    second serve there is refused, then SIGKILLs serve: its children must follow."""
+    name = "serve_owns_its_folder_and_its_children"
+    s = Stack(build, mock_seconds=1.0, work=first.work)
+    try:
+        s.start()
+        g = s.enqueue(**small(steps=100))
+        s.wait_for(g["generation_id"], lambda g: g["status"] == "processing", what="processing")
+        second = subprocess.run([s.mmh3, "serve", "--mock", "--listen", "127.0.0.1:%d" % (s.port + 1),
+                                 "--outputs", s.outputs], capture_output=True, text=True, timeout=60)
+        check(second.returncode != 0 and "another mmh3 serve" in second.stderr, "a second serve: %d %s",
+              second.returncode, second.stderr.strip()[-300:])
+        s.proc.kill()
+        s.proc.wait()
+        end = time.time() + 15
+        while time.time() < end and leftover_processes(s.outputs):
+            time.sleep(0.2)
+        left = leftover_processes(s.outputs)
+        check(not left, "processes outlived serve: %s", subprocess.run(["ps", "-o", "pid,args", "-p", ",".join(left)],
+                                                                       capture_output=True, text=True).stdout)
+        # And it comes back on the same folder; the interrupted job is recovered.
+        s3 = Stack(build, mock_seconds=1.0, work=first.work)
+        s3.start()
+        try:
+            g = s3.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, timeout=60, what="recovery")
+            # The worker, told by the death signal, re-queues the job uncounted
+            # when the database is still up, else recovery counts the attempt.
+            check(g["status"] == "succeeded" and g["attempts"] in (1, 2), "after the restart %s", short(g))
+        finally:
+            check(s3.stop() == 0, "stop after restart")
+        print("PASS " + name)
+        return 0
+    except Exception as e:  # noqa: BLE001
+        print("FAIL %s: %s\n%s" % (name, e, s.log_tail(10)))
+        return 1
+    finally:
+        s.stop()
+
+
 # ---------------------------------------------------------------- runner
 
 def main():
@@ -769,6 +816,7 @@ def main():
     else:
         failed += 1
         print("FAIL serve_stops_cleanly_on_ctrl_c: exit %r, processes left %r\n%s" % (rc, procs, s.log_tail(15)))
+    failed += serve_owns_its_folder_and_its_children(a.build, s)
     if failed:
         print("  (serve log: %s)" % s.log_path)
         os.environ["MMH3_KEEP_TEST_DIR"] = "1"

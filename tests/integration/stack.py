@@ -24,15 +24,15 @@ def free_port():
 
 
 class Stack:
-    def __init__(self, build, mock_seconds=1.0, extra=()):
+    def __init__(self, build, mock_seconds=1.0, extra=(), work=None):
         self.build = os.path.abspath(build)
         self.mmh3 = os.path.join(self.build, "mmh3")
-        self.work = tempfile.mkdtemp(prefix="mmh3-server-test-")
+        self.work = work or tempfile.mkdtemp(prefix="mmh3-server-test-")
         os.chmod(self.work, 0o755)
         self.outputs = os.path.join(self.work, "outputs")
         self.port = free_port()
         self.base = "127.0.0.1:%d" % self.port
-        self.log_path = os.path.join(self.work, "serve.log")
+        self.log_path = os.path.join(self.work, "serve-%d.log" % self.port)
         self.mock_seconds = mock_seconds
         self.extra = list(extra)
         self.proc = None
