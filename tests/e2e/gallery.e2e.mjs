@@ -116,8 +116,6 @@ test('submit a prompt and watch the tile progress to a playable clip', async ({ 
   await until('the tile clip to decode', () => video.evaluate((v) => v.readyState >= 2 && v.videoWidth === 320 && v.videoHeight === 192), 20_000);
   const g = await row(id);
   if (g.frames !== 39 || g.width !== 320 || g.steps !== 8) throw new Error(`stored request differs: ${JSON.stringify({ frames: g.frames, width: g.width, steps: g.steps })}`);
-  await page.mouse.move(0, 0);
-  await page.screenshot({ path: path.join(outDir, 'gallery.png') });
 });
 
 test('upload two images and pin the second as the last frame (fl2va)', async ({ page }) => {
@@ -285,6 +283,30 @@ test('rerun draws a new seed; edit & resubmit keeps it', async ({ page }) => {
   if (edited.seed !== done.seed) throw new Error(`edit & resubmit changed the seed ${done.seed} → ${edited.seed}`);
   await settled(edited.generation_id);
   await settled(rerun.generation_id);
+});
+
+test('the event stream reconnects by itself after the API process dies', async ({ page, context }) => {
+  const runDir = process.env.MMH3_E2E_RUN_DIR;
+  if (!runDir) { console.log('SKIP web/e2e: reconnect test needs the stack started by run.sh'); return; }
+  const g = await enqueue({ prompt: `${unique('phoenix')} rising` });
+  await settled(g.generation_id);
+  await openGallery(page);
+  const follower = await context.newPage(); // a second tab: gets the events relayed
+  try {
+    await openGallery(follower);
+    await tile(page, g.generation_id).waitFor();
+    const pid = Number(fs.readFileSync(path.join(runDir, 'fcgi.pid'), 'utf8').trim());
+    process.kill(pid, 'SIGKILL'); // mmh3 serve restarts it
+    await until('the tab to notice the lost stream', async () => (await page.locator('[data-testid=live-state]').getAttribute('data-state')) !== 'open', 15_000, 50);
+    await until('the API to come back', async () => (await fetch(`${base}/api/status`)).ok, 30_000);
+    await api('PATCH', `/api/ai/queue/${g.generation_id}`, { rating: 'approved' });
+    await until('the stream to reopen', async () => (await page.locator('[data-testid=live-state]').getAttribute('data-state')) === 'open', 30_000);
+    for (const p of [page, follower]) {
+      await until('the change made while reconnecting', async () => (await tile(p, g.generation_id).getAttribute('data-rating')) === 'approved', 15_000);
+    }
+  } finally {
+    await follower.close();
+  }
 });
 
 test('open /g/<id> directly, reload it, and use back/forward', async ({ page }) => {
@@ -498,6 +520,33 @@ test('keyboard only: Tab to a tile, Enter opens it, Esc returns focus', async ({
   await page.keyboard.press('Tab'); // onto the tile's approve button
   await page.keyboard.press('Enter');
   await until('approved by keyboard', async () => (await row(g.generation_id)).rating === 'approved', 10_000);
+});
+
+test('the gallery lists newest first and pages in on scroll', async ({ page }) => {
+  // Enough rows for a second page (the app loads 40 at a time).
+  const have = (await api('GET', '/api/ai/queue?limit=1')).count;
+  const word = unique('page');
+  for (let i = have; i < 45; i++) await enqueue({ prompt: `${word} filler ${i}`, frames: 5, width: 64, height: 64, steps: 2 });
+  await openGallery(page);
+  const listed = (await api('GET', '/api/ai/queue?limit=500')).generations.map((g) => g.generation_id);
+  await page.locator('[data-testid=tile]').nth(39).waitFor({ timeout: 15_000 });
+  await page.locator('[data-testid=tile]').nth(39).scrollIntoViewIfNeeded();
+  await until('the second page', async () => (await page.locator('[data-testid=tile]').count()) >= Math.min(listed.length, 41), 15_000);
+  const shown = await page.locator('[data-testid=tile]').evaluateAll((els) => els.map((e) => e.dataset.id));
+  const expected = listed.slice(0, shown.length);
+  if (JSON.stringify(shown) !== JSON.stringify(expected)) throw new Error('tiles are not in the server order (newest first)');
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.mouse.move(0, 0);
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: path.join(outDir, 'gallery-live.png') });
+  // The artefact of the finished clips.
+  await page.click('[data-testid=filter-succeeded]');
+  await until('only finished clips', async () => {
+    const st = await page.locator('[data-testid=tile]').evaluateAll((els) => els.map((e) => e.dataset.status));
+    return st.length > 0 && st.every((s) => s === 'succeeded');
+  }, 10_000);
+  await page.waitForTimeout(1000);
+  await page.screenshot({ path: path.join(outDir, 'gallery.png') });
 });
 
 // ------------------------------------------------------------------ run

@@ -40,5 +40,6 @@ if [ -z "$base" ]; then
   e2e_stack_start "$build" "$out/stack" || { echo "FAIL web/e2e: the stack did not start (logs in $out/stack)"; exit 1; }
   trap e2e_stack_stop EXIT
   base=$E2E_BASE
+  export MMH3_E2E_RUN_DIR="$out/stack/outputs/.mmh3/run" # pid files, for the reconnect test
 fi
 node "$here/tests/e2e/gallery.e2e.mjs" "$base" "$out" "$@"
