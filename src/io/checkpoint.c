@@ -31,7 +31,7 @@ static const mm_component_info components[MM_COMP_COUNT] = {
                            "vae/minimax_h3_video_vae_fp16.safetensors", "minimax_h3_video_vae"},
     [MM_COMP_AUDIO_VAE] = {"audio_vae", "audio VAE", "--audio-vae-path", "Comfy-Org/MiniMax-H3",
                            "vae/minimax_h3_audio_vae_fp32.safetensors", "minimax_h3_audio_vae"},
-    [MM_COMP_CONFIG] = {"config", "config + tokenizer files", "--config-path", "MiniMaxAI/MiniMax-H3", "FL2VA",
+    [MM_COMP_CONFIG] = {"config", "config", "--config-path", "MiniMaxAI/MiniMax-H3", "FL2VA",
                         NULL},
 };
 

@@ -1,0 +1,46 @@
+/* The placement rules: CPU without GPUs, DiT alone on the first of two GPUs,
+ * one GPU resident when it fits else the text encoder swapped, explicit
+ * devices pinned and checked. */
+#include <string.h>
+
+#include "backend/placement.h"
+#include "test.h"
+
+static void test_rules(void)
+{
+    mm_placement p;
+    mm_error err = {{0}};
+    const uint64_t G = 1ull << 30;
+    mm_placement_in in = {.n_gpus = 0, .dit_bytes = 20 * G, .te_bytes = 15 * G, .vae_bytes = 6 * G};
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(strcmp(p.summary, "dit=cpu text_encoder=cpu vae=cpu") == 0, "%s", p.summary);
+    in.n_gpus = 2;
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(strcmp(p.summary, "dit=cuda:0 text_encoder=cuda:1 vae=cuda:1") == 0, "%s", p.summary);
+    in.n_gpus = 1;
+    in.gpu_total[0] = 141 * G; /* an H200 holds everything */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(!p.te_swapped && strcmp(p.summary, "dit=cuda:0 text_encoder=cuda:0 vae=cuda:0") == 0, "%s", p.summary);
+    in.gpu_total[0] = 48 * G; /* 20 + 15 + 6 + 16 GiB of work does not fit */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(p.te_swapped && strstr(p.summary, "freed before the DiT"), "%s", p.summary);
+    in.device = "cpu";
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(strcmp(p.summary, "dit=cpu text_encoder=cpu vae=cpu") == 0, "pinned: %s", p.summary);
+    in.device = "cuda:3";
+    MM_EXPECT(mm_placement_choose(&in, &p, &err) == -1 && strstr(err.msg, "cuda:3") && strstr(err.msg, "1 GPU"),
+              "%s", err.msg);
+    in.device = NULL;
+    in.n_gpus = 2;
+    in.te_device = "cuda:0";
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(strcmp(p.summary, "dit=cuda:0 text_encoder=cuda:0 vae=cuda:0") == 0, "--te-device: %s", p.summary);
+    in.te_device = "gpu7";
+    MM_EXPECT(mm_placement_choose(&in, &p, &err) == -1 && strstr(err.msg, "gpu7"), "%s", err.msg);
+}
+
+int main(void)
+{
+    MM_RUN(test_rules);
+    return mm_test_exit();
+}
