@@ -1,4 +1,4 @@
-import { memo, useRef, useState } from 'react';
+import { memo, useEffect, useRef, useState } from 'react';
 import { ACTIVE } from '../api.js';
 import { openGeneration } from '../router.js';
 import { clipLength, progressFraction, stageLabel, timeAgo } from '../format.js';
@@ -22,19 +22,33 @@ export function ProgressLine({ g }) {
   );
 }
 
+/** True once the element comes near the viewport (media is fetched only then). */
+function useNear(ref) {
+  const [near, setNear] = useState(typeof IntersectionObserver === 'undefined');
+  useEffect(() => {
+    if (near || !ref.current) return;
+    const io = new IntersectionObserver((es) => { if (es.some((e) => e.isIntersecting)) setNear(true); }, { rootMargin: '600px 0px' });
+    io.observe(ref.current);
+    return () => io.disconnect();
+  }, [near, ref]);
+  return near;
+}
+
 function TileMedia({ g }) {
   const [hover, setHover] = useState(false);
   const video = useRef(null);
+  const box = useRef(null);
+  const near = useNear(box);
   const src = resultUrl(g);
   const poster = posterUrl(g);
   const start = () => { setHover(true); const v = video.current; if (v) { v.currentTime = 0; v.play().catch(() => {}); } };
   const stop = () => { setHover(false); const v = video.current; if (v) v.pause(); };
   return (
-    <div className="tile-media" onMouseEnter={start} onMouseLeave={stop} onFocus={start} onBlur={stop}>
+    <div ref={box} className="tile-media" onMouseEnter={start} onMouseLeave={stop} onFocus={start} onBlur={stop}>
       {poster && <img src={poster} alt="" loading="lazy" decoding="async" className={hover ? 'fade' : ''} />}
       <video
         ref={video}
-        src={src ? (poster ? src : `${src}#t=0.05`) : undefined}
+        src={src && (near || hover) ? (poster ? src : `${src}#t=0.05`) : undefined}
         muted
         loop
         playsInline
