@@ -8,7 +8,7 @@
  *       row scales, bf16 vision tower), sized from the config;
  *   bench_text_encoder --checkpoint FILE --config config.json
  *       --image-proc preprocessor_config.json --video-proc video_preprocessor_config.json
- *       [--device cuda|cpu] [--reps 5] [--prompt-tokens 300] [--keyframe 1344x768]
+ *       [--device cuda|cpu] [--reps 5] [--prompt-tokens 300] [--keyframe 1344x768] [--bf16-weights]
  *       loads it with the real loader and prints, per case,
  *         TE_BENCH <case> rows <L> median_ms <t> min_ms <t> tflops <rate>
  *       and the device memory: TE_MEM load_bytes <b> peak_bytes <b>.
@@ -17,6 +17,7 @@
  * only the encoder is timed, and the row counts equal the real ones for the
  * same number of tokens. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,15 +330,20 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_text_encoder --generate FILE --config config.json [--layers N]\n"
                     "       bench_text_encoder --checkpoint FILE --config config.json --image-proc JSON --video-proc "
-                    "JSON [--device cuda|cpu] [--reps N] [--prompt-tokens N] [--keyframe WxH]\n");
+                    "JSON [--device cuda|cpu] [--reps N] [--prompt-tokens N] [--keyframe WxH] [--bf16-weights]\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *gen = NULL, *ckpt = NULL, *config = NULL, *iproc = NULL, *vproc = NULL, *device = "cuda";
     int layers = 50, reps = 5, tokens = 300, kw = 1344, kh = 768;
+    bool bf16_weights = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--bf16-weights")) {
+            bf16_weights = true;
+            continue;
+        }
         if (!v) {
             usage();
             return 2;
@@ -391,7 +397,8 @@ int main(int argc, char **argv)
     mm_ctx *ctx;
     mm_conditioner *c;
     stand_in si = {&cfg};
-    mm_conditioner_options o = {.checkpoint = ckpt, .config = cfg, .tokenizer = {stand_in_encode, &si}};
+    mm_conditioner_options o = {
+        .checkpoint = ckpt, .config = cfg, .tokenizer = {stand_in_encode, &si}, .bf16_weights = bf16_weights};
     if (mm_device_parse(device, &dev, &err) < 0 || mm_qwen3vl_processor_config_load(&o.image_proc, iproc, &err) < 0 ||
         mm_qwen3vl_processor_config_load(&o.video_proc, vproc, &err) < 0 || mm_ctx_create(&ctx, dev, 0, &err) < 0) {
         fprintf(stderr, "bench_text_encoder: %s\n", err.msg);
@@ -404,7 +411,9 @@ int main(int argc, char **argv)
     }
     mm_memory_stats ms = {0};
     mm_device_memory_stats(dev, &ms);
-    printf("TE_LOAD seconds %.1f device_bytes %zu layers %d\n", now() - t0, ms.in_use, mm_conditioner_tap(c));
+    printf("TE_LOAD seconds %.1f device_bytes %zu layers %d weights %s\n", now() - t0, ms.in_use,
+           mm_conditioner_tap(c), bf16_weights ? "bf16" : "nvfp4");
+    fflush(stdout);
     mm_device_reset_peak(dev);
 
     /* t2va: a prompt of `tokens` words; fl2va: one keyframe + a 40-word caption. */
@@ -448,8 +457,9 @@ int main(int argc, char **argv)
             double med = t[reps / 2];
             double fl = text_flops(&cfg, mm_conditioner_tap(c), (double)L) +
                         (cases[k].n ? vision_flops(&cfg, (double)patches) : 0);
-            printf("TE_BENCH %-15s rows %6lld median_ms %9.2f min_ms %9.2f tflops %7.1f\n", cases[k].name,
-                   (long long)L, 1e3 * med, 1e3 * t[0], fl / med / 1e12);
+            printf("TE_BENCH %-15s rows %6lld median_ms %9.2f min_ms %9.2f tflops %7.1f%s\n", cases[k].name,
+                   (long long)L, 1e3 * med, 1e3 * t[0], fl / med / 1e12, bf16_weights ? " bf16_weights" : "");
+            fflush(stdout);
         }
         free(t);
     }

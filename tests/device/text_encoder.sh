@@ -111,6 +111,10 @@ step "our CUDA path (nvfp4 resident, per-linear dequant + bf16 GEMM)"
 "$B/bench/bench_text_encoder" --checkpoint "$ck" --config "$cfg" --image-proc .carry/te/preprocessor_config.json \
   --video-proc .carry/te/video_preprocessor_config.json --device cuda --reps 5 --prompt-tokens 300 --keyframe 1344x768 \
   | tee "$OUT/te_bench_ours.txt"
+step "our CUDA path with the linears dequantized once at load (bf16 resident, 48.8 GB)"
+"$B/bench/bench_text_encoder" --checkpoint "$ck" --config "$cfg" --image-proc .carry/te/preprocessor_config.json \
+  --video-proc .carry/te/video_preprocessor_config.json --device cuda --reps 5 --prompt-tokens 300 --keyframe 1344x768 \
+  --bf16-weights | tee "$OUT/te_bench_ours_bf16.txt"
 rm -f "$ck"
 
 step "transformers reference (bf16, SDPA), same GPU"
@@ -121,7 +125,7 @@ else
   echo "no python with torch + transformers" | tee "$OUT/te_bench_torch.txt"
 fi
 
-awk '
+while read -r l; do note "$l"; done < <(awk '
   $1 == "TE_BENCH" { ours[$2] = $6; rows[$2] = $4; order[++n] = $2 }
   $1 == "TE_TORCH" { ref[$2] = $6 }
   $1 == "TE_MEM" { peak = $5 }
@@ -131,5 +135,8 @@ awk '
       if (k in ref) printf "TE %-15s rows %5d  ours %8.2f ms  transformers %8.2f ms  speedup %.2fx\n", k, rows[k], ours[k], ref[k], ref[k] / ours[k]
       else printf "TE %-15s rows %5d  ours %8.2f ms  transformers -\n", k, rows[k], ours[k] }
     if (peak) printf "TE peak GPU memory: ours %.1f GiB, transformers %.1f GiB\n", peak / 2^30, tpeak / 2^30
-  }' "$OUT/te_bench_ours.txt" "$OUT/te_bench_torch.txt" | while read -r l; do note "$l"; done
+  }' "$OUT/te_bench_ours.txt" "$OUT/te_bench_torch.txt")
+while read -r l; do note "bf16-resident: $l"; done < <(grep -h '^TE_BENCH\|^TE_MEM\|^TE_LOAD' "$OUT/te_bench_ours_bf16.txt" 2>/dev/null)
+while read -r l; do note "nvfp4-resident: $l"; done < <(grep -h '^TE_MEM\|^TE_LOAD' "$OUT/te_bench_ours.txt" 2>/dev/null)
+while read -r l; do note "$l"; done < <(grep -h '^TE_CUDA_VS_CPU worst\|^TE_TORCH_MEM\|^TE_TORCH_LOAD' "$OUT/te_run.log" 2>/dev/null)
 grep -q " 0 failed" "$OUT/te_kit_cuda.txt" && finish 0 || finish 1

@@ -30,7 +30,7 @@ static void test_nvfp4_unit_weights_bit_exact(void)
 {
     mm_qwen3vl_text m;
     mm_error err = {{0}};
-    TK_OK(mm_qwen3vl_text_load(&m, &cfg, ckpt, 0, ctx, &err), "%s", err.msg);
+    TK_OK(mm_qwen3vl_text_load(&m, &cfg, ckpt, 0, false, ctx, &err), "%s", err.msg);
     MM_EXPECT(m.n_layers == json_integer_value(json_object_get(
                                 json_object_get(json_object_get(kit.manifest, "config"), "text"), "tap")),
               "tap = layers in the file (%d)", m.n_layers);
@@ -98,9 +98,10 @@ static void test_vision_tables(void)
     mm_qwen3vl_vision_free(&v);
 }
 
-static int open_conditioner(mm_conditioner **c, mm_prompt_cache *cache, mm_error *err)
+static int open_conditioner_mode(mm_conditioner **c, mm_prompt_cache *cache, bool bf16_weights, mm_error *err)
 {
-    mm_conditioner_options o = {.config = cfg, .tokenizer = {fold_encode, kit.manifest}, .cache = cache};
+    mm_conditioner_options o = {
+        .config = cfg, .tokenizer = {fold_encode, kit.manifest}, .cache = cache, .bf16_weights = bf16_weights};
     char path[1200];
     snprintf(path, sizeof path, "%s/text_encoder.safetensors", kit.dir);
     o.checkpoint = path;
@@ -109,6 +110,33 @@ static int open_conditioner(mm_conditioner **c, mm_prompt_cache *cache, mm_error
         mm_qwen3vl_processor_config_from_json(&o.video_proc, json_object_get(pc, "video"), err) < 0)
         return -1;
     return mm_conditioner_load(c, &o, ctx, err);
+}
+
+static int open_conditioner(mm_conditioner **c, mm_prompt_cache *cache, mm_error *err)
+{
+    return open_conditioner_mode(c, cache, false, err);
+}
+
+/* Weights dequantized once at load compute exactly what the per-forward decode does. */
+static void test_bf16_resident_weights_identical(void)
+{
+    mm_error err = {{0}};
+    mm_conditioner *a, *b;
+    TK_OK(open_conditioner_mode(&a, NULL, false, &err), "%s", err.msg);
+    TK_OK(open_conditioner_mode(&b, NULL, true, &err), "%s", err.msg);
+    const mm_st_entry *img = text_kit_entry(&kit, "fl2va_one", "raw.image0");
+    mm_cond_reference ref = {.kind = MM_PRES_PICTURE, .rgb = img->data, .width = img->shape[1],
+                             .height = img->shape[0]};
+    const char *prompt =
+        json_string_value(json_object_get(json_object_get(json_object_get(kit.manifest, "config"), "prompts"), "fl2va"));
+    MM_REQUIRE(prompt, "manifest config.prompts.fl2va missing");
+    mm_cond_result ra, rb;
+    TK_OK(mm_conditioner_encode(a, ctx, prompt, strlen(prompt), &ref, 1, &ra, NULL, &err), "%s", err.msg);
+    TK_OK(mm_conditioner_encode(b, ctx, prompt, strlen(prompt), &ref, 1, &rb, NULL, &err), "%s", err.msg);
+    MM_EXPECT(ra.len == rb.len && !memcmp(ra.rows.data, rb.rows.data, mm_tensor_nbytes(&ra.rows)),
+              "bf16-resident and per-forward decode differ");
+    mm_cond_result_free(&ra), mm_cond_result_free(&rb);
+    mm_conditioner_free(a), mm_conditioner_free(b);
 }
 
 static void test_conditioner_and_cache(void)
@@ -212,6 +240,7 @@ int main(void)
     MM_RUN(test_vision_tables);
     MM_RUN(test_conditioner_and_cache);
     MM_RUN(test_conditioner_errors);
+    MM_RUN(test_bf16_resident_weights_identical);
     mm_ctx_destroy(ctx);
     mm_st_close(ckpt);
     text_kit_close(&kit);

@@ -92,7 +92,7 @@ int mm_conditioner_load(mm_conditioner **out, const mm_conditioner_options *opts
         goto fail;
     }
     if (mm_st_open(&c->st, opts->checkpoint, err) < 0 || checkpoint_identity(c->st, c->checkpoint_id, err) < 0 ||
-        mm_qwen3vl_text_load(&c->text, &opts->config, c->st, opts->tap, ctx, err) < 0 ||
+        mm_qwen3vl_text_load(&c->text, &opts->config, c->st, opts->tap, opts->bf16_weights, ctx, err) < 0 ||
         mm_qwen3vl_vision_load(&c->vision, &opts->config, c->st, ctx, err) < 0)
         goto fail;
     if (opts->config.vision.n_deepstack > c->text.n_layers) {

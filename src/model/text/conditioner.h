@@ -36,6 +36,8 @@ typedef struct mm_conditioner_options {
     int tap;             /* hidden_states[tap]; 0 = every decoder layer in the file (50 for the release) */
     mm_dtype out_dtype;  /* of the rows (MM_BF16 for the DiT; 0 = BF16) */
     mm_prompt_cache *cache; /* borrowed, or NULL */
+    bool bf16_weights;   /* dequantize the nvfp4 linears once at load (48.8 GB for the release) rather
+                            than one at a time per forward (13.7 GB resident, the default) */
 } mm_conditioner_options;
 
 /* A reference as the engine hands it over: decoded RGB, already on the

@@ -10,6 +10,25 @@
 
 /* ---------------------------------------------------------------- loading */
 
+/* A new tensor owned by the model, on its device. */
+static int own_alloc(mm_qwen3vl_text *m, mm_dtype dt, int ndim, const int64_t *shape, mm_tensor *out, mm_error *err)
+{
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 512;
+        mm_tensor *o = realloc(m->owned, sizeof *o * (size_t)cap);
+        if (!o)
+            return mm_fail(err, "out of memory");
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    mm_tensor *d = &m->owned[m->n_owned];
+    if (mm_tensor_alloc(d, m->device, dt, ndim, shape, err) < 0)
+        return -1;
+    m->n_owned++;
+    *out = mm_tensor_view(d);
+    return 0;
+}
+
 /* Moves a host view to the model's device (a no-op view on the CPU). */
 static int place(mm_qwen3vl_text *m, mm_ctx *ctx, mm_tensor *t, mm_error *err)
 {
@@ -84,11 +103,34 @@ static int load_nvfp4(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st,
         (mm_st_get_expect(st, name, MM_BF16, 1, MM_SHAPE(k), &lin->pre_quant, err) < 0 ||
          place(m, ctx, &lin->pre_quant, err) < 0))
         return -1;
-    if (place(m, ctx, &lin->packed, err) < 0 || place(m, ctx, &lin->scales, err) < 0)
-        return -1;
-    if (n * k > m->max_linear)
-        m->max_linear = n * k;
-    return 0;
+    if (!m->bf16_weights) {
+        if (place(m, ctx, &lin->packed, err) < 0 || place(m, ctx, &lin->scales, err) < 0)
+            return -1;
+        if (n * k > m->max_linear)
+            m->max_linear = n * k;
+        return 0;
+    }
+    /* Dequantize once: the packed bytes visit the device only for the decode. */
+    mm_tensor pk = lin->packed, sc = lin->scales, tp = {0}, ts = {0};
+    int rc = own_alloc(m, MM_BF16, 2, MM_SHAPE(n, k), &lin->dense, err);
+    if (rc == 0 && m->device.kind != MM_DEVICE_CPU) {
+        rc = mm_tensor_alloc(&tp, m->device, pk.dtype, pk.ndim, pk.shape, err) < 0 ||
+                     mm_tensor_alloc(&ts, m->device, sc.dtype, sc.ndim, sc.shape, err) < 0
+                 ? -1
+                 : 0;
+        if (rc == 0) {
+            mm_copy(ctx, &tp, &lin->packed);
+            mm_copy(ctx, &ts, &lin->scales);
+            pk = tp, sc = ts;
+        }
+    }
+    if (rc == 0) {
+        mm_nvfp4_dequantize(ctx, &lin->dense, &pk, &sc, lin->scale2);
+        rc = mm_ctx_sync(ctx, err);
+    }
+    mm_tensor_free(&tp);
+    mm_tensor_free(&ts);
+    return rc;
 }
 
 static int load_norm(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st, const char *name, int64_t n,
@@ -111,9 +153,10 @@ int mm_qwen3vl_text_layers_in_file(const mm_safetensors *st)
 }
 
 int mm_qwen3vl_text_load(mm_qwen3vl_text *m, const mm_qwen3vl_config *cfg, const mm_safetensors *st, int tap,
-                         mm_ctx *ctx, mm_error *err)
+                         bool bf16_weights, mm_ctx *ctx, mm_error *err)
 {
     memset(m, 0, sizeof *m);
+    m->bf16_weights = bf16_weights;
     m->cfg = cfg->text;
     m->device = mm_ctx_device(ctx);
     const mm_qwen3vl_text_config *c = &cfg->text;
@@ -198,8 +241,11 @@ static int nvfp4_linear(mm_ctx *ctx, const mm_nvfp4_linear *lin, scratch *s, con
                         const mm_qwen3vl_text_debug *dbg, const char *awq_name)
 {
     const int64_t L = x->shape[0];
-    mm_tensor w = mm_tensor_wrap(s->w.data, s->w.device, MM_BF16, 2, MM_SHAPE(lin->n, lin->k));
-    mm_nvfp4_dequantize(ctx, &w, &lin->packed, &lin->scales, lin->scale2);
+    mm_tensor w = lin->dense;
+    if (!w.data) {
+        w = mm_tensor_wrap(s->w.data, s->w.device, MM_BF16, 2, MM_SHAPE(lin->n, lin->k));
+        mm_nvfp4_dequantize(ctx, &w, &lin->packed, &lin->scales, lin->scale2);
+    }
     const mm_tensor *in = x;
     mm_tensor xs;
     if (lin->pre_quant.data) {
@@ -308,7 +354,7 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
         alloc_dev(&u, dev, MM_BF16, 2, MM_SHAPE(L, I), err) < 0 ||
         alloc_dev(&cs, dev, MM_BF16, 2, MM_SHAPE(L, HD), err) < 0 ||
         alloc_dev(&sn, dev, MM_BF16, 2, MM_SHAPE(L, HD), err) < 0 ||
-        alloc_dev(&s.w, dev, MM_BF16, 1, MM_SHAPE(m->max_linear), err) < 0 ||
+        alloc_dev(&s.w, dev, MM_BF16, 1, MM_SHAPE(m->max_linear ? m->max_linear : 1), err) < 0 ||
         alloc_dev(&s.awq, dev, MM_BF16, 2, MM_SHAPE(L, max_k), err) < 0)
         goto out;
     mm_copy(ctx, &x, &host_x);

@@ -19,6 +19,7 @@
 #ifndef MMH3_MODEL_TEXT_QWEN3VL_TEXT_H
 #define MMH3_MODEL_TEXT_QWEN3VL_TEXT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend/ops.h"
@@ -33,6 +34,7 @@ typedef struct mm_nvfp4_linear {
     mm_tensor scales;    /* F8_E4M3 [N, K/16], cuBLAS 128x4 swizzle */
     float scale2;        /* weight_scale_2 */
     mm_tensor pre_quant; /* BF16 [K] AWQ input scale, or data NULL */
+    mm_tensor dense;     /* BF16 [N, K] when dequantized once at load, else data NULL */
     int64_t n, k;
 } mm_nvfp4_linear;
 
@@ -52,6 +54,7 @@ typedef struct mm_qwen3vl_text {
     mm_tensor *owned; /* device copies owned by the model (none on the CPU) */
     int n_owned, cap_owned;
     int64_t max_linear; /* largest N·K, sizes the dequantization scratch */
+    bool bf16_weights;  /* linears dequantized once at load (3.6x the memory, no per-forward decode) */
 } mm_qwen3vl_text;
 
 /* Intermediates for the conformance kit's bring-up order; any pointer may be
@@ -64,9 +67,12 @@ typedef struct mm_qwen3vl_text_debug {
 /* Loads layers [0, tap) (tap <= 0: every layer the file holds) from `st`
  * (Comfy names: model.embed_tokens.*, model.layers.N.*) and places them on
  * the context's device. Shapes and formats are checked against cfg. The
- * mm_safetensors must outlive the model (CPU weights are views into it). */
+ * mm_safetensors must outlive the model (CPU weights are views into it).
+ * bf16_weights: dequantize every linear once here (48.8 GB for the release)
+ * instead of one at a time per forward (13.7 GB resident) — the spec's
+ * "simplest" Hopper path, for a GPU with room to spare. */
 int mm_qwen3vl_text_load(mm_qwen3vl_text *m, const mm_qwen3vl_config *cfg, const mm_safetensors *st, int tap,
-                         mm_ctx *ctx, mm_error *err);
+                         bool bf16_weights, mm_ctx *ctx, mm_error *err);
 void mm_qwen3vl_text_free(mm_qwen3vl_text *m);
 
 /* Layers the file holds (model.layers.0 .. N-1 all present). */
