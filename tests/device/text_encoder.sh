@@ -8,7 +8,8 @@
 #      through the transformers reference (bf16, SDPA) in the device's
 #      PyTorch venv, in the same run; figures and their ratio at the end.
 #
-#   here:    bash tests/device/prepare.sh              (the CUDA helper's: .carry/debs, autotools)
+#   here:    bash tests/device/prepare.sh              (.carry/debs, generated configure; the debs must
+#                                                    include libutf8proc for the tokenizer)
 #            bash tests/device/text_encoder.sh --prepare   (copies the release's config +
 #                                                    processor JSONs into .carry/te)
 #   device:  bash tests/device/text_encoder.sh     with carry [".carry"]
@@ -54,6 +55,10 @@ fi
 LIBDIR=$P/usr/lib/x86_64-linux-gnu
 export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
 export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
+# the tokenizer's NFC (libutf8proc) when carried and not on the host
+if [ -f "$P/usr/include/utf8proc.h" ]; then
+  export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
+fi
 export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
@@ -70,7 +75,8 @@ if [ ! -x "$B/mmh3" ] || [ ! -x "$B/bench/bench_text_encoder" ]; then
   fi
   mkdir -p "$B"
   (cd "$B" && { [ -f Makefile ] || ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/te_configure.log" 2>&1; } &&
-    make -j"$(nproc)" >"$OUT/te_build.log" 2>&1) || { tail -40 "$OUT/te_build.log" "$OUT/te_configure.log" 2>/dev/null; note "FAIL: build"; finish 1; }
+    make -j"$(nproc)" mmh3 bench/bench_text_encoder >"$OUT/te_build.log" 2>&1) ||
+    { tail -40 "$OUT/te_build.log" "$OUT/te_configure.log" 2>/dev/null; note "FAIL: build"; finish 1; }
 fi
 note "build ok ($((SECONDS - t0)) s)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1
