@@ -384,6 +384,8 @@ test('delete a finished clip', async ({ page, otherBrowser }) => {
   try {
     await openGallery(watcher);
     await tile(watcher, g.generation_id).waitFor({ timeout: 10_000 });
+    await tile(watcher, g.generation_id).locator('a').click(); // the other browser looks at it
+    await watcher.waitForSelector('[data-testid=lightbox] [data-testid=player-video]');
     await tile(page, g.generation_id).locator('a').click();
     await page.waitForSelector('[data-testid=delete]');
     await page.click('[data-testid=delete]');
@@ -392,6 +394,7 @@ test('delete a finished clip', async ({ page, otherBrowser }) => {
     await until('the lightbox to close', async () => (await page.locator('[data-testid=lightbox]').count()) === 0 && new URL(page.url()).pathname === '/', 10_000);
     await until('the tile to go', async () => (await tile(page, g.generation_id).count()) === 0, 10_000);
     await until('the tile to go in another browser', async () => (await tile(watcher, g.generation_id).count()) === 0, 10_000);
+    await until('the open lightbox there to say so', async () => (await watcher.locator('[data-testid=lb-gone]').count()) === 1, 10_000);
     const res = await fetch(`${base}/api/ai/queue/${g.generation_id}`);
     if (res.status !== 404) throw new Error(`GET after delete answered ${res.status}`);
   } finally {

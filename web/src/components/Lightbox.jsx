@@ -73,6 +73,9 @@ export default function Lightbox({ id, onEdit }) {
   const [missing, setMissing] = useState(null);
   const [view, setView] = useState('result');
   const player = useRef(null);
+  const seen = useRef(false);
+  if (g) seen.current = true;
+  const gone = !g && seen.current; // deleted while open (here or in another tab)
 
   useEffect(() => {
     // Always read the full row once (a deep link or a tile from a partial event).
@@ -101,7 +104,8 @@ export default function Lightbox({ id, onEdit }) {
   return (
     <Modal className="lightbox" label={title ? `Generation: ${title.slice(0, 80)}` : 'Generation'} onClose={closeLightbox} onKeyDownCapture={onKeyDown} testId="lightbox">
       <div className="lb-viewer">
-        {!g && !missing && <div className="lb-placeholder">Loading…</div>}
+        {!g && gone && <div className="lb-placeholder" role="alert" data-testid="lb-gone">This generation was deleted.</div>}
+        {!g && !gone && !missing && <div className="lb-placeholder">Loading…</div>}
         {!g && missing && <div className="lb-placeholder" role="alert">{missing}</div>}
         {g && view === 'result' && g.status === 'succeeded' && resultUrl(g) && (
           <Player ref={player} key="result" src={resultUrl(g)} poster={posterUrl(g)} frames={g.frames} label="Result" />
