@@ -518,6 +518,15 @@ test('keyboard only: Tab to a tile, Enter opens it, Esc returns focus', async ({
   await tile(page, g.generation_id).locator('a').focus();
   await page.keyboard.press('Enter');
   await page.waitForSelector('[data-testid=lightbox]');
+  // ↓ / ↑ walk the gallery's list in place.
+  const order = await page.locator('[data-testid=tile]').evaluateAll((els) => els.map((e) => e.dataset.id));
+  const at = order.indexOf(g.generation_id);
+  if (at >= 0 && at + 1 < order.length) {
+    await page.keyboard.press('ArrowDown');
+    await until('the next clip', async () => page.url().endsWith(`/g/${order[at + 1]}`), 5_000);
+    await page.keyboard.press('ArrowUp');
+    await until('back to the clip', async () => page.url().endsWith(`/g/${g.generation_id}`), 5_000);
+  }
   await page.keyboard.press('Escape');
   await until('focus back on the tile', () => page.evaluate((id) => document.activeElement && document.activeElement.closest(`[data-id="${id}"]`) !== null, g.generation_id), 5_000);
   await page.keyboard.press('Tab'); // onto the tile's approve button

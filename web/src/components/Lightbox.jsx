@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { ACTIVE } from '../api.js';
 import { store, useGallery } from '../store.js';
-import { closeLightbox } from '../router.js';
+import { closeLightbox, openGeneration } from '../router.js';
 import { cancelOrDelete, copyText, rerun, setRating } from '../actions.js';
 import { clipLength, duration, timeAgo } from '../format.js';
 import { posterUrl, referencesOf, resultUrl } from '../media.js';
@@ -68,7 +68,7 @@ function ConfirmButton({ label, confirmLabel, onConfirm, className = '', testId 
 }
 
 export default function Lightbox({ id, onEdit }) {
-  const { byId } = useGallery();
+  const { byId, items } = useGallery();
   const g = byId.get(id);
   const [missing, setMissing] = useState(null);
   const [view, setView] = useState('result');
@@ -96,6 +96,12 @@ export default function Lightbox({ id, onEdit }) {
     else if ((key === ' ' || key === 'Spacebar') && p) p.togglePlay();
     else if ((key === 'l' || key === 'L') && p) p.toggleLoop();
     else if ((key === 'm' || key === 'M') && p) p.toggleMute();
+    else if (key === 'ArrowUp' || key === 'ArrowDown' || key === 'k' || key === 'j') {
+      // Previous / next clip of the gallery's current list, in place.
+      const i = items.findIndex((x) => x.generation_id === id);
+      const next = items[i + (key === 'ArrowUp' || key === 'k' ? -1 : 1)];
+      if (i >= 0 && next) openGeneration(next.generation_id, { replace: true });
+    }
     else handled = false;
     if (handled) { e.preventDefault(); e.stopPropagation(); }
   };
@@ -180,7 +186,7 @@ export default function Lightbox({ id, onEdit }) {
                 onConfirm={async () => { if (await cancelOrDelete(g)) closeLightbox(); }} />
             )}
           </div>
-          {g.status === 'succeeded' && <p className="muted small keys-hint">←/→ frame · shift ±1 s · space play · l loop · m mute · esc close</p>}
+          {g.status === 'succeeded' && <p className="muted small keys-hint">←/→ frame · shift ±1 s · space play · l loop · m mute · ↑/↓ previous/next clip · esc close</p>}
         </aside>
       )}
     </Modal>
