@@ -1,20 +1,95 @@
-/* The C face of the CUDA backend. Everything here is plain C: the CUDA
+/* The C face of the CUDA backend's runtime: devices, memory, streams, events,
+ * and the checks `mmh3 check` runs. Everything here is plain C: the CUDA
  * headers stay inside kernels/. In a build without CUDA these functions exist
- * and fail with "built without CUDA". */
+ * (src/backend/cuda/cuda_stub.c) and fail with "built without CUDA".
+ *
+ * Streams. Every device has one compute stream, created on first use; all
+ * kernels, GEMMs and copies of this backend run on it, so work on one device
+ * is ordered without host synchronization. mm_cuda_stream() hands it out as
+ * an opaque pointer (a cudaStream_t) for the kernel ABI in kernels/mmk.h.
+ *
+ * Memory. mm_cuda_malloc() is a caching allocator: freed blocks go back to a
+ * per-device cache and are reused by later requests of about the same size,
+ * so a steady-state denoising loop makes no cudaMalloc/cudaFree calls. A block
+ * freed on the host may be handed out again at once: that is safe because
+ * every user of it is on the same compute stream. Current, peak and reserved
+ * bytes are accounted per device.
+ */
 #ifndef MMH3_BACKEND_CUDA_BACKEND_H
 #define MMH3_BACKEND_CUDA_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* core/error.h has no C++ guards of its own. */
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #include "core/error.h"
 
+/* Usable CUDA devices (0 without CUDA, without a driver, or without GPUs). */
 int mm_cuda_count(void);
+
+typedef struct mm_cuda_device_info {
+    int index;
+    char name[256];
+    int cc_major, cc_minor;   /* compute capability, 9.0 on Hopper */
+    int sm_count;
+    size_t total_bytes;       /* device memory */
+    size_t free_bytes;        /* free right now, as the driver sees it */
+    size_t l2_bytes;
+    size_t smem_per_block_optin; /* largest dynamic shared memory a block may ask for */
+    int clock_khz, mem_clock_khz, mem_bus_bits;
+    int driver_version, runtime_version; /* e.g. 13000 */
+    char pci_bus_id[32];
+} mm_cuda_device_info;
+
+int mm_cuda_device_info_get(int dev, mm_cuda_device_info *out, mm_error *err);
+
+/* ---- memory (caching allocator) ---- */
 void *mm_cuda_malloc(int dev, size_t bytes, mm_error *err);
 void mm_cuda_free(int dev, void *p);
-/* dst_dev / src_dev: GPU ordinal, or -1 for host memory. */
+/* dst_dev / src_dev: GPU ordinal, or -1 for host memory. Synchronous with
+ * respect to the host, and ordered after the work already queued on the
+ * compute streams involved. */
 int mm_cuda_memcpy(int dst_dev, void *dst, int src_dev, const void *src, size_t bytes, mm_error *err);
 int mm_cuda_memset0(int dev, void *p, size_t bytes, mm_error *err);
 int mm_cuda_memory_stats(int dev, size_t *in_use, size_t *peak, size_t *reserved);
 void mm_cuda_reset_peak(int dev);
+/* Gives every cached (free) block back to the driver. */
+int mm_cuda_release_cached(int dev, mm_error *err);
+
+/* ---- streams, synchronization, events ---- */
+/* The device's compute stream (a cudaStream_t); NULL when dev is invalid. */
+void *mm_cuda_stream(int dev);
+/* Waits for everything queued on the device's compute stream; reports any
+ * error a kernel raised asynchronously. */
+int mm_cuda_sync(int dev, mm_error *err);
+
+typedef struct mm_cuda_event mm_cuda_event;
+mm_cuda_event *mm_cuda_event_create(int dev, mm_error *err);
+void mm_cuda_event_destroy(mm_cuda_event *e);
+/* Records the event on the device's compute stream. */
+int mm_cuda_event_record(mm_cuda_event *e, mm_error *err);
+/* Milliseconds between two recorded events (waits for the later one). */
+int mm_cuda_event_elapsed_ms(mm_cuda_event *start, mm_cuda_event *end, float *ms, mm_error *err);
+
+/* ---- checks for `mmh3 check` ---- */
+/* Verifies that every kernel of this build has machine code (or PTX the
+ * driver can compile) for the device's architecture; kernels that need a
+ * newer architecture than the device's are reported as optional, never
+ * as missing. Writes a one-line summary into `summary` (may be NULL). Fails,
+ * naming the missing kernels, when a required one is absent. */
+int mm_cuda_check_kernels(int dev, char *summary, size_t summary_len, mm_error *err);
+/* Copies a pattern of `bytes` from src to dst (GPU to GPU, through peer
+ * access where the hardware has it) and back, and verifies every byte.
+ * src == dst is allowed (a device-local round trip). Reports the copy rate. */
+int mm_cuda_peer_probe(int src, int dst, size_t bytes, double *gbps, mm_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,225 @@
+/* Micro-benchmark of the CUDA kernels at the DiT's sizes (spec dit.md §8):
+ * S rows (default 38010 = 1344×768×124 t2va with audio, L = 300), hidden
+ * 5376, 56 heads × 128, FFN 14336. Prints one line per measurement:
+ *
+ *   BENCH <name> <median ms> <TFLOP/s or 0> <GB/s or 0>
+ *
+ * which tests/device/run.sh joins with tests/device/bench_torch.py's lines of
+ * the same names (the same op through PyTorch on the same GPU) into ratios.
+ * Inputs are random (never zeros: zeros run faster than real data).
+ *
+ *   bench_kernels [--rows S] [--reps N] [--only SUBSTRING]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "kernels/mmk.h"
+
+#define DEV 0
+
+static int reps = 10;
+static const char *only = NULL;
+static mm_error err;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_kernels: %s: %s\n", what, err.msg);
+    exit(1);
+}
+
+static void *dalloc(size_t bytes, mm_dtype t, uint64_t seed, float scale)
+{
+    void *p = mm_cuda_malloc(DEV, bytes, &err);
+    if (!p)
+        die("allocation");
+    int64_t n = (int64_t)(bytes / (mm_dtype_bits(t) / 8));
+    if (mmk_fill_random(DEV, (mmk_stream)mm_cuda_stream(DEV), p, t, n, seed, scale, &err))
+        die("fill");
+    return p;
+}
+
+typedef int (*bench_fn)(void *user);
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of `reps` timed runs after two warm-ups; prints the BENCH line. */
+static void bench(const char *name, bench_fn fn, void *user, double flops, double bytes)
+{
+    if (only && !strstr(name, only))
+        return;
+    mm_cuda_event *a = mm_cuda_event_create(DEV, &err), *b = mm_cuda_event_create(DEV, &err);
+    if (!a || !b)
+        die("events");
+    for (int i = 0; i < 2; i++)
+        if (fn(user)) {
+            printf("BENCH %s FAILED: %s\n", name, err.msg);
+            fflush(stdout);
+            mm_cuda_event_destroy(a);
+            mm_cuda_event_destroy(b);
+            return;
+        }
+    float *t = malloc(sizeof(float) * reps);
+    for (int i = 0; i < reps; i++) {
+        if (mm_cuda_event_record(a, &err) || fn(user) || mm_cuda_event_record(b, &err) ||
+            mm_cuda_event_elapsed_ms(a, b, &t[i], &err)) {
+            printf("BENCH %s FAILED: %s\n", name, err.msg);
+            fflush(stdout);
+            free(t);
+            return;
+        }
+    }
+    if (mm_cuda_sync(DEV, &err)) {
+        printf("BENCH %s FAILED: %s\n", name, err.msg);
+        free(t);
+        return;
+    }
+    qsort(t, reps, sizeof(float), cmp_float);
+    double ms = t[reps / 2];
+    printf("BENCH %-28s %9.3f ms %8.1f TFLOP/s %7.0f GB/s   (min %.3f max %.3f)\n", name, ms,
+           flops > 0 ? flops / (ms * 1e9) : 0.0, bytes > 0 ? bytes / (ms * 1e6) : 0.0, t[0], t[reps - 1]);
+    fflush(stdout);
+    free(t);
+    mm_cuda_event_destroy(a);
+    mm_cuda_event_destroy(b);
+}
+
+/* ------------------------------------------------------------------ cases */
+
+static int run_gemm(void *u) { return mmk_gemm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+static int run_qlinear(void *u) { return mmk_qlinear_i8(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+static int run_qlinear_outer(void *u)
+{
+    setenv("MMH3_QLINEAR", "outer", 1);
+    int rc = mmk_qlinear_i8(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
+    unsetenv("MMH3_QLINEAR");
+    return rc;
+}
+static int run_attention(void *u) { return mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+static int run_rmsnorm(void *u) { return mmk_rmsnorm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+
+typedef struct {
+    int rows, cols;
+    mmk_bf16 *x;
+    const mmk_bf16 *y, *gate;
+    const int32_t *idx;
+} gated_args;
+static int run_gated(void *u)
+{
+    gated_args *g = u;
+    return mmk_gated_add(DEV, (mmk_stream)mm_cuda_stream(DEV), g->rows, g->cols, g->x, g->cols, g->y, g->cols, g->gate,
+                         6 * g->cols, g->idx, &err);
+}
+
+int main(int argc, char **argv)
+{
+    int S = 38010;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+            S = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_kernels [--rows S] [--reps N] [--only SUBSTRING]\n");
+            return 2;
+        }
+    }
+    if (mm_cuda_count() < 1) {
+        fprintf(stderr, "bench_kernels: no CUDA device\n");
+        return 1;
+    }
+    mm_cuda_device_info info;
+    if (mm_cuda_device_info_get(DEV, &info, &err))
+        die("device info");
+    printf("# %s, sm_%d%d, %d SMs, %.0f GiB; S=%d; attention path %s\n", info.name, info.cc_major, info.cc_minor,
+           info.sm_count, info.total_bytes / 1073741824.0, S, mmk_attention_path(DEV));
+    const int H = 5376, NH = 56, D = 128, F = 14336, QKV = 3 * NH * D;
+    mmk_stream st = (mmk_stream)mm_cuda_stream(DEV);
+
+    /* Activations and weights of one block. */
+    int8_t *xq = dalloc((size_t)S * F, MM_I8, 1, 0);        /* largest K: fc2 */
+    float *sx = dalloc((size_t)S * 4, MM_F32, 2, 0.01f);
+    mmk_bf16 *out = dalloc((size_t)S * 2 * F * 2, MM_BF16, 3, 1); /* largest N: fc1 */
+    struct {
+        const char *name;
+        int N, K;
+    } lin[4] = {{"qkv", QKV, H}, {"out", H, NH * D}, {"fc1", 2 * F, H}, {"fc2", H, F}};
+    for (int l = 0; l < 4; l++) {
+        int N = lin[l].N, K = lin[l].K;
+        int8_t *wq = dalloc((size_t)N * K, MM_I8, 10 + l, 0);
+        float *sw = dalloc((size_t)N * 4, MM_F32, 20 + l, 0.001f);
+        double flops = 2.0 * S * N * K;
+        char name[64];
+        mmk_qlinear q = {S, N, K, xq, K, sx, wq, K, sw, NULL, out, N, NULL, 0, NULL};
+        snprintf(name, sizeof name, "i8_%s", lin[l].name);
+        bench(name, run_qlinear, &q, flops, 0);
+        snprintf(name, sizeof name, "i8outer_%s", lin[l].name);
+        bench(name, run_qlinear_outer, &q, flops, 0);
+        /* the int8 GEMM alone (int32 out), to separate the epilogue's share */
+        int32_t *acc = mm_cuda_malloc(DEV, (size_t)4096 * N * 4, &err);
+        if (!acc)
+            die("allocation");
+        mmk_gemm g = {4096, N, K, MM_I8, xq, K, wq, K, NULL, MM_BF16, acc, N, MM_I32, 0.f};
+        snprintf(name, sizeof name, "i8raw4096_%s", lin[l].name);
+        bench(name, run_gemm, &g, 2.0 * 4096 * N * K, 0);
+        mm_cuda_free(DEV, acc);
+        mm_cuda_free(DEV, wq);
+        mm_cuda_free(DEV, sw);
+        /* the same shape in bf16 through cuBLASLt */
+        mmk_bf16 *a16 = dalloc((size_t)S * K * 2, MM_BF16, 30 + l, 1), *w16 = dalloc((size_t)N * K * 2, MM_BF16, 40 + l, 0.02f);
+        mmk_gemm gb = {S, N, K, MM_BF16, a16, K, w16, K, NULL, MM_BF16, out, N, MM_BF16, 0.f};
+        snprintf(name, sizeof name, "bf16_%s", lin[l].name);
+        bench(name, run_gemm, &gb, flops, 0);
+        mm_cuda_free(DEV, a16);
+        mm_cuda_free(DEV, w16);
+    }
+
+    /* Attention over the fused qkv buffer, as the DiT calls it. */
+    mmk_bf16 *qkv = dalloc((size_t)S * QKV * 2, MM_BF16, 50, 2);
+    mmk_bf16 *o = dalloc((size_t)S * NH * D * 2, MM_BF16, 51, 1);
+    mmk_attention at = {S, S, NH, NH, D, qkv, qkv + NH * D, qkv + 2 * NH * D, QKV, QKV, QKV, o, NH * D,
+                        0.08838834764831845f, 0, NULL, NULL, 1, S};
+    bench("attn_s38k_h56_d128", run_attention, &at, 4.0 * S * (double)S * D * NH, 0);
+    mmk_attention atc = at;
+    atc.causal = 1;
+    bench("attn_causal_h56_d128", run_attention, &atc, 2.0 * S * (double)S * D * NH, 0);
+
+    /* Memory-bound glue at the same sizes. */
+    mmk_bf16 *x = dalloc((size_t)S * H * 2, MM_BF16, 60, 3);
+    mmk_bf16 *wn = dalloc((size_t)H * 2, MM_BF16, 61, 1);
+    mmk_bf16 *mod = dalloc((size_t)9 * 6 * H * 2, MM_BF16, 62, 0.5f);
+    int32_t *idx = mm_cuda_malloc(DEV, (size_t)S * 4, &err);
+    if (!idx || mm_cuda_memset0(DEV, idx, (size_t)S * 4, &err))
+        die("index");
+    mmk_convrot_quant c1 = {S, H, MMK_PRE_RMSNORM_MOD, x, H, wn, 1e-5f, mod, mod + H, 6 * H, idx, xq, H, sx};
+    bench("convrot_rmsnorm_mod_5376", run_convrot, &c1, 0, (double)S * H * 3);
+    mmk_convrot_quant c2 = {S, F, MMK_PRE_SWIGLU, out, 2 * F, NULL, 0, NULL, NULL, 0, NULL, xq, F, sx};
+    bench("convrot_swiglu_14336", run_convrot, &c2, 0, (double)S * F * 5);
+    mmk_convrot_quant c3 = {S, NH * D, MMK_PRE_NONE, o, NH * D, NULL, 0, NULL, NULL, 0, NULL, xq, NH * D, sx};
+    bench("convrot_plain_7168", run_convrot, &c3, 0, (double)S * NH * D * 3);
+    mmk_bf16 *cs = dalloc((size_t)S * 96 * 2, MM_BF16, 63, 1), *sn = dalloc((size_t)S * 96 * 2, MM_BF16, 64, 1);
+    mmk_qk_norm_rope qk = {S, NH, NH, D, qkv, QKV, qkv + NH * D, QKV, wn, wn, 1e-5f, cs, sn, 96, MM_BF16, 96};
+    bench("qk_norm_rope", run_qk, &qk, 0, (double)S * 2 * NH * D * 2 * 2);
+    mmk_rmsnorm rn = {S, H, x, H, MM_BF16, out, H, MM_BF16, wn, 1e-5f, mod, mod + H, 6 * H, idx};
+    bench("rmsnorm_mod_5376", run_rmsnorm, &rn, 0, (double)S * H * 4);
+    gated_args ga = {S, H, x, out, mod + 2 * H, idx};
+    bench("gated_add_5376", run_gated, &ga, 0, (double)S * H * 6);
+
+    size_t in_use, peak, reserved;
+    mm_cuda_memory_stats(DEV, &in_use, &peak, &reserved);
+    printf("# memory: in use %.2f GiB, peak %.2f GiB, reserved %.2f GiB\n", in_use / 1073741824.0,
+           peak / 1073741824.0, reserved / 1073741824.0);
+    if (mm_cuda_sync(DEV, &err))
+        die("final sync");
+    (void)st;
+    return 0;
+}

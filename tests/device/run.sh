@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The device run: ONE call on the GPU host (about 5 minutes) that builds mmh3
+# with CUDA, runs every unit test (the CPU ones and the device tests
+# tests/unit/test_cuda_*, with MMH3_REQUIRE_GPU=1), then benchmarks the
+# kernels at the DiT's sizes next to the same ops in PyTorch.
+#
+#   here:    bash tests/device/prepare.sh        (fills .carry/, see there)
+#   device:  bash tests/device/run.sh [--no-bench] [--bench-only SUBSTRING]
+#            with carry [".carry"]
+#
+# Everything is printed (build errors and test failures included) and logged
+# under $OUT: run.log (all of it), build.log, tests.log, bench_cuda.txt,
+# bench_torch.txt, summary.txt. The last lines printed are the summary.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+OUT=${OUT:-$top/tests/out/device}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/run.log") 2>&1
+tee_pid=$!
+
+bench=1
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-bench) bench=0; shift ;;
+    --bench-only) only=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument $1"; exit 2 ;;
+  esac
+done
+
+t0=$SECONDS
+step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
+summary=()
+note() { summary+=("$*"); echo ">> $*"; }
+finish() {
+  echo
+  echo "================ summary ($((SECONDS - t0)) s)"
+  printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+  [ -f "$OUT/bench_join.txt" ] && cat "$OUT/bench_join.txt"
+  exec 1>&- 2>&-
+  wait "$tee_pid" 2>/dev/null
+  exit "${1:-0}"
+}
+
+step "host"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 || true
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+nvcc --version 2>&1 | tail -1
+gcc --version 2>&1 | head -1
+nproc
+for t in make autoreconf pkg-config python3; do printf '%-12s %s\n' "$t" "$(command -v $t || echo '(missing)')"; done
+
+step "dependencies (.carry/debs)"
+P=/tmp/mmh3-deps
+rm -rf "$P"; mkdir -p "$P"
+if ls .carry/debs/*.deb >/dev/null 2>&1; then
+  for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P" || note "FAIL: could not unpack $d"; done
+else
+  note "FAIL: .carry/debs is missing (run tests/device/prepare.sh here and carry .carry)"; finish 1
+fi
+LIBDIR=$P/usr/lib/x86_64-linux-gnu
+export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
+export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
+export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
+command -v make >/dev/null || { note "FAIL: no make on this host and none carried"; finish 1; }
+
+step "autotools"
+want=$(bash tests/device/autotools_stamp.sh)
+have=$(cat .carry/autotools.stamp 2>/dev/null || echo none)
+if [ -f .carry/autotools.tar.gz ] && [ "$want" = "$have" ]; then
+  tar -xzf .carry/autotools.tar.gz
+  # make must see the generated files as newer than their inputs
+  touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1; find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
+  echo "using the carried configure (stamp ${want:0:12})"
+elif command -v autoreconf >/dev/null; then
+  echo "carried autotools outputs missing or stale (${have:0:12} vs ${want:0:12}): running autoreconf"
+  autoreconf -fi 2>&1 | tail -5
+else
+  note "FAIL: the carried autotools outputs are stale (${have:0:12} vs ${want:0:12}) and this host has no autoreconf: rerun tests/device/prepare.sh"
+  finish 1
+fi
+
+step "configure"
+B=$top/build-device
+rm -rf "$B"; mkdir -p "$B"
+if ! (cd "$B" && ../configure --with-cuda=yes --without-server --without-ffmpeg ${CUDA_ARCH:+CUDA_ARCH="$CUDA_ARCH"} \
+        >"$OUT/configure.log" 2>&1); then
+  tail -40 "$OUT/configure.log"; tail -60 "$B/config.log" >>"$OUT/configure.log"
+  note "FAIL: configure (see configure.log)"; finish 1
+fi
+tail -8 "$OUT/configure.log"
+
+step "build (make -j$(nproc))"
+if ! (cd "$B" && make -j"$(nproc)" && make -j"$(nproc)" check) >"$OUT/build.log" 2>&1; then
+  grep -E -B2 -A6 'error|Error' "$OUT/build.log" | head -120
+  note "FAIL: build (see build.log)"; finish 1
+fi
+note "build ok ($((SECONDS - t0)) s so far)"
+
+step "unit tests (CPU and device)"
+export MMH3_REQUIRE_GPU=1
+tests/run --build "$B" unit 2>&1 | tee "$OUT/tests.log"
+tests_line=$(tail -1 "$OUT/tests.log")
+for f in tests/out/unit_test_cuda_*.log; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; } >>"$OUT/tests.log"; done
+# what the device tests measured and saw (device names, rates, code-flip counts)
+grep -h '^  ' tests/out/unit_test_cuda_*.log 2>/dev/null
+note "tests: $tests_line"
+
+if [ "$bench" = 1 ]; then
+  step "benchmark: our kernels"
+  "$B"/tests/device/bench_kernels ${only:+--only "$only"} 2>&1 | tee "$OUT/bench_cuda.txt"
+  step "benchmark: PyTorch on the same GPU"
+  PY=""
+  for p in python3 /opt/torch/.venv/bin/python3; do
+    if "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
+  done
+  if [ -n "$PY" ]; then
+    PYTHONUNBUFFERED=1 "$PY" tests/device/bench_torch.py 2>&1 | tee "$OUT/bench_torch.txt"
+  else
+    echo "no python with torch found" | tee "$OUT/bench_torch.txt"
+  fi
+  # ratio = PyTorch time / our time (> 1: we are faster)
+  awk '
+    $1 == "BENCH" && $4 == "ms" { ours[$2] = $3; tf[$2] = $5; order[++n] = $2 }
+    $1 == "TORCH" && $4 == "ms" { ref[$2] = $3; rtf[$2] = $5 }
+    END {
+      if ("peak_bf16_gemm_8192" in ref) printf "torch bf16 GEMM peak (8192^3): %.1f TFLOP/s\n", rtf["peak_bf16_gemm_8192"]
+      printf "%-28s %10s %10s %8s %10s %10s\n", "op", "ours ms", "torch ms", "ratio", "ours TF/s", "torch TF/s"
+      for (i = 1; i <= n; i++) { k = order[i]
+        if (k in ref) printf "%-28s %10.3f %10.3f %7.2fx %10.1f %10.1f\n", k, ours[k], ref[k], ref[k] / ours[k], tf[k], rtf[k]
+        else printf "%-28s %10.3f %10s %8s %10.1f\n", k, ours[k], "-", "-", tf[k] }
+    }' "$OUT/bench_cuda.txt" "$OUT/bench_torch.txt" >"$OUT/bench_join.txt"
+fi
+
+case "$tests_line" in *" passed, 0 failed") finish 0 ;; *) finish 1 ;; esac
