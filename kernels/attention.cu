@@ -24,6 +24,7 @@ struct AttnParams {
     const bf16 *q, *k, *v;
     bf16 *o;
     int64_t ldq, ldk, ldv, ldo;
+    int64_t hsq, hsk, hsv, hso;
     int seq_q, seq_k, heads_q, heads_kv, D;
     float scale_log2;
     int causal;
@@ -72,9 +73,9 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
     if (mb * kBM >= Lq)
         return;
     int hk = h / (p.heads_q / p.heads_kv);
-    const bf16 *Q = p.q + (int64_t)(q0 + mb * kBM) * p.ldq + (int64_t)h * p.D;
-    const bf16 *K = p.k + (int64_t)k0 * p.ldk + (int64_t)hk * p.D;
-    const bf16 *V = p.v + (int64_t)k0 * p.ldv + (int64_t)hk * p.D;
+    const bf16 *Q = p.q + (int64_t)(q0 + mb * kBM) * p.ldq + (int64_t)h * p.hsq;
+    const bf16 *K = p.k + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
+    const bf16 *V = p.v + (int64_t)k0 * p.ldv + (int64_t)hk * p.hsv;
     int rows_q = Lq - mb * kBM < kBM ? Lq - mb * kBM : kBM;
 
     /* Keys this block needs: all, or up to the diagonal of its last row. */
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
         int i = row_i[r];
         if (i >= Lq)
             continue;
-        bf16 *orow = p.o + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.D;
+        bf16 *orow = p.o + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
 #pragma unroll
         for (int dt = 0; dt < DP / 8; dt++) {
             int c = dt * 8 + 2 * t;
@@ -253,8 +254,12 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
         return mm_fail(err, "attention: head_dim %d not supported (multiples of 8 up to 128)", a->head_dim);
     if (a->heads_q <= 0 || a->heads_kv <= 0 || a->heads_q % a->heads_kv)
         return mm_fail(err, "attention: %d query heads cannot share %d kv heads evenly", a->heads_q, a->heads_kv);
-    if (!al4(a->q) || !al4(a->k) || !al4(a->v) || a->ldq % 8 || a->ldk % 8 || a->ldv % 8 || a->ldo % 2)
-        return mm_fail(err, "attention: q, k, v must be 16-byte aligned with row strides multiple of 8 elements");
+    int64_t hsq = a->hsq ? a->hsq : a->head_dim, hsk = a->hsk ? a->hsk : a->head_dim,
+            hsv = a->hsv ? a->hsv : a->head_dim, hso = a->hso ? a->hso : a->head_dim;
+    if (!al4(a->q) || !al4(a->k) || !al4(a->v) || a->ldq % 8 || a->ldk % 8 || a->ldv % 8 || hsq % 8 || hsk % 8 ||
+        hsv % 8 || a->ldo % 2 || hso % 2 || ((uintptr_t)a->o & 3))
+        return mm_fail(err, "attention: q, k, v must be 16-byte aligned with row and head strides multiple of 8 "
+                            "elements (o: 4-byte aligned, even strides)");
     if ((a->cu_seqlens_q == nullptr) != (a->cu_seqlens_k == nullptr))
         return mm_fail(err, "attention: give both cu_seqlens_q and cu_seqlens_k or neither");
     int n_seqs = a->cu_seqlens_q ? a->n_seqs : 1;
@@ -270,6 +275,10 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
     p.ldk = a->ldk;
     p.ldv = a->ldv;
     p.ldo = a->ldo;
+    p.hsq = hsq;
+    p.hsk = hsk;
+    p.hsv = hsv;
+    p.hso = hso;
     p.seq_q = a->seq_q;
     p.seq_k = a->seq_k;
     p.heads_q = a->heads_q;

@@ -103,4 +103,93 @@ __device__ __forceinline__ float mmk_block_max(float v, float *scratch)
 
 __device__ __forceinline__ float mmk_silu(float x) { return x / (1.f + expf(-x)); }
 
+/* ---- views: dtype-generic element access (uniform branches) ---- */
+
+__device__ __forceinline__ float mmk_ld(const void *p, mm_dtype t, int64_t off)
+{
+    switch (t) {
+    case MM_BF16: return __bfloat162float(static_cast<const bf16 *>(p)[off]);
+    case MM_F16: return __half2float(static_cast<const __half *>(p)[off]);
+    case MM_F32: return static_cast<const float *>(p)[off];
+    default: return __int_as_float(0x7fc00000);
+    }
+}
+
+__device__ __forceinline__ void mmk_st(void *p, mm_dtype t, int64_t off, float v)
+{
+    switch (t) {
+    case MM_BF16: static_cast<bf16 *>(p)[off] = __float2bfloat16_rn(v); break;
+    case MM_F16: static_cast<__half *>(p)[off] = __float2half_rn(v); break;
+    case MM_F32: static_cast<float *>(p)[off] = v; break;
+    default: break;
+    }
+}
+
+/* The value a tensor of dtype t would hold for v. */
+__device__ __forceinline__ float mmk_round_to(mm_dtype t, float v)
+{
+    if (t == MM_BF16)
+        return __bfloat162float(__float2bfloat16_rn(v));
+    if (t == MM_F16)
+        return __half2float(__float2half_rn(v));
+    return v;
+}
+
+/* Element offset of the i-th element (row-major order) of a view. */
+__device__ __forceinline__ int64_t mmk_view_off(const mmk_view &v, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = v.ndim - 1; d >= 0; d--) {
+        int64_t n = v.shape[d];
+        off += (i % n) * v.stride[d];
+        i /= n;
+    }
+    return off;
+}
+
+/* Element offset of row r (the leading dims in row-major order). */
+__device__ __forceinline__ int64_t mmk_row_off(const mmk_view &v, int64_t r)
+{
+    int64_t off = 0;
+    for (int d = v.ndim - 2; d >= 0; d--) {
+        int64_t n = v.shape[d];
+        off += (r % n) * v.stride[d];
+        r /= n;
+    }
+    return off;
+}
+
+static inline int64_t mmk_rows_of(const mmk_view &v)
+{
+    int64_t r = 1;
+    for (int d = 0; d < v.ndim - 1; d++)
+        r *= v.shape[d];
+    return r;
+}
+static inline int64_t mmk_cols_of(const mmk_view &v) { return v.ndim ? v.shape[v.ndim - 1] : 1; }
+static inline int64_t mmk_numel(const mmk_view &v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < v.ndim; d++)
+        n *= v.shape[d];
+    return n;
+}
+__host__ __device__ static inline bool mmk_is_float(mm_dtype t) { return t == MM_F32 || t == MM_BF16 || t == MM_F16; }
+
+/* Grid size for grid-stride loops over n items. */
+static inline unsigned mmk_grid(int64_t n, int per_block = 256)
+{
+    int64_t b = (n + per_block - 1) / per_block;
+    return (unsigned)(b > 131072 ? 131072 : (b < 1 ? 1 : b));
+}
+
+/* Threads for a block that reduces one row of `cols` values. */
+static inline int mmk_row_threads(int64_t cols)
+{
+    int t = 32;
+    while (t < cols / 4 && t < 512)
+        t <<= 1;
+    return t;
+}
+
 #endif

@@ -1,129 +1,135 @@
 /* Direct convolutions (cuDNN is not available on the target hosts outside
  * PyTorch's own environment). Correct first: one thread per output element,
- * f32 accumulation over Cin × kernel, zero padding. The VAE's heavy
- * convolutions will move to an implicit-GEMM tensor-core kernel; these stay
- * as the reference path and for the small layers. CPU twins: src/backend/cpu/. */
+ * f32 accumulation over the group's input channels × kernel taps, zero
+ * padding before/after, dilation, groups; ConvTranspose1d as a gather (each
+ * output sums the inputs that scatter onto it). The VAE's heavy convolutions
+ * are to move to an implicit-GEMM tensor-core kernel; this stays the
+ * reference path. CPU twin: src/backend/cpu/conv.c. */
 #include "kernels/common.cuh"
 
 namespace {
 
-template <typename T>
-__global__ void k_conv3d(mmk_conv3d a, int to, int ho, int wo)
+/* rank 1 runs as rank 3 with T = H = 1 (extents in index 2). */
+struct Geo {
+    int n, cin, cout, groups;
+    int in[3], k[3], out[3], stride[3], dil[3], pad[3];
+};
+
+__global__ void k_conv(Geo g, const void *x, const void *w, mm_dtype xt, const float *bias, void *y, mm_dtype yt,
+                       int64_t total)
 {
-    const T *x = (const T *)a.x, *w = (const T *)a.weight;
-    T *y = (T *)a.y;
-    int64_t total = (int64_t)a.n * a.cout * to * ho * wo;
+    int cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
+    int64_t ipos = (int64_t)g.in[0] * g.in[1] * g.in[2], opos = (int64_t)g.out[0] * g.out[1] * g.out[2];
+    int64_t kvol = (int64_t)g.k[0] * g.k[1] * g.k[2];
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int ow = (int)(i % wo);
-        int oh = (int)((i / wo) % ho);
-        int ot = (int)((i / ((int64_t)wo * ho)) % to);
-        int co = (int)((i / ((int64_t)wo * ho * to)) % a.cout);
-        int64_t n = i / ((int64_t)wo * ho * to * a.cout);
-        float acc = a.bias ? a.bias[co] : 0.f;
-        for (int ci = 0; ci < a.cin; ci++) {
-            const T *xc = x + (n * a.cin + ci) * (int64_t)a.t * a.h * a.w;
-            const T *wc = w + ((int64_t)co * a.cin + ci) * a.kt * a.kh * a.kw;
-            for (int dt = 0; dt < a.kt; dt++) {
-                int it = ot * a.st - a.pt + dt;
-                if (it < 0 || it >= a.t)
+        int64_t p = i % opos;
+        int co = (int)((i / opos) % g.cout);
+        int64_t n = i / (opos * g.cout);
+        int ot = (int)(p / ((int64_t)g.out[1] * g.out[2])), oh = (int)((p / g.out[2]) % g.out[1]),
+            ow = (int)(p % g.out[2]);
+        int gi = co / cout_g;
+        float acc = 0.f;
+        for (int cl = 0; cl < cin_g; cl++) {
+            int ci = gi * cin_g + cl;
+            int64_t xb = (n * g.cin + ci) * ipos;
+            int64_t wb = ((int64_t)co * cin_g + cl) * kvol;
+            for (int kt = 0; kt < g.k[0]; kt++) {
+                int it = ot * g.stride[0] + kt * g.dil[0] - g.pad[0];
+                if (it < 0 || it >= g.in[0])
                     continue;
-                for (int dh = 0; dh < a.kh; dh++) {
-                    int ih = oh * a.sh - a.ph + dh;
-                    if (ih < 0 || ih >= a.h)
+                for (int kh = 0; kh < g.k[1]; kh++) {
+                    int ih = oh * g.stride[1] + kh * g.dil[1] - g.pad[1];
+                    if (ih < 0 || ih >= g.in[1])
                         continue;
-                    const T *xr = xc + ((int64_t)it * a.h + ih) * a.w;
-                    const T *wr = wc + (dt * a.kh + dh) * a.kw;
-                    for (int dw = 0; dw < a.kw; dw++) {
-                        int iw = ow * a.sw - a.pw + dw;
-                        if (iw >= 0 && iw < a.w)
-                            acc = fmaf(mmk_to_f32(xr[iw]), mmk_to_f32(wr[dw]), acc);
+                    int64_t xr = xb + ((int64_t)it * g.in[1] + ih) * g.in[2];
+                    int64_t wr = wb + ((int64_t)kt * g.k[1] + kh) * g.k[2];
+                    for (int kw = 0; kw < g.k[2]; kw++) {
+                        int iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
+                        if (iw >= 0 && iw < g.in[2])
+                            acc = fmaf(mmk_ld(x, xt, xr + iw), mmk_ld(w, xt, wr + kw), acc);
                     }
                 }
             }
         }
-        y[i] = mmk_from_f32<T>(acc);
+        if (bias)
+            acc += bias[co];
+        mmk_st(y, yt, i, acc);
     }
 }
 
-template <typename T>
-__global__ void k_conv1d(mmk_conv1d a, int lo)
+/* ConvTranspose1d: y[b, co, o] = bias[co] + Σ_{ci in co's group} Σ_k
+ * x[b, ci, i]·w[ci, co_local, k] over i·s + k·d − p0 = o. */
+__global__ void k_conv_t1d(Geo g, const void *x, const void *w, mm_dtype xt, const float *bias, void *y, mm_dtype yt,
+                           int64_t total)
 {
-    const T *x = (const T *)a.x, *w = (const T *)a.weight;
-    T *y = (T *)a.y;
-    int64_t total = (int64_t)a.n * a.cout * lo;
+    int cin_g = g.cin / g.groups, cout_g = g.cout / g.groups;
+    int len = g.in[2], lout = g.out[2], K = g.k[2], s = g.stride[2], d = g.dil[2], p0 = g.pad[2];
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int ol = (int)(i % lo);
-        int co = (int)((i / lo) % a.cout);
-        int64_t n = i / ((int64_t)lo * a.cout);
-        float acc = a.bias ? a.bias[co] : 0.f;
-        for (int ci = 0; ci < a.cin; ci++) {
-            const T *xr = x + (n * a.cin + ci) * (int64_t)a.len;
-            const T *wr = w + ((int64_t)co * a.cin + ci) * a.k;
-            for (int kk = 0; kk < a.k; kk++) {
-                int il = ol * a.stride - a.pad + kk * a.dilation;
-                if (il >= 0 && il < a.len)
-                    acc = fmaf(mmk_to_f32(xr[il]), mmk_to_f32(wr[kk]), acc);
+        int o = (int)(i % lout);
+        int co = (int)((i / lout) % g.cout);
+        int64_t n = i / ((int64_t)lout * g.cout);
+        int gi = co / cout_g, col = co % cout_g;
+        float acc = 0.f;
+        for (int cl = 0; cl < cin_g; cl++) {
+            int ci = gi * cin_g + cl;
+            int64_t xb = (n * g.cin + ci) * len, wb = ((int64_t)ci * cout_g + col) * K;
+            for (int k = 0; k < K; k++) {
+                int t = o + p0 - k * d;
+                if (t < 0 || t % s)
+                    continue;
+                int ii = t / s;
+                if (ii < len)
+                    acc = fmaf(mmk_ld(x, xt, xb + ii), mmk_ld(w, xt, wb + k), acc);
             }
         }
-        y[i] = mmk_from_f32<T>(acc);
+        if (bias)
+            acc += bias[co];
+        mmk_st(y, yt, i, acc);
     }
 }
-
-unsigned grid_for(int64_t n)
-{
-    int64_t b = (n + 255) / 256;
-    return (unsigned)(b > 65536 ? 65536 : (b < 1 ? 1 : b));
-}
-
-int out_extent(int in, int k, int s, int p, int d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
 
 } // namespace
 
-extern "C" int mmk_conv3d_run(int dev, mmk_stream s, const mmk_conv3d *a, mm_error *err)
+extern "C" int mmk_conv_run(int dev, mmk_stream s, const mmk_conv *a, mm_error *err)
 {
     if (mmk_device_enter(dev, err))
         return -1;
-    if (a->st <= 0 || a->sh <= 0 || a->sw <= 0 || a->kt <= 0 || a->kh <= 0 || a->kw <= 0)
-        return mm_fail(err, "conv3d: kernel sizes and strides must be positive");
-    int to = out_extent(a->t, a->kt, a->st, a->pt, 1), ho = out_extent(a->h, a->kh, a->sh, a->ph, 1),
-        wo = out_extent(a->w, a->kw, a->sw, a->pw, 1);
-    if (to <= 0 || ho <= 0 || wo <= 0)
-        return mm_fail(err, "conv3d: input %d×%d×%d is smaller than the kernel %d×%d×%d", a->t, a->h, a->w, a->kt,
-                       a->kh, a->kw);
-    int64_t total = (int64_t)a->n * a->cout * to * ho * wo;
-    if (a->dtype == MM_BF16)
-        k_conv3d<bf16><<<grid_for(total), 256, 0, s>>>(*a, to, ho, wo);
-    else if (a->dtype == MM_F32)
-        k_conv3d<float><<<grid_for(total), 256, 0, s>>>(*a, to, ho, wo);
+    if (a->rank != 1 && a->rank != 3)
+        return mm_fail(err, "conv: rank %d not supported (1 or 3)", a->rank);
+    if (a->transposed && a->rank != 1)
+        return mm_fail(err, "conv: only 1-D transposed convolutions are supported");
+    if (!mmk_is_float(a->xw_dtype) || !mmk_is_float(a->y_dtype))
+        return mm_fail(err, "conv: float tensors expected");
+    int groups = a->groups > 0 ? a->groups : 1;
+    if (a->cin % groups || a->cout % groups)
+        return mm_fail(err, "conv: %d/%d channels do not split into %d groups", a->cin, a->cout, groups);
+    Geo g;
+    g.n = a->n;
+    g.cin = a->cin;
+    g.cout = a->cout;
+    g.groups = groups;
+    for (int d = 0; d < 3; d++) {
+        int sd = a->rank == 3 ? d : (d == 2 ? 0 : -1);
+        g.in[d] = sd >= 0 ? a->in[sd] : 1;
+        g.k[d] = sd >= 0 ? a->k[sd] : 1;
+        g.out[d] = sd >= 0 ? a->out[sd] : 1;
+        g.stride[d] = sd >= 0 && a->stride[sd] > 0 ? a->stride[sd] : 1;
+        g.dil[d] = sd >= 0 && a->dilation[sd] > 0 ? a->dilation[sd] : 1;
+        g.pad[d] = sd >= 0 ? a->pad0[sd] : 0;
+    }
+    int64_t total = (int64_t)g.n * g.cout * g.out[0] * g.out[1] * g.out[2];
+    if (total == 0)
+        return 0;
+    if (a->transposed)
+        k_conv_t1d<<<mmk_grid(total), 256, 0, s>>>(g, a->x, a->w, a->xw_dtype, a->bias, a->y, a->y_dtype, total);
     else
-        return mm_fail(err, "conv3d: dtype %s not supported (bf16, f32)", mm_dtype_name(a->dtype));
-    return mmk_launched(err, "k_conv3d");
-}
-
-extern "C" int mmk_conv1d_run(int dev, mmk_stream s, const mmk_conv1d *a, mm_error *err)
-{
-    if (mmk_device_enter(dev, err))
-        return -1;
-    if (a->stride <= 0 || a->k <= 0 || a->dilation <= 0)
-        return mm_fail(err, "conv1d: kernel size, stride and dilation must be positive");
-    int lo = out_extent(a->len, a->k, a->stride, a->pad, a->dilation);
-    if (lo <= 0)
-        return mm_fail(err, "conv1d: input length %d is shorter than the dilated kernel", a->len);
-    int64_t total = (int64_t)a->n * a->cout * lo;
-    if (a->dtype == MM_BF16)
-        k_conv1d<bf16><<<grid_for(total), 256, 0, s>>>(*a, lo);
-    else if (a->dtype == MM_F32)
-        k_conv1d<float><<<grid_for(total), 256, 0, s>>>(*a, lo);
-    else
-        return mm_fail(err, "conv1d: dtype %s not supported (bf16, f32)", mm_dtype_name(a->dtype));
-    return mmk_launched(err, "k_conv1d");
+        k_conv<<<mmk_grid(total), 256, 0, s>>>(g, a->x, a->w, a->xw_dtype, a->bias, a->y, a->y_dtype, total);
+    return mmk_launched(err, "k_conv");
 }
 
 static const mmk_kernel_entry g_kernels[] = {
-    {"conv3d_bf16", (const void *)k_conv3d<bf16>, 80},
-    {"conv3d_f32", (const void *)k_conv3d<float>, 80},
-    {"conv1d_bf16", (const void *)k_conv1d<bf16>, 80},
-    {"conv1d_f32", (const void *)k_conv1d<float>, 80},
+    {"conv", (const void *)k_conv, 80},
+    {"conv_t1d", (const void *)k_conv_t1d, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_conv(int *n)

@@ -57,13 +57,26 @@ __device__ __forceinline__ void load16_bf16(const bf16 *p, float v[16])
     }
 }
 
-/* blockDim.x = 16 · (K / 256) rounded up to whole warps; thread (g, t) owns
+__device__ __forceinline__ void load16_f32(const float *p, float v[16])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float4 a = reinterpret_cast<const float4 *>(p)[i];
+        v[4 * i] = a.x;
+        v[4 * i + 1] = a.y;
+        v[4 * i + 2] = a.z;
+        v[4 * i + 3] = a.w;
+    }
+}
+
+/* The fast path: group 256, bf16 x, quantized output.
+ * blockDim.x = 16 · (K / 256) rounded up to whole warps; thread (g, t) owns
  * channels g·256 + 16t .. +15; threads past the last group only take part
  * in the reductions. */
 __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int64_t ldx,
-                                const bf16 *__restrict__ norm_w, float eps, const bf16 *__restrict__ shift,
-                                const bf16 *__restrict__ scale, int64_t ld_mod, const int32_t *__restrict__ mod_idx,
-                                int8_t *__restrict__ q, int64_t ldq, float *__restrict__ sq)
+                                const float *__restrict__ norm_w, float eps, const float *__restrict__ shift,
+                                const float *__restrict__ scale, int64_t ld_mod, const int32_t *__restrict__ mod_idx,
+                                int8_t *__restrict__ q, int64_t ldq, float *__restrict__ sq, int64_t s_stride)
 {
     __shared__ float scratch[32];
     extern __shared__ float tr[]; /* [groups][16][17] */
@@ -86,7 +99,7 @@ __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int6
         load16_bf16(xr + K + c0, u);
 #pragma unroll
         for (int i = 0; i < 16; i++)
-            v[i] = mmk_round_bf16(mmk_silu(v[i]) * u[i]);
+            v[i] = mmk_round_bf16(__fmul_rn(mmk_silu(v[i]), u[i]));
     } else {
         load16_bf16(xr + c0, v);
         if (pre == MMK_PRE_RMSNORM_MOD) {
@@ -95,22 +108,20 @@ __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int6
             for (int i = 0; i < 16; i++)
                 ss += v[i] * v[i];
             ss = mmk_block_sum(ss, scratch);
-            float inv = rsqrtf(ss / (float)K + eps);
+            float rs = 1.f / sqrtf(ss / (float)K + eps);
             float w[16], sh[16], sc[16];
             if (norm_w)
-                load16_bf16(norm_w + c0, w);
+                load16_f32(norm_w + c0, w);
             if (shift) {
                 int64_t m = (int64_t)mod_idx[r] * ld_mod;
-                load16_bf16(shift + m + c0, sh);
-                load16_bf16(scale + m + c0, sc);
+                load16_f32(shift + m + c0, sh);
+                load16_f32(scale + m + c0, sc);
             }
 #pragma unroll
             for (int i = 0; i < 16; i++) {
-                float n = v[i] * inv;
-                if (norm_w)
-                    n *= w[i];
+                float n = __fmul_rn(__fmul_rn(v[i], rs), norm_w ? w[i] : 1.f);
                 if (shift)
-                    n = n * (1.f + sc[i]) + sh[i];
+                    n = __fadd_rn(__fmul_rn(n, 1.f + sc[i]), sh[i]);
                 v[i] = mmk_round_bf16(n);
             }
         }
@@ -150,7 +161,54 @@ __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int6
         qr[a * 16] = (int8_t)qv;
     }
     if (threadIdx.x == 0)
-        sq[r] = s;
+        sq[r * s_stride] = s;
+}
+
+/* Any group (4, 16, 64, 256) and float dtype; the row lives in shared memory
+ * and each butterfly stage updates disjoint quads in place. Quantizes (q !=
+ * NULL) or writes the rotation rounded to rot's dtype. */
+__global__ void k_convrot_generic(int K, int group, const void *x, mm_dtype xt, int64_t ldx, int8_t *q, int64_t ldq,
+                                  float *sq, int64_t s_stride, void *rot, mm_dtype rt, int64_t ld_rot)
+{
+    __shared__ float scratch[32];
+    extern __shared__ float row[];
+    int64_t r = blockIdx.x;
+    for (int c = threadIdx.x; c < K; c += blockDim.x)
+        row[c] = mmk_ld(x, xt, r * ldx + c);
+    __syncthreads();
+    int quads = K / 4, qpg = group / 4;
+    for (int st = 1; st < group; st *= 4) {
+        for (int qd = threadIdx.x; qd < quads; qd += blockDim.x) {
+            int g = qd / qpg, j = qd % qpg;
+            int base = g * group + (j / st) * (4 * st) + (j % st);
+            float a0 = row[base], a1 = row[base + st], a2 = row[base + 2 * st], a3 = row[base + 3 * st];
+            h4(a0, a1, a2, a3);
+            row[base] = a0;
+            row[base + st] = a1;
+            row[base + 2 * st] = a2;
+            row[base + 3 * st] = a3;
+        }
+        __syncthreads();
+    }
+    if (!q) {
+        for (int c = threadIdx.x; c < K; c += blockDim.x)
+            mmk_st(rot, rt, r * ld_rot + c, row[c]);
+        return;
+    }
+    float amax = 0.f;
+    for (int c = threadIdx.x; c < K; c += blockDim.x) {
+        float v = mmk_round_to(xt, row[c]);
+        row[c] = v;
+        amax = fmaxf(amax, fabsf(v));
+    }
+    amax = mmk_block_max(amax, scratch); /* also orders the row writes above */
+    float s = amax > 0.f ? amax / 127.f : 1.f;
+    for (int c = threadIdx.x; c < K; c += blockDim.x) {
+        float qv = fminf(fmaxf(rintf(row[c] / s), -127.f), 127.f);
+        q[r * ldq + c] = (int8_t)qv;
+    }
+    if (threadIdx.x == 0)
+        sq[r * s_stride] = s;
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -161,34 +219,48 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
 {
     if (mmk_device_enter(dev, err))
         return -1;
-    if (a->K <= 0 || a->K % 256 || a->K / 256 > kMaxGroups)
-        return mm_fail(err, "ConvRot quantization: K=%d must be a positive multiple of 256 up to %d", a->K,
+    int G = a->group ? a->group : 256;
+    if (G != 4 && G != 16 && G != 64 && G != 256)
+        return mm_fail(err, "ConvRot: group %d not supported (4, 16, 64, 256)", G);
+    if (a->K <= 0 || a->K % G || a->K > 256 * kMaxGroups)
+        return mm_fail(err, "ConvRot: K=%d must be a positive multiple of the group %d up to %d", a->K, G,
                        256 * kMaxGroups);
     if (a->pre != MMK_PRE_NONE && a->pre != MMK_PRE_RMSNORM_MOD && a->pre != MMK_PRE_SWIGLU)
-        return mm_fail(err, "ConvRot quantization: unknown pre-op %d", a->pre);
+        return mm_fail(err, "ConvRot: unknown pre-op %d", a->pre);
     if (a->pre == MMK_PRE_RMSNORM_MOD && ((a->shift == nullptr) != (a->scale == nullptr) || (a->shift && !a->mod_idx)))
-        return mm_fail(err, "ConvRot quantization: modulation needs shift, scale and mod_idx together");
-    /* 16-byte vector loads: rows, norm weight and modulation rows must be aligned. */
-    if (!al16(a->x) || a->ldx % 8 || (a->norm_w && !al16(a->norm_w)) ||
-        (a->shift && (!al16(a->shift) || !al16(a->scale) || a->ld_mod % 8)))
-        return mm_fail(err, "ConvRot quantization: inputs must be 16-byte aligned with row strides multiple of 8");
+        return mm_fail(err, "ConvRot: modulation needs shift, scale and mod_idx together");
+    if (!mmk_is_float(a->x_dtype))
+        return mm_fail(err, "ConvRot: x must be a float tensor");
     if (a->rows == 0)
         return 0;
+    bool fast = G == 256 && a->x_dtype == MM_BF16 && a->q && al16(a->x) && a->ldx % 8 == 0 &&
+                (!a->norm_w || al16(a->norm_w)) && (!a->shift || (al16(a->shift) && al16(a->scale) && a->ld_mod % 4 == 0));
+    if (!fast) {
+        if (a->pre != MMK_PRE_NONE)
+            return mm_fail(err, "ConvRot: the fused pre-ops need group 256, bf16 x and 16-byte aligned inputs");
+        size_t smem = (size_t)a->K * sizeof(float);
+        if (smem > 48 * 1024)
+            MMK_TRY(cudaFuncSetAttribute(k_convrot_generic, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
+                    "raising the shared-memory limit of k_convrot_generic");
+        k_convrot_generic<<<a->rows, 256, smem, s>>>(a->K, G, a->x, a->x_dtype, a->ldx, a->q, a->ldq, a->s,
+                                                     a->s_stride, a->rot, a->rot_dtype, a->ld_rot);
+        return mmk_launched(err, "k_convrot_generic");
+    }
     int groups = a->K / 256;
     int threads = (groups * 16 + 31) / 32 * 32;
     size_t smem = (size_t)groups * 16 * 17 * sizeof(float);
     if (smem > 48 * 1024)
         MMK_TRY(cudaFuncSetAttribute(k_convrot_quant, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
                 "raising the shared-memory limit of k_convrot_quant");
-    k_convrot_quant<<<a->rows, threads, smem, s>>>(a->K, a->pre, (const bf16 *)a->x, a->ldx,
-                                                        (const bf16 *)a->norm_w, a->eps, (const bf16 *)a->shift,
-                                                        (const bf16 *)a->scale, a->ld_mod, a->mod_idx, a->q, a->ldq,
-                                                        a->s);
+    k_convrot_quant<<<a->rows, threads, smem, s>>>(a->K, a->pre, (const bf16 *)a->x, a->ldx, a->norm_w, a->eps,
+                                                   a->shift, a->scale, a->ld_mod, a->mod_idx, a->q, a->ldq, a->s,
+                                                   a->s_stride ? a->s_stride : 1);
     return mmk_launched(err, "k_convrot_quant");
 }
 
 static const mmk_kernel_entry g_kernels[] = {
     {"convrot_quant", (const void *)k_convrot_quant, 80},
+    {"convrot_generic", (const void *)k_convrot_generic, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_convrot(int *n)

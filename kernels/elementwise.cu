@@ -1,32 +1,74 @@
-/* Memory-bound glue: dtype conversion, gated linear units, the gated residual
- * add, activations, the int8 embedding and nvfp4 weight decoding. CPU twins:
- * src/backend/cpu/. */
+/* Memory-bound glue over strided views: copy/convert, fill, arithmetic,
+ * activations and gated units, row gather/scatter, Snake, padding,
+ * interpolation; plus the int8 embedding, nvfp4 weight decoding and the
+ * random fill the benchmarks use. One thread per output element (grid-stride
+ * loops); the host collapses dims that are contiguous in every operand, so
+ * the common contiguous case indexes with a single stride. CPU twins:
+ * src/backend/cpu/elementwise.c, index.c, conv.c (pad, interpolate),
+ * quant.c (embedding, nvfp4). */
 #include <cuda_fp8.h>
+
+#include <string.h>
 
 #include "kernels/common.cuh"
 
 namespace {
 
-/* ------------------------------------------------------------------ conversion */
+/* ------------------------------------------------------------------ any-dtype values */
 
-template <typename TI> __device__ __forceinline__ float load_f(const TI *p, int64_t i) { return mmk_to_f32(p[i]); }
-template <> __device__ __forceinline__ float load_f<int8_t>(const int8_t *p, int64_t i) { return (float)p[i]; }
-template <> __device__ __forceinline__ float load_f<__nv_fp8_e4m3>(const __nv_fp8_e4m3 *p, int64_t i)
+__device__ __forceinline__ double ld_any(const void *p, mm_dtype t, int64_t off)
 {
-    return (float)p[i];
+    switch (t) {
+    case MM_F32: return static_cast<const float *>(p)[off];
+    case MM_BF16: return __bfloat162float(static_cast<const bf16 *>(p)[off]);
+    case MM_F16: return __half2float(static_cast<const __half *>(p)[off]);
+    case MM_F64: return static_cast<const double *>(p)[off];
+    case MM_I8: return static_cast<const int8_t *>(p)[off];
+    case MM_U8: return static_cast<const uint8_t *>(p)[off];
+    case MM_BOOL: return static_cast<const uint8_t *>(p)[off] != 0;
+    case MM_I16: return static_cast<const int16_t *>(p)[off];
+    case MM_I32: return static_cast<const int32_t *>(p)[off];
+    case MM_I64: return (double)static_cast<const int64_t *>(p)[off];
+    case MM_F8_E4M3: {
+        __nv_fp8_e4m3 v;
+        v.__x = static_cast<const uint8_t *>(p)[off];
+        return (float)v;
+    }
+    default: return 0;
+    }
 }
 
-template <typename TI, typename TO>
-__global__ void k_convert(TO *__restrict__ y, const TI *__restrict__ x, int64_t n)
+__device__ __forceinline__ double sat(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* As the CPU backend's cpu_set_any: floats round to nearest even; integers
+ * round half even (when the source is a float) and saturate. */
+__device__ __forceinline__ void st_any(void *p, mm_dtype t, int64_t off, double v, bool from_float)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = mmk_from_f32<TO>(load_f<TI>(x, i));
+    if (from_float && t != MM_F32 && t != MM_BF16 && t != MM_F16 && t != MM_F64 && t != MM_F8_E4M3)
+        v = rint(v);
+    switch (t) {
+    case MM_F32: static_cast<float *>(p)[off] = (float)v; break;
+    case MM_F64: static_cast<double *>(p)[off] = v; break;
+    case MM_BF16: static_cast<bf16 *>(p)[off] = __float2bfloat16_rn((float)v); break;
+    case MM_F16: static_cast<__half *>(p)[off] = __float2half_rn((float)v); break;
+    case MM_I8: static_cast<int8_t *>(p)[off] = (int8_t)sat(v, -128, 127); break;
+    case MM_U8: static_cast<uint8_t *>(p)[off] = (uint8_t)sat(v, 0, 255); break;
+    case MM_BOOL: static_cast<uint8_t *>(p)[off] = v != 0; break;
+    case MM_I16: static_cast<int16_t *>(p)[off] = (int16_t)sat(v, -32768, 32767); break;
+    case MM_I32: static_cast<int32_t *>(p)[off] = (int32_t)sat(v, -2147483648.0, 2147483647.0); break;
+    case MM_I64: static_cast<int64_t *>(p)[off] = (int64_t)sat(v, -9.2233720368547748e18, 9.2233720368547748e18); break;
+    case MM_F8_E4M3: {
+        __nv_fp8_e4m3 q((float)v);
+        static_cast<uint8_t *>(p)[off] = q.__x;
+        break;
+    }
+    default: break;
+    }
 }
 
-unsigned grid_for(int64_t n)
+__device__ __forceinline__ bool float_like(mm_dtype t)
 {
-    int64_t b = (n + 255) / 256;
-    return (unsigned)(b > 65536 ? 65536 : (b < 1 ? 1 : b));
+    return t == MM_F32 || t == MM_BF16 || t == MM_F16 || t == MM_F64 || t == MM_F8_E4M3;
 }
 
 /* ------------------------------------------------------------------ activations */
@@ -34,91 +76,242 @@ unsigned grid_for(int64_t n)
 __device__ __forceinline__ float act_apply(int act, float x)
 {
     switch (act) {
-    case MMK_ACT_SILU: return mmk_silu(x);
+    case MMK_ACT_SILU: return x / (1.0f + expf(-x));
     case MMK_ACT_GELU_TANH: {
-        const float k0 = 0.7978845608028654f, k1 = 0.044715f;
-        return 0.5f * x * (1.f + tanhf(k0 * (x + k1 * x * x * x)));
+        const float k = 0.7978845608028654f;
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
     }
-    case MMK_ACT_GELU_ERF: return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+    case MMK_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+    case MMK_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case MMK_ACT_TANH: return tanhf(x);
+    case MMK_ACT_RELU: return x > 0 ? x : 0.0f;
+    case MMK_ACT_EXP: return expf(x);
     default: return x;
     }
 }
 
-template <typename T> __global__ void k_activation(T *__restrict__ y, const T *__restrict__ x, int64_t n, int act)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = mmk_from_f32<T>(act_apply(act, mmk_to_f32(x[i])));
-}
+/* ------------------------------------------------------------------ elementwise */
 
-/* y[r, j] = act(x[r, j]) · x[r, F + j] */
-__global__ void k_glu(int rows, int F, const bf16 *__restrict__ x, int64_t ldx, bf16 *__restrict__ y, int64_t ldy,
-                      int act)
+__global__ void k_ew(mmk_ew e, int64_t n)
 {
-    int64_t n = (int64_t)rows * F;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i / F;
-        int j = (int)(i % F);
-        const bf16 *xr = x + r * ldx;
-        y[r * ldy + j] = __float2bfloat16_rn(act_apply(act, __bfloat162float(xr[j])) * __bfloat162float(xr[F + j]));
+        int64_t oy = mmk_view_off(e.y, i);
+        if (e.op == MMK_EW_FILL) {
+            st_any(e.y.p, e.y.dtype, oy, e.value, true);
+            continue;
+        }
+        int64_t oa = mmk_view_off(e.a, i);
+        if (e.op == MMK_EW_COPY) {
+            if (mmk_is_float(e.a.dtype) && mmk_is_float(e.y.dtype))
+                mmk_st(e.y.p, e.y.dtype, oy, mmk_ld(e.a.p, e.a.dtype, oa));
+            else
+                st_any(e.y.p, e.y.dtype, oy, ld_any(e.a.p, e.a.dtype, oa), float_like(e.a.dtype));
+            continue;
+        }
+        float a = mmk_ld(e.a.p, e.a.dtype, oa), b = 0.f, v;
+        if (e.op == MMK_EW_ADD || e.op == MMK_EW_MUL || e.op == MMK_EW_AXPBY || e.op == MMK_EW_GLU)
+            b = mmk_ld(e.b.p, e.b.dtype, mmk_view_off(e.b, i));
+        switch (e.op) {
+        case MMK_EW_ADD: v = a + b; break;
+        case MMK_EW_MUL: v = a * b; break;
+        case MMK_EW_AXPBY: v = __fadd_rn(__fmul_rn(e.alpha, a), __fmul_rn(e.beta, b)); break;
+        case MMK_EW_AXPB: v = __fadd_rn(__fmul_rn(e.alpha, a), e.beta); break;
+        case MMK_EW_CLAMP: v = a < e.alpha ? e.alpha : a > e.beta ? e.beta : a; break;
+        case MMK_EW_ACT: v = act_apply(e.act, a); break;
+        case MMK_EW_GLU: v = __fmul_rn(act_apply(e.act, a), b); break;
+        default: v = a; break;
+        }
+        mmk_st(e.y.p, e.y.dtype, oy, v);
     }
 }
 
-/* x += gate[mod_idx[r]] · y, one rounding */
-__global__ void k_gated_add(int rows, int cols, bf16 *__restrict__ x, int64_t ldx, const bf16 *__restrict__ y,
-                            int64_t ldy, const bf16 *__restrict__ gate, int64_t ld_gate,
-                            const int32_t *__restrict__ mod_idx)
+/* Merges dims that are contiguous with their successor in every view and
+ * drops size-1 dims, so a contiguous tensor of any rank becomes 1-D. */
+void collapse(mmk_view *v[], int nv)
 {
-    int64_t n = (int64_t)rows * cols;
+    int nd = v[0]->ndim;
+    int64_t shape[MMK_MAX_DIMS], st[4][MMK_MAX_DIMS];
+    int out = 0;
+    for (int d = 0; d < nd; d++) {
+        if (v[0]->shape[d] == 1)
+            continue;
+        bool merge = out > 0;
+        for (int k = 0; k < nv && merge; k++)
+            merge = st[k][out - 1] == v[k]->stride[d] * v[k]->shape[d];
+        if (merge) {
+            shape[out - 1] *= v[0]->shape[d];
+            for (int k = 0; k < nv; k++)
+                st[k][out - 1] = v[k]->stride[d];
+        } else {
+            shape[out] = v[0]->shape[d];
+            for (int k = 0; k < nv; k++)
+                st[k][out] = v[k]->stride[d];
+            out++;
+        }
+    }
+    if (out == 0) {
+        shape[0] = 1;
+        for (int k = 0; k < nv; k++)
+            st[k][0] = 1;
+        out = 1;
+    }
+    for (int k = 0; k < nv; k++) {
+        v[k]->ndim = out;
+        for (int d = 0; d < out; d++) {
+            v[k]->shape[d] = shape[d];
+            v[k]->stride[d] = st[k][d];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ row gather / scatter */
+
+/* Over the elements of `src` (scatter) or `dst` (gather): dim 0 goes through idx. */
+__global__ void k_index_rows(int op, mmk_view y, mmk_view x, const int32_t *idx, int64_t idx_stride, int64_t n,
+                             int64_t inner, size_t es)
+{
+    const mmk_view &it = op == MMK_GATHER ? y : x; /* the view we enumerate */
+    bool fl = mmk_is_float(y.dtype) && mmk_is_float(x.dtype);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i / cols;
-        int c = (int)(i % cols);
-        float g = gate ? __bfloat162float(gate[(int64_t)mod_idx[r] * ld_gate + c]) : 1.f;
-        bf16 *xp = x + r * ldx + c;
-        *xp = __float2bfloat16_rn(fmaf(g, __bfloat162float(y[r * ldy + c]), __bfloat162float(*xp)));
+        int64_t r = i / inner, rest = i % inner;
+        int64_t target = idx[r * idx_stride];
+        /* trailing offsets: unravel `rest` over dims 1.. of each view */
+        int64_t oy = 0, ox = 0, q = rest;
+        for (int d = it.ndim - 1; d >= 1; d--) {
+            int64_t c = q % it.shape[d];
+            q /= it.shape[d];
+            oy += c * y.stride[d];
+            ox += c * x.stride[d];
+        }
+        if (op == MMK_GATHER) {
+            oy += r * y.stride[0];
+            ox += target * x.stride[0];
+        } else {
+            oy += target * y.stride[0];
+            ox += r * x.stride[0];
+        }
+        if (op == MMK_SCATTER_ADD)
+            mmk_st(y.p, y.dtype, oy, mmk_ld(y.p, y.dtype, oy) + mmk_ld(x.p, x.dtype, ox));
+        else if (fl)
+            mmk_st(y.p, y.dtype, oy, mmk_ld(x.p, x.dtype, ox));
+        else
+            memcpy((char *)y.p + oy * es, (const char *)x.p + ox * es, es);
     }
 }
 
-/* ------------------------------------------------------------------ embedding, nvfp4 */
+/* ------------------------------------------------------------------ snake, pad, interpolate */
 
-__global__ void k_embed_i8(int n, int dim, const int32_t *__restrict__ ids, const int8_t *__restrict__ table,
-                           const float *__restrict__ scale, bf16 *__restrict__ y)
+__global__ void k_snake(mmk_view y, mmk_view x, const float *alpha, const float *beta, int64_t n)
 {
-    int64_t total = (int64_t)n * dim;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t t = i / dim;
-        int c = (int)(i % dim);
-        int64_t id = ids[t];
-        y[i] = __float2bfloat16_rn((float)table[id * dim + c] * scale[id]);
+    int64_t C = x.shape[1], L = x.shape[2];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = (i / L) % C;
+        float a = alpha[c], den;
+        if (beta) {
+            a = expf(a);
+            den = expf(beta[c]) + 1e-9f;
+        } else {
+            den = a + 1e-9f;
+        }
+        float v = mmk_ld(x.p, x.dtype, mmk_view_off(x, i));
+        float sv = sinf(a * v);
+        mmk_st(y.p, y.dtype, mmk_view_off(y, i), v + sv * sv / den);
     }
 }
 
-__device__ __forceinline__ float e2m1(unsigned code)
+struct PadArgs {
+    int pad0[MMK_MAX_DIMS];
+    int mode;
+    unsigned char value[8];
+};
+
+__device__ __forceinline__ int64_t pad_src(int64_t o, int64_t n, int before, int mode)
 {
-    const float lut[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
-    float v = lut[code & 7];
-    return (code & 8) ? -v : v;
+    int64_t i = o - before;
+    if (i >= 0 && i < n)
+        return i;
+    if (mode == 1)
+        return i < 0 ? -i : 2 * (n - 1) - i;
+    if (mode == 2)
+        return i < 0 ? 0 : n - 1;
+    return -1;
 }
 
-/* One thread per packed byte (two outputs). */
-__global__ void k_nvfp4_to_bf16(int K, int row0, int rows, const uint8_t *__restrict__ packed,
-                                const uint8_t *__restrict__ scales, float global_scale, bf16 *__restrict__ y)
+__global__ void k_pad(mmk_view y, mmk_view x, PadArgs pa, int64_t n, size_t es)
 {
-    int half = K / 2, C = K / 16;
-    int64_t total = (int64_t)rows * half;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t rr = i / half;
-        int j = (int)(i % half);
-        int64_t r = row0 + rr;
-        int c = (2 * j) / 16;
-        int64_t off = ((r / 128) * (C / 4) + (c / 4)) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (c % 4);
-        __nv_fp8_e4m3 sc;
-        sc.__x = scales[off];
-        float d = (float)sc * global_scale;
-        uint8_t b = packed[r * half + j];
-        __nv_bfloat162 out;
-        out.x = __float2bfloat16_rn(e2m1(b >> 4) * d);
-        out.y = __float2bfloat16_rn(e2m1(b & 15) * d);
-        reinterpret_cast<__nv_bfloat162 *>(y + rr * K)[j] = out;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t q = i, oy = 0, ox = 0;
+        bool constant = false;
+        for (int d = y.ndim - 1; d >= 0; d--) {
+            int64_t c = q % y.shape[d];
+            q /= y.shape[d];
+            oy += c * y.stride[d];
+            int64_t sc = pad_src(c, x.shape[d], pa.pad0[d], pa.mode);
+            if (sc < 0)
+                constant = true;
+            else
+                ox += sc * x.stride[d];
+        }
+        const unsigned char *src = constant ? pa.value : (const unsigned char *)x.p + ox * es;
+        memcpy((char *)y.p + oy * es, src, es);
+    }
+}
+
+struct InterpArgs {
+    int64_t in[3], on[3];
+    int mode, align;
+};
+
+__device__ __forceinline__ void taps(int64_t o, int64_t in, int64_t on, int mode, int align, int64_t *i0,
+                                     int64_t *i1, float *w1)
+{
+    if (mode == 0) {
+        float scale = (float)in / (float)on;
+        int64_t s = (int64_t)floorf((float)o * scale);
+        *i0 = *i1 = s < in - 1 ? s : in - 1;
+        *w1 = 0.0f;
+        return;
+    }
+    float src;
+    if (align) {
+        src = on > 1 ? (float)o * (float)(in - 1) / (float)(on - 1) : 0.0f;
+    } else {
+        src = ((float)o + 0.5f) * (float)in / (float)on - 0.5f;
+        if (src < 0)
+            src = 0;
+    }
+    int64_t a = (int64_t)floorf(src);
+    if (a > in - 1)
+        a = in - 1;
+    *i0 = a;
+    *i1 = a + 1 < in ? a + 1 : in - 1;
+    *w1 = src - (float)a;
+}
+
+/* Same tap order and f32 sums as the CPU twin. */
+__global__ void k_interpolate(const void *x, mm_dtype xt, void *y, mm_dtype yt, InterpArgs ia, int64_t n)
+{
+    int64_t opos = ia.on[0] * ia.on[1] * ia.on[2], ipos = ia.in[0] * ia.in[1] * ia.in[2];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t pl = i / opos, p = i % opos;
+        int64_t o[3] = {p / (ia.on[1] * ia.on[2]), (p / ia.on[2]) % ia.on[1], p % ia.on[2]};
+        int64_t a[3], b[3];
+        float w[3];
+        for (int d = 0; d < 3; d++)
+            taps(o[d], ia.in[d], ia.on[d], ia.mode, ia.align, &a[d], &b[d], &w[d]);
+        float v = 0.0f;
+        for (int c = 0; c < 8; c++) {
+            float wt = 1.0f;
+            int64_t idx[3];
+            for (int d = 0; d < 3; d++) {
+                int hi = (c >> (2 - d)) & 1;
+                wt *= hi ? w[d] : 1.0f - w[d];
+                idx[d] = hi ? b[d] : a[d];
+            }
+            if (wt != 0.0f)
+                v = __fadd_rn(v, __fmul_rn(wt, mmk_ld(x, xt, pl * ipos + (idx[0] * ia.in[1] + idx[1]) * ia.in[2] + idx[2])));
+        }
+        mmk_st(y, yt, i, v);
     }
 }
 
@@ -132,127 +325,219 @@ __device__ __forceinline__ uint64_t splitmix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-template <typename T> __global__ void k_fill_random(T *p, int64_t n, uint64_t seed, float scale)
+__global__ void k_fill_random(void *p, mm_dtype t, int64_t n, uint64_t seed, float scale)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         uint64_t h = splitmix(seed ^ splitmix((uint64_t)i));
-        float u = (float)(h >> 40) * (1.f / 16777216.f) * 2.f - 1.f;
-        p[i] = mmk_from_f32<T>(u * scale);
+        if (t == MM_I8) {
+            static_cast<int8_t *>(p)[i] = (int8_t)((int)(h % 255) - 127);
+        } else {
+            float u = (float)(h >> 40) * (1.f / 16777216.f) * 2.f - 1.f;
+            mmk_st(p, t, i, u * scale);
+        }
     }
 }
 
-__global__ void k_fill_random_i8(int8_t *p, int64_t n, uint64_t seed)
+/* ------------------------------------------------------------------ embedding, nvfp4 */
+
+__global__ void k_embed_i8(mmk_view y, const int32_t *ids, int64_t ids_stride, const int8_t *table, int64_t ld_table,
+                           const float *scale, int64_t scale_stride, int64_t n)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        p[i] = (int8_t)((int)(splitmix(seed ^ splitmix((uint64_t)i)) % 255) - 127);
+    int64_t dim = y.shape[1];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = i / dim, c = i % dim;
+        int64_t id = ids[t * ids_stride];
+        mmk_st(y.p, y.dtype, t * y.stride[0] + c * y.stride[1],
+               (float)table[id * ld_table + c] * scale[id * scale_stride]);
+    }
+}
+
+__device__ __forceinline__ float e2m1(unsigned code)
+{
+    const float lut[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+    float v = lut[code & 7];
+    return (code & 8) ? -v : v;
+}
+
+/* One thread per packed byte (two outputs). */
+__global__ void k_nvfp4(int K, int row0, int rows, const uint8_t *__restrict__ packed,
+                        const uint8_t *__restrict__ scales, float global_scale, void *y, mm_dtype yt)
+{
+    int half = K / 2, C = K / 16;
+    int64_t total = (int64_t)rows * half;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t rr = i / half;
+        int j = (int)(i % half);
+        int64_t r = row0 + rr;
+        int c = (2 * j) / 16;
+        int64_t off = ((r / 128) * (C / 4) + (c / 4)) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + (c % 4);
+        __nv_fp8_e4m3 sc;
+        sc.__x = scales[off];
+        float d = (float)sc * global_scale;
+        uint8_t b = packed[r * half + j];
+        mmk_st(y, yt, rr * K + 2 * j, e2m1(b >> 4) * d);
+        mmk_st(y, yt, rr * K + 2 * j + 1, e2m1(b & 15) * d);
+    }
+}
+
+/* The host twin of st_any (from a float source), for constants. */
+void host_set_any(unsigned char *p, mm_dtype t, double v)
+{
+    if (t != MM_F32 && t != MM_BF16 && t != MM_F16 && t != MM_F64 && t != MM_F8_E4M3)
+        v = rint(v);
+    auto clampd = [](double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; };
+    switch (t) {
+    case MM_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case MM_F64: memcpy(p, &v, 8); break;
+    case MM_BF16: { uint16_t h = mm_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+    case MM_F16: { uint16_t h = mm_f32_to_f16((float)v); memcpy(p, &h, 2); break; }
+    case MM_I8: { int8_t x = (int8_t)clampd(v, -128, 127); memcpy(p, &x, 1); break; }
+    case MM_U8: { uint8_t x = (uint8_t)clampd(v, 0, 255); memcpy(p, &x, 1); break; }
+    case MM_BOOL: p[0] = v != 0; break;
+    case MM_I16: { int16_t x = (int16_t)clampd(v, -32768, 32767); memcpy(p, &x, 2); break; }
+    case MM_I32: { int32_t x = (int32_t)clampd(v, -2147483648.0, 2147483647.0); memcpy(p, &x, 4); break; }
+    case MM_I64: { int64_t x = (int64_t)clampd(v, -9.2233720368547748e18, 9.2233720368547748e18); memcpy(p, &x, 8); break; }
+    case MM_F8_E4M3: p[0] = mm_f32_to_e4m3((float)v); break;
+    default: break;
+    }
 }
 
 } // namespace
+
+/* ====================================================================== API */
+
+extern "C" int mmk_ew_run(int dev, mmk_stream s, const mmk_ew *e_in, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    mmk_ew e = *e_in;
+    int64_t n = mmk_numel(e.y);
+    if (n == 0)
+        return 0;
+    bool unary = e.op == MMK_EW_COPY || e.op == MMK_EW_AXPB || e.op == MMK_EW_CLAMP || e.op == MMK_EW_ACT;
+    bool binary = e.op == MMK_EW_ADD || e.op == MMK_EW_MUL || e.op == MMK_EW_AXPBY || e.op == MMK_EW_GLU;
+    if (!unary && !binary && e.op != MMK_EW_FILL)
+        return mm_fail(err, "elementwise: unknown op %d", e.op);
+    if (e.op != MMK_EW_FILL && e.op != MMK_EW_COPY &&
+        (!mmk_is_float(e.y.dtype) || !mmk_is_float(e.a.dtype) || (binary && !mmk_is_float(e.b.dtype))))
+        return mm_fail(err, "elementwise: arithmetic needs float tensors (F32, BF16, F16)");
+    mmk_view *vs[3] = {&e.y, &e.a, &e.b};
+    int nv = e.op == MMK_EW_FILL ? 1 : binary ? 3 : 2;
+    collapse(vs, nv);
+    /* A same-dtype contiguous copy is a memcpy. */
+    if (e.op == MMK_EW_COPY && e.y.dtype == e.a.dtype && e.y.ndim == 1 && e.y.stride[0] == 1 && e.a.stride[0] == 1) {
+        MMK_TRY(cudaMemcpyAsync(e.y.p, e.a.p, (size_t)n * mm_dtype_bits(e.y.dtype) / 8, cudaMemcpyDeviceToDevice, s),
+                err, "copy");
+        return 0;
+    }
+    k_ew<<<mmk_grid(n), 256, 0, s>>>(e, n);
+    return mmk_launched(err, "k_ew");
+}
+
+extern "C" int mmk_index_rows(int dev, mmk_stream s, int op, const mmk_view *y, const mmk_view *x, const int32_t *idx,
+                              int64_t idx_stride, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    const mmk_view &it = op == MMK_GATHER ? *y : *x;
+    int64_t n = mmk_numel(it);
+    if (n == 0)
+        return 0;
+    bool fl = mmk_is_float(y->dtype) && mmk_is_float(x->dtype);
+    if (!fl && y->dtype != x->dtype)
+        return mm_fail(err, "row gather/scatter: %s and %s cannot be combined", mm_dtype_name(y->dtype),
+                       mm_dtype_name(x->dtype));
+    if (op == MMK_SCATTER_ADD && !fl)
+        return mm_fail(err, "row scatter-add needs float tensors");
+    int64_t inner = n / it.shape[0];
+    k_index_rows<<<mmk_grid(n), 256, 0, s>>>(op, *y, *x, idx, idx_stride, n, inner,
+                                              (size_t)mm_dtype_bits(y->dtype) / 8);
+    return mmk_launched(err, "k_index_rows");
+}
+
+extern "C" int mmk_snake_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, const float *alpha,
+                             const float *beta, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    if (x->ndim != 3)
+        return mm_fail(err, "snake: x must be [B, C, L]");
+    int64_t n = mmk_numel(*x);
+    if (n == 0)
+        return 0;
+    k_snake<<<mmk_grid(n), 256, 0, s>>>(*y, *x, alpha, beta, n);
+    return mmk_launched(err, "k_snake");
+}
+
+extern "C" int mmk_pad_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, const int (*pads)[2], int mode,
+                           double value, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    if (y->dtype != x->dtype)
+        return mm_fail(err, "pad: y and x dtypes differ");
+    PadArgs pa;
+    memset(&pa, 0, sizeof pa);
+    for (int d = 0; d < x->ndim; d++)
+        pa.pad0[d] = pads[d][0];
+    pa.mode = mode;
+    host_set_any(pa.value, y->dtype, value);
+    int64_t n = mmk_numel(*y);
+    if (n == 0)
+        return 0;
+    k_pad<<<mmk_grid(n), 256, 0, s>>>(*y, *x, pa, n, (size_t)mm_dtype_bits(y->dtype) / 8);
+    return mmk_launched(err, "k_pad");
+}
+
+extern "C" int mmk_interpolate_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, int spatial, int mode,
+                                   int align_corners, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    InterpArgs ia;
+    for (int d = 0; d < 3; d++)
+        ia.in[d] = ia.on[d] = 1;
+    for (int d = 0; d < spatial; d++) {
+        ia.in[3 - spatial + d] = x->shape[x->ndim - spatial + d];
+        ia.on[3 - spatial + d] = y->shape[y->ndim - spatial + d];
+    }
+    ia.mode = mode;
+    ia.align = align_corners;
+    int64_t n = mmk_numel(*y);
+    if (n == 0)
+        return 0;
+    k_interpolate<<<mmk_grid(n), 256, 0, s>>>(x->p, x->dtype, y->p, y->dtype, ia, n);
+    return mmk_launched(err, "k_interpolate");
+}
 
 extern "C" int mmk_fill_random(int dev, mmk_stream s, void *p, mm_dtype dtype, int64_t n, uint64_t seed, float scale,
                                mm_error *err)
 {
     if (mmk_device_enter(dev, err))
         return -1;
+    if (dtype != MM_I8 && !mmk_is_float(dtype))
+        return mm_fail(err, "fill_random: dtype %s not supported", mm_dtype_name(dtype));
     if (n <= 0)
         return 0;
-    switch (dtype) {
-    case MM_F32: k_fill_random<float><<<grid_for(n), 256, 0, s>>>((float *)p, n, seed, scale); break;
-    case MM_BF16: k_fill_random<bf16><<<grid_for(n), 256, 0, s>>>((bf16 *)p, n, seed, scale); break;
-    case MM_F16: k_fill_random<__half><<<grid_for(n), 256, 0, s>>>((__half *)p, n, seed, scale); break;
-    case MM_I8: k_fill_random_i8<<<grid_for(n), 256, 0, s>>>((int8_t *)p, n, seed); break;
-    default: return mm_fail(err, "fill_random: dtype %s not supported", mm_dtype_name(dtype));
-    }
+    k_fill_random<<<mmk_grid(n), 256, 0, s>>>(p, dtype, n, seed, scale);
     return mmk_launched(err, "k_fill_random");
 }
 
-extern "C" int mmk_convert(int dev, mmk_stream s, void *y, mm_dtype yt, const void *x, mm_dtype xt, int64_t n,
-                           mm_error *err)
+extern "C" int mmk_embed_i8(int dev, mmk_stream s, const mmk_view *y, const int32_t *ids, int64_t ids_stride,
+                            const int8_t *table, int64_t ld_table, const float *scale, int64_t scale_stride,
+                            mm_error *err)
 {
     if (mmk_device_enter(dev, err))
         return -1;
-    if (n <= 0)
+    int64_t n = mmk_numel(*y);
+    if (n == 0)
         return 0;
-    unsigned g = grid_for(n);
-#define MMK_CV(TI, TO) k_convert<TI, TO><<<g, 256, 0, s>>>((TO *)y, (const TI *)x, n)
-#define MMK_CV_TO(TI)                                                                                           \
-    do {                                                                                                        \
-        if (yt == MM_F32)                                                                                       \
-            MMK_CV(TI, float);                                                                                  \
-        else if (yt == MM_BF16)                                                                                 \
-            MMK_CV(TI, bf16);                                                                                   \
-        else if (yt == MM_F16)                                                                                  \
-            MMK_CV(TI, __half);                                                                                 \
-        else                                                                                                    \
-            return mm_fail(err, "convert: output dtype %s not supported (f32, bf16, f16)", mm_dtype_name(yt));    \
-    } while (0)
-    switch (xt) {
-    case MM_F32: MMK_CV_TO(float); break;
-    case MM_BF16: MMK_CV_TO(bf16); break;
-    case MM_F16: MMK_CV_TO(__half); break;
-    case MM_I8: MMK_CV_TO(int8_t); break;
-    case MM_F8_E4M3: MMK_CV_TO(__nv_fp8_e4m3); break;
-    default: return mm_fail(err, "convert: input dtype %s not supported (f32, bf16, f16, i8, f8_e4m3)", mm_dtype_name(xt));
-    }
-#undef MMK_CV_TO
-#undef MMK_CV
-    return mmk_launched(err, "k_convert");
-}
-
-extern "C" int mmk_glu(int dev, mmk_stream s, int rows, int F, const mmk_bf16 *x, int64_t ldx, mmk_bf16 *y,
-                       int64_t ldy, int act, mm_error *err)
-{
-    if (mmk_device_enter(dev, err))
-        return -1;
-    if (rows <= 0 || F <= 0)
-        return rows == 0 ? 0 : mm_fail(err, "glu: bad size %d×%d", rows, F);
-    k_glu<<<grid_for((int64_t)rows * F), 256, 0, s>>>(rows, F, (const bf16 *)x, ldx, (bf16 *)y, ldy, act);
-    return mmk_launched(err, "k_glu");
-}
-
-extern "C" int mmk_gated_add(int dev, mmk_stream s, int rows, int cols, mmk_bf16 *x, int64_t ldx, const mmk_bf16 *y,
-                             int64_t ldy, const mmk_bf16 *gate, int64_t ld_gate, const int32_t *mod_idx, mm_error *err)
-{
-    if (mmk_device_enter(dev, err))
-        return -1;
-    if (gate && !mod_idx)
-        return mm_fail(err, "gated add: a gate table needs mod_idx");
-    if (rows <= 0 || cols <= 0)
-        return 0;
-    k_gated_add<<<grid_for((int64_t)rows * cols), 256, 0, s>>>(rows, cols, (bf16 *)x, ldx, (const bf16 *)y, ldy,
-                                                               (const bf16 *)gate, ld_gate, mod_idx);
-    return mmk_launched(err, "k_gated_add");
-}
-
-extern "C" int mmk_activation(int dev, mmk_stream s, void *y, const void *x, mm_dtype dtype, int64_t n, int act,
-                              mm_error *err)
-{
-    if (mmk_device_enter(dev, err))
-        return -1;
-    if (n <= 0)
-        return 0;
-    if (dtype == MM_BF16)
-        k_activation<bf16><<<grid_for(n), 256, 0, s>>>((bf16 *)y, (const bf16 *)x, n, act);
-    else if (dtype == MM_F32)
-        k_activation<float><<<grid_for(n), 256, 0, s>>>((float *)y, (const float *)x, n, act);
-    else
-        return mm_fail(err, "activation: dtype %s not supported (bf16, f32)", mm_dtype_name(dtype));
-    return mmk_launched(err, "k_activation");
-}
-
-extern "C" int mmk_embed_i8(int dev, mmk_stream s, int n, int dim, const int32_t *ids, const int8_t *table,
-                            const float *scale, mmk_bf16 *y, mm_error *err)
-{
-    if (mmk_device_enter(dev, err))
-        return -1;
-    if (n <= 0)
-        return 0;
-    k_embed_i8<<<grid_for((int64_t)n * dim), 256, 0, s>>>(n, dim, ids, table, scale, (bf16 *)y);
+    k_embed_i8<<<mmk_grid(n), 256, 0, s>>>(*y, ids, ids_stride, table, ld_table, scale, scale_stride, n);
     return mmk_launched(err, "k_embed_i8");
 }
 
-extern "C" int mmk_nvfp4_to_bf16(int dev, mmk_stream s, int N, int K, int row0, int rows, const uint8_t *packed,
-                                 const uint8_t *scales, float global_scale, mmk_bf16 *y, mm_error *err)
+extern "C" int mmk_nvfp4_dequant(int dev, mmk_stream s, int N, int K, int row0, int rows, const uint8_t *packed,
+                                 const uint8_t *scales, float global_scale, void *y, mm_dtype y_dtype, mm_error *err)
 {
     if (mmk_device_enter(dev, err))
         return -1;
@@ -261,21 +546,23 @@ extern "C" int mmk_nvfp4_to_bf16(int dev, mmk_stream s, int N, int K, int row0, 
                        K);
     if (row0 < 0 || rows < 0 || row0 + rows > N)
         return mm_fail(err, "nvfp4 decode: rows [%d, %d) outside the weight's %d rows", row0, row0 + rows, N);
+    if (!mmk_is_float(y_dtype))
+        return mm_fail(err, "nvfp4 decode: output dtype %s not supported", mm_dtype_name(y_dtype));
     if (rows == 0)
         return 0;
-    k_nvfp4_to_bf16<<<grid_for((int64_t)rows * K / 2), 256, 0, s>>>(K, row0, rows, packed, scales, global_scale,
-                                                                     (bf16 *)y);
-    return mmk_launched(err, "k_nvfp4_to_bf16");
+    k_nvfp4<<<mmk_grid((int64_t)rows * K / 2), 256, 0, s>>>(K, row0, rows, packed, scales, global_scale, y, y_dtype);
+    return mmk_launched(err, "k_nvfp4");
 }
 
 static const mmk_kernel_entry g_kernels[] = {
-    {"convert_f32_bf16", (const void *)k_convert<float, bf16>, 80},
-    {"convert_bf16_f32", (const void *)k_convert<bf16, float>, 80},
-    {"glu", (const void *)k_glu, 80},
-    {"gated_add", (const void *)k_gated_add, 80},
-    {"activation_bf16", (const void *)k_activation<bf16>, 80},
+    {"ew", (const void *)k_ew, 80},
+    {"index_rows", (const void *)k_index_rows, 80},
+    {"snake", (const void *)k_snake, 80},
+    {"pad", (const void *)k_pad, 80},
+    {"interpolate", (const void *)k_interpolate, 80},
+    {"fill_random", (const void *)k_fill_random, 80},
     {"embed_i8", (const void *)k_embed_i8, 80},
-    {"nvfp4_to_bf16", (const void *)k_nvfp4_to_bf16, 80},
+    {"nvfp4", (const void *)k_nvfp4, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_elementwise(int *n)

@@ -1,121 +1,199 @@
-/* Normalizations: RMSNorm (+ AdaLN modulation), LayerNorm, GroupNorm, and the
- * per-head q/k RMSNorm fused with rotate-half RoPE. One block (or warp) per
- * normalized vector; statistics in fp32. CPU twins: src/backend/cpu/. */
+/* Row ops over strided views: RMSNorm (+ AdaLN modulation), LayerNorm,
+ * softmax, row reductions, the gated residual add, RoPE, the DiT's fused q/k
+ * RMSNorm + RoPE, and GroupNorm. One block per row (a warp per head for the
+ * q/k kernel, a block per group for GroupNorm); statistics in f32. The
+ * arithmetic follows the CPU twins in src/backend/cpu/rowops.c term by term
+ * (1/sqrtf, no fused multiply-add where they have none), so the two differ
+ * only by the order of the f32 sums. */
 #include "kernels/common.cuh"
 
 namespace {
 
-/* ------------------------------------------------------------------ RMSNorm */
+/* ------------------------------------------------------------------ RMSNorm, modulation */
 
-template <typename TX, typename TY>
-__global__ void k_rmsnorm(int cols, const TX *__restrict__ x, int64_t ldx, TY *__restrict__ y, int64_t ldy,
-                          const bf16 *__restrict__ w, float eps, const bf16 *__restrict__ shift,
-                          const bf16 *__restrict__ scale, int64_t ld_mod, const int32_t *__restrict__ mod_idx)
+__global__ void k_rmsnorm(mmk_view x, mmk_view y, int mode, const float *__restrict__ w, float eps,
+                          const float *__restrict__ scale, const float *__restrict__ shift, int64_t ld_mod,
+                          const int32_t *__restrict__ idx, int64_t idx_stride)
 {
     __shared__ float scratch[32];
     int64_t r = blockIdx.x;
-    const TX *xr = x + r * ldx;
-    float ss = 0.f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = mmk_to_f32(xr[c]);
-        ss += v * v;
+    int64_t cols = x.shape[x.ndim - 1];
+    int64_t ox = mmk_row_off(x, r), oy = mmk_row_off(y, r);
+    float rs = 1.f;
+    if (mode != MMK_NORM_MOD) {
+        float ss = 0.f;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            float v = mmk_ld(x.p, x.dtype, ox + c);
+            ss += v * v;
+        }
+        ss = mmk_block_sum(ss, scratch);
+        rs = 1.f / sqrtf(ss / (float)cols + eps);
     }
-    ss = mmk_block_sum(ss, scratch);
-    float inv = rsqrtf(ss / (float)cols + eps);
-    const bf16 *sh = shift ? shift + (int64_t)mod_idx[r] * ld_mod : nullptr;
-    const bf16 *sc = scale ? scale + (int64_t)mod_idx[r] * ld_mod : nullptr;
-    TY *yr = y + r * ldy;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = mmk_to_f32(xr[c]) * inv;
-        if (w)
-            v *= __bfloat162float(w[c]);
-        if (sh)
-            v = v * (1.f + __bfloat162float(sc[c])) + __bfloat162float(sh[c]);
-        yr[c] = mmk_from_f32<TY>(v);
+    const float *sc = nullptr, *sh = nullptr;
+    if (mode != MMK_NORM_RMS) {
+        int64_t t = idx ? idx[r * idx_stride] : 0;
+        sc = scale + t * ld_mod;
+        sh = shift + t * ld_mod;
+    }
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = mmk_ld(x.p, x.dtype, ox + c);
+        if (mode != MMK_NORM_MOD)
+            v = __fmul_rn(__fmul_rn(v, rs), w ? w[c] : 1.f);
+        if (mode != MMK_NORM_RMS)
+            v = __fadd_rn(__fmul_rn(v, 1.f + sc[c]), sh[c]);
+        mmk_st(y.p, y.dtype, oy + c, v);
     }
 }
 
-/* ------------------------------------------------------------------ LayerNorm */
+/* ------------------------------------------------------------------ LayerNorm, softmax */
 
-template <typename TX, typename TY, typename TW>
-__global__ void k_layernorm(int cols, const TX *__restrict__ x, int64_t ldx, TY *__restrict__ y, int64_t ldy,
-                            const TW *__restrict__ w, const TW *__restrict__ b, float eps)
+__global__ void k_layernorm(mmk_view x, mmk_view y, const float *__restrict__ w, const float *__restrict__ b,
+                            float eps)
 {
     __shared__ float scratch[32];
     int64_t r = blockIdx.x;
-    const TX *xr = x + r * ldx;
+    int64_t cols = x.shape[x.ndim - 1];
+    int64_t ox = mmk_row_off(x, r), oy = mmk_row_off(y, r);
     float s = 0.f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x)
-        s += mmk_to_f32(xr[c]);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        s += mmk_ld(x.p, x.dtype, ox + c);
     float mean = mmk_block_sum(s, scratch) / (float)cols;
     float v2 = 0.f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float d = mmk_to_f32(xr[c]) - mean;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        float d = mmk_ld(x.p, x.dtype, ox + c) - mean;
         v2 += d * d;
     }
-    float inv = rsqrtf(mmk_block_sum(v2, scratch) / (float)cols + eps);
-    TY *yr = y + r * ldy;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = (mmk_to_f32(xr[c]) - mean) * inv;
-        if (w)
-            v *= mmk_to_f32(w[c]);
-        if (b)
-            v += mmk_to_f32(b[c]);
-        yr[c] = mmk_from_f32<TY>(v);
+    float rs = 1.f / sqrtf(mmk_block_sum(v2, scratch) / (float)cols + eps);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = __fmul_rn(__fmul_rn(mmk_ld(x.p, x.dtype, ox + c) - mean, rs), w ? w[c] : 1.f);
+        mmk_st(y.p, y.dtype, oy + c, __fadd_rn(v, b ? b[c] : 0.f));
     }
 }
 
-/* ------------------------------------------------------------------ GroupNorm */
-
-/* Block per (n, group, frame): x[n][c][f][s]. Two passes for the variance. */
-template <typename T>
-__global__ void k_groupnorm(int C, int G, int F, int64_t S, const T *__restrict__ x, T *__restrict__ y,
-                            const float *__restrict__ w, const float *__restrict__ b, float eps, int silu)
+__global__ void k_softmax(mmk_view x, mmk_view y)
 {
     __shared__ float scratch[32];
-    int f = blockIdx.x % F;
-    int g = (blockIdx.x / F) % G;
-    int64_t n = blockIdx.x / ((int64_t)F * G);
-    int cpg = C / G;
-    int64_t count = (int64_t)cpg * S;
-    int64_t cstride = (int64_t)F * S;
-    const T *base = x + (n * C + (int64_t)g * cpg) * cstride + (int64_t)f * S;
-    T *ybase = y + (n * C + (int64_t)g * cpg) * cstride + (int64_t)f * S;
+    int64_t r = blockIdx.x;
+    int64_t cols = x.shape[x.ndim - 1];
+    int64_t ox = mmk_row_off(x, r), oy = mmk_row_off(y, r);
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        m = fmaxf(m, mmk_ld(x.p, x.dtype, ox + c));
+    m = mmk_block_max(m, scratch);
+    if (m == -INFINITY)
+        m = 0.f;
     float s = 0.f;
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
-        s += mmk_to_f32(base[(i / S) * cstride + i % S]);
-    float mean = mmk_block_sum(s, scratch) / (float)count;
-    float v2 = 0.f;
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-        float d = mmk_to_f32(base[(i / S) * cstride + i % S]) - mean;
-        v2 += d * d;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        s += expf(mmk_ld(x.p, x.dtype, ox + c) - m);
+    s = mmk_block_sum(s, scratch);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        mmk_st(y.p, y.dtype, oy + c, expf(mmk_ld(x.p, x.dtype, ox + c) - m) / s);
+}
+
+/* ------------------------------------------------------------------ reductions */
+
+__global__ void k_reduce_rows(mmk_view x, mmk_view y, int op)
+{
+    __shared__ float scratch[32];
+    __shared__ int nan_seen;
+    int64_t r = blockIdx.x;
+    int64_t cols = x.shape[x.ndim - 1];
+    int64_t ox = mmk_row_off(x, r);
+    if (threadIdx.x == 0)
+        nan_seen = 0;
+    __syncthreads();
+    float acc = op == MMK_REDUCE_MAX ? -INFINITY : op == MMK_REDUCE_MIN ? INFINITY : 0.f;
+    bool nan_local = false;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = mmk_ld(x.p, x.dtype, ox + c);
+        if (isnan(v))
+            nan_local = true;
+        switch (op) {
+        case MMK_REDUCE_SUM:
+        case MMK_REDUCE_MEAN: acc += v; break;
+        case MMK_REDUCE_MAX: acc = fmaxf(acc, v); break;
+        case MMK_REDUCE_MIN: acc = fminf(acc, v); break;
+        default: acc = fmaxf(acc, fabsf(v)); break;
+        }
     }
-    float inv = rsqrtf(mmk_block_sum(v2, scratch) / (float)count + eps);
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-        int c = g * cpg + (int)(i / S);
-        int64_t off = (i / S) * cstride + i % S;
-        float v = (mmk_to_f32(base[off]) - mean) * inv;
-        if (w)
-            v *= w[c];
-        if (b)
-            v += b[c];
-        if (silu)
-            v = mmk_silu(v);
-        ybase[off] = mmk_from_f32<T>(v);
+    if (nan_local)
+        nan_seen = 1;
+    float out;
+    if (op == MMK_REDUCE_SUM || op == MMK_REDUCE_MEAN) {
+        out = mmk_block_sum(acc, scratch);
+        if (op == MMK_REDUCE_MEAN)
+            out = cols ? out / (float)cols : __int_as_float(0x7fc00000);
+    } else if (op == MMK_REDUCE_MIN) {
+        out = -mmk_block_max(-acc, scratch);
+    } else {
+        out = mmk_block_max(acc, scratch);
+    }
+    if (nan_seen && op >= MMK_REDUCE_MAX)
+        out = __int_as_float(0x7fc00000);
+    if (threadIdx.x == 0) {
+        /* y has x's leading dims: its element r in row-major order */
+        mmk_st(y.p, y.dtype, y.ndim ? mmk_view_off(y, r) : 0, out);
     }
 }
 
-/* ------------------------------------------------------------------ q/k RMSNorm + RoPE */
+/* ------------------------------------------------------------------ gated residual */
 
-/* One warp per (row, head) of q or k; the head (≤ 128 values) is staged in
- * shared memory so each lane can read its rotation partner. */
+__global__ void k_gated_add(mmk_view x, mmk_view y, const float *__restrict__ gate, int64_t ld_gate,
+                            const int32_t *__restrict__ idx, int64_t idx_stride, int64_t n)
+{
+    int64_t cols = x.shape[x.ndim - 1];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / cols, c = i % cols;
+        int64_t ox = mmk_row_off(x, r) + c, oy = mmk_row_off(y, r) + c;
+        float g = 1.f;
+        if (gate)
+            g = gate[(idx ? idx[r * idx_stride] : 0) * ld_gate + c];
+        mmk_st(x.p, x.dtype, ox, __fadd_rn(mmk_ld(x.p, x.dtype, ox), __fmul_rn(g, mmk_ld(y.p, y.dtype, oy))));
+    }
+}
+
+/* ------------------------------------------------------------------ RoPE (views) */
+
+/* One warp per (s, h) row of x [S, H, D]; the row is staged in shared memory
+ * so lanes can read their rotation partner (in-place safe). */
+const int kRopeWarps = 8;
+
+__global__ void k_rope(mmk_view x, mmk_view y, mmk_view cs, mmk_view sn, int rot, int64_t rows)
+{
+    extern __shared__ float stage[]; /* [kRopeWarps][D] */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t D = x.shape[2], H = x.shape[1];
+    int64_t r = (int64_t)blockIdx.x * kRopeWarps + warp;
+    if (r >= rows)
+        return;
+    int64_t si = r / H, hi = r % H;
+    int64_t ox = si * x.stride[0] + hi * x.stride[1], oy = si * y.stride[0] + hi * y.stride[1];
+    int64_t oc = si * cs.stride[0], os = si * sn.stride[0];
+    float *st = stage + warp * D;
+    for (int64_t j = lane; j < D; j += 32)
+        st[j] = mmk_ld(x.p, x.dtype, ox + j);
+    __syncwarp();
+    int half = rot / 2;
+    for (int64_t j = lane; j < D; j += 32) {
+        float v = st[j];
+        if (j < half)
+            v = __fsub_rn(__fmul_rn(st[j], mmk_ld(cs.p, cs.dtype, oc + j)),
+                          __fmul_rn(st[j + half], mmk_ld(sn.p, sn.dtype, os + j)));
+        else if (j < rot)
+            v = __fadd_rn(__fmul_rn(st[j], mmk_ld(cs.p, cs.dtype, oc + j)),
+                          __fmul_rn(st[j - half], mmk_ld(sn.p, sn.dtype, os + j)));
+        mmk_st(y.p, y.dtype, oy + j, v);
+    }
+}
+
+/* ------------------------------------------------------------------ fused q/k RMSNorm + RoPE (DiT) */
+
 const int kQkWarps = 8;
 
-template <typename TR>
 __global__ void k_qk_norm_rope(int rows, int heads_q, int heads_k, int D, bf16 *__restrict__ q, int64_t ldq,
-                               bf16 *__restrict__ k, int64_t ldk, const bf16 *__restrict__ wq,
-                               const bf16 *__restrict__ wk, float eps, const TR *__restrict__ cosv,
-                               const TR *__restrict__ sinv, int64_t ld_rope, int half)
+                               bf16 *__restrict__ k, int64_t ldk, const float *__restrict__ wq,
+                               const float *__restrict__ wk, float eps, const bf16 *__restrict__ cosv,
+                               const bf16 *__restrict__ sinv, int64_t ld_rope, int half)
 {
     __shared__ float stage[kQkWarps][128];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -127,7 +205,7 @@ __global__ void k_qk_norm_rope(int rows, int heads_q, int heads_k, int D, bf16 *
     int h = (int)(item % heads);
     bool is_q = h < heads_q;
     bf16 *p = is_q ? q + r * ldq + (int64_t)h * D : k + r * ldk + (int64_t)(h - heads_q) * D;
-    const bf16 *w = is_q ? wq : wk;
+    const float *w = is_q ? wq : wk;
     float *st = stage[warp];
     float ss = 0.f;
     for (int j = lane; j < D; j += 32) {
@@ -137,36 +215,58 @@ __global__ void k_qk_norm_rope(int rows, int heads_q, int heads_k, int D, bf16 *
     }
     ss = mmk_warp_sum(ss);
     if (w) {
-        float inv = rsqrtf(ss / (float)D + eps);
+        float rs = 1.f / sqrtf(ss / (float)D + eps);
         for (int j = lane; j < D; j += 32)
-            st[j] = mmk_round_bf16(st[j] * inv * __bfloat162float(w[j]));
+            st[j] = mmk_round_bf16(__fmul_rn(__fmul_rn(st[j], rs), w[j]));
     }
     __syncwarp();
-    if (cosv) {
-        const TR *cr = cosv + r * ld_rope, *sr = sinv + r * ld_rope;
-        for (int j = lane; j < D; j += 32) {
-            float out = st[j];
-            if (j < half)
-                out = st[j] * mmk_to_f32(cr[j]) - st[j + half] * mmk_to_f32(sr[j]);
-            else if (j < 2 * half)
-                out = st[j] * mmk_to_f32(cr[j]) + st[j - half] * mmk_to_f32(sr[j]);
-            p[j] = __float2bfloat16_rn(out);
-        }
-    } else {
-        for (int j = lane; j < D; j += 32)
-            p[j] = __float2bfloat16_rn(st[j]);
+    const bf16 *cr = cosv ? cosv + r * ld_rope : nullptr, *sr = sinv ? sinv + r * ld_rope : nullptr;
+    for (int j = lane; j < D; j += 32) {
+        float out = st[j];
+        if (cr && j < half)
+            out = __fsub_rn(__fmul_rn(st[j], __bfloat162float(cr[j])), __fmul_rn(st[j + half], __bfloat162float(sr[j])));
+        else if (cr && j < 2 * half)
+            out = __fadd_rn(__fmul_rn(st[j], __bfloat162float(cr[j])), __fmul_rn(st[j - half], __bfloat162float(sr[j])));
+        p[j] = __float2bfloat16_rn(out);
     }
 }
 
-int threads_for(int cols)
+/* ------------------------------------------------------------------ GroupNorm */
+
+/* Block per (n, group, frame) of x[n][c][f][s]; two passes for the variance. */
+__global__ void k_groupnorm(int C, int G, int F, int64_t S, const void *x, mm_dtype xt, void *y, mm_dtype yt,
+                            const float *__restrict__ w, const float *__restrict__ b, float eps, int silu)
 {
-    int t = 32;
-    while (t < cols && t < 1024)
-        t <<= 1;
-    return t > 1024 ? 1024 : t;
+    __shared__ float scratch[32];
+    int f = blockIdx.x % F;
+    int g = (blockIdx.x / F) % G;
+    int64_t n = blockIdx.x / ((int64_t)F * G);
+    int cpg = C / G;
+    int64_t count = (int64_t)cpg * S, cstride = (int64_t)F * S;
+    int64_t base = (n * C + (int64_t)g * cpg) * cstride + (int64_t)f * S;
+    float s = 0.f;
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+        s += mmk_ld(x, xt, base + (i / S) * cstride + i % S);
+    float mean = mmk_block_sum(s, scratch) / (float)count;
+    float v2 = 0.f;
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+        float d = mmk_ld(x, xt, base + (i / S) * cstride + i % S) - mean;
+        v2 += d * d;
+    }
+    float rs = 1.f / sqrtf(mmk_block_sum(v2, scratch) / (float)count + eps);
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+        int c = g * cpg + (int)(i / S);
+        int64_t off = base + (i / S) * cstride + i % S;
+        float v = __fadd_rn(__fmul_rn(__fmul_rn(mmk_ld(x, xt, off) - mean, rs), w ? w[c] : 1.f), b ? b[c] : 0.f);
+        if (silu)
+            v = mmk_silu(v);
+        mmk_st(y, yt, off, v);
+    }
 }
 
-bool is_bf16_or_f32(mm_dtype t) { return t == MM_BF16 || t == MM_F32; }
+bool float_view(const mmk_view &v) { return mmk_is_float(v.dtype) && v.ndim >= 1; }
+
+bool unit_last(const mmk_view &v) { return v.shape[v.ndim - 1] <= 1 || v.stride[v.ndim - 1] == 1; }
 
 } // namespace
 
@@ -174,79 +274,88 @@ extern "C" int mmk_rmsnorm_run(int dev, mmk_stream s, const mmk_rmsnorm *a, mm_e
 {
     if (mmk_device_enter(dev, err))
         return -1;
-    if (a->rows <= 0 || a->cols <= 0)
-        return a->rows == 0 ? 0 : mm_fail(err, "rmsnorm: bad size %d×%d", a->rows, a->cols);
-    if (!is_bf16_or_f32(a->x_dtype) || !is_bf16_or_f32(a->y_dtype))
-        return mm_fail(err, "rmsnorm: x and y must be bf16 or f32 (got %s → %s)", mm_dtype_name(a->x_dtype),
-                       mm_dtype_name(a->y_dtype));
-    if ((a->shift == nullptr) != (a->scale == nullptr) || (a->shift && !a->mod_idx))
-        return mm_fail(err, "rmsnorm: modulation needs shift, scale and mod_idx together");
-    int t = threads_for(a->cols / 4 > 32 ? a->cols / 4 : 32);
-    if (t > 512)
-        t = 512;
-    dim3 grid(a->rows);
-    const bf16 *w = (const bf16 *)a->w, *sh = (const bf16 *)a->shift, *sc = (const bf16 *)a->scale;
-#define MMK_RMS(TX, TY)                                                                                         \
-    k_rmsnorm<TX, TY><<<grid, t, 0, s>>>(a->cols, (const TX *)a->x, a->ldx, (TY *)a->y, a->ldy, w, a->eps, sh, sc, \
-                                         a->ld_mod, a->mod_idx)
-    if (a->x_dtype == MM_BF16 && a->y_dtype == MM_BF16)
-        MMK_RMS(bf16, bf16);
-    else if (a->x_dtype == MM_BF16)
-        MMK_RMS(bf16, float);
-    else if (a->y_dtype == MM_BF16)
-        MMK_RMS(float, bf16);
-    else
-        MMK_RMS(float, float);
-#undef MMK_RMS
+    if (!float_view(a->x) || !float_view(a->y) || !unit_last(a->x) || !unit_last(a->y))
+        return mm_fail(err, "rmsnorm: x and y must be float views with a unit-stride last dim");
+    if (a->mode != MMK_NORM_RMS && (!a->scale || !a->shift))
+        return mm_fail(err, "rmsnorm: modulation needs scale and shift tables");
+    int64_t rows = mmk_rows_of(a->x), cols = mmk_cols_of(a->x);
+    if (rows == 0 || cols == 0)
+        return 0;
+    k_rmsnorm<<<(unsigned)rows, mmk_row_threads(cols), 0, s>>>(a->x, a->y, a->mode, a->w, a->eps, a->scale, a->shift,
+                                                               a->ld_mod, a->idx, a->idx_stride);
     return mmk_launched(err, "k_rmsnorm");
 }
 
-extern "C" int mmk_layernorm_run(int dev, mmk_stream s, const mmk_layernorm *a, mm_error *err)
+extern "C" int mmk_layernorm_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, const float *w,
+                                 const float *b, float eps, mm_error *err)
 {
     if (mmk_device_enter(dev, err))
         return -1;
-    if (a->rows <= 0 || a->cols <= 0)
-        return a->rows == 0 ? 0 : mm_fail(err, "layernorm: bad size %d×%d", a->rows, a->cols);
-    if (!is_bf16_or_f32(a->x_dtype) || !is_bf16_or_f32(a->y_dtype) || ((a->w || a->b) && !is_bf16_or_f32(a->wb_dtype)))
-        return mm_fail(err, "layernorm: x, y, weight and bias must be bf16 or f32");
-    int t = threads_for(a->cols / 4 > 32 ? a->cols / 4 : 32);
-    if (t > 512)
-        t = 512;
-    dim3 grid(a->rows);
-#define MMK_LN(TX, TY, TW)                                                                                      \
-    k_layernorm<TX, TY, TW><<<grid, t, 0, s>>>(a->cols, (const TX *)a->x, a->ldx, (TY *)a->y, a->ldy,          \
-                                               (const TW *)a->w, (const TW *)a->b, a->eps)
-    bool wf = a->wb_dtype == MM_F32;
-    if (a->x_dtype == MM_BF16 && a->y_dtype == MM_BF16) {
-        if (wf) MMK_LN(bf16, bf16, float); else MMK_LN(bf16, bf16, bf16);
-    } else if (a->x_dtype == MM_BF16) {
-        if (wf) MMK_LN(bf16, float, float); else MMK_LN(bf16, float, bf16);
-    } else if (a->y_dtype == MM_BF16) {
-        if (wf) MMK_LN(float, bf16, float); else MMK_LN(float, bf16, bf16);
-    } else {
-        if (wf) MMK_LN(float, float, float); else MMK_LN(float, float, bf16);
-    }
-#undef MMK_LN
+    if (!float_view(*x) || !float_view(*y) || !unit_last(*x) || !unit_last(*y))
+        return mm_fail(err, "layernorm: x and y must be float views with a unit-stride last dim");
+    int64_t rows = mmk_rows_of(*x), cols = mmk_cols_of(*x);
+    if (rows == 0 || cols == 0)
+        return 0;
+    k_layernorm<<<(unsigned)rows, mmk_row_threads(cols), 0, s>>>(*x, *y, w, b, eps);
     return mmk_launched(err, "k_layernorm");
 }
 
-extern "C" int mmk_groupnorm_run(int dev, mmk_stream s, const mmk_groupnorm *a, mm_error *err)
+extern "C" int mmk_softmax_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, mm_error *err)
 {
     if (mmk_device_enter(dev, err))
         return -1;
-    if (a->n <= 0 || a->c <= 0 || a->groups <= 0 || a->frames <= 0 || a->spatial <= 0 || a->c % a->groups)
-        return mm_fail(err, "groupnorm: need C (%d) divisible by groups (%d) and positive sizes", a->c, a->groups);
-    if (!is_bf16_or_f32(a->dtype))
-        return mm_fail(err, "groupnorm: dtype must be bf16 or f32, not %s", mm_dtype_name(a->dtype));
-    int64_t blocks = (int64_t)a->n * a->groups * a->frames;
-    if (a->dtype == MM_BF16)
-        k_groupnorm<bf16><<<(unsigned)blocks, 512, 0, s>>>(a->c, a->groups, a->frames, a->spatial, (const bf16 *)a->x,
-                                                           (bf16 *)a->y, a->w, a->b, a->eps, a->silu);
-    else
-        k_groupnorm<float><<<(unsigned)blocks, 512, 0, s>>>(a->c, a->groups, a->frames, a->spatial,
-                                                            (const float *)a->x, (float *)a->y, a->w, a->b, a->eps,
-                                                            a->silu);
-    return mmk_launched(err, "k_groupnorm");
+    if (!float_view(*x) || !float_view(*y) || !unit_last(*x) || !unit_last(*y))
+        return mm_fail(err, "softmax: x and y must be float views with a unit-stride last dim");
+    int64_t rows = mmk_rows_of(*x), cols = mmk_cols_of(*x);
+    if (rows == 0 || cols == 0)
+        return 0;
+    k_softmax<<<(unsigned)rows, mmk_row_threads(cols), 0, s>>>(*x, *y);
+    return mmk_launched(err, "k_softmax");
+}
+
+extern "C" int mmk_reduce_rows_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, int op, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    if (!float_view(*x) || !mmk_is_float(y->dtype) || !unit_last(*x))
+        return mm_fail(err, "reduce_rows: float views expected, x with a unit-stride last dim");
+    int64_t rows = mmk_rows_of(*x);
+    if (rows == 0)
+        return 0;
+    k_reduce_rows<<<(unsigned)rows, mmk_row_threads(mmk_cols_of(*x)), 0, s>>>(*x, *y, op);
+    return mmk_launched(err, "k_reduce_rows");
+}
+
+extern "C" int mmk_gated_add_run(int dev, mmk_stream s, const mmk_view *x, const mmk_view *y, const float *gate,
+                                 int64_t ld_gate, const int32_t *idx, int64_t idx_stride, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    if (!float_view(*x) || !float_view(*y))
+        return mm_fail(err, "gated add: float views expected");
+    int64_t n = mmk_numel(*x);
+    if (n == 0)
+        return 0;
+    k_gated_add<<<mmk_grid(n), 256, 0, s>>>(*x, *y, gate, ld_gate, idx, idx_stride, n);
+    return mmk_launched(err, "k_gated_add");
+}
+
+extern "C" int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, const mmk_view *cos,
+                            const mmk_view *sin, int rot, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    if (x->ndim != 3 || y->ndim != 3 || !float_view(*x) || !float_view(*y) || !float_view(*cos) || !float_view(*sin))
+        return mm_fail(err, "rope: x, y must be float [S, H, D] views, cos/sin float [S, rot]");
+    int64_t rows = x->shape[0] * x->shape[1], D = x->shape[2];
+    if (rows == 0)
+        return 0;
+    size_t smem = (size_t)kRopeWarps * D * sizeof(float);
+    if (smem > 48 * 1024)
+        MMK_TRY(cudaFuncSetAttribute(k_rope, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
+                "raising the shared-memory limit of k_rope");
+    k_rope<<<mmk_blocks(rows, kRopeWarps), kRopeWarps * 32, smem, s>>>(*x, *y, *cos, *sin, rot, rows);
+    return mmk_launched(err, "k_rope");
 }
 
 extern "C" int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rope *a, mm_error *err)
@@ -258,34 +367,35 @@ extern "C" int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rop
     if (a->cos && (a->rot_dim <= 0 || a->rot_dim % 2 || a->rot_dim > a->head_dim || !a->sin))
         return mm_fail(err, "q/k norm + RoPE: rot_dim %d must be even, in 2..head_dim (%d), with cos and sin tables",
                        a->rot_dim, a->head_dim);
-    if (a->cos && a->rope_dtype != MM_BF16 && a->rope_dtype != MM_F32)
-        return mm_fail(err, "q/k norm + RoPE: cos/sin tables must be bf16 or f32, not %s", mm_dtype_name(a->rope_dtype));
     int heads_k = a->k ? a->heads_k : 0;
     if (a->rows == 0)
         return 0;
     int64_t items = (int64_t)a->rows * (a->heads_q + heads_k);
-    unsigned grid = mmk_blocks(items, kQkWarps);
-    if (a->cos && a->rope_dtype == MM_F32)
-        k_qk_norm_rope<float><<<grid, kQkWarps * 32, 0, s>>>(
-            a->rows, a->heads_q, heads_k, a->head_dim, (bf16 *)a->q, a->ldq, (bf16 *)a->k, a->ldk,
-            (const bf16 *)a->wq, (const bf16 *)a->wk, a->eps, (const float *)a->cos, (const float *)a->sin,
-            a->ld_rope, a->rot_dim / 2);
-    else
-        k_qk_norm_rope<bf16><<<grid, kQkWarps * 32, 0, s>>>(
-            a->rows, a->heads_q, heads_k, a->head_dim, (bf16 *)a->q, a->ldq, (bf16 *)a->k, a->ldk,
-            (const bf16 *)a->wq, (const bf16 *)a->wk, a->eps, (const bf16 *)a->cos, (const bf16 *)a->sin,
-            a->ld_rope, a->rot_dim / 2);
+    k_qk_norm_rope<<<mmk_blocks(items, kQkWarps), kQkWarps * 32, 0, s>>>(
+        a->rows, a->heads_q, heads_k, a->head_dim, (bf16 *)a->q, a->ldq, (bf16 *)a->k, a->ldk, a->wq, a->wk, a->eps,
+        (const bf16 *)a->cos, (const bf16 *)a->sin, a->ld_rope, a->rot_dim / 2);
     return mmk_launched(err, "k_qk_norm_rope");
 }
 
+extern "C" int mmk_groupnorm_run(int dev, mmk_stream s, const mmk_groupnorm *a, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    if (a->n <= 0 || a->c <= 0 || a->groups <= 0 || a->frames <= 0 || a->spatial <= 0 || a->c % a->groups)
+        return mm_fail(err, "groupnorm: need C (%d) divisible by groups (%d) and positive sizes", a->c, a->groups);
+    if (!mmk_is_float(a->x_dtype) || !mmk_is_float(a->y_dtype))
+        return mm_fail(err, "groupnorm: float tensors expected");
+    int64_t blocks = (int64_t)a->n * a->groups * a->frames;
+    k_groupnorm<<<(unsigned)blocks, 512, 0, s>>>(a->c, a->groups, a->frames, a->spatial, a->x, a->x_dtype, a->y,
+                                                 a->y_dtype, a->w, a->b, a->eps, a->silu);
+    return mmk_launched(err, "k_groupnorm");
+}
+
 static const mmk_kernel_entry g_kernels[] = {
-    {"rmsnorm_bf16", (const void *)k_rmsnorm<bf16, bf16>, 80},
-    {"rmsnorm_f32", (const void *)k_rmsnorm<float, float>, 80},
-    {"layernorm_bf16", (const void *)k_layernorm<bf16, bf16, bf16>, 80},
-    {"layernorm_f32", (const void *)k_layernorm<float, float, float>, 80},
-    {"groupnorm_bf16", (const void *)k_groupnorm<bf16>, 80},
-    {"groupnorm_f32", (const void *)k_groupnorm<float>, 80},
-    {"qk_norm_rope", (const void *)k_qk_norm_rope<bf16>, 80},
+    {"rmsnorm", (const void *)k_rmsnorm, 80},         {"layernorm", (const void *)k_layernorm, 80},
+    {"softmax", (const void *)k_softmax, 80},         {"reduce_rows", (const void *)k_reduce_rows, 80},
+    {"gated_add", (const void *)k_gated_add, 80},     {"rope", (const void *)k_rope, 80},
+    {"qk_norm_rope", (const void *)k_qk_norm_rope, 80}, {"groupnorm", (const void *)k_groupnorm, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_norm(int *n)

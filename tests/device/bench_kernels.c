@@ -106,16 +106,29 @@ static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cud
 static int run_rmsnorm(void *u) { return mmk_rmsnorm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 
 typedef struct {
-    int rows, cols;
-    mmk_bf16 *x;
-    const mmk_bf16 *y, *gate;
+    mmk_view x, y;
+    const float *gate;
+    int64_t ld_gate;
     const int32_t *idx;
 } gated_args;
 static int run_gated(void *u)
 {
     gated_args *g = u;
-    return mmk_gated_add(DEV, (mmk_stream)mm_cuda_stream(DEV), g->rows, g->cols, g->x, g->cols, g->y, g->cols, g->gate,
-                         6 * g->cols, g->idx, &err);
+    return mmk_gated_add_run(DEV, (mmk_stream)mm_cuda_stream(DEV), &g->x, &g->y, g->gate, g->ld_gate, g->idx, 1, &err);
+}
+
+static mmk_view view2d(void *p, mm_dtype t, int64_t rows, int64_t cols, int64_t ld)
+{
+    mmk_view v;
+    memset(&v, 0, sizeof v);
+    v.p = p;
+    v.dtype = t;
+    v.ndim = 2;
+    v.shape[0] = rows;
+    v.shape[1] = cols;
+    v.stride[0] = ld;
+    v.stride[1] = 1;
+    return v;
 }
 
 int main(int argc, char **argv)
@@ -159,7 +172,8 @@ int main(int argc, char **argv)
         float *sw = dalloc((size_t)N * 4, MM_F32, 20 + l, 0.001f);
         double flops = 2.0 * S * N * K;
         char name[64];
-        mmk_qlinear q = {S, N, K, xq, K, sx, wq, K, sw, NULL, out, N, NULL, 0, NULL};
+        mmk_qlinear q = {.M = S, .N = N, .K = K, .xq = xq, .ldx = K, .sx = sx, .wq = wq, .ldw = K, .sw = sw,
+                         .y = out, .ldy = N, .y_dtype = MM_BF16};
         snprintf(name, sizeof name, "i8_%s", lin[l].name);
         bench(name, run_qlinear, &q, flops, 0);
         snprintf(name, sizeof name, "i8outer_%s", lin[l].name);
@@ -168,7 +182,8 @@ int main(int argc, char **argv)
         int32_t *acc = mm_cuda_malloc(DEV, (size_t)4096 * N * 4, &err);
         if (!acc)
             die("allocation");
-        mmk_gemm g = {4096, N, K, MM_I8, xq, K, wq, K, NULL, MM_BF16, acc, N, MM_I32, 0.f};
+        mmk_gemm g = {.M = 4096, .N = N, .K = K, .ab_dtype = MM_I8, .a = xq, .lda = K, .w = wq, .ldw = K, .y = acc,
+                      .ldy = N, .y_dtype = MM_I32};
         snprintf(name, sizeof name, "i8raw4096_%s", lin[l].name);
         bench(name, run_gemm, &g, 2.0 * 4096 * N * K, 0);
         mm_cuda_free(DEV, acc);
@@ -176,7 +191,8 @@ int main(int argc, char **argv)
         mm_cuda_free(DEV, sw);
         /* the same shape in bf16 through cuBLASLt */
         mmk_bf16 *a16 = dalloc((size_t)S * K * 2, MM_BF16, 30 + l, 1), *w16 = dalloc((size_t)N * K * 2, MM_BF16, 40 + l, 0.02f);
-        mmk_gemm gb = {S, N, K, MM_BF16, a16, K, w16, K, NULL, MM_BF16, out, N, MM_BF16, 0.f};
+        mmk_gemm gb = {.M = S, .N = N, .K = K, .ab_dtype = MM_BF16, .a = a16, .lda = K, .w = w16, .ldw = K, .y = out,
+                       .ldy = N, .y_dtype = MM_BF16};
         snprintf(name, sizeof name, "bf16_%s", lin[l].name);
         bench(name, run_gemm, &gb, flops, 0);
         mm_cuda_free(DEV, a16);
@@ -186,8 +202,9 @@ int main(int argc, char **argv)
     /* Attention over the fused qkv buffer, as the DiT calls it. */
     mmk_bf16 *qkv = dalloc((size_t)S * QKV * 2, MM_BF16, 50, 2);
     mmk_bf16 *o = dalloc((size_t)S * NH * D * 2, MM_BF16, 51, 1);
-    mmk_attention at = {S, S, NH, NH, D, qkv, qkv + NH * D, qkv + 2 * NH * D, QKV, QKV, QKV, o, NH * D,
-                        0.08838834764831845f, 0, NULL, NULL, 1, S};
+    mmk_attention at = {.seq_q = S, .seq_k = S, .heads_q = NH, .heads_kv = NH, .head_dim = D, .q = qkv,
+                        .k = qkv + NH * D, .v = qkv + 2 * NH * D, .ldq = QKV, .ldk = QKV, .ldv = QKV, .o = o,
+                        .ldo = NH * D, .scale = 0.08838834764831845f, .n_seqs = 1, .max_seq_q = S};
     bench("attn_s38k_h56_d128", run_attention, &at, 4.0 * S * (double)S * D * NH, 0);
     mmk_attention atc = at;
     atc.causal = 1;
@@ -195,23 +212,31 @@ int main(int argc, char **argv)
 
     /* Memory-bound glue at the same sizes. */
     mmk_bf16 *x = dalloc((size_t)S * H * 2, MM_BF16, 60, 3);
-    mmk_bf16 *wn = dalloc((size_t)H * 2, MM_BF16, 61, 1);
-    mmk_bf16 *mod = dalloc((size_t)9 * 6 * H * 2, MM_BF16, 62, 0.5f);
+    float *wn = dalloc((size_t)H * 4, MM_F32, 61, 1);
+    float *mod = dalloc((size_t)9 * 6 * H * 4, MM_F32, 62, 0.5f);
     int32_t *idx = mm_cuda_malloc(DEV, (size_t)S * 4, &err);
     if (!idx || mm_cuda_memset0(DEV, idx, (size_t)S * 4, &err))
         die("index");
-    mmk_convrot_quant c1 = {S, H, MMK_PRE_RMSNORM_MOD, x, H, wn, 1e-5f, mod, mod + H, 6 * H, idx, xq, H, sx};
+    mmk_convrot_quant c1 = {.rows = S, .K = H, .group = 256, .pre = MMK_PRE_RMSNORM_MOD, .x = x, .x_dtype = MM_BF16,
+                            .ldx = H, .norm_w = wn, .eps = 1e-5f, .shift = mod, .scale = mod + H, .ld_mod = 6 * H,
+                            .mod_idx = idx, .q = xq, .ldq = H, .s = sx, .s_stride = 1};
     bench("convrot_rmsnorm_mod_5376", run_convrot, &c1, 0, (double)S * H * 3);
-    mmk_convrot_quant c2 = {S, F, MMK_PRE_SWIGLU, out, 2 * F, NULL, 0, NULL, NULL, 0, NULL, xq, F, sx};
+    mmk_convrot_quant c2 = {.rows = S, .K = F, .group = 256, .pre = MMK_PRE_SWIGLU, .x = out, .x_dtype = MM_BF16,
+                            .ldx = 2 * F, .q = xq, .ldq = F, .s = sx, .s_stride = 1};
     bench("convrot_swiglu_14336", run_convrot, &c2, 0, (double)S * F * 5);
-    mmk_convrot_quant c3 = {S, NH * D, MMK_PRE_NONE, o, NH * D, NULL, 0, NULL, NULL, 0, NULL, xq, NH * D, sx};
+    mmk_convrot_quant c3 = {.rows = S, .K = NH * D, .group = 256, .x = o, .x_dtype = MM_BF16, .ldx = NH * D, .q = xq,
+                            .ldq = NH * D, .s = sx, .s_stride = 1};
     bench("convrot_plain_7168", run_convrot, &c3, 0, (double)S * NH * D * 3);
     mmk_bf16 *cs = dalloc((size_t)S * 96 * 2, MM_BF16, 63, 1), *sn = dalloc((size_t)S * 96 * 2, MM_BF16, 64, 1);
-    mmk_qk_norm_rope qk = {S, NH, NH, D, qkv, QKV, qkv + NH * D, QKV, wn, wn, 1e-5f, cs, sn, 96, MM_BF16, 96};
+    mmk_qk_norm_rope qk = {.rows = S, .heads_q = NH, .heads_k = NH, .head_dim = D, .q = qkv, .ldq = QKV,
+                           .k = qkv + NH * D, .ldk = QKV, .wq = wn, .wk = wn, .eps = 1e-5f, .cos = cs, .sin = sn,
+                           .ld_rope = 96, .rot_dim = 96};
     bench("qk_norm_rope", run_qk, &qk, 0, (double)S * 2 * NH * D * 2 * 2);
-    mmk_rmsnorm rn = {S, H, x, H, MM_BF16, out, H, MM_BF16, wn, 1e-5f, mod, mod + H, 6 * H, idx};
+    mmk_rmsnorm rn = {.x = view2d(x, MM_BF16, S, H, H), .y = view2d(out, MM_BF16, S, H, H), .mode = MMK_NORM_RMS_MOD,
+                      .w = wn, .eps = 1e-5f, .scale = mod + H, .shift = mod, .ld_mod = 6 * H, .idx = idx,
+                      .idx_stride = 1};
     bench("rmsnorm_mod_5376", run_rmsnorm, &rn, 0, (double)S * H * 4);
-    gated_args ga = {S, H, x, out, mod + 2 * H, idx};
+    gated_args ga = {view2d(x, MM_BF16, S, H, H), view2d(out, MM_BF16, S, H, H), mod + 2 * H, 6 * H, idx};
     bench("gated_add_5376", run_gated, &ga, 0, (double)S * H * 6);
 
     size_t in_use, peak, reserved;

@@ -1,0 +1,644 @@
+/* Every op of backend/ops.h on the GPU against its CPU twin, through the op
+ * API itself: the same random inputs (uploaded with mm_copy), the same call
+ * on a CPU and a CUDA context, the outputs compared. GPU outputs are
+ * poisoned first (NaN for floats), so an element a kernel forgets fails.
+ *
+ * Tolerances, per case:
+ *   EXACT  bit-identical values (ops whose f32 arithmetic is the same
+ *          sequence of roundings on both sides: conversions, elementwise
+ *          arithmetic, modulation, RoPE, the Hadamard rotation and ConvRot
+ *          quantization, the int8 GEMM epilogue, nvfp4, gathers, padding);
+ *   ULP(n) every element within n units of the output dtype's precision
+ *          (2^-7 bf16, 2^-10 f16, 2^-23 f32) relative to the CPU value, with
+ *          an absolute floor of that much times `scale` (reductions sum in a
+ *          different order; transcendental functions differ by an ulp);
+ *   REL(t) ‖gpu − cpu‖ / ‖cpu‖ < t (attention: P is rounded to bf16 before
+ *          P·V on the GPU, as FlashAttention does; the CPU keeps f32).
+ */
+#include "backend/ops.h"
+#include "cuda_test.h"
+
+static mm_ctx *cpu, *gpu;
+static cuda_test_rng rng = {0xC0FFEE1234567ull};
+
+/* ------------------------------------------------------------------ tensors */
+
+static mm_tensor T_alloc(mm_device d, mm_dtype t, int nd, const int64_t *shape)
+{
+    mm_tensor x;
+    mm_error e = {{0}};
+    if (mm_tensor_alloc(&x, d, t, nd, shape, &e)) {
+        printf("FAIL alloc: %s\n", e.msg);
+        exit(1);
+    }
+    return x;
+}
+
+/* Random CPU tensor: uniform in [-scale, scale) (integers: codes in range). */
+static mm_tensor R(mm_dtype t, int nd, const int64_t *shape, double scale)
+{
+    mm_tensor x = T_alloc(mm_cpu(), t, nd, shape);
+    int64_t n = mm_tensor_numel(&x), idx[MM_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = i;
+        for (int d = nd - 1; d >= 0; d--) {
+            idx[d] = r % shape[d];
+            r /= shape[d];
+        }
+        double u = cuda_test_uniform(&rng);
+        double v = t == MM_I8 ? floor(u * 127.5) : t == MM_I32 ? floor(u * scale) : u * scale;
+        mm_tensor_set(&x, idx, v);
+    }
+    return x;
+}
+
+/* A GPU copy of a contiguous CPU tensor. */
+static mm_tensor G(const mm_tensor *c)
+{
+    mm_tensor g = T_alloc(mm_cuda(0), c->dtype, c->ndim, c->shape);
+    if (mm_copy(gpu, &g, c)) {
+        mm_error e = {{0}};
+        mm_ctx_error(gpu, &e);
+        printf("FAIL upload: %s\n", e.msg);
+        exit(1);
+    }
+    return g;
+}
+
+/* A pair of outputs: CPU zeros and a poisoned GPU tensor. */
+typedef struct pair {
+    mm_tensor c, g;
+} pair;
+
+static pair OUT(mm_dtype t, int nd, const int64_t *shape)
+{
+    pair p;
+    mm_error e = {{0}};
+    if (mm_tensor_zeros(&p.c, mm_cpu(), t, nd, shape, &e)) {
+        printf("FAIL alloc: %s\n", e.msg);
+        exit(1);
+    }
+    p.g = T_alloc(mm_cuda(0), t, nd, shape);
+    mm_fill(gpu, &p.g, mm_dtype_is_float(t) ? NAN : -77);
+    return p;
+}
+
+/* The GPU tensor (contiguous) back on the CPU. */
+static mm_tensor D(const mm_tensor *g)
+{
+    mm_tensor c = T_alloc(mm_cpu(), g->dtype, g->ndim, g->shape);
+    mm_copy(gpu, &c, g);
+    return c;
+}
+
+static void pfree(pair *p)
+{
+    mm_tensor_free(&p->c);
+    mm_tensor_free(&p->g);
+}
+
+static int ctx_ok(const char *what)
+{
+    mm_error e = {{0}};
+    if (mm_ctx_sync(cpu, &e)) {
+        MM_EXPECT(0, "%s on the CPU: %s", what, e.msg);
+        mm_ctx_clear_error(cpu);
+        return 0;
+    }
+    if (mm_ctx_sync(gpu, &e)) {
+        MM_EXPECT(0, "%s on the GPU: %s", what, e.msg);
+        mm_ctx_clear_error(gpu);
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ comparisons */
+
+enum { EXACT = 0, ULP = 1, REL = 2 };
+
+/* The spacing of the dtype's values at 1.0: one ulp is at most eps·|v|. */
+static double eps_of(mm_dtype t) { return t == MM_BF16 ? 0x1p-7 : t == MM_F16 ? 0x1p-10 : 0x1p-23; }
+
+static double *vals(const mm_tensor *t)
+{
+    int64_t n = mm_tensor_numel(t), idx[MM_MAX_DIMS] = {0};
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = i;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            idx[d] = r % t->shape[d];
+            r /= t->shape[d];
+        }
+        v[i] = mm_tensor_get(t, idx);
+    }
+    return v;
+}
+
+/* Compares the GPU result (any layout, downloaded whole by the caller) with
+ * the CPU result. mode EXACT / ULP (tol = units, scale = absolute floor
+ * multiplier) / REL (tol = rel_l2). */
+static void cmp(const char *what, const mm_tensor *cpu_t, const mm_tensor *gpu_host, int mode, double tol,
+                double scale)
+{
+    double *a = vals(cpu_t), *b = vals(gpu_host);
+    int64_t n = mm_tensor_numel(cpu_t), bad = 0, first = -1;
+    double num = 0, den = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        bool both_nan = isnan(a[i]) && isnan(b[i]);
+        num += isnan(d) ? 0 : d * d;
+        den += a[i] * a[i];
+        bool ok;
+        if (both_nan)
+            ok = true;
+        else if (isnan(b[i]) || isnan(a[i]))
+            ok = false;
+        else if (mode == EXACT)
+            ok = a[i] == b[i] && signbit(a[i]) == signbit(b[i]);
+        else if (mode == ULP) {
+            double e = eps_of(gpu_host->dtype) * tol;
+            ok = d <= e * (fabs(a[i]) + scale);
+            if (d / (e * (fabs(a[i]) + scale)) > worst)
+                worst = d / (e * (fabs(a[i]) + scale));
+        } else
+            ok = true;
+        if (!ok) {
+            bad++;
+            if (first < 0)
+                first = i;
+        }
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (mode == REL) {
+        MM_EXPECT(rel < tol && bad == 0, "%s: rel_l2 %.3g (limit %.1g), %lld NaN mismatches", what, rel, tol,
+                  (long long)bad);
+    } else {
+        MM_EXPECT(bad == 0, "%s: %lld of %lld elements differ (first [%lld]: cpu %.9g gpu %.9g)%s", what,
+                  (long long)bad, (long long)n, (long long)first, first >= 0 ? a[first] : 0, first >= 0 ? b[first] : 0,
+                  mode == EXACT ? " (exact expected)" : "");
+    }
+    free(a);
+    free(b);
+}
+
+/* Download g and compare with c. */
+static void cmpg(const char *what, const mm_tensor *c, const mm_tensor *g, int mode, double tol, double scale)
+{
+    mm_tensor h = D(g);
+    cmp(what, c, &h, mode, tol, scale);
+    mm_tensor_free(&h);
+}
+
+#define SH(...) MM_NDIM(__VA_ARGS__), MM_SHAPE(__VA_ARGS__)
+
+/* ------------------------------------------------------------------ cases */
+
+static void test_copy_convert_fill(void)
+{
+    mm_tensor x = R(MM_F32, SH(37, 53), 300.0), gx = G(&x);
+    const mm_dtype outs[] = {MM_BF16, MM_F16, MM_I8, MM_I32, MM_U8};
+    for (int i = 0; i < 5; i++) {
+        pair o = OUT(outs[i], SH(37, 53));
+        mm_copy(cpu, &o.c, &x);
+        mm_copy(gpu, &o.g, &gx);
+        if (ctx_ok("copy"))
+            cmpg(mm_dtype_name(outs[i]), &o.c, &o.g, EXACT, 0, 0);
+        pfree(&o);
+    }
+    /* strided source: a transposed view */
+    mm_tensor xt = mm_tensor_transpose(&x, 0, 1), gxt = mm_tensor_transpose(&gx, 0, 1);
+    pair o = OUT(MM_BF16, SH(53, 37));
+    mm_copy(cpu, &o.c, &xt);
+    mm_copy(gpu, &o.g, &gxt);
+    if (ctx_ok("transposed copy"))
+        cmpg("transposed f32->bf16", &o.c, &o.g, EXACT, 0, 0);
+    pfree(&o);
+    /* integers to float, and fill */
+    mm_tensor xi = R(MM_I32, SH(11, 13), 1e6), gxi = G(&xi);
+    pair of = OUT(MM_F32, SH(11, 13));
+    mm_copy(cpu, &of.c, &xi);
+    mm_copy(gpu, &of.g, &gxi);
+    mm_fill(cpu, &of.c, 0); /* overwritten below on both: fill a narrow part */
+    mm_fill(gpu, &of.g, 0);
+    mm_tensor nc = mm_tensor_narrow(&of.c, 1, 3, 5), ng = mm_tensor_narrow(&of.g, 1, 3, 5);
+    mm_fill(cpu, &nc, 3.14159);
+    mm_fill(gpu, &ng, 3.14159);
+    if (ctx_ok("fill"))
+        cmpg("fill narrow", &of.c, &of.g, EXACT, 0, 0);
+    pair oi = OUT(MM_I8, SH(4, 4));
+    mm_fill(cpu, &oi.c, 300.7);
+    mm_fill(gpu, &oi.g, 300.7);
+    if (ctx_ok("fill i8"))
+        cmpg("fill i8 saturates", &oi.c, &oi.g, EXACT, 0, 0);
+    mm_tensor_free(&x), mm_tensor_free(&gx), mm_tensor_free(&xi), mm_tensor_free(&gxi);
+    pfree(&of), pfree(&oi);
+}
+
+static void test_elementwise(void)
+{
+    mm_tensor a = R(MM_F32, SH(33, 70), 4), b = R(MM_BF16, SH(1, 70), 2);
+    mm_tensor ga = G(&a), gb = G(&b);
+    mm_tensor be = mm_tensor_expand(&b, SH(33, 70)), gbe = mm_tensor_expand(&gb, SH(33, 70));
+    for (int op = 0; op < 5; op++) {
+        pair o = OUT(MM_BF16, SH(33, 70));
+        switch (op) {
+        case 0: mm_add(cpu, &o.c, &a, &be), mm_add(gpu, &o.g, &ga, &gbe); break;
+        case 1: mm_mul(cpu, &o.c, &a, &be), mm_mul(gpu, &o.g, &ga, &gbe); break;
+        case 2: mm_axpby(cpu, &o.c, 0.7f, &a, -1.3f, &be), mm_axpby(gpu, &o.g, 0.7f, &ga, -1.3f, &gbe); break;
+        case 3: mm_axpby(cpu, &o.c, 0.7f, &a, 0.25f, NULL), mm_axpby(gpu, &o.g, 0.7f, &ga, 0.25f, NULL); break;
+        case 4: mm_clamp(cpu, &o.c, &a, -1.5f, 2.f), mm_clamp(gpu, &o.g, &ga, -1.5f, 2.f); break;
+        }
+        char what[32];
+        snprintf(what, sizeof what, "binary op %d", op);
+        if (ctx_ok(what))
+            cmpg(what, &o.c, &o.g, EXACT, 0, 0);
+        pfree(&o);
+    }
+    for (int act = MM_ACT_IDENTITY; act <= MM_ACT_EXP; act++) {
+        pair o = OUT(MM_F32, SH(33, 70)), ob = OUT(MM_BF16, SH(33, 70));
+        mm_activation(cpu, &o.c, &a, (mm_act)act), mm_activation(gpu, &o.g, &ga, (mm_act)act);
+        mm_activation(cpu, &ob.c, &a, (mm_act)act), mm_activation(gpu, &ob.g, &ga, (mm_act)act);
+        char what[32];
+        snprintf(what, sizeof what, "activation %d", act);
+        if (ctx_ok(what)) {
+            cmpg(what, &o.c, &o.g, ULP, 8, 1e-3);
+            cmpg(what, &ob.c, &ob.g, ULP, 1, 1e-3);
+        }
+        pfree(&o), pfree(&ob);
+    }
+    /* GLU on the two halves of one [R, 2F] tensor */
+    mm_tensor h = R(MM_BF16, SH(21, 2 * 96), 3), gh = G(&h);
+    mm_tensor g1 = mm_tensor_narrow(&h, 1, 0, 96), u1 = mm_tensor_narrow(&h, 1, 96, 96);
+    mm_tensor g2 = mm_tensor_narrow(&gh, 1, 0, 96), u2 = mm_tensor_narrow(&gh, 1, 96, 96);
+    const mm_act acts[] = {MM_ACT_SILU, MM_ACT_GELU_TANH};
+    for (int i = 0; i < 2; i++) {
+        pair o = OUT(MM_BF16, SH(21, 96));
+        mm_glu(cpu, &o.c, &g1, &u1, acts[i]), mm_glu(gpu, &o.g, &g2, &u2, acts[i]);
+        if (ctx_ok("glu"))
+            cmpg("glu", &o.c, &o.g, ULP, 1, 1e-3);
+        pfree(&o);
+    }
+    /* snake, both forms */
+    mm_tensor x = R(MM_F32, SH(2, 6, 50), 3), al = R(MM_F32, SH(6), 1), be2 = R(MM_BF16, SH(6), 1);
+    mm_tensor gx = G(&x), gal = G(&al), gbe2 = G(&be2);
+    for (int i = 0; i < 2; i++) {
+        pair o = OUT(MM_F32, SH(2, 6, 50));
+        mm_snake(cpu, &o.c, &x, &al, i ? &be2 : NULL), mm_snake(gpu, &o.g, &gx, &gal, i ? &gbe2 : NULL);
+        if (ctx_ok("snake"))
+            cmpg("snake", &o.c, &o.g, ULP, 16, 1);
+        pfree(&o);
+    }
+    mm_tensor_free(&a), mm_tensor_free(&b), mm_tensor_free(&ga), mm_tensor_free(&gb), mm_tensor_free(&h);
+    mm_tensor_free(&gh), mm_tensor_free(&x), mm_tensor_free(&al), mm_tensor_free(&be2), mm_tensor_free(&gx);
+    mm_tensor_free(&gal), mm_tensor_free(&gbe2);
+}
+
+static void test_norms(void)
+{
+    int64_t Rr = 33, C = 1000;
+    mm_tensor x = R(MM_BF16, SH(Rr, C), 3), w = R(MM_BF16, SH(C), 1), b = R(MM_F32, SH(C), 1);
+    mm_tensor gx = G(&x), gw = G(&w), gbb = G(&b);
+    pair o = OUT(MM_BF16, SH(Rr, C)), l = OUT(MM_F32, SH(Rr, C)), sm = OUT(MM_F32, SH(Rr, C));
+    mm_rmsnorm(cpu, &o.c, &x, &w, 1e-5f), mm_rmsnorm(gpu, &o.g, &gx, &gw, 1e-5f);
+    mm_layernorm(cpu, &l.c, &x, &w, &b, 1e-6f), mm_layernorm(gpu, &l.g, &gx, &gw, &gbb, 1e-6f);
+    mm_softmax(cpu, &sm.c, &x), mm_softmax(gpu, &sm.g, &gx);
+    if (ctx_ok("norms")) {
+        cmpg("rmsnorm bf16", &o.c, &o.g, ULP, 1, 0);
+        cmpg("layernorm f32", &l.c, &l.g, ULP, 64, 1);
+        cmpg("softmax f32", &sm.c, &sm.g, ULP, 64, 0);
+    }
+    /* per-head RMSNorm in place on a [S, H, D] view of a fused qkv buffer */
+    int64_t S = 19, H = 4, Dh = 128;
+    mm_tensor qkv = R(MM_BF16, SH(S, 3 * H * Dh), 4), gqkv = G(&qkv), wq = R(MM_BF16, SH(Dh), 1), gwq = G(&wq);
+    mm_tensor kc = mm_tensor_narrow(&qkv, 1, H * Dh, H * Dh), kg = mm_tensor_narrow(&gqkv, 1, H * Dh, H * Dh);
+    mm_tensor kc3 = mm_tensor_unflatten(&kc, 1, 2, MM_SHAPE(H, Dh)), kg3 = mm_tensor_unflatten(&kg, 1, 2, MM_SHAPE(H, Dh));
+    mm_rmsnorm(cpu, &kc3, &kc3, &wq, 1e-5f), mm_rmsnorm(gpu, &kg3, &kg3, &gwq, 1e-5f);
+    if (ctx_ok("per-head rmsnorm"))
+        cmpg("per-head rmsnorm in place (q and v untouched)", &qkv, &gqkv, ULP, 1, 0);
+    /* reductions */
+    mm_tensor xr = R(MM_F32, SH(9, 1000), 5), gxr = G(&xr);
+    for (int op = MM_REDUCE_SUM; op <= MM_REDUCE_ABSMAX; op++) {
+        pair r = OUT(MM_F32, SH(9));
+        mm_reduce_rows(cpu, &r.c, &xr, (mm_reduce)op), mm_reduce_rows(gpu, &r.g, &gxr, (mm_reduce)op);
+        if (ctx_ok("reduce"))
+            cmpg("reduce_rows", &r.c, &r.g, ULP, 64, 100);
+        pfree(&r);
+    }
+    mm_tensor_free(&x), mm_tensor_free(&w), mm_tensor_free(&b), mm_tensor_free(&gx), mm_tensor_free(&gw);
+    mm_tensor_free(&gbb), pfree(&o), pfree(&l), pfree(&sm), mm_tensor_free(&qkv), mm_tensor_free(&gqkv);
+    mm_tensor_free(&wq), mm_tensor_free(&gwq), mm_tensor_free(&xr), mm_tensor_free(&gxr);
+}
+
+static void test_groupnorm(void)
+{
+    mm_tensor x = R(MM_F32, SH(2, 64, 3, 5, 7), 3), w = R(MM_F32, SH(64), 1), b = R(MM_BF16, SH(64), 1);
+    mm_tensor gx = G(&x), gw = G(&w), gb = G(&b);
+    pair o = OUT(MM_F32, SH(2, 64, 3, 5, 7)), o2 = OUT(MM_BF16, SH(2, 64, 3, 5, 7));
+    mm_groupnorm(cpu, &o.c, &x, &w, &b, 32, 1e-6f, true), mm_groupnorm(gpu, &o.g, &gx, &gw, &gb, 32, 1e-6f, true);
+    mm_groupnorm(cpu, &o2.c, &x, &w, NULL, 16, 1e-6f, false), mm_groupnorm(gpu, &o2.g, &gx, &gw, NULL, 16, 1e-6f, false);
+    if (ctx_ok("groupnorm")) {
+        cmpg("groupnorm per frame", &o.c, &o.g, ULP, 64, 1);
+        cmpg("groupnorm", &o2.c, &o2.g, ULP, 1, 0.01);
+    }
+    mm_tensor_free(&x), mm_tensor_free(&w), mm_tensor_free(&b), mm_tensor_free(&gx), mm_tensor_free(&gw);
+    mm_tensor_free(&gb), pfree(&o), pfree(&o2);
+}
+
+static void test_modulation(void)
+{
+    int64_t Rr = 40, C = 512, Tn = 5;
+    mm_tensor x = R(MM_BF16, SH(Rr, C), 3), y = R(MM_BF16, SH(Rr, C), 2), tab = R(MM_BF16, SH(Tn, 6 * C), 0.5);
+    mm_tensor w = R(MM_BF16, SH(C), 1), idx = R(MM_I32, SH(Rr), 1);
+    int32_t *ip = idx.data;
+    for (int i = 0; i < Rr; i++)
+        ip[i] = (int32_t)(cuda_test_next(&rng) % Tn);
+    mm_tensor gx = G(&x), gy = G(&y), gt = G(&tab), gw = G(&w), gi = G(&idx);
+    mm_tensor sh = mm_tensor_narrow(&tab, 1, 0, C), sc = mm_tensor_narrow(&tab, 1, C, C), gt2 = mm_tensor_narrow(&tab, 1, 2 * C, C);
+    mm_tensor gsh = mm_tensor_narrow(&gt, 1, 0, C), gsc = mm_tensor_narrow(&gt, 1, C, C), ggt = mm_tensor_narrow(&gt, 1, 2 * C, C);
+    pair m = OUT(MM_BF16, SH(Rr, C)), rm = OUT(MM_BF16, SH(Rr, C));
+    mm_modulate(cpu, &m.c, &x, &sc, &sh, &idx), mm_modulate(gpu, &m.g, &gx, &gsc, &gsh, &gi);
+    mm_rmsnorm_modulate(cpu, &rm.c, &x, &w, 1e-5f, &sc, &sh, &idx);
+    mm_rmsnorm_modulate(gpu, &rm.g, &gx, &gw, 1e-5f, &gsc, &gsh, &gi);
+    mm_gated_residual(cpu, &x, &y, &gt2, &idx), mm_gated_residual(gpu, &gx, &gy, &ggt, &gi);
+    if (ctx_ok("modulation")) {
+        cmpg("modulate", &m.c, &m.g, EXACT, 0, 0);
+        cmpg("rmsnorm_modulate", &rm.c, &rm.g, ULP, 1, 0.01);
+        cmpg("gated_residual", &x, &gx, EXACT, 0, 0);
+    }
+    mm_tensor_free(&x), mm_tensor_free(&y), mm_tensor_free(&tab), mm_tensor_free(&w), mm_tensor_free(&idx);
+    mm_tensor_free(&gx), mm_tensor_free(&gy), mm_tensor_free(&gt), mm_tensor_free(&gw), mm_tensor_free(&gi);
+    pfree(&m), pfree(&rm);
+}
+
+static void test_rope(void)
+{
+    int64_t S = 23, H = 3, Dh = 128, rot = 96;
+    mm_tensor qkv = R(MM_BF16, SH(S, 3 * H * Dh), 3), gqkv = G(&qkv);
+    mm_tensor cs = R(MM_BF16, SH(S, rot), 1), sn = R(MM_F32, SH(S, rot), 1), gcs = G(&cs), gsn = G(&sn);
+    mm_tensor qc = mm_tensor_narrow(&qkv, 1, 0, H * Dh), qg = mm_tensor_narrow(&gqkv, 1, 0, H * Dh);
+    mm_tensor qc3 = mm_tensor_unflatten(&qc, 1, 2, MM_SHAPE(H, Dh)), qg3 = mm_tensor_unflatten(&qg, 1, 2, MM_SHAPE(H, Dh));
+    mm_rope(cpu, &qc3, &qc3, &cs, &sn, (int)rot), mm_rope(gpu, &qg3, &qg3, &gcs, &gsn, (int)rot);
+    if (ctx_ok("rope"))
+        cmpg("rope in place on a qkv view", &qkv, &gqkv, EXACT, 0, 0);
+    mm_tensor_free(&qkv), mm_tensor_free(&gqkv), mm_tensor_free(&cs), mm_tensor_free(&sn), mm_tensor_free(&gcs);
+    mm_tensor_free(&gsn);
+}
+
+static void attn_case(int64_t S, int64_t HQ, int64_t HKV, int64_t Dh, bool causal, const int32_t *segs, int nseg)
+{
+    int64_t W = (HQ + 2 * HKV) * Dh;
+    mm_tensor qkv = R(MM_BF16, SH(S, W), 2), gqkv = G(&qkv);
+    mm_tensor qv[2], kv[2], vv[2];
+    const mm_tensor *src[2] = {&qkv, &gqkv};
+    for (int i = 0; i < 2; i++) {
+        mm_tensor a = mm_tensor_narrow(src[i], 1, 0, HQ * Dh), b = mm_tensor_narrow(src[i], 1, HQ * Dh, HKV * Dh);
+        mm_tensor c = mm_tensor_narrow(src[i], 1, (HQ + HKV) * Dh, HKV * Dh);
+        qv[i] = mm_tensor_unflatten(&a, 1, 2, MM_SHAPE(HQ, Dh));
+        kv[i] = mm_tensor_unflatten(&b, 1, 2, MM_SHAPE(HKV, Dh));
+        vv[i] = mm_tensor_unflatten(&c, 1, 2, MM_SHAPE(HKV, Dh));
+    }
+    pair o = OUT(MM_BF16, SH(S, HQ, Dh));
+    mm_attn_params p = {0, causal, segs, nseg};
+    mm_attention(cpu, &o.c, &qv[0], &kv[0], &vv[0], &p), mm_attention(gpu, &o.g, &qv[1], &kv[1], &vv[1], &p);
+    char what[96];
+    snprintf(what, sizeof what, "attention S=%lld H=%lld/%lld D=%lld causal=%d segs=%d", (long long)S, (long long)HQ,
+             (long long)HKV, (long long)Dh, causal, nseg);
+    if (ctx_ok(what))
+        cmpg(what, &o.c, &o.g, REL, 8e-3, 0);
+    mm_tensor_free(&qkv), mm_tensor_free(&gqkv), pfree(&o);
+}
+
+static void test_attention(void)
+{
+    attn_case(200, 4, 4, 128, false, NULL, 0);
+    attn_case(150, 8, 2, 128, true, NULL, 0);
+    static const int32_t segs[] = {0, 70, 71, 200};
+    attn_case(200, 2, 2, 128, false, segs, 3);
+    attn_case(200, 3, 3, 72, false, segs, 3);
+    attn_case(97, 2, 2, 64, true, NULL, 0);
+}
+
+static void test_gemm(void)
+{
+    int64_t M = 77, K = 96, N = 136;
+    mm_tensor a = R(MM_BF16, SH(M, K), 1), w = R(MM_BF16, SH(N, K), 0.2), bias = R(MM_BF16, SH(N), 1);
+    mm_tensor ga = G(&a), gw = G(&w), gbias = G(&bias);
+    mm_tensor wt = mm_tensor_transpose(&w, 0, 1), gwt = mm_tensor_transpose(&gw, 0, 1);
+    pair o = OUT(MM_BF16, SH(M, N)), of = OUT(MM_F32, SH(M, N)), oh = OUT(MM_F16, SH(M, N));
+    mm_matmul(cpu, &o.c, &a, &wt, &bias), mm_matmul(gpu, &o.g, &ga, &gwt, &gbias);
+    mm_matmul(cpu, &of.c, &a, &wt, &bias), mm_matmul(gpu, &of.g, &ga, &gwt, &gbias);
+    mm_matmul(cpu, &oh.c, &a, &wt, NULL), mm_matmul(gpu, &oh.g, &ga, &gwt, NULL); /* bf16 -> f16: scratch path */
+    if (ctx_ok("gemm bf16")) {
+        cmpg("linear bf16 + bias -> bf16", &o.c, &o.g, ULP, 1, 0.05);
+        cmpg("linear bf16 + bias -> f32", &of.c, &of.g, ULP, 64, 1);
+        cmpg("linear bf16 -> f16", &oh.c, &oh.g, ULP, 1, 0.05);
+    }
+    /* f32, row-major b, alpha/beta with an f32 bias of another layout */
+    mm_tensor a32 = R(MM_F32, SH(M, K), 1), b32 = R(MM_F32, SH(K, N), 1), bb = R(MM_F32, SH(N), 1);
+    mm_tensor ga32 = G(&a32), gb32 = G(&b32), gbb = G(&bb);
+    pair y = OUT(MM_F32, SH(M, N));
+    mm_tensor y0 = R(MM_F32, SH(M, N), 1);
+    mm_copy(cpu, &y.c, &y0), mm_copy(gpu, &y.g, &y0);
+    mm_gemm(cpu, &y.c, &a32, &b32, &bb, 0.5f, 1.0f), mm_gemm(gpu, &y.g, &ga32, &gb32, &gbb, 0.5f, 1.0f);
+    if (ctx_ok("gemm f32"))
+        cmpg("gemm f32 alpha/beta/bias", &y.c, &y.g, ULP, 64, 4);
+    /* batched, shared weight, transposed a */
+    int64_t B = 3;
+    mm_tensor ab = R(MM_BF16, SH(B, K, M), 1), gab = G(&ab);
+    mm_tensor abt = mm_tensor_transpose(&ab, 1, 2), gabt = mm_tensor_transpose(&gab, 1, 2);
+    pair yb = OUT(MM_F32, SH(B, M, N));
+    mm_matmul(cpu, &yb.c, &abt, &wt, NULL), mm_matmul(gpu, &yb.g, &gabt, &gwt, NULL);
+    if (ctx_ok("gemm batched"))
+        cmpg("batched, transposed a", &yb.c, &yb.g, ULP, 64, 1);
+    mm_tensor_free(&a), mm_tensor_free(&w), mm_tensor_free(&bias), mm_tensor_free(&ga), mm_tensor_free(&gw);
+    mm_tensor_free(&gbias), pfree(&o), pfree(&of), pfree(&oh), mm_tensor_free(&a32), mm_tensor_free(&b32);
+    mm_tensor_free(&bb), mm_tensor_free(&ga32), mm_tensor_free(&gb32), mm_tensor_free(&gbb), pfree(&y);
+    mm_tensor_free(&y0), mm_tensor_free(&ab), mm_tensor_free(&gab), pfree(&yb);
+}
+
+static void test_convrot_and_i8(void)
+{
+    /* fast path: group 256, bf16, the DiT's K */
+    int64_t Rr = 33, K = 5376;
+    mm_tensor x = R(MM_BF16, SH(Rr, K), 3);
+    for (int64_t c = 0; c < K; c++) /* a zero row */
+        ((uint16_t *)x.data)[7 * K + c] = 0;
+    for (int64_t c = 0; c < K; c += 97) /* outliers */
+        ((uint16_t *)x.data)[c] = mm_f32_to_bf16(150.f);
+    mm_tensor gx = G(&x);
+    pair q = OUT(MM_I8, SH(Rr, K)), s = OUT(MM_F32, SH(Rr));
+    mm_convrot_quantize(cpu, &q.c, &s.c, &x, 256), mm_convrot_quantize(gpu, &q.g, &s.g, &gx, 256);
+    if (ctx_ok("convrot bf16")) {
+        cmpg("convrot codes (bf16, group 256)", &q.c, &q.g, EXACT, 0, 0);
+        cmpg("convrot scales", &s.c, &s.g, EXACT, 0, 0);
+    }
+    /* generic path: f32, group 64; and the plain rotation */
+    mm_tensor x2 = R(MM_F32, SH(9, 320), 2), gx2 = G(&x2);
+    pair q2 = OUT(MM_I8, SH(9, 320)), s2 = OUT(MM_F32, SH(9, 1)), r2 = OUT(MM_BF16, SH(9, 320));
+    mm_convrot_quantize(cpu, &q2.c, &s2.c, &x2, 64), mm_convrot_quantize(gpu, &q2.g, &s2.g, &gx2, 64);
+    mm_hadamard_rotate(cpu, &r2.c, &x2, 16), mm_hadamard_rotate(gpu, &r2.g, &gx2, 16);
+    if (ctx_ok("convrot f32")) {
+        cmpg("convrot codes (f32, group 64)", &q2.c, &q2.g, EXACT, 0, 0);
+        cmpg("convrot scales (f32)", &s2.c, &s2.g, EXACT, 0, 0);
+        cmpg("hadamard rotate group 16", &r2.c, &r2.g, EXACT, 0, 0);
+    }
+    /* W8A8 GEMM with the scaled epilogue, on the codes just made */
+    int64_t N = 72;
+    mm_tensor wq = R(MM_I8, SH(N, K), 1), sw = R(MM_F32, SH(N, 1), 0.01), bias = R(MM_BF16, SH(N), 1);
+    mm_tensor gwq = G(&wq), gsw = G(&sw), gbias = G(&bias);
+    pair y = OUT(MM_BF16, SH(Rr, N)), yf = OUT(MM_F32, SH(Rr, N));
+    mm_gemm_i8_scaled(cpu, &y.c, &q.c, &s.c, &wq, &sw, &bias);
+    mm_gemm_i8_scaled(gpu, &y.g, &q.g, &s.g, &gwq, &gsw, &gbias);
+    mm_gemm_i8_scaled(cpu, &yf.c, &q.c, &s.c, &wq, &sw, NULL);
+    mm_gemm_i8_scaled(gpu, &yf.g, &q.g, &s.g, &gwq, &gsw, NULL);
+    if (ctx_ok("gemm_i8_scaled")) {
+        cmpg("int8 GEMM + epilogue -> bf16 (+bias)", &y.c, &y.g, EXACT, 0, 0);
+        cmpg("int8 GEMM + epilogue -> f32", &yf.c, &yf.g, EXACT, 0, 0);
+    }
+    mm_tensor_free(&x), mm_tensor_free(&gx), pfree(&q), pfree(&s), mm_tensor_free(&x2), mm_tensor_free(&gx2);
+    pfree(&q2), pfree(&s2), pfree(&r2), mm_tensor_free(&wq), mm_tensor_free(&sw), mm_tensor_free(&bias);
+    mm_tensor_free(&gwq), mm_tensor_free(&gsw), mm_tensor_free(&gbias), pfree(&y), pfree(&yf);
+}
+
+static void test_nvfp4_and_embedding(void)
+{
+    int64_t N = 256, K = 128;
+    mm_tensor packed = T_alloc(mm_cpu(), MM_U8, SH(N, K / 2)), sc = T_alloc(mm_cpu(), MM_F8_E4M3, SH(N, K / 16));
+    for (int64_t i = 0; i < N * K / 2; i++)
+        ((uint8_t *)packed.data)[i] = (uint8_t)cuda_test_next(&rng);
+    for (int64_t i = 0; i < N * K / 16; i++)
+        ((uint8_t *)sc.data)[i] = (uint8_t)(0x18 + cuda_test_next(&rng) % 0x50);
+    mm_tensor gp = G(&packed), gs = G(&sc);
+    pair o = OUT(MM_BF16, SH(N, K)), of = OUT(MM_F32, SH(N, K));
+    mm_nvfp4_dequantize(cpu, &o.c, &packed, &sc, 0.0123f), mm_nvfp4_dequantize(gpu, &o.g, &gp, &gs, 0.0123f);
+    mm_nvfp4_dequantize(cpu, &of.c, &packed, &sc, 0.0123f), mm_nvfp4_dequantize(gpu, &of.g, &gp, &gs, 0.0123f);
+    if (ctx_ok("nvfp4")) {
+        cmpg("nvfp4 -> bf16", &o.c, &o.g, EXACT, 0, 0);
+        cmpg("nvfp4 -> f32", &of.c, &of.g, EXACT, 0, 0);
+    }
+    int64_t V = 500, Dm = 96, n = 31;
+    mm_tensor tab = R(MM_I8, SH(V, Dm), 1), ts = R(MM_F32, SH(V, 1), 0.01), ids = R(MM_I32, SH(n), 1);
+    for (int i = 0; i < n; i++)
+        ((int32_t *)ids.data)[i] = (int32_t)(cuda_test_next(&rng) % V);
+    mm_tensor gt = G(&tab), gts = G(&ts), gid = G(&ids);
+    pair e = OUT(MM_BF16, SH(n, Dm));
+    mm_embedding_i8(cpu, &e.c, &ids, &tab, &ts), mm_embedding_i8(gpu, &e.g, &gid, &gt, &gts);
+    if (ctx_ok("embedding"))
+        cmpg("int8 embedding", &e.c, &e.g, EXACT, 0, 0);
+    /* gather / scatter / scatter-add */
+    mm_tensor src = R(MM_F32, SH(n, 3, 4), 1), gsrc = G(&src);
+    int64_t Vr = 64;
+    mm_tensor perm = R(MM_I32, SH(n), 1);
+    for (int i = 0; i < n; i++)
+        ((int32_t *)perm.data)[i] = (int32_t)((i * 37 + 5) % Vr); /* distinct */
+    mm_tensor gperm = G(&perm);
+    mm_tensor big = R(MM_BF16, SH(Vr, 3, 4), 1), gbig = G(&big);
+    pair ga = OUT(MM_F32, SH(n, 3, 4));
+    mm_gather_rows(cpu, &ga.c, &big, &perm), mm_gather_rows(gpu, &ga.g, &gbig, &gperm);
+    mm_scatter_add_rows(cpu, &big, &src, &perm), mm_scatter_add_rows(gpu, &gbig, &gsrc, &gperm);
+    if (ctx_ok("gather/scatter")) {
+        cmpg("gather_rows", &ga.c, &ga.g, EXACT, 0, 0);
+        cmpg("scatter_add_rows", &big, &gbig, EXACT, 0, 0);
+    }
+    mm_scatter_rows(cpu, &big, &src, &perm), mm_scatter_rows(gpu, &gbig, &gsrc, &gperm);
+    if (ctx_ok("scatter"))
+        cmpg("scatter_rows", &big, &gbig, EXACT, 0, 0);
+    mm_tensor_free(&packed), mm_tensor_free(&sc), mm_tensor_free(&gp), mm_tensor_free(&gs), pfree(&o), pfree(&of);
+    mm_tensor_free(&tab), mm_tensor_free(&ts), mm_tensor_free(&ids), mm_tensor_free(&gt), mm_tensor_free(&gts);
+    mm_tensor_free(&gid), pfree(&e), mm_tensor_free(&src), mm_tensor_free(&gsrc), mm_tensor_free(&perm);
+    mm_tensor_free(&gperm), mm_tensor_free(&big), mm_tensor_free(&gbig), pfree(&ga);
+}
+
+static void test_conv(void)
+{
+    /* conv1d: groups 2, dilation 2, stride 2, asymmetric padding */
+    mm_tensor x = R(MM_F32, SH(2, 6, 50), 1), w = R(MM_F32, SH(4, 3, 5), 1), b = R(MM_BF16, SH(4), 1);
+    mm_tensor gx = G(&x), gw = G(&w), gb = G(&b);
+    mm_conv_params p = {{2}, {2}, {{3, 1}}, 2, {0}};
+    int64_t lo = (50 + 4 - 2 * 4 - 1) / 2 + 1;
+    pair o = OUT(MM_F32, SH(2, 4, lo));
+    mm_conv1d(cpu, &o.c, &x, &w, &b, &p), mm_conv1d(gpu, &o.g, &gx, &gw, &gb, &p);
+    if (ctx_ok("conv1d"))
+        cmpg("conv1d groups/dilation/stride/pad", &o.c, &o.g, ULP, 64, 4);
+    /* transposed conv1d: stride 2, pad 1/1, output_pad 1, groups 2 */
+    mm_tensor wt = R(MM_F32, SH(6, 2, 4), 1), gwt = G(&wt);
+    mm_conv_params pt = {{2}, {1}, {{1, 1}}, 2, {1}};
+    int64_t lt = (50 - 1) * 2 - 2 + 3 + 1 + 1;
+    pair ot = OUT(MM_BF16, SH(2, 4, lt));
+    mm_conv_transpose1d(cpu, &ot.c, &x, &wt, &b, &pt), mm_conv_transpose1d(gpu, &ot.g, &gx, &gwt, &gb, &pt);
+    if (ctx_ok("conv_transpose1d"))
+        cmpg("conv_transpose1d", &ot.c, &ot.g, ULP, 1, 0.05);
+    /* conv3d: causal-style time padding, stride (1, 2, 2), bf16 in */
+    mm_tensor x3 = R(MM_BF16, SH(1, 5, 4, 9, 11), 1), w3 = R(MM_BF16, SH(7, 5, 3, 3, 3), 0.3);
+    mm_tensor gx3 = G(&x3), gw3 = G(&w3);
+    mm_conv_params p3 = {{1, 2, 2}, {1, 1, 1}, {{2, 0}, {1, 1}, {1, 1}}, 1, {0}};
+    pair o3 = OUT(MM_F32, SH(1, 7, 4, 5, 6));
+    mm_conv3d(cpu, &o3.c, &x3, &w3, NULL, &p3), mm_conv3d(gpu, &o3.g, &gx3, &gw3, NULL, &p3);
+    if (ctx_ok("conv3d"))
+        cmpg("conv3d", &o3.c, &o3.g, ULP, 64, 4);
+    mm_tensor_free(&x), mm_tensor_free(&w), mm_tensor_free(&b), mm_tensor_free(&gx), mm_tensor_free(&gw);
+    mm_tensor_free(&gb), pfree(&o), mm_tensor_free(&wt), mm_tensor_free(&gwt), pfree(&ot), mm_tensor_free(&x3);
+    mm_tensor_free(&w3), mm_tensor_free(&gx3), mm_tensor_free(&gw3), pfree(&o3);
+}
+
+static void test_pad_interpolate(void)
+{
+    mm_tensor x = R(MM_BF16, SH(2, 3, 5, 6), 2), gx = G(&x);
+    const int pads[4][2] = {{0, 0}, {1, 0}, {2, 1}, {1, 3}};
+    for (int mode = MM_PAD_CONSTANT; mode <= MM_PAD_REPLICATE; mode++) {
+        pair o = OUT(MM_BF16, SH(2, 4, 8, 10));
+        mm_pad(cpu, &o.c, &x, pads, (mm_pad_mode)mode, 0.75f), mm_pad(gpu, &o.g, &gx, pads, (mm_pad_mode)mode, 0.75f);
+        if (ctx_ok("pad"))
+            cmpg("pad", &o.c, &o.g, EXACT, 0, 0);
+        pfree(&o);
+    }
+    mm_tensor xi = R(MM_F32, SH(2, 3, 5, 6), 2), gxi = G(&xi);
+    for (int c = 0; c < 3; c++) {
+        mm_interp mode = c == 0 ? MM_INTERP_NEAREST : MM_INTERP_LINEAR;
+        bool align = c == 2;
+        pair o = OUT(MM_F32, SH(2, 3, 11, 7));
+        mm_interpolate(cpu, &o.c, &xi, 2, mode, align), mm_interpolate(gpu, &o.g, &gxi, 2, mode, align);
+        if (ctx_ok("interpolate"))
+            cmpg("interpolate", &o.c, &o.g, EXACT, 0, 0);
+        pfree(&o);
+    }
+    mm_tensor_free(&x), mm_tensor_free(&gx), mm_tensor_free(&xi), mm_tensor_free(&gxi);
+}
+
+static void test_unsupported_fails_loudly(void)
+{
+    mm_tensor q = R(MM_F32, SH(8, 2, 64), 1), gq = G(&q);
+    pair o = OUT(MM_F32, SH(8, 2, 64));
+    mm_attention(gpu, &o.g, &gq, &gq, &gq, NULL);
+    mm_error e = {{0}};
+    MM_EXPECT(mm_ctx_sync(gpu, &e) == -1 && strstr(e.msg, "bf16"), "f32 attention on CUDA: %s", e.msg);
+    mm_ctx_clear_error(gpu);
+    mm_tensor_free(&q), mm_tensor_free(&gq), pfree(&o);
+}
+
+int main(void)
+{
+    cuda_test_require_gpu("test_cuda_ops");
+    mm_error e = {{0}};
+    if (mm_ctx_create(&cpu, mm_cpu(), 0, &e) || mm_ctx_create(&gpu, mm_cuda(0), 0, &e)) {
+        printf("FAIL contexts: %s\n", e.msg);
+        return 1;
+    }
+    MM_RUN(test_copy_convert_fill);
+    MM_RUN(test_elementwise);
+    MM_RUN(test_norms);
+    MM_RUN(test_groupnorm);
+    MM_RUN(test_modulation);
+    MM_RUN(test_rope);
+    MM_RUN(test_attention);
+    MM_RUN(test_gemm);
+    MM_RUN(test_convrot_and_i8);
+    MM_RUN(test_nvfp4_and_embedding);
+    MM_RUN(test_conv);
+    MM_RUN(test_pad_interpolate);
+    MM_RUN(test_unsupported_fails_loudly);
+    mm_ctx_destroy(cpu);
+    mm_ctx_destroy(gpu);
+    return mm_test_exit();
+}
