@@ -3,7 +3,7 @@
 # apt and autotools), in the checkout whose tree the device run will send.
 # It fills the git-ignored folder .carry/ with what the GPU host lacks:
 #
-#   .carry/debs/*.deb          jansson and PCRE2 (runtime + headers), GNU make
+#   .carry/debs/*.deb          jansson, PCRE2, utf8proc (runtime + headers), GNU make
 #   .carry/autotools.tar.gz    configure, Makefile.in, ... generated from this tree
 #   .carry/autotools.stamp     hash of the autotools inputs they came from
 #
@@ -16,7 +16,7 @@ cd "$top"
 
 mkdir -p .carry/debs
 rm -f .carry/debs/*.deb
-(cd .carry/debs && apt-get download -q libjansson4 libjansson-dev libpcre2-8-0 libpcre2-dev make >/dev/null)
+(cd .carry/debs && apt-get download -q libjansson4 libjansson-dev libpcre2-8-0 libpcre2-dev libutf8proc2 libutf8proc-dev make >/dev/null)
 echo "debs: $(ls .carry/debs | tr '\n' ' ')"
 
 # Generate the autotools outputs in a scratch copy of the tree that travels

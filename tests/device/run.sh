@@ -62,6 +62,7 @@ fi
 LIBDIR=$P/usr/lib/x86_64-linux-gnu
 export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
 export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
+export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
 export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
 command -v make >/dev/null || { note "FAIL: no make on this host and none carried"; finish 1; }
