@@ -12,7 +12,7 @@ static int head(mm_dit_request *r, const mm_tensor *h, const mm_tensor *idx, int
         return 0;
     const int64_t H = r->dit->cfg.hidden;
     /* f32 copy of the selected rows, in the fc1 buffer (free at this point). */
-    mm_tensor rows = mm_tensor_wrap(r->ws.fc1.data, r->ws.fc1.device, MM_F32, 2, (int64_t[]){n, H});
+    mm_tensor rows = mm_tensor_wrap(r->ws.fc1_store.data, r->ws.fc1_store.device, MM_F32, 2, (int64_t[]){n, H});
     mm_gather_rows(r->ctx, &rows, h, idx);
     return mm_dit_linear(r->ctx, &r->ws, out, &rows, lin);
 }

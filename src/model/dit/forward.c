@@ -135,7 +135,7 @@ static int setup_workspace(mm_dit_request *r, mm_error *err)
     mm_dit_workspace *w = &r->ws;
     if (alloc(r, &w->x, MM_BF16, S, H, err) || alloc(r, &w->h, MM_BF16, S, H, err) ||
         alloc(r, &w->qkv, MM_BF16, S, 3 * A, err) || alloc(r, &w->attn, MM_BF16, S, A, err) ||
-        alloc(r, &w->y, MM_BF16, S, H, err) || alloc(r, &w->fc1, MM_BF16, S, fc1_cols, err) ||
+        alloc(r, &w->y, MM_BF16, S, H, err) || alloc(r, &w->fc1_store, MM_BF16, S, fc1_cols, err) ||
         alloc(r, &w->glu, MM_BF16, S, F, err) || alloc(r, &w->q8, MM_I8, S, kmax, err) ||
         alloc(r, &w->s8, MM_F32, S, 0, err) || alloc(r, &w->mod32, MM_F32, M, mods, err) ||
         alloc(r, &w->mod, MM_BF16, M, mods, err) || alloc(r, &w->fmod32, MM_F32, M, 2 * H, err) ||
@@ -143,7 +143,7 @@ static int setup_workspace(mm_dit_request *r, mm_error *err)
         alloc(r, &w->adaln_idx, MM_I32, S, 0, err) || alloc(r, &w->t_idx, MM_I32, S, 0, err))
         return -1;
     /* fc1 as [S, 2F] for the MLP. */
-    w->fc1 = mm_tensor_narrow(&w->fc1, 1, 0, 2 * F);
+    w->fc1 = mm_tensor_narrow(&w->fc1_store, 1, 0, 2 * F);
     return 0;
 }
 
@@ -152,7 +152,7 @@ void mm_dit_request_end(mm_dit_request *r)
     if (!r)
         return;
     mm_dit_workspace *w = &r->ws;
-    mm_tensor *all[] = {&w->x,      &w->h,    &w->qkv,   &w->attn,      &w->y,     &w->fc1,        &w->glu,
+    mm_tensor *all[] = {&w->x,      &w->h,    &w->qkv,   &w->attn,      &w->y,     &w->fc1_store,  &w->glu,
                         &w->q8,     &w->s8,   &w->mod32, &w->mod,       &w->fmod32, &w->fmod,      &w->temb,
                         &w->adaln_idx, &w->t_idx, &r->video_idx, &r->audio_idx, &r->text_idx, &r->rope_cos,
                         &r->rope_sin, &r->text};

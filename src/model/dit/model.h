@@ -43,7 +43,8 @@ typedef struct mm_dit_workspace {
     mm_tensor qkv;   /* [S, 3A] bf16 (A = heads·head_dim) */
     mm_tensor attn;  /* [S, A] bf16 */
     mm_tensor y;     /* [S, H] bf16: output of out_proj / fc2 */
-    mm_tensor fc1;   /* [S, 2F] bf16; also holds the f32 rows of the output heads */
+    mm_tensor fc1;   /* [S, 2F] bf16 view of fc1_store */
+    mm_tensor fc1_store; /* owner: [S, max(2F, 2H)] bf16, also holds the f32 rows of the output heads */
     mm_tensor glu;   /* [S, F] bf16 */
     mm_tensor q8;    /* [S, max K] I8: quantized activations */
     mm_tensor s8;    /* [S] F32: their row scales */
