@@ -105,7 +105,7 @@ static void pack_a(const gemm_job *j, float *ap, int64_t i0, int64_t mc, int64_t
 }
 
 /* acc[MR][ldacc] += a_panel[kc][MR] . b_strip[kc][NR] */
-static inline void micro_kernel(int64_t kc, const float *a, const float *b, float *acc, int64_t ldacc)
+static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const float *a, const float *b, float *acc, int64_t ldacc)
 {
     v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
     for (int64_t k = 0; k < kc; k++) {
@@ -133,7 +133,7 @@ static inline void micro_kernel(int64_t kc, const float *a, const float *b, floa
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
+#define MULTIVERSION __attribute__((target_clones("avx2", "default")))
 #else
 #define MULTIVERSION
 #endif
