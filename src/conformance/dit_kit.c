@@ -18,10 +18,9 @@
 #include "conformance/dit_kit.h"
 #include "model/dit/dit.h"
 #include "model/dit/patchify.h"
-#include "sampler/euler.h"
 #include "sampler/flow_sampler.h"
+#include "sampler/initial_noise.h"
 #include "sampler/sigmas.h"
-#include "sampler/torch_rng.h"
 
 typedef struct dit_kit {
     mm_conf_run *run;
@@ -509,71 +508,78 @@ static int bit_equal(dit_kit *k, const mm_safetensors *st, const char *what, con
     return 0;
 }
 
-/* The reference's noise and condition rows: one generator, conditions in
- * packed order, then the target video latent, then the audio rows. */
+/* Each raw draw compared with the kit's "<run>.noise.<name>", bit for bit. */
+typedef struct draw_check {
+    dit_kit *k;
+    const mm_dit_kit_case *c;
+    uint64_t seed;
+    int failed;
+    mm_error err;
+} draw_check;
+
+static void check_draw(void *user, const char *name, const float *v, int64_t n)
+{
+    draw_check *d = user;
+    char key[256], what[256];
+    snprintf(key, sizeof key, "%s.noise.%s", d->c->name, name);
+    snprintf(what, sizeof what, "%s noise.%s (seed %llu)", d->c->name, name, (unsigned long long)d->seed);
+    if (!d->failed && bit_equal(d->k, d->k->sampler, what, v, n, key, &d->err) != 0)
+        d->failed = 1;
+}
+
+/* The run's initial rows through the engine's own noise path
+ * (mm_draw_initial_rows), every draw and the keyframe rows checked. */
 static int draw_initial_rows(dit_kit *k, const mm_dit_kit_case *c, const mm_dit_layout *l, uint64_t seed,
                              float *video_rows, float *audio_rows, mm_error *err)
 {
     const mm_dit_geometry *g = &c->req.target;
     const int C = k->cfg->latent_channels, vw = k->cfg->video_row_width, aw = k->cfg->audio_row_width;
-    mm_torch_gen gen;
-    mm_torch_gen_seed(&gen, seed);
-    char name[256], what[256];
-    float *filled = video_rows;
-    /* fl2va keyframes: z_aug = 0.999·z + 0.001·n on the target canvas, one latent frame. */
-    for (int i = 0; i < c->req.n_anchors; i++) {
-        mm_video_shape vs = {C, 1, g->latent_height, g->latent_width, g->patch_t, g->patch_h, g->patch_w};
-        const int64_t numel = (int64_t)C * g->latent_height * g->latent_width;
-        float *noise = malloc(sizeof(float) * (size_t)numel), *aug = malloc(sizeof(float) * (size_t)numel);
-        float *z = NULL;
-        int64_t zn;
-        snprintf(name, sizeof name, "%s.keyframe%d.latents", c->name, i);
-        if (!noise || !aug || mm_conf_read_f32(k->sampler, name, &z, &zn, NULL, NULL, err) != 0 || zn != numel) {
-            free(noise);
-            free(aug);
-            free(z);
-            return mm_fail(err, "%s: a [1, %d, 1, %d, %d] clean keyframe latent is needed", name, C,
-                           g->latent_height, g->latent_width);
-        }
-        mm_torch_randn_f32(&gen, noise, numel);
-        snprintf(name, sizeof name, "%s.noise.cond%d", c->name, i);
-        snprintf(what, sizeof what, "%s noise.cond%d (seed %llu)", c->name, i, (unsigned long long)seed);
-        int rc = bit_equal(k, k->sampler, what, noise, numel, name, err);
-        mm_scale_noise(aug, z, noise, numel, (float)c->condition_t);
-        mm_patchify_video(&vs, aug, filled);
-        filled += mm_video_rows(&vs) * vw;
-        free(noise);
-        free(aug);
-        free(z);
-        if (rc != 0)
-            return -1;
-    }
     if (c->req.n_refs > 0)
         return mm_fail(err, "%s: sampler runs with reference blocks are not in this kit format", c->name);
+    mm_noise_condition conds[8];
+    float *latents[8] = {0};
+    int rc = -1;
+    char name[256], what[256];
+    for (int i = 0; i < c->req.n_anchors; i++) {
+        /* fl2va keyframes: one latent frame on the target canvas. */
+        conds[i].shape = (mm_video_shape){C, 1, g->latent_height, g->latent_width, g->patch_t, g->patch_h, g->patch_w};
+        const int64_t numel = (int64_t)C * g->latent_height * g->latent_width;
+        int64_t zn;
+        snprintf(name, sizeof name, "%s.keyframe%d.latents", c->name, i);
+        if (mm_conf_read_f32(k->sampler, name, &latents[i], &zn, NULL, NULL, err) != 0 || zn != numel) {
+            if (latents[i])
+                mm_fail(err, "%s: a [1, %d, 1, %d, %d] clean keyframe latent is needed", name, C, g->latent_height,
+                        g->latent_width);
+            goto done;
+        }
+        conds[i].latent = latents[i];
+    }
+    mm_noise_plan plan = {
+        .conds = conds,
+        .n_conds = c->req.n_anchors,
+        .condition_t = (float)c->condition_t,
+        .target = {C, g->latent_frames, g->latent_height, g->latent_width, g->patch_t, g->patch_h, g->patch_w},
+        .audio_rows = l->audio_rows - l->cond_audio_rows,
+        .audio_width = aw,
+    };
+    draw_check dc = {.k = k, .c = c, .seed = seed};
+    if (mm_draw_initial_rows(seed, &plan, video_rows, audio_rows + l->cond_audio_rows * aw, check_draw, &dc, err) !=
+        0)
+        goto done;
+    if (dc.failed) {
+        *err = dc.err;
+        goto done;
+    }
     if (c->req.n_anchors > 0) {
         snprintf(name, sizeof name, "%s.cond_rows", c->name);
         snprintf(what, sizeof what, "%s cond_rows (0.999-noised keyframes, patchified)", c->name);
         if (bit_equal(k, k->sampler, what, video_rows, l->cond_video_rows * vw, name, err) != 0)
-            return -1;
+            goto done;
     }
-    mm_video_shape vs = {C, g->latent_frames, g->latent_height, g->latent_width, g->patch_t, g->patch_h, g->patch_w};
-    const int64_t vn = (int64_t)C * g->latent_frames * g->latent_height * g->latent_width;
-    const int64_t an = (l->audio_rows - l->cond_audio_rows) * aw;
-    float *noise = malloc(sizeof(float) * (size_t)(vn > an ? vn : an));
-    if (!noise)
-        return mm_fail(err, "out of memory");
-    mm_torch_randn_f32(&gen, noise, vn);
-    snprintf(name, sizeof name, "%s.noise.video", c->name);
-    snprintf(what, sizeof what, "%s noise.video (seed %llu)", c->name, (unsigned long long)seed);
-    int rc = bit_equal(k, k->sampler, what, noise, vn, name, err);
-    mm_patchify_video(&vs, noise, filled);
-    /* Audio noise is drawn directly in row layout (2A, 32). */
-    mm_torch_randn_f32(&gen, audio_rows + l->cond_audio_rows * aw, an);
-    snprintf(name, sizeof name, "%s.noise.audio", c->name);
-    snprintf(what, sizeof what, "%s noise.audio (seed %llu)", c->name, (unsigned long long)seed);
-    if (rc == 0)
-        rc = bit_equal(k, k->sampler, what, audio_rows + l->cond_audio_rows * aw, an, name, err);
-    free(noise);
+    rc = 0;
+done:
+    for (int i = 0; i < 8; i++)
+        free(latents[i]);
     return rc;
 }
 
