@@ -492,9 +492,13 @@ int mm_input_classify(mm_input *in, const mm_media_limits *lim, mm_media_info *i
             av_strlcpy(info->video_codec, avcodec_get_name(vc), sizeof info->video_codec);
             if (check_picture(in, lim, info, st, lim->max_video_pixels, err) < 0)
                 return -1;
-            AVRational fr = av_guess_frame_rate(in->fmt, (AVStream *)st, NULL);
+            /* The average rate, as the reference reads it (stream.average_rate),
+             * else FFmpeg's guess. */
+            AVRational fr = st->avg_frame_rate;
+            if (!(fr.num > 0 && fr.den > 0 && av_q2d(fr) >= 0.01 && av_q2d(fr) <= 1000))
+                fr = av_guess_frame_rate(in->fmt, (AVStream *)st, NULL);
             info->fps = fr.num > 0 && fr.den > 0 ? av_q2d(fr) : 0;
-            if (!(info->fps > 0 && info->fps <= 1000))
+            if (!(info->fps >= 0.01 && info->fps <= 1000))
                 return mm_fail(err, "%s: the video has no usable frame rate", in->name);
             info->frames = st->nb_frames;
             info->duration_seconds = stream_seconds(in, st);

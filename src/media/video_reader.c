@@ -190,10 +190,6 @@ int mm_video_open(mm_video_reader **out, const char *path, const mm_video_option
         goto fail;
     }
     r->vi = mm_input_video_stream(&r->in);
-    /* The reference resamples by the container's average rate. */
-    AVRational avg = r->in.fmt->streams[r->vi]->avg_frame_rate;
-    if (avg.num > 0 && avg.den > 0)
-        r->info.fps = av_q2d(avg);
     if (count_frames(path, &r->lim, r->vi, &r->source_frames, err) < 0)
         goto fail;
     if (r->source_frames == 0) {

@@ -42,6 +42,11 @@ fuzz_run_all() {
   FUZZ_PKGS="libavformat libavcodec libavutil libswscale libswresample" \
     fuzz_target fuzz_media_probe "${MMH3_FUZZ_SECONDS:-30}" \
     src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
+  # media: the reference readers the worker runs (image, video frames, audio) on arbitrary bytes
+  FUZZ_PKGS="libavformat libavcodec libavutil libswscale libswresample" \
+    fuzz_target fuzz_media_readers "${MMH3_FUZZ_SECONDS:-30}" \
+    src/media/image_read.c src/media/video_reader.c src/media/audio_reader.c src/media/resample.c \
+    src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
   # other areas: add one fuzz_target line per target here
 }
 
