@@ -144,7 +144,8 @@ static tensor_plan *add(plan *p, mm_dtype dt, fill kind, float gain, int ndim, c
     t->kind = kind;
     t->gain = gain;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0)
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     return t;
 }
 
