@@ -114,6 +114,9 @@ test('submit a prompt and watch the tile progress to a playable clip', async ({ 
   const video = t.locator('[data-testid=tile-video]');
   await t.hover();
   await until('the tile clip to decode', () => video.evaluate((v) => v.readyState >= 2 && v.videoWidth === 320 && v.videoHeight === 192), 20_000);
+  await until('the clip to play on hover', () => video.evaluate((v) => !v.paused && v.currentTime > 0.05), 10_000);
+  await page.mouse.move(0, 0);
+  await until('it to stop when the pointer leaves', () => video.evaluate((v) => v.paused), 5_000);
   const g = await row(id);
   if (g.frames !== 39 || g.width !== 320 || g.steps !== 8) throw new Error(`stored request differs: ${JSON.stringify({ frames: g.frames, width: g.width, steps: g.steps })}`);
 });
