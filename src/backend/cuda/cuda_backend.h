@@ -29,6 +29,10 @@ extern "C" {
 
 #include "core/error.h"
 
+/* mm_cuda_device_info_get() and mm_cuda_check_kernels() exist (here and in
+ * the no-CUDA stub); `mmh3 check` keys on this. */
+#define MM_CUDA_DEVICE_INFO_API 1
+
 /* Usable CUDA devices (0 without CUDA, without a driver, or without GPUs). */
 int mm_cuda_count(void);
 
