@@ -178,11 +178,11 @@ int mm_cmd_check(int argc, char **argv)
         mm_error err = {{0}};
         if (mm_cuda_device_info_get(g, &info, &err) == 0) {
             pin.gpu_total[g] = info.total_bytes;
-            snprintf(gpu_lines[g], sizeof gpu_lines[g], "cuda:%d %s, %.1f GiB (%.1f free), compute %d.%d, %d SMs", g,
+            snprintf(gpu_lines[g], sizeof gpu_lines[g], "cuda:%d %.120s, %.1f GiB (%.1f free), compute %d.%d, %d SMs", g,
                      info.name, info.total_bytes / 1073741824.0, info.free_bytes / 1073741824.0, info.cc_major,
                      info.cc_minor, info.sm_count);
         } else {
-            snprintf(gpu_lines[g], sizeof gpu_lines[g], "cuda:%d: %s", g, err.msg);
+            snprintf(gpu_lines[g], sizeof gpu_lines[g], "cuda:%d: %.280s", g, err.msg);
             failures++;
         }
     }
@@ -207,7 +207,7 @@ int mm_cmd_check(int argc, char **argv)
             mm_error err = {{0}};
             char summary[256] = "";
             if (mm_cuda_check_kernels(devs[k], summary, sizeof summary, &err) != 0) {
-                snprintf(kernels, sizeof kernels, "%s", err.msg);
+                snprintf(kernels, sizeof kernels, "%.500s", err.msg);
                 kernels_ok = false;
             } else {
                 snprintf(kernels + strlen(kernels), sizeof kernels - strlen(kernels), "%scuda:%d %s", k ? "; " : "",
