@@ -28,7 +28,9 @@
 #include "serve/pg_cluster.h"
 #include "serve/proc.h"
 
-extern const char mm_nginx_template[]; /* nginx/mmh3.conf.in, compiled in */
+/* nginx/mmh3.conf.in and nginx/mmh3-server.conf.in, compiled in. */
+extern const char mm_nginx_template[];
+extern const char mm_nginx_server_template[];
 
 void mm_serve_options_defaults(mm_serve_options *o)
 {
@@ -151,8 +153,23 @@ static int start_child(child *c, const char *run_dir, mm_error *err)
     return 0;
 }
 
-/* Waits until a TCP connect to host:port succeeds. */
-static bool tcp_ready(const char *listen, double seconds)
+/* The pid nginx wrote into its pid file (it does so after binding its sockets). */
+static pid_t pid_in_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return (pid_t)pid;
+}
+
+/* Waits until process `pid` has written its pid to pid_file (nginx: its
+ * sockets are bound) and a TCP connect to host:port succeeds; false if the
+ * process ends first. */
+static bool tcp_ready(const char *listen, double seconds, pid_t pid, const char *pid_file)
 {
     char host[256] = "127.0.0.1", port[16];
     const char *colon = strrchr(listen, ':');
@@ -169,7 +186,12 @@ static bool tcp_ready(const char *listen, double seconds)
         host[strcspn(host, "]")] = '\0';
     }
     double end = now_seconds() + seconds;
-    while (now_seconds() < end) {
+    while (now_seconds() < end && kill(pid, 0) == 0 && waitpid(pid, NULL, WNOHANG) == 0) {
+        if (pid_in_file(pid_file) != pid) {
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
         if (getaddrinfo(host, port, &hints, &ai) == 0) {
             for (struct addrinfo *a = ai; a; a = a->ai_next) {
@@ -323,12 +345,16 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
     }
     char upload_max[32];
     snprintf(upload_max, sizeof upload_max, "%dm", o->upload_mb + 1);
-    subst subs[] = {
-        {"@USER_LINE@", user_line}, {"@RUN_DIR@", run_dir},       {"@LOG_DIR@", log_dir},
-        {"@LISTEN@", o->listen},    {"@FCGI@", fcgi_upstream},    {"@WEB_ROOT@", web_abs},
-        {"@OUTPUTS@", outputs},     {"@UPLOAD_MAX@", upload_max},
+    subst server_subs[] = {
+        {"@LISTEN@", o->listen},   {"@SERVER_NAME@", "_"},         {"@FCGI@", fcgi_upstream},
+        {"@WEB_ROOT@", web_abs},   {"@OUTPUTS@", outputs},         {"@UPLOAD_MAX@", upload_max},
     };
-    char *conf = render(mm_nginx_template, subs, (int)(sizeof subs / sizeof subs[0]));
+    char *server = render(mm_nginx_server_template, server_subs, (int)(sizeof server_subs / sizeof server_subs[0]));
+    subst subs[] = {
+        {"@USER_LINE@", user_line}, {"@RUN_DIR@", run_dir}, {"@LOG_DIR@", log_dir}, {"@SERVER@", server ? server : ""},
+    };
+    char *conf = server ? render(mm_nginx_template, subs, (int)(sizeof subs / sizeof subs[0])) : NULL;
+    free(server);
     char conf_path[PATH_MAX + 48];
     snprintf(conf_path, sizeof conf_path, "%s/nginx.conf", run_dir);
     FILE *f = conf ? fopen(conf_path, "w") : NULL;
@@ -417,6 +443,9 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
     sigaddset(&block, SIGCHLD);
     sigprocmask(SIG_BLOCK, &block, &old);
 
+    char nginx_pid_file[PATH_MAX + 48];
+    join(nginx_pid_file, sizeof nginx_pid_file, run_dir, "nginx-master.pid");
+    unlink(nginx_pid_file);
     for (int i = 0; i < C_COUNT; i++) {
         if (!kids[i].wanted || stop_signal)
             continue;
@@ -433,8 +462,19 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
                 goto stop_all;
             }
         }
-        if (i == C_NGINX && !tcp_ready(o->listen, 10)) {
-            mm_fail(err, "nginx is not answering on %s; see %s", o->listen, kids[i].log_path);
+        if (i == C_NGINX && !tcp_ready(o->listen, 10, kids[i].pid, nginx_pid_file)) {
+            /* Its last complaint usually says it all ("address already in use"). */
+            char last[512] = "", line[512];
+            FILE *lf = fopen(kids[i].log_path, "r");
+            while (lf && fgets(line, sizeof line, lf))
+                if ((strstr(line, "emerg") || strstr(line, "[crit]")) && !strstr(line, "still could not"))
+                    snprintf(last, sizeof last, "%s", line);
+            if (lf)
+                fclose(lf);
+            last[strcspn(last, "\n")] = '\0';
+            mm_fail(err, "nginx is not answering on %s%s%s (see %s)", o->listen, last[0] ? ": " : "", last,
+                    kids[i].log_path);
+            kids[i].pid = 0;
             goto stop_all;
         }
     }
