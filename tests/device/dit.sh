@@ -6,7 +6,8 @@
 # PyTorch (bench/reference/dit_ref.py) on the same GPU, and the ratio.
 #
 #   here:    bash tests/device/prepare.sh          (fills .carry/: debs, configure)
-#   device:  bash tests/device/dit.sh [--part all|rng|conformance|bench|ref] [--ref-linear int8|bf16|both]
+#   device:  bash tests/device/dit.sh [--part all | a comma list of rng,conformance,bench,ref]
+#                                     [--ref-linear int8|bf16|both]
 #            with carry [".carry"]
 #
 # (rng) also checks the torch CPU generator and sigma grids against torch on
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     *) echo "dit.sh: unknown argument $1"; exit 2 ;;
   esac
 done
-want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+want() { [ "$part" = all ] || [[ ",$part," == *",$1,"* ]]; }
 
 t0=$SECONDS
 step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
