@@ -36,7 +36,7 @@ static void test_nvfp4_unit_weights_bit_exact(void)
               "tap = layers in the file (%d)", m.n_layers);
     struct {
         const char *unit;
-        const mm_nvfp4_linear *lin;
+        const mm_linear *lin;
     } u[] = {{"unit.layers.0.self_attn.o_proj", &m.layers[0].o}, {NULL, NULL}};
     char last[96];
     snprintf(last, sizeof last, "unit.layers.%d.mlp.down_proj", m.n_layers - 1);
@@ -48,8 +48,11 @@ static void test_nvfp4_unit_weights_bit_exact(void)
         const mm_st_entry *ref = mm_st_find(kit.cases, name);
         MM_REQUIRE(ref, "%s missing", name);
         mm_tensor w;
-        TK_OK(mm_tensor_alloc(&w, mm_cpu(), MM_F32, 2, MM_SHAPE(u[i].lin->n, u[i].lin->k), &err), "%s", err.msg);
-        mm_nvfp4_linear_dequantize(ctx, u[i].lin, &w);
+        MM_REQUIRE(u[i].lin->format == MM_WEIGHT_NVFP4, "%s: format %s", u[i].unit,
+                   mm_weight_format_name(u[i].lin->format));
+        TK_OK(mm_tensor_alloc(&w, mm_cpu(), MM_F32, 2, MM_SHAPE(u[i].lin->out_features, u[i].lin->in_features), &err),
+              "%s", err.msg);
+        mm_linear_dequantize(ctx, &w, u[i].lin);
         MM_EXPECT(mm_ctx_error(ctx, &err) == 0, "%s", err.msg);
         /* Bit for bit up to the sign of zero: the kit's w_f32 holds +0 where
          * the spec's decode (and manifest's fp32_sha256, checked by the kit
@@ -65,11 +68,12 @@ static void test_nvfp4_unit_weights_bit_exact(void)
                   (long long)differ, (long long)neg_zero);
         snprintf(name, sizeof name, "%s.pre_quant_scale", u[i].unit);
         const mm_st_entry *pq = mm_st_find(kit.cases, name);
-        MM_EXPECT(pq && u[i].lin->pre_quant.data && !memcmp(pq->data, u[i].lin->pre_quant.data, (size_t)u[i].lin->k * 2),
+        MM_EXPECT(pq && u[i].lin->pre_quant_scale.data &&
+                      !memcmp(pq->data, u[i].lin->pre_quant_scale.data, (size_t)u[i].lin->in_features * 2),
                   "%s: AWQ vector", u[i].unit);
         mm_tensor_free(&w);
     }
-    MM_EXPECT(m.layers[0].q.pre_quant.data == NULL, "q_proj has no AWQ vector (folded into the norm)");
+    MM_EXPECT(m.layers[0].q.pre_quant_scale.data == NULL, "q_proj has no AWQ vector (folded into the norm)");
     mm_qwen3vl_text_free(&m);
 }
 

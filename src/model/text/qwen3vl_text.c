@@ -10,25 +10,6 @@
 
 /* ---------------------------------------------------------------- loading */
 
-/* A new tensor owned by the model, on its device. */
-static int own_alloc(mm_qwen3vl_text *m, mm_dtype dt, int ndim, const int64_t *shape, mm_tensor *out, mm_error *err)
-{
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? 2 * m->cap_owned : 512;
-        mm_tensor *o = realloc(m->owned, sizeof *o * (size_t)cap);
-        if (!o)
-            return mm_fail(err, "out of memory");
-        m->owned = o;
-        m->cap_owned = cap;
-    }
-    mm_tensor *d = &m->owned[m->n_owned];
-    if (mm_tensor_alloc(d, m->device, dt, ndim, shape, err) < 0)
-        return -1;
-    m->n_owned++;
-    *out = mm_tensor_view(d);
-    return 0;
-}
-
 /* Moves a host view to the model's device (a no-op view on the CPU). */
 static int place(mm_qwen3vl_text *m, mm_ctx *ctx, mm_tensor *t, mm_error *err)
 {
@@ -72,65 +53,29 @@ static int check_marker(const mm_safetensors *st, const char *name, const char *
     return 0;
 }
 
-static int load_nvfp4(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st, const char *prefix, int64_t n,
-                      int64_t k, mm_nvfp4_linear *lin, mm_error *err)
+/* A linear in whatever format the file stores (nvfp4 AWQ in the Comfy file),
+ * checked against the shape the model needs and placed on the device. */
+static int load_linear(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st, const char *prefix, int64_t n,
+                       int64_t k, mm_linear *out, mm_error *err)
 {
-    char name[256];
-    memset(lin, 0, sizeof *lin);
-    lin->n = n;
-    lin->k = k;
-    if (k % 32 || n % 128 || (k / 16) % 4)
-        return mm_fail(err, "%s: [%lld, %lld] is not tile-aligned for nvfp4 (out %% 128, in %% 64)", prefix,
-                       (long long)n, (long long)k);
-    snprintf(name, sizeof name, "%s.comfy_quant", prefix);
-    if (check_marker(st, name, "nvfp4", err) < 0)
+    mm_linear host;
+    if (mm_linear_load(&host, st, prefix, err) < 0 || mm_linear_expect(&host, n, k, err) < 0)
         return -1;
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    if (mm_st_get_expect(st, name, MM_U8, 2, MM_SHAPE(n, k / 2), &lin->packed, err) < 0)
+    if (m->device.kind == MM_DEVICE_CPU)
+        *out = host; /* views into the mapping */
+    else if (mm_linear_to_device(out, &host, ctx, err) < 0)
         return -1;
-    snprintf(name, sizeof name, "%s.weight_scale", prefix);
-    if (mm_st_get_expect(st, name, MM_F8_E4M3, 2, MM_SHAPE(n, k / 16), &lin->scales, err) < 0)
-        return -1;
-    mm_tensor s2;
-    snprintf(name, sizeof name, "%s.weight_scale_2", prefix);
-    if (mm_st_get(st, name, &s2, err) < 0)
-        return -1;
-    if (s2.dtype != MM_F32 || mm_tensor_numel(&s2) != 1)
-        return mm_fail(err, "%s: an F32 scalar is expected", name);
-    lin->scale2 = *(const float *)s2.data;
-    snprintf(name, sizeof name, "%s.pre_quant_scale", prefix);
-    if (mm_st_find(st, name) &&
-        (mm_st_get_expect(st, name, MM_BF16, 1, MM_SHAPE(k), &lin->pre_quant, err) < 0 ||
-         place(m, ctx, &lin->pre_quant, err) < 0))
-        return -1;
-    if (!m->bf16_weights) {
-        if (place(m, ctx, &lin->packed, err) < 0 || place(m, ctx, &lin->scales, err) < 0)
+    if (m->bf16_weights && out->format == MM_WEIGHT_NVFP4) {
+        if (mm_linear_materialize(ctx, out, MM_BF16, err) < 0)
             return -1;
-        if (n * k > m->max_linear)
-            m->max_linear = n * k;
-        return 0;
-    }
-    /* Dequantize once: the packed bytes visit the device only for the decode. */
-    mm_tensor pk = lin->packed, sc = lin->scales, tp = {0}, ts = {0};
-    int rc = own_alloc(m, MM_BF16, 2, MM_SHAPE(n, k), &lin->dense, err);
-    if (rc == 0 && m->device.kind != MM_DEVICE_CPU) {
-        rc = mm_tensor_alloc(&tp, m->device, pk.dtype, pk.ndim, pk.shape, err) < 0 ||
-                     mm_tensor_alloc(&ts, m->device, sc.dtype, sc.ndim, sc.shape, err) < 0
-                 ? -1
-                 : 0;
-        if (rc == 0) {
-            mm_copy(ctx, &tp, &lin->packed);
-            mm_copy(ctx, &ts, &lin->scales);
-            pk = tp, sc = ts;
+        /* The forward always feeds bf16 activations, so the packed copy on the
+         * device is never read again: give its memory back. */
+        if (m->device.kind != MM_DEVICE_CPU) {
+            mm_tensor_free(&out->weight);
+            mm_tensor_free(&out->weight_scale);
         }
     }
-    if (rc == 0) {
-        mm_nvfp4_dequantize(ctx, &lin->dense, &pk, &sc, lin->scale2);
-        rc = mm_ctx_sync(ctx, err);
-    }
-    mm_tensor_free(&tp);
-    mm_tensor_free(&ts);
-    return rc;
+    return 0;
 }
 
 static int load_norm(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st, const char *name, int64_t n,
@@ -196,7 +141,7 @@ int mm_qwen3vl_text_load(mm_qwen3vl_text *m, const mm_qwen3vl_config *cfg, const
         char p[128], n[160];
 #define NORM(field, suffix, size)                                                                                \
     (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), load_norm(m, ctx, st, n, size, &L->field, err))
-#define LIN(field, suffix, nn, kk) (snprintf(p, sizeof p, "model.layers.%d.%s", l, suffix), load_nvfp4(m, ctx, st, p, nn, kk, &L->field, err))
+#define LIN(field, suffix, nn, kk) (snprintf(p, sizeof p, "model.layers.%d.%s", l, suffix), load_linear(m, ctx, st, p, nn, kk, &L->field, err))
         if (NORM(input_norm, "input_layernorm.weight", H) < 0 || NORM(post_norm, "post_attention_layernorm.weight", H) < 0 ||
             NORM(q_norm, "self_attn.q_norm.weight", c->head_dim) < 0 ||
             NORM(k_norm, "self_attn.k_norm.weight", c->head_dim) < 0 || LIN(q, "self_attn.q_proj", QW, H) < 0 ||
@@ -217,6 +162,12 @@ fail:
 
 void mm_qwen3vl_text_free(mm_qwen3vl_text *m)
 {
+    for (int l = 0; m->layers && l < m->n_layers; l++) {
+        mm_qwen3vl_text_layer *L = &m->layers[l];
+        mm_linear *lins[] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (size_t i = 0; i < sizeof lins / sizeof lins[0]; i++)
+            mm_linear_free(lins[i]);
+    }
     for (int i = 0; i < m->n_owned; i++)
         mm_tensor_free(&m->owned[i]);
     free(m->owned);
@@ -226,39 +177,23 @@ void mm_qwen3vl_text_free(mm_qwen3vl_text *m)
 
 /* ---------------------------------------------------------------- forward */
 
-int mm_nvfp4_linear_dequantize(mm_ctx *ctx, const mm_nvfp4_linear *lin, mm_tensor *out)
+/* The AWQ-scaled input of a linear, bf16(x ⊙ bf16(s)), as the forward computes
+ * it inside mm_linear_forward — recomputed only for the debug tap. */
+static void tap_awq_input(mm_ctx *ctx, const mm_qwen3vl_text_debug *dbg, const char *name, const mm_linear *lin,
+                          const mm_tensor *x)
 {
-    return mm_nvfp4_dequantize(ctx, out, &lin->packed, &lin->scales, lin->scale2);
-}
-
-typedef struct scratch {
-    mm_tensor w;   /* BF16 [max N·K] dequantized weight */
-    mm_tensor awq; /* BF16 [L, max K] AWQ-scaled input */
-} scratch;
-
-/* out = (x ⊙ s) · Wᵀ with W dequantized into the scratch; x BF16 [L, K]. */
-static int nvfp4_linear(mm_ctx *ctx, const mm_nvfp4_linear *lin, scratch *s, const mm_tensor *x, mm_tensor *out,
-                        const mm_qwen3vl_text_debug *dbg, const char *awq_name)
-{
-    const int64_t L = x->shape[0];
-    mm_tensor w = lin->dense;
-    if (!w.data) {
-        w = mm_tensor_wrap(s->w.data, s->w.device, MM_BF16, 2, MM_SHAPE(lin->n, lin->k));
-        mm_nvfp4_dequantize(ctx, &w, &lin->packed, &lin->scales, lin->scale2);
-    }
-    const mm_tensor *in = x;
+    if (!dbg || !dbg->tap || !lin->pre_quant_scale.data)
+        return;
     mm_tensor xs;
-    if (lin->pre_quant.data) {
-        /* The reference multiplies by the bf16 vector and rounds to bf16 before the GEMM. */
-        xs = mm_tensor_wrap(s->awq.data, s->awq.device, MM_BF16, 2, MM_SHAPE(L, lin->k));
-        mm_tensor sv = mm_tensor_as_strided(&lin->pre_quant, 2, MM_SHAPE(L, lin->k), MM_SHAPE(0, 1));
-        mm_mul(ctx, &xs, x, &sv);
-        in = &xs;
-        if (dbg && dbg->tap && awq_name)
-            dbg->tap(dbg->user, awq_name, -1, &xs);
-    }
-    mm_tensor wt = mm_tensor_transpose(&w, 0, 1);
-    return mm_matmul(ctx, out, in, &wt, NULL);
+    mm_error e = {{0}};
+    if (mm_tensor_alloc(&xs, mm_ctx_device(ctx), MM_BF16, 2, x->shape, &e) < 0)
+        return;
+    mm_tensor s2 = mm_tensor_unflatten(&lin->pre_quant_scale, 0, 2, MM_SHAPE(1, lin->in_features));
+    mm_tensor se = mm_tensor_expand(&s2, 2, x->shape);
+    mm_mul(ctx, &xs, x, &se);
+    if (mm_ctx_sync(ctx, &e) == 0)
+        dbg->tap(dbg->user, name, -1, &xs);
+    mm_tensor_free(&xs);
 }
 
 static int alloc_dev(mm_tensor *t, mm_device dev, mm_dtype dt, int ndim, const int64_t *shape, mm_error *err)
@@ -301,7 +236,6 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
     uint16_t *cosb = NULL, *sinb = NULL;
     mm_tensor x = {0}, h = {0}, q = {0}, k = {0}, v = {0}, att = {0}, y = {0}, g = {0}, u = {0}, cs = {0}, sn = {0},
               idx = {0};
-    scratch s = {{0}, {0}};
 
     /* Embedding rows on the host: bf16(float(q) · scale), kept as f32 values. */
     host = malloc(sizeof(float) * (size_t)(L * H));
@@ -342,7 +276,6 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
     tap(dbg, "rope_cos", -1, &host_cos);
     tap(dbg, "rope_sin", -1, &host_sin);
 
-    const int64_t max_k = QW > I ? QW : I;
     if (alloc_dev(&x, dev, MM_F32, 2, MM_SHAPE(L, H), err) < 0 ||
         alloc_dev(&h, dev, MM_BF16, 2, MM_SHAPE(L, H), err) < 0 ||
         alloc_dev(&q, dev, MM_BF16, 3, MM_SHAPE(L, NH, HD), err) < 0 ||
@@ -353,9 +286,7 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
         alloc_dev(&g, dev, MM_BF16, 2, MM_SHAPE(L, I), err) < 0 ||
         alloc_dev(&u, dev, MM_BF16, 2, MM_SHAPE(L, I), err) < 0 ||
         alloc_dev(&cs, dev, MM_BF16, 2, MM_SHAPE(L, HD), err) < 0 ||
-        alloc_dev(&sn, dev, MM_BF16, 2, MM_SHAPE(L, HD), err) < 0 ||
-        alloc_dev(&s.w, dev, MM_BF16, 1, MM_SHAPE(m->max_linear ? m->max_linear : 1), err) < 0 ||
-        alloc_dev(&s.awq, dev, MM_BF16, 2, MM_SHAPE(L, max_k), err) < 0)
+        alloc_dev(&sn, dev, MM_BF16, 2, MM_SHAPE(L, HD), err) < 0)
         goto out;
     mm_copy(ctx, &x, &host_x);
     mm_copy(ctx, &cs, &host_cos);
@@ -382,24 +313,25 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
         tap(dbg, "layer_in", l, &x);
         /* attention */
         mm_rmsnorm(ctx, &h, &x, &W->input_norm, c->rms_eps);
-        nvfp4_linear(ctx, &W->q, &s, &h, &q2, NULL, NULL);
-        nvfp4_linear(ctx, &W->k, &s, &h, &k2, NULL, NULL);
-        nvfp4_linear(ctx, &W->v, &s, &h, &v2, NULL, NULL);
+        mm_linear_forward(ctx, &q2, &h, &W->q);
+        mm_linear_forward(ctx, &k2, &h, &W->k);
+        mm_linear_forward(ctx, &v2, &h, &W->v);
         mm_rmsnorm(ctx, &q, &q, &W->q_norm, c->rms_eps);
         mm_rmsnorm(ctx, &k, &k, &W->k_norm, c->rms_eps);
         mm_rope(ctx, &q, &q, &cs, &sn, (int)HD);
         mm_rope(ctx, &k, &k, &cs, &sn, (int)HD);
         mm_attention(ctx, &att, &q, &k, &v, &ap);
         tap(d0, "o_proj0.x", -1, &att2);
-        nvfp4_linear(ctx, &W->o, &s, &att2, &y, d0, "o_proj0.x_awq");
+        tap_awq_input(ctx, d0, "o_proj0.x_awq", &W->o, &att2);
+        mm_linear_forward(ctx, &y, &att2, &W->o);
         tap(d0, "o_proj0.y", -1, &y);
         mm_add(ctx, &x, &x, &y);
         /* MLP */
         mm_rmsnorm(ctx, &h, &x, &W->post_norm, c->rms_eps);
-        nvfp4_linear(ctx, &W->gate, &s, &h, &g, NULL, NULL);
-        nvfp4_linear(ctx, &W->up, &s, &h, &u, NULL, NULL);
+        mm_linear_forward(ctx, &g, &h, &W->gate);
+        mm_linear_forward(ctx, &u, &h, &W->up);
         mm_glu(ctx, &g, &g, &u, MM_ACT_SILU);
-        nvfp4_linear(ctx, &W->down, &s, &g, &y, NULL, NULL);
+        mm_linear_forward(ctx, &y, &g, &W->down);
         mm_add(ctx, &x, &x, &y);
         tap(dbg, "layer_out", l, &x);
         if (l < n_deepstack && n_vis > 0) {
@@ -414,9 +346,14 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
     mm_copy(ctx, out, &x);
     rc = mm_ctx_error(ctx, err);
 out:
+    /* Kernels queued on the stream may still read the scratch being freed. */
+    if (rc == 0)
+        rc = mm_ctx_sync(ctx, err);
+    else
+        mm_ctx_sync(ctx, NULL);
     mm_tensor_free(&x), mm_tensor_free(&h), mm_tensor_free(&q), mm_tensor_free(&k), mm_tensor_free(&v);
     mm_tensor_free(&att), mm_tensor_free(&y), mm_tensor_free(&g), mm_tensor_free(&u), mm_tensor_free(&cs);
-    mm_tensor_free(&sn), mm_tensor_free(&idx), mm_tensor_free(&s.w), mm_tensor_free(&s.awq);
+    mm_tensor_free(&sn), mm_tensor_free(&idx);
     free(host), free(cosf32), free(sinf32), free(cosb), free(sinb);
     return rc;
 }

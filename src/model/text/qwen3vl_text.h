@@ -9,8 +9,9 @@
  * per-row scales (gathered on the host: only L rows are ever touched, so the
  * 778 MB table never goes to the device), nvfp4 AWQ linears kept packed
  * (13.7 GB resident for the release on a GPU instead of 48.8 GB of bf16) and
- * dequantized one linear at a time into a bf16 scratch right before its GEMM
- * (W4A16, the reference's arithmetic), bf16 norms.
+ * run by the project's format-dispatching linear (formats/linear.h: W4A16,
+ * the weight dequantized per call right before its GEMM, the reference's
+ * arithmetic), bf16 norms.
  *
  * Numerics (text-encoder spec 2.3-2.5): bf16 GEMM inputs with f32
  * accumulation, f32 RMSNorm statistics, softmax and RoPE tables, and an f32
@@ -25,23 +26,14 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/text/qwen3vl_config.h"
-
-/* One nvfp4 AWQ linear of the Comfy layout (text-encoder spec 6.3-6.5). */
-typedef struct mm_nvfp4_linear {
-    mm_tensor packed;    /* U8 [N, K/2], hi-first e2m1 */
-    mm_tensor scales;    /* F8_E4M3 [N, K/16], cuBLAS 128x4 swizzle */
-    float scale2;        /* weight_scale_2 */
-    mm_tensor pre_quant; /* BF16 [K] AWQ input scale, or data NULL */
-    mm_tensor dense;     /* BF16 [N, K] when dequantized once at load, else data NULL */
-    int64_t n, k;
-} mm_nvfp4_linear;
 
 typedef struct mm_qwen3vl_text_layer {
     mm_tensor input_norm, post_norm; /* BF16 [hidden] */
     mm_tensor q_norm, k_norm;        /* BF16 [head_dim] */
-    mm_nvfp4_linear q, k, v, o, gate, up, down;
+    mm_linear q, k, v, o, gate, up, down; /* nvfp4 AWQ in the Comfy file (formats/linear.h) */
 } mm_qwen3vl_text_layer;
 
 typedef struct mm_qwen3vl_text {
@@ -53,7 +45,6 @@ typedef struct mm_qwen3vl_text {
     mm_device device;
     mm_tensor *owned; /* device copies owned by the model (none on the CPU) */
     int n_owned, cap_owned;
-    int64_t max_linear; /* largest N·K, sizes the dequantization scratch */
     bool bf16_weights;  /* linears dequantized once at load (3.6x the memory, no per-forward decode) */
 } mm_qwen3vl_text;
 
@@ -92,8 +83,5 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
                             const mm_tensor *vision, const int32_t *vis_rows, int64_t n_vis,
                             const mm_tensor *deepstack, int n_deepstack, mm_tensor *out,
                             const mm_qwen3vl_text_debug *dbg, mm_error *err);
-
-/* Dequantizes one nvfp4 linear into `out` [N, K] (F32 or BF16) on ctx. */
-int mm_nvfp4_linear_dequantize(mm_ctx *ctx, const mm_nvfp4_linear *lin, mm_tensor *out);
 
 #endif

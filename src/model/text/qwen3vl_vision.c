@@ -228,6 +228,7 @@ static int run_merger(mm_ctx *ctx, const mm_qwen3vl_vision_config *c, const mm_q
     const int64_t N = x->shape[0], D = c->hidden, W = D * c->merge * c->merge, R = N / (c->merge * c->merge);
     mm_tensor h = {0}, f = {0};
     int rc = -1;
+    /* h and f are freed on return: the merger waits for its kernels. */
     if (mm_tensor_alloc(&h, dev, MM_BF16, 2, MM_SHAPE(R, W), err) < 0 ||
         mm_tensor_alloc(&f, dev, MM_BF16, 2, MM_SHAPE(R, W), err) < 0)
         goto out;
@@ -241,7 +242,7 @@ static int run_merger(mm_ctx *ctx, const mm_qwen3vl_vision_config *c, const mm_q
     linear(ctx, &f, &h, &g->fc1_w, &g->fc1_b);
     mm_activation(ctx, &f, &f, MM_ACT_GELU_ERF);
     linear(ctx, out, &f, &g->fc2_w, &g->fc2_b);
-    rc = mm_ctx_error(ctx, err);
+    rc = mm_ctx_sync(ctx, err);
 out:
     mm_tensor_free(&h);
     mm_tensor_free(&f);
@@ -397,6 +398,7 @@ int mm_qwen3vl_vision_forward(mm_qwen3vl_vision *m, mm_ctx *ctx, const mm_vision
     (void)next_ds;
 out:
     if (rc < 0) {
+        mm_ctx_sync(ctx, NULL); /* kernels may still read what is freed below */
         mm_tensor_free(merged);
         for (int j = 0; j < c->n_deepstack; j++)
             mm_tensor_free(&deepstack[j]);
