@@ -43,7 +43,12 @@ def main():
     torch.manual_seed(0)
     t0 = time.time()
     with torch.device("cuda"):
-        model = Qwen3VLForConditionalGeneration._from_config(cfg, torch_dtype=torch.bfloat16)
+        try:  # transformers 5 spells it dtype=, 4.x torch_dtype=
+            model = Qwen3VLForConditionalGeneration._from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        except TypeError:
+            model = Qwen3VLForConditionalGeneration._from_config(cfg, torch_dtype=torch.bfloat16,
+                                                                 attn_implementation="sdpa")
+    assert next(model.parameters()).dtype == torch.bfloat16
     model.model.language_model.norm = torch.nn.Identity()
     model.lm_head = None
     model.eval()
