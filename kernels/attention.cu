@@ -14,6 +14,8 @@
  * CPU twin: src/backend/cpu/ (exact softmax in fp32/double).
  */
 #include <float.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
@@ -236,14 +238,334 @@ template <int DP> int launch_sm80(const AttnParams &p, int max_q, int n_seqs, cu
     return mmk_launched(err, "k_attn_fwd_sm80");
 }
 
+/* ====================================================================== Hopper path
+ *
+ * sm_90a, head_dim 128, bf16: the two matrix products run on the warpgroup
+ * MMA (wgmma) instead of mma.sync. A block of two warpgroups owns 128 query
+ * rows (64 per warpgroup) and walks the keys in tiles of 128. Q, K and Vᵀ
+ * tiles live in shared memory in the 128-byte-swizzled, K-major layout
+ * wgmma reads through matrix descriptors: rows of 64 bf16 (128 bytes), the
+ * 16-byte chunk c of row r stored at chunk c ^ (r mod 8), 8-row groups 1024
+ * bytes apart, each tile 1024-byte aligned. V is transposed once per call
+ * into a [kv head][dim][key] scratch copy (about 1% of the attention's
+ * time at S = 38k) so that P·V also reads a K-major operand. Tiles are
+ * double-buffered with cp.async; S = Q·Kᵀ takes A and B from shared memory,
+ * O += P·V takes P straight from the score registers (the wgmma accumulator
+ * layout per warp is mma.sync's, so the FlashAttention-2 register reuse
+ * carries over), V from shared memory. Softmax as in the portable path.
+ */
+const int kBM90 = 128, kBN90 = 128;
+const int kTile90 = 128 * 128 * 2;              /* bytes of one 128×128 bf16 tile (two 64-wide halves) */
+const int kSmem90 = 5 * kTile90 + 1024;          /* Q, K×2, Vᵀ×2, alignment slack */
+
+__device__ __forceinline__ uint32_t sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+/* Matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart. */
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_addr)
+{
+    uint64_t d = 0;
+    d |= (uint64_t)((smem_addr & 0x3FFFF) >> 4);
+    d |= (uint64_t)(16 >> 4) << 16;
+    d |= (uint64_t)(1024 >> 4) << 32;
+    d |= 1ull << 62;
+    return d;
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MMK_SM90 1
+#endif
+
+#ifdef MMK_SM90
+/* d (+)= A·B, A and B from shared memory (descriptors), m64n128k16 bf16 → f32. */
+__device__ __forceinline__ void wgmma_ss_m64n128k16(float d[64], uint64_t da, uint64_t db, int accumulate)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* d += A·B, A from registers (the m16n8k16 A fragment of each warp's 16
+ * rows), B from shared memory. */
+__device__ __forceinline__ void wgmma_rs_m64n128k16(float d[64], const uint32_t a[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#endif
+
+/* Rows [0, rows) of a [*, 128] row-major bf16 matrix (row stride ld) into a
+ * swizzled 128×128 tile (two 64-column halves); missing rows zero-filled. */
+__device__ __forceinline__ void load_tile90(unsigned char *tile, const bf16 *g, int64_t ld, int rows)
+{
+    for (int i = threadIdx.x; i < 128 * 16; i += 256) {
+        int r = i >> 4, c = i & 15;
+        bool ok = r < rows;
+        const bf16 *src = ok ? g + (int64_t)r * ld + c * 8 : g;
+        mmk_cp_async16(tile + (c >> 3) * (kTile90 / 2) + sw128(r, c & 7), src, ok ? 16 : 0);
+    }
+}
+
+/* Vᵀ tile: 128 dims × 128 keys from the transposed copy (row = dim, stride
+ * ld_vt), keys from key0; keys at or past `keys` zero-filled. */
+__device__ __forceinline__ void load_vt90(unsigned char *tile, const bf16 *g, int64_t ld_vt, int keys)
+{
+    for (int i = threadIdx.x; i < 128 * 16; i += 256) {
+        int d = i >> 4, c = i & 15;
+        int valid = keys - c * 8;
+        valid = valid < 0 ? 0 : valid > 8 ? 8 : valid;
+        const bf16 *src = valid ? g + (int64_t)d * ld_vt + c * 8 : g;
+        mmk_cp_async16(tile + (c >> 3) * (kTile90 / 2) + sw128(d, c & 7), src, valid * 2);
+    }
+}
+
+__global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90(AttnParams p, const bf16 *__restrict__ vt, int64_t ld_vt)
+{
+#ifdef MMK_SM90
+    extern __shared__ __align__(1024) unsigned char smem90_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)smem90_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sQ = base, *sK = base + kTile90, *sV = base + 3 * kTile90;
+
+    int mb = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
+    int q0 = 0, k0 = 0, Lq = p.seq_q, Lk = p.seq_k;
+    if (p.cu_q) {
+        q0 = p.cu_q[z];
+        Lq = p.cu_q[z + 1] - q0;
+        k0 = p.cu_k[z];
+        Lk = p.cu_k[z + 1] - k0;
+    }
+    if (mb * kBM90 >= Lq)
+        return;
+    int hk = h / (p.heads_q / p.heads_kv);
+    const bf16 *Q = p.q + (int64_t)(q0 + mb * kBM90) * p.ldq + (int64_t)h * p.hsq;
+    const bf16 *K = p.k + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
+    const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + k0;
+    int rows_q = Lq - mb * kBM90 < kBM90 ? Lq - mb * kBM90 : kBM90;
+    int n_kb = (Lk + kBN90 - 1) / kBN90;
+    int diag = Lk - Lq;
+    if (p.causal) {
+        int last_key = mb * kBM90 + rows_q - 1 + diag;
+        int need = last_key < 0 ? 0 : last_key / kBN90 + 1;
+        n_kb = need < n_kb ? need : n_kb;
+    }
+
+    int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    int g = lane >> 2, t = lane & 3;
+    int row_i[2] = {mb * kBM90 + wg * 64 + warp * 16 + g, mb * kBM90 + wg * 64 + warp * 16 + g + 8};
+
+    load_tile90(sQ, Q, p.ldq, rows_q);
+    if (n_kb > 0) {
+        load_tile90(sK, K, p.ldk, Lk < kBN90 ? Lk : kBN90);
+        load_vt90(sV, VT, ld_vt, Lk);
+    }
+    mmk_cp_async_commit();
+
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+    uint32_t q_addr = mmk_smem_addr(sQ) + wg * 64 * 128;
+
+    for (int kb = 0; kb < n_kb; kb++) {
+        int buf = kb & 1;
+        if (kb + 1 < n_kb) {
+            int r0 = (kb + 1) * kBN90, rows = Lk - r0 < kBN90 ? Lk - r0 : kBN90;
+            load_tile90(sK + (buf ^ 1) * kTile90, K + (int64_t)r0 * p.ldk, p.ldk, rows);
+            load_vt90(sV + (buf ^ 1) * kTile90, VT + r0, ld_vt, Lk - r0);
+            mmk_cp_async_commit();
+            mmk_cp_async_wait<1>();
+        } else {
+            mmk_cp_async_wait<0>();
+        }
+        fence_proxy_async(); /* this thread's cp.async writes, visible to the tensor cores */
+        __syncthreads();
+        uint32_t k_addr = mmk_smem_addr(sK + buf * kTile90), v_addr = mmk_smem_addr(sV + buf * kTile90);
+
+        /* S = Q·Kᵀ: 64 rows × 128 keys per warpgroup, 8 k-steps of 16 dims */
+        float sc[64];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            uint32_t off = (kk >> 2) * (kTile90 / 2) + (kk & 3) * 32;
+            wgmma_ss_m64n128k16(sc, desc_sw128(q_addr + off), desc_sw128(k_addr + off), kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait0();
+
+        int key0 = kb * kBN90;
+        bool edge = key0 + kBN90 > Lk || (p.causal && key0 + kBN90 - 1 > mb * kBM90 + diag);
+        if (edge) {
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int j = key0 + nt * 8 + 2 * t + (e & 1);
+                    int i = row_i[e >> 1];
+                    if (j >= Lk || (p.causal && j > i + diag))
+                        sc[nt * 4 + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++)
+                mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float m_new = fmaxf(row_max[r], mx * p.scale_log2);
+            float m_use = m_new == -INFINITY ? 0.f : m_new;
+            float corr = exp2f(row_max[r] - m_use);
+            row_max[r] = m_new;
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++) {
+                float p0 = exp2f(sc[nt * 4 + 2 * r] * p.scale_log2 - m_use);
+                float p1 = exp2f(sc[nt * 4 + 2 * r + 1] * p.scale_log2 - m_use);
+                sc[nt * 4 + 2 * r] = p0;
+                sc[nt * 4 + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            row_sum[r] = row_sum[r] * corr + sum;
+#pragma unroll
+            for (int dt = 0; dt < 16; dt++) {
+                o[dt * 4 + 2 * r] *= corr;
+                o[dt * 4 + 2 * r + 1] *= corr;
+            }
+        }
+
+        /* O += P·V: 8 k-steps of 16 keys, P from the score registers */
+        uint32_t pa[8][4];
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            pa[kk][0] = mmk_pack_bf16(sc[(2 * kk) * 4 + 0], sc[(2 * kk) * 4 + 1]);
+            pa[kk][1] = mmk_pack_bf16(sc[(2 * kk) * 4 + 2], sc[(2 * kk) * 4 + 3]);
+            pa[kk][2] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 0], sc[(2 * kk + 1) * 4 + 1]);
+            pa[kk][3] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 2], sc[(2 * kk + 1) * 4 + 3]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            uint32_t off = (kk >> 2) * (kTile90 / 2) + (kk & 3) * 32;
+            wgmma_rs_m64n128k16(o, pa[kk], desc_sw128(v_addr + off));
+        }
+        wgmma_commit();
+        wgmma_wait0();
+        __syncthreads(); /* this stage is refilled next iteration */
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float s = row_sum[r];
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        float inv = s > 0.f ? 1.f / s : 0.f;
+        int i = row_i[r];
+        if (i >= Lq)
+            continue;
+        bf16 *orow = p.o + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
+#pragma unroll
+        for (int dt = 0; dt < 16; dt++) {
+            int c = dt * 8 + 2 * t;
+            *reinterpret_cast<__nv_bfloat162 *>(orow + c) =
+                __floats2bfloat162_rn(o[dt * 4 + 2 * r] * inv, o[dt * 4 + 2 * r + 1] * inv);
+        }
+    }
+#else
+    (void)p;
+    (void)vt;
+    (void)ld_vt;
+    __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
+#endif
+}
+
+/* vt[h][d][j] = v[j, h, d] for the 128 dims of every kv head: a tiled
+ * transpose through shared memory (32 keys × 32 dims per block step). */
+__global__ void k_transpose_v(const bf16 *__restrict__ v, int64_t ldv, int64_t hsv, int keys, bf16 *__restrict__ vt,
+                              int64_t ld_vt)
+{
+    __shared__ bf16 tile[32][33];
+    int h = blockIdx.z, d0 = blockIdx.y * 32, j0 = blockIdx.x * 32;
+    int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; /* 32 × 8 threads */
+    for (int k = ty; k < 32; k += 8) {
+        int j = j0 + k;
+        tile[k][tx] = j < keys ? v[(int64_t)j * ldv + (int64_t)h * hsv + d0 + tx] : __float2bfloat16_rn(0.f);
+    }
+    __syncthreads();
+    for (int k = ty; k < 32; k += 8) {
+        int j = j0 + tx;
+        if (j < keys)
+            vt[((int64_t)h * 128 + d0 + k) * ld_vt + j] = tile[tx][k];
+    }
+}
+
+int launch_sm90(const AttnParams &p, const mmk_attention *a, int max_q, int n_seqs, int dev, cudaStream_t s,
+                mm_error *err)
+{
+    /* the transposed V: keys padded to a multiple of 8 (16-byte rows) */
+    int keys = a->cu_seqlens_k ? 0 : a->seq_k;
+    if (a->cu_seqlens_k)
+        keys = a->seq_k; /* packed sequences: the whole row range */
+    int64_t ld_vt = (keys + 7) / 8 * 8;
+    bf16 *vt = (bf16 *)mmk_scratch(dev, 2, (size_t)a->heads_kv * 128 * ld_vt * sizeof(bf16), err);
+    if (!vt)
+        return -1;
+    dim3 tg((keys + 31) / 32, 128 / 32, a->heads_kv);
+    k_transpose_v<<<tg, 256, 0, s>>>(p.v, p.ldv, p.hsv, keys, vt, ld_vt);
+    if (mmk_launched(err, "k_transpose_v"))
+        return -1;
+    MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90), err,
+            "raising the shared-memory limit of the Hopper attention kernel");
+    dim3 grid((max_q + kBM90 - 1) / kBM90, p.heads_q, n_seqs);
+    k_attn_fwd_sm90<<<grid, 256, kSmem90, s>>>(p, vt, ld_vt);
+    return mmk_launched(err, "k_attn_fwd_sm90");
+}
+
+/* The Hopper kernel runs where the device is sm_90 and this build carries
+ * sm_90a code for it; MMH3_ATTN=sm80 or =sm90 forces a path (sm90 only
+ * where it can run). */
+bool sm90_usable(int dev)
+{
+    static int cached[64];
+    if (dev < 0 || dev >= 64)
+        return false;
+    if (!cached[dev]) {
+        cudaDeviceProp prop;
+        cudaFuncAttributes fa;
+        bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major == 9 &&
+                  cudaFuncGetAttributes(&fa, k_attn_fwd_sm90) == cudaSuccess && fa.binaryVersion >= 90;
+        cudaGetLastError();
+        cached[dev] = ok ? 1 : 2;
+    }
+    return cached[dev] == 1;
+}
+
+int attn_choice(int dev)
+{
+    const char *e = getenv("MMH3_ATTN");
+    if (e && strcmp(e, "sm80") == 0)
+        return 80;
+    if (!sm90_usable(dev))
+        return 80;
+    /* default: the portable kernel until the Hopper one is verified on the device */
+    return e && strcmp(e, "sm90") == 0 ? 90 : 80;
+}
+
 bool al4(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 } // namespace
 
 extern "C" const char *mmk_attention_path(int dev)
 {
-    (void)dev;
-    return "sm80-mma";
+    return attn_choice(dev) == 90 ? "sm90-wgmma (head_dim 128; others sm80-mma)" : "sm80-mma";
 }
 
 extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, mm_error *err)
@@ -288,6 +610,8 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
     p.causal = a->causal;
     p.cu_q = a->cu_seqlens_q;
     p.cu_k = a->cu_seqlens_k;
+    if (a->head_dim == 128 && attn_choice(dev) == 90)
+        return launch_sm90(p, a, max_q, n_seqs, dev, s, err);
     if (a->head_dim <= 64)
         return launch_sm80<64>(p, max_q, n_seqs, s, err);
     if (a->head_dim <= 80)
@@ -299,6 +623,8 @@ static const mmk_kernel_entry g_kernels[] = {
     {"attn_fwd_sm80_d64", (const void *)k_attn_fwd_sm80<64>, 80},
     {"attn_fwd_sm80_d80", (const void *)k_attn_fwd_sm80<80>, 80},
     {"attn_fwd_sm80_d128", (const void *)k_attn_fwd_sm80<128>, 80},
+    {"attn_transpose_v", (const void *)k_transpose_v, 80},
+    {"attn_fwd_sm90", (const void *)k_attn_fwd_sm90, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_attention(int *n)

@@ -100,7 +100,20 @@ static int run_qlinear_outer(void *u)
     unsetenv("MMH3_QLINEAR");
     return rc;
 }
-static int run_attention(void *u) { return mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+static int run_attention(void *u)
+{
+    setenv("MMH3_ATTN", "sm80", 1);
+    int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
+    unsetenv("MMH3_ATTN");
+    return rc;
+}
+static int run_attention_sm90(void *u)
+{
+    setenv("MMH3_ATTN", "sm90", 1);
+    int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
+    unsetenv("MMH3_ATTN");
+    return rc;
+}
 static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_rmsnorm(void *u) { return mmk_rmsnorm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
@@ -209,6 +222,15 @@ int main(int argc, char **argv)
     mmk_attention atc = at;
     atc.causal = 1;
     bench("attn_causal_h56_d128", run_attention, &atc, 2.0 * S * (double)S * D * NH, 0);
+    setenv("MMH3_ATTN", "sm90", 1);
+    int have90 = strncmp(mmk_attention_path(DEV), "sm90", 4) == 0;
+    unsetenv("MMH3_ATTN");
+    if (have90) {
+        bench("attn90_s38k_h56_d128", run_attention_sm90, &at, 4.0 * S * (double)S * D * NH, 0);
+        bench("attn90_causal_h56_d128", run_attention_sm90, &atc, 2.0 * S * (double)S * D * NH, 0);
+    } else {
+        printf("# no sm90 attention path on this device/build\n");
+    }
 
     /* Memory-bound glue at the same sizes. */
     mmk_bf16 *x = dalloc((size_t)S * H * 2, MM_BF16, 60, 3);

@@ -382,7 +382,7 @@ static void test_convrot_quant_swiglu(void) { convrot_case(MMK_PRE_SWIGLU); }
 
 /* ------------------------------------------------------------------ attention */
 
-static void attn_case(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs)
+static void attn_case_path(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs)
 {
     int ldq = HQ * D + 8, ldkv = HKV * D, ldo = HQ * D;
     float *q = cuda_test_randn(&rng, (size_t)Sq * ldq, 1.5f), *k = cuda_test_randn(&rng, (size_t)Sk * ldkv, 1.5f);
@@ -452,6 +452,18 @@ static void attn_case(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_
     mm_cuda_free(DEV, dq), mm_cuda_free(DEV, dk), mm_cuda_free(DEV, dv), mm_cuda_free(DEV, do_), mm_cuda_free(DEV, dcu);
 }
 
+/* Each case on the portable kernel and, where it can run (sm_90 with sm_90a
+ * code, head_dim 128), on the Hopper one. */
+static void attn_case(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs)
+{
+    setenv("MMH3_ATTN", "sm80", 1);
+    attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs);
+    setenv("MMH3_ATTN", "sm90", 1);
+    if (strncmp(mmk_attention_path(DEV), "sm90", 4) == 0)
+        attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs);
+    unsetenv("MMH3_ATTN");
+}
+
 static void test_attention_d128_noncausal(void) { attn_case(333, 333, 4, 4, 128, 0, 1); }
 static void test_attention_d128_cross_lengths(void) { attn_case(70, 250, 2, 2, 128, 0, 1); }
 static void test_attention_d128_causal_gqa(void) { attn_case(200, 200, 8, 2, 128, 1, 1); }
@@ -459,6 +471,8 @@ static void test_attention_d128_causal_sq_lt_sk(void) { attn_case(65, 190, 4, 1,
 static void test_attention_d72_segments(void) { attn_case(300, 300, 3, 3, 72, 0, 3); }
 static void test_attention_d64_causal(void) { attn_case(129, 129, 2, 2, 64, 1, 1); }
 static void test_attention_tiny(void) { attn_case(1, 5, 1, 1, 128, 0, 1); }
+static void test_attention_d128_long(void) { attn_case(1000, 1000, 2, 2, 128, 0, 1); }
+static void test_attention_d128_causal_segments(void) { attn_case(700, 700, 4, 2, 128, 1, 3); }
 
 static void test_errors_are_reported(void)
 {
@@ -495,6 +509,8 @@ int main(void)
     MM_RUN(test_attention_d72_segments);
     MM_RUN(test_attention_d64_causal);
     MM_RUN(test_attention_tiny);
+    MM_RUN(test_attention_d128_long);
+    MM_RUN(test_attention_d128_causal_segments);
     MM_RUN(test_errors_are_reported);
     return mm_test_exit();
 }
