@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 
 #include "core/error.h"
+#include "fcgi/uuid.h"
 
 typedef struct mm_sse_hub mm_sse_hub;
 
@@ -59,9 +60,6 @@ char *mm_json_compact(const char *text);
 
 /* Decodes %xx and '+' in place; false on malformed escapes or NUL. */
 bool mm_url_decode(char *s);
-/* A random RFC 4122 version-4 UUID string (37 bytes with NUL). */
-void mm_uuid_v4(char out[37]);
-bool mm_is_uuid(const char *s);
 
 /* Handlers (router.c dispatches). */
 void mm_api_enqueue(mm_req *r);

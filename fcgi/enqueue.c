@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "fcgi/app.h"
+#include "fcgi/uuid.h"
 
 static int field_fail(mm_field_error *fe, const char *field, const char *accepted, const char *fmt, ...)
     MM_PRINTF(4, 5);

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 
 #include "queue/db.h"
 #include "queue/log.h"
@@ -216,32 +215,4 @@ void mm_reply_error(mm_req *r, int status, const char *field, const char *accept
     if (status >= 500)
         mm_log("%s %s: %d %s", r->method, r->path, status, full);
     mm_reply_json(r, status, e);
-}
-
-void mm_uuid_v4(char out[37])
-{
-    unsigned char b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        for (size_t i = 0; i < sizeof b; i++)
-            b[i] = (unsigned char)rand();
-    }
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
-             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
-bool mm_is_uuid(const char *s)
-{
-    if (!s || strlen(s) != 36)
-        return false;
-    for (int i = 0; i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-')
-                return false;
-        } else if (!isxdigit((unsigned char)s[i])) {
-            return false;
-        }
-    }
-    return true;
 }

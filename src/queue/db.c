@@ -17,11 +17,22 @@ static void ignore_notice(void *arg, const char *message)
     (void)arg, (void)message;
 }
 
+/* libpq messages span lines ("...\n\tIs the server running..."): one log line each. */
 static void trim_newline(char *s)
 {
     size_t n = strlen(s);
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
         s[--n] = '\0';
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        if (*r == '\n' || *r == '\r' || *r == '\t') {
+            if (w > s && w[-1] != ' ')
+                *w++ = ' ';
+            continue;
+        }
+        *w++ = *r;
+    }
+    *w = '\0';
 }
 
 int mm_db_connect(const char *url, const char *app_name, PGconn **out, mm_error *err)

@@ -47,6 +47,10 @@ fuzz_run_all() {
     fuzz_target fuzz_media_readers "${MMH3_FUZZ_SECONDS:-30}" \
     src/media/image_read.c src/media/video_reader.c src/media/audio_reader.c src/media/resample.c \
     src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
+  # server: the upload body parser and the enqueue request validation
+  fuzz_target fuzz_multipart "${MMH3_FUZZ_SECONDS:-30}" fcgi/multipart.c src/core/error.c
+  fuzz_target fuzz_enqueue "${MMH3_FUZZ_SECONDS:-30}" \
+    fcgi/enqueue.c fcgi/uuid.c src/engine/request_rules.c src/core/error.c
   # other areas: add one fuzz_target line per target here
 }
 
