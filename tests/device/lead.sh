@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The lead's single device call: every area's device script in one run, each
+# step under its own time limit so one slow part cannot eat the call, logs
+# written straight under $OUT (they come back even if the call times out) and
+# a progress line per step on stdout.
+#
+#   device:  bash tests/device/lead.sh STEP...     with carry [".carry"]
+#   steps:   cuda (build + CUDA-vs-CPU op tests), bench (kernel benchmarks vs
+#            torch), dit (kit on CUDA, CUDA vs CPU), rng, ditbench (full-size
+#            forward + PyTorch reference), te (text-encoder kit + full-size
+#            bench), vae (VAE kit + bench). Each as NAME or NAME:SECONDS.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+OUT=${OUT:-$top/tests/out/device}
+mkdir -p "$OUT"
+export OUT PYTHONUNBUFFERED=1
+export CUDA_ARCH=${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}
+t0=$SECONDS
+run_step() {
+  local name=$1 limit=$2; shift 2
+  echo "[$((SECONDS - t0))s] >>> $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/step_$name.log" 2>&1
+  local rc=$?
+  echo "[$((SECONDS - t0))s] <<< $name rc=$rc"
+  tail -n 25 "$OUT/step_$name.log" | cut -c1-220
+}
+for spec in "$@"; do
+  name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
+  case $name in
+    cuda) MMH3_DEVICE_UNIT_SUITE=0 run_step cuda "$limit" bash tests/device/run.sh --no-bench ;;
+    bench) run_step bench "$limit" bash -c 'B=build-device; "$B"/tests/device/bench_kernels && python3 tests/device/bench_torch.py' ;;
+    dit) run_step dit "$limit" bash tests/device/dit.sh --part conformance ;;
+    rng) run_step rng "$limit" bash tests/device/dit.sh --part rng ;;
+    ditbench) run_step ditbench "$limit" bash tests/device/dit.sh --part bench,ref ;;
+    te) run_step te "$limit" bash tests/device/text_encoder.sh ;;
+    vae) run_step vae "$limit" bash tests/device/vae.sh ;;
+    *) echo "unknown step $name" ;;
+  esac
+done
+echo "[$((SECONDS - t0))s] done"
