@@ -125,6 +125,47 @@ __global__ void k_ew(mmk_ew e, int64_t n)
     }
 }
 
+/* The common case, vectorized: every operand a bf16 [R, C] view with unit
+ * column stride, C and the row strides multiples of 8, 16-byte aligned (row
+ * stride 0 broadcasts a row). One thread per 8 consecutive elements; the
+ * arithmetic is k_ew's, element by element. */
+__global__ void k_ew_bf16x8(mmk_ew e, int64_t rows, int64_t cols)
+{
+    int64_t per_row = cols / 8, n = rows * per_row;
+    bool binary = e.op == MMK_EW_ADD || e.op == MMK_EW_MUL || e.op == MMK_EW_AXPBY || e.op == MMK_EW_GLU;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / per_row, c = (i % per_row) * 8;
+        uint4 av = *reinterpret_cast<const uint4 *>(static_cast<const bf16 *>(e.a.p) + r * e.a.stride[0] + c), bv = av;
+        if (binary)
+            bv = *reinterpret_cast<const uint4 *>(static_cast<const bf16 *>(e.b.p) + r * e.b.stride[0] + c);
+        const bf16 *ah = reinterpret_cast<const bf16 *>(&av), *bh = reinterpret_cast<const bf16 *>(&bv);
+        uint4 out;
+        bf16 *oh = reinterpret_cast<bf16 *>(&out);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float a = __bfloat162float(ah[j]), b = __bfloat162float(bh[j]), v;
+            switch (e.op) {
+            case MMK_EW_ADD: v = a + b; break;
+            case MMK_EW_MUL: v = a * b; break;
+            case MMK_EW_AXPBY: v = __fadd_rn(__fmul_rn(e.alpha, a), __fmul_rn(e.beta, b)); break;
+            case MMK_EW_AXPB: v = __fadd_rn(__fmul_rn(e.alpha, a), e.beta); break;
+            case MMK_EW_CLAMP: v = a < e.alpha ? e.alpha : a > e.beta ? e.beta : a; break;
+            case MMK_EW_ACT: v = act_apply(e.act, a); break;
+            case MMK_EW_GLU: v = __fmul_rn(act_apply(e.act, a), b); break;
+            default: v = a; break;
+            }
+            oh[j] = __float2bfloat16_rn(v);
+        }
+        *reinterpret_cast<uint4 *>(static_cast<bf16 *>(e.y.p) + r * e.y.stride[0] + c) = out;
+    }
+}
+
+bool rows_bf16x8(const mmk_view &v)
+{
+    return v.dtype == MM_BF16 && v.ndim == 2 && (v.stride[1] == 1 || v.shape[1] == 1) && v.stride[0] % 8 == 0 &&
+           ((uintptr_t)v.p & 15) == 0;
+}
+
 /* Merges dims that are contiguous with their successor in every view and
  * drops size-1 dims, so a contiguous tensor of any rank becomes 1-D. */
 void collapse(mmk_view *v[], int nv)
@@ -430,6 +471,28 @@ extern "C" int mmk_ew_run(int dev, mmk_stream s, const mmk_ew *e_in, mm_error *e
                 err, "copy");
         return 0;
     }
+    /* 2-D bf16 rows: the vectorized kernel (after collapsing, a contiguous
+     * tensor is 1-D: view it as one row) */
+    if (e.op != MMK_EW_FILL && !(e.op == MMK_EW_COPY && e.a.dtype != MM_BF16)) {
+        mmk_ew v = e;
+        mmk_view *vv[3] = {&v.y, &v.a, &v.b};
+        for (int k = 0; k < nv; k++)
+            if (vv[k]->ndim == 1) {
+                vv[k]->ndim = 2;
+                vv[k]->shape[1] = vv[k]->shape[0];
+                vv[k]->stride[1] = vv[k]->stride[0];
+                vv[k]->shape[0] = 1;
+                vv[k]->stride[0] = 0;
+            }
+        bool fast = v.y.ndim == 2 && v.y.shape[1] % 8 == 0;
+        for (int k = 0; k < nv && fast; k++)
+            fast = rows_bf16x8(*vv[k]) && vv[k]->shape[0] == v.y.shape[0] && vv[k]->shape[1] == v.y.shape[1];
+        if (fast) {
+            int64_t rows = v.y.shape[0], cols = v.y.shape[1];
+            k_ew_bf16x8<<<mmk_grid(rows * cols / 8), 256, 0, s>>>(v, rows, cols);
+            return mmk_launched(err, "k_ew_bf16x8");
+        }
+    }
     k_ew<<<mmk_grid(n), 256, 0, s>>>(e, n);
     return mmk_launched(err, "k_ew");
 }
@@ -556,6 +619,7 @@ extern "C" int mmk_nvfp4_dequant(int dev, mmk_stream s, int N, int K, int row0, 
 
 static const mmk_kernel_entry g_kernels[] = {
     {"ew", (const void *)k_ew, 80},
+    {"ew_bf16x8", (const void *)k_ew_bf16x8, 80},
     {"index_rows", (const void *)k_index_rows, 80},
     {"snake", (const void *)k_snake, 80},
     {"pad", (const void *)k_pad, 80},

@@ -45,6 +45,93 @@ __global__ void k_rmsnorm(mmk_view x, mmk_view y, int mode, const float *__restr
     }
 }
 
+/* bf16 rows with 16-byte aligned starts and cols % 8 == 0: the same
+ * arithmetic with 8-wide loads and stores. */
+__global__ void k_rmsnorm_bf16x8(mmk_view x, mmk_view y, int mode, const float *__restrict__ w, float eps,
+                                 const float *__restrict__ scale, const float *__restrict__ shift, int64_t ld_mod,
+                                 const int32_t *__restrict__ idx, int64_t idx_stride)
+{
+    __shared__ float scratch[32];
+    int64_t r = blockIdx.x;
+    int64_t cols = x.shape[x.ndim - 1];
+    const bf16 *xr = static_cast<const bf16 *>(x.p) + mmk_row_off(x, r);
+    bf16 *yr = static_cast<bf16 *>(y.p) + mmk_row_off(y, r);
+    float rs = 1.f;
+    if (mode != MMK_NORM_MOD) {
+        float ss = 0.f;
+        for (int64_t c = threadIdx.x * 8; c < cols; c += blockDim.x * 8) {
+            uint4 v = *reinterpret_cast<const uint4 *>(xr + c);
+            const bf16 *h = reinterpret_cast<const bf16 *>(&v);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                float f = __bfloat162float(h[j]);
+                ss += f * f;
+            }
+        }
+        ss = mmk_block_sum(ss, scratch);
+        rs = 1.f / sqrtf(ss / (float)cols + eps);
+    }
+    const float *sc = nullptr, *sh = nullptr;
+    if (mode != MMK_NORM_RMS) {
+        int64_t t = idx ? idx[r * idx_stride] : 0;
+        sc = scale + t * ld_mod;
+        sh = shift + t * ld_mod;
+    }
+    for (int64_t c = threadIdx.x * 8; c < cols; c += blockDim.x * 8) {
+        uint4 v = *reinterpret_cast<const uint4 *>(xr + c), out;
+        const bf16 *h = reinterpret_cast<const bf16 *>(&v);
+        bf16 *o = reinterpret_cast<bf16 *>(&out);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float f = __bfloat162float(h[j]);
+            if (mode != MMK_NORM_MOD)
+                f = __fmul_rn(__fmul_rn(f, rs), w ? w[c + j] : 1.f);
+            if (mode != MMK_NORM_RMS)
+                f = __fadd_rn(__fmul_rn(f, 1.f + sc[c + j]), sh[c + j]);
+            o[j] = __float2bfloat16_rn(f);
+        }
+        *reinterpret_cast<uint4 *>(yr + c) = out;
+    }
+}
+
+/* Short rows (≤ 1024, e.g. per-head q/k norms over 128 channels): a warp
+ * per row, 8 rows per block. */
+__global__ void k_rmsnorm_warp(mmk_view x, mmk_view y, int mode, const float *__restrict__ w, float eps,
+                               const float *__restrict__ scale, const float *__restrict__ shift, int64_t ld_mod,
+                               const int32_t *__restrict__ idx, int64_t idx_stride, int64_t rows)
+{
+    int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (r >= rows)
+        return;
+    int64_t cols = x.shape[x.ndim - 1];
+    int64_t ox = mmk_row_off(x, r), oy = mmk_row_off(y, r);
+    float rs = 1.f;
+    if (mode != MMK_NORM_MOD) {
+        float ss = 0.f;
+        for (int64_t c = lane; c < cols; c += 32) {
+            float v = mmk_ld(x.p, x.dtype, ox + c);
+            ss += v * v;
+        }
+        ss = mmk_warp_sum(ss);
+        rs = 1.f / sqrtf(ss / (float)cols + eps);
+    }
+    const float *sc = nullptr, *sh = nullptr;
+    if (mode != MMK_NORM_RMS) {
+        int64_t t = idx ? idx[r * idx_stride] : 0;
+        sc = scale + t * ld_mod;
+        sh = shift + t * ld_mod;
+    }
+    for (int64_t c = lane; c < cols; c += 32) {
+        float v = mmk_ld(x.p, x.dtype, ox + c);
+        if (mode != MMK_NORM_MOD)
+            v = __fmul_rn(__fmul_rn(v, rs), w ? w[c] : 1.f);
+        if (mode != MMK_NORM_RMS)
+            v = __fadd_rn(__fmul_rn(v, 1.f + sc[c]), sh[c]);
+        mmk_st(y.p, y.dtype, oy + c, v);
+    }
+}
+
 /* ------------------------------------------------------------------ LayerNorm, softmax */
 
 __global__ void k_layernorm(mmk_view x, mmk_view y, const float *__restrict__ w, const float *__restrict__ b,
@@ -149,6 +236,26 @@ __global__ void k_gated_add(mmk_view x, mmk_view y, const float *__restrict__ ga
         if (gate)
             g = gate[(idx ? idx[r * idx_stride] : 0) * ld_gate + c];
         mmk_st(x.p, x.dtype, ox, __fadd_rn(mmk_ld(x.p, x.dtype, ox), __fmul_rn(g, mmk_ld(y.p, y.dtype, oy))));
+    }
+}
+
+__global__ void k_gated_add_bf16x8(mmk_view x, mmk_view y, const float *__restrict__ gate, int64_t ld_gate,
+                                   const int32_t *__restrict__ idx, int64_t idx_stride, int64_t n8)
+{
+    int64_t per_row = x.shape[x.ndim - 1] / 8;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / per_row, c = (i % per_row) * 8;
+        bf16 *xp = static_cast<bf16 *>(x.p) + mmk_row_off(x, r) + c;
+        const bf16 *yp = static_cast<const bf16 *>(y.p) + mmk_row_off(y, r) + c;
+        uint4 xv = *reinterpret_cast<const uint4 *>(xp), yv = *reinterpret_cast<const uint4 *>(yp), out;
+        const bf16 *xh = reinterpret_cast<const bf16 *>(&xv), *yh = reinterpret_cast<const bf16 *>(&yv);
+        bf16 *oh = reinterpret_cast<bf16 *>(&out);
+        const float *g = gate ? gate + (idx ? idx[r * idx_stride] : 0) * ld_gate + c : nullptr;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            oh[j] = __float2bfloat16_rn(
+                __fadd_rn(__bfloat162float(xh[j]), __fmul_rn(g ? g[j] : 1.f, __bfloat162float(yh[j]))));
+        *reinterpret_cast<uint4 *>(xp) = out;
     }
 }
 
@@ -266,6 +373,17 @@ __global__ void k_groupnorm(int C, int G, int F, int64_t S, const void *x, mm_dt
 
 bool float_view(const mmk_view &v) { return mmk_is_float(v.dtype) && v.ndim >= 1; }
 
+/* bf16 rows whose every start is 16-byte aligned, with a multiple of 8 columns. */
+bool rows_aligned_bf16x8(const mmk_view &v)
+{
+    if (v.dtype != MM_BF16 || v.shape[v.ndim - 1] % 8 || ((uintptr_t)v.p & 15))
+        return false;
+    for (int d = 0; d < v.ndim - 1; d++)
+        if (v.shape[d] > 1 && v.stride[d] % 8)
+            return false;
+    return true;
+}
+
 bool unit_last(const mmk_view &v) { return v.shape[v.ndim - 1] <= 1 || v.stride[v.ndim - 1] == 1; }
 
 } // namespace
@@ -281,6 +399,16 @@ extern "C" int mmk_rmsnorm_run(int dev, mmk_stream s, const mmk_rmsnorm *a, mm_e
     int64_t rows = mmk_rows_of(a->x), cols = mmk_cols_of(a->x);
     if (rows == 0 || cols == 0)
         return 0;
+    if (cols <= 1024) {
+        k_rmsnorm_warp<<<mmk_blocks(rows, 8), 256, 0, s>>>(a->x, a->y, a->mode, a->w, a->eps, a->scale, a->shift,
+                                                           a->ld_mod, a->idx, a->idx_stride, rows);
+        return mmk_launched(err, "k_rmsnorm_warp");
+    }
+    if (rows_aligned_bf16x8(a->x) && rows_aligned_bf16x8(a->y)) {
+        k_rmsnorm_bf16x8<<<(unsigned)rows, mmk_row_threads(cols / 2), 0, s>>>(
+            a->x, a->y, a->mode, a->w, a->eps, a->scale, a->shift, a->ld_mod, a->idx, a->idx_stride);
+        return mmk_launched(err, "k_rmsnorm_bf16x8");
+    }
     k_rmsnorm<<<(unsigned)rows, mmk_row_threads(cols), 0, s>>>(a->x, a->y, a->mode, a->w, a->eps, a->scale, a->shift,
                                                                a->ld_mod, a->idx, a->idx_stride);
     return mmk_launched(err, "k_rmsnorm");
@@ -336,6 +464,10 @@ extern "C" int mmk_gated_add_run(int dev, mmk_stream s, const mmk_view *x, const
     int64_t n = mmk_numel(*x);
     if (n == 0)
         return 0;
+    if (rows_aligned_bf16x8(*x) && rows_aligned_bf16x8(*y)) {
+        k_gated_add_bf16x8<<<mmk_grid(n / 8), 256, 0, s>>>(*x, *y, gate, ld_gate, idx, idx_stride, n / 8);
+        return mmk_launched(err, "k_gated_add_bf16x8");
+    }
     k_gated_add<<<mmk_grid(n), 256, 0, s>>>(*x, *y, gate, ld_gate, idx, idx_stride, n);
     return mmk_launched(err, "k_gated_add");
 }
@@ -392,7 +524,8 @@ extern "C" int mmk_groupnorm_run(int dev, mmk_stream s, const mmk_groupnorm *a, 
 }
 
 static const mmk_kernel_entry g_kernels[] = {
-    {"rmsnorm", (const void *)k_rmsnorm, 80},         {"layernorm", (const void *)k_layernorm, 80},
+    {"rmsnorm", (const void *)k_rmsnorm, 80},         {"rmsnorm_bf16x8", (const void *)k_rmsnorm_bf16x8, 80},
+    {"rmsnorm_warp", (const void *)k_rmsnorm_warp, 80}, {"gated_add_bf16x8", (const void *)k_gated_add_bf16x8, 80},         {"layernorm", (const void *)k_layernorm, 80},
     {"softmax", (const void *)k_softmax, 80},         {"reduce_rows", (const void *)k_reduce_rows, 80},
     {"gated_add", (const void *)k_gated_add, 80},     {"rope", (const void *)k_rope, 80},
     {"qk_norm_rope", (const void *)k_qk_norm_rope, 80}, {"groupnorm", (const void *)k_groupnorm, 80},

@@ -130,6 +130,34 @@ static int run_gated(void *u)
     return mmk_gated_add_run(DEV, (mmk_stream)mm_cuda_stream(DEV), &g->x, &g->y, g->gate, g->ld_gate, g->idx, 1, &err);
 }
 
+static int run_ew(void *u) { return mmk_ew_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+
+typedef struct {
+    mmk_view y, x, cs, sn;
+    int rot;
+} rope_args;
+static int run_rope(void *u)
+{
+    rope_args *a = u;
+    return mmk_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), &a->y, &a->x, &a->cs, &a->sn, a->rot, &err);
+}
+
+static mmk_view view3d(void *p, mm_dtype t, int64_t s, int64_t h, int64_t d, int64_t ld)
+{
+    mmk_view v;
+    memset(&v, 0, sizeof v);
+    v.p = p;
+    v.dtype = t;
+    v.ndim = 3;
+    v.shape[0] = s;
+    v.shape[1] = h;
+    v.shape[2] = d;
+    v.stride[0] = ld;
+    v.stride[1] = d;
+    v.stride[2] = 1;
+    return v;
+}
+
 static mmk_view view2d(void *p, mm_dtype t, int64_t rows, int64_t cols, int64_t ld)
 {
     mmk_view v;
@@ -260,6 +288,17 @@ int main(int argc, char **argv)
     bench("rmsnorm_mod_5376", run_rmsnorm, &rn, 0, (double)S * H * 4);
     gated_args ga = {view2d(x, MM_BF16, S, H, H), view2d(out, MM_BF16, S, H, H), mod + 2 * H, 6 * H, idx};
     bench("gated_add_5376", run_gated, &ga, 0, (double)S * H * 6);
+
+    /* the DiT's op-level path (backend/ops.h → these kernels) */
+    mmk_ew glu = {.op = MMK_EW_GLU, .act = MMK_ACT_SILU, .y = view2d(qkv, MM_BF16, S, F / 2, F / 2),
+                  .a = view2d(out, MM_BF16, S, F / 2, 2 * F), .b = view2d(out + F / 2, MM_BF16, S, F / 2, 2 * F)};
+    bench("glu_silu_7168_op", run_ew, &glu, 0, (double)S * (F / 2) * 6);
+    mmk_rmsnorm hn = {.x = view3d(qkv, MM_BF16, S, NH, D, QKV), .y = view3d(qkv, MM_BF16, S, NH, D, QKV),
+                      .mode = MMK_NORM_RMS, .w = wn, .eps = 1e-5f};
+    bench("head_rmsnorm_q_op", run_rmsnorm, &hn, 0, (double)S * NH * D * 4);
+    mmk_view csv = view2d(cs, MM_BF16, S, 96, 96), snv = view2d(sn, MM_BF16, S, 96, 96);
+    rope_args ra = {view3d(qkv, MM_BF16, S, NH, D, QKV), view3d(qkv, MM_BF16, S, NH, D, QKV), csv, snv, 96};
+    bench("rope_q_op", run_rope, &ra, 0, (double)S * NH * D * 4);
 
     size_t in_use, peak, reserved;
     mm_cuda_memory_stats(DEV, &in_use, &peak, &reserved);

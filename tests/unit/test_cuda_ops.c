@@ -255,6 +255,21 @@ static void test_elementwise(void)
             cmpg(what, &o.c, &o.g, EXACT, 0, 0);
         pfree(&o);
     }
+    /* all-bf16 operands with a broadcast row: the 8-wide kernel */
+    mm_tensor a16 = R(MM_BF16, SH(33, 72), 4), ga16 = G(&a16);
+    for (int op = 0; op < 2; op++) {
+        pair o = OUT(MM_BF16, SH(33, 72));
+        mm_tensor bn = mm_tensor_narrow(&b, 1, 0, 72), gbn = mm_tensor_narrow(&gb, 1, 0, 72);
+        mm_tensor bx = mm_tensor_expand(&bn, SH(33, 72)), gbx = mm_tensor_expand(&gbn, SH(33, 72));
+        if (op == 0)
+            mm_add(cpu, &o.c, &a16, &bx), mm_add(gpu, &o.g, &ga16, &gbx);
+        else
+            mm_axpby(cpu, &o.c, 0.3f, &a16, 2.f, &bx), mm_axpby(gpu, &o.g, 0.3f, &ga16, 2.f, &gbx);
+        if (ctx_ok("bf16 binary"))
+            cmpg("bf16 binary op (vector path)", &o.c, &o.g, EXACT, 0, 0);
+        pfree(&o);
+    }
+    mm_tensor_free(&a16), mm_tensor_free(&ga16);
     for (int act = MM_ACT_IDENTITY; act <= MM_ACT_EXP; act++) {
         pair o = OUT(MM_F32, SH(33, 70)), ob = OUT(MM_BF16, SH(33, 70));
         mm_activation(cpu, &o.c, &a, (mm_act)act), mm_activation(gpu, &o.g, &ga, (mm_act)act);
@@ -345,9 +360,8 @@ static void test_groupnorm(void)
     mm_tensor_free(&gb), pfree(&o), pfree(&o2);
 }
 
-static void test_modulation(void)
+static void modulation_case(int64_t Rr, int64_t C, int64_t Tn)
 {
-    int64_t Rr = 40, C = 512, Tn = 5;
     mm_tensor x = R(MM_BF16, SH(Rr, C), 3), y = R(MM_BF16, SH(Rr, C), 2), tab = R(MM_BF16, SH(Tn, 6 * C), 0.5);
     mm_tensor w = R(MM_BF16, SH(C), 1), idx = R(MM_I32, SH(Rr), 1);
     int32_t *ip = idx.data;
@@ -369,6 +383,13 @@ static void test_modulation(void)
     mm_tensor_free(&x), mm_tensor_free(&y), mm_tensor_free(&tab), mm_tensor_free(&w), mm_tensor_free(&idx);
     mm_tensor_free(&gx), mm_tensor_free(&gy), mm_tensor_free(&gt), mm_tensor_free(&gw), mm_tensor_free(&gi);
     pfree(&m), pfree(&rm);
+}
+
+/* Short rows (a warp per row) and the DiT's hidden size (8-wide bf16 path). */
+static void test_modulation(void)
+{
+    modulation_case(40, 512, 5);
+    modulation_case(21, 5376, 3);
 }
 
 static void test_rope(void)
