@@ -5,7 +5,7 @@
 # kernels at the DiT's sizes next to the same ops in PyTorch.
 #
 #   here:    bash tests/device/prepare.sh        (fills .carry/, see there)
-#   device:  bash tests/device/run.sh [--no-bench] [--bench-only SUBSTRING]
+#   device:  bash tests/device/run.sh [--no-bench] [--bench-only SUBSTRING] [--no-build] [--no-tests]
 #            with carry [".carry"]
 #          MMH3_DEVICE_UNIT_SUITE=0 skips the (informational) CPU unit suite there.
 #
@@ -24,11 +24,15 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 tee_pid=$!
 
 bench=1
+build=1
+tests=1
 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-bench) bench=0; shift ;;
     --bench-only) only=$2; shift 2 ;;
+    --no-build) build=0; shift ;;   # reuse build-device/ from an earlier step of the same call
+    --no-tests) tests=0; shift ;;
     *) echo "run.sh: unknown argument $1"; exit 2 ;;
   esac
 done
@@ -71,6 +75,8 @@ export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
 command -v make >/dev/null || { note "FAIL: no make on this host and none carried"; finish 1; }
 
+B=$top/build-device
+if [ "$build" = 1 ]; then
 step "autotools"
 want=$(bash tests/device/autotools_stamp.sh)
 have=$(cat .carry/autotools.stamp 2>/dev/null || echo none)
@@ -88,7 +94,6 @@ else
 fi
 
 step "configure"
-B=$top/build-device
 rm -rf "$B"; mkdir -p "$B"
 if ! (cd "$B" && ../configure --with-cuda=yes --without-server --without-ffmpeg ${CUDA_ARCH:+CUDA_ARCH="$CUDA_ARCH"} \
         >"$OUT/configure.log" 2>&1); then
@@ -103,17 +108,24 @@ if ! (cd "$B" && make -j"$(nproc)" && make -j"$(nproc)" check) >"$OUT/build.log"
   note "FAIL: build (see build.log)"; finish 1
 fi
 note "build ok ($((SECONDS - t0)) s so far)"
+else
+  [ -x "$B/tests/device/bench_kernels" ] || { note "FAIL: --no-build but $B has no build"; finish 1; }
+fi
 
-step "device tests (tests/unit/test_cuda_*: each CUDA op against its CPU twin)"
+tests_line="not run"
+if [ "$tests" = 1 ]; then
+step "device tests (tests/unit/test_cuda_*, test_backend_twins: each CUDA op against its CPU twin)"
 export MMH3_REQUIRE_GPU=1
 dev_pass=0 dev_fail=0
 : >"$OUT/tests.log"
-for prog in "$B"/tests/unit/test_cuda_*; do
+# ours, and the engine foundation's op-twins test (it runs its CUDA half where a GPU is usable)
+for prog in "$B"/tests/unit/test_cuda_* "$B"/tests/unit/test_backend_twins; do
   [ -x "$prog" ] || continue
   name=$(basename "$prog")
   start=$SECONDS
-  "$prog" >"$OUT/$name.log" 2>&1
+  timeout --kill-after=5 150 "$prog" >"$OUT/$name.log" 2>&1
   rc=$?
+  [ "$rc" -eq 124 ] && echo "FAIL $name: timed out after 150 s" >>"$OUT/$name.log"
   p=$(grep -c '^PASS ' "$OUT/$name.log"); f=$(grep -c '^FAIL ' "$OUT/$name.log")
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; echo "FAIL $name: exited with status $rc" >>"$OUT/$name.log"; }
   dev_pass=$((dev_pass + p)); dev_fail=$((dev_fail + f))
@@ -132,16 +144,18 @@ grep -E '^  unit/.*FAILED|passed, .* failed' "$OUT/unit_suite.log" | head -30
 note "unit suite on the GPU host: $(tail -1 "$OUT/unit_suite.log")"
 fi
 
+fi
+
 if [ "$bench" = 1 ]; then
   step "benchmark: our kernels"
-  "$B"/tests/device/bench_kernels ${only:+--only "$only"} 2>&1 | tee "$OUT/bench_cuda.txt"
+  timeout --kill-after=5 200 "$B"/tests/device/bench_kernels ${only:+--only "$only"} 2>&1 | tee "$OUT/bench_cuda.txt"
   step "benchmark: PyTorch on the same GPU"
   PY=""
   for p in python3 /opt/torch/.venv/bin/python3; do
     if "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
   done
   if [ -n "$PY" ]; then
-    PYTHONUNBUFFERED=1 "$PY" tests/device/bench_torch.py 2>&1 | tee "$OUT/bench_torch.txt"
+    PYTHONUNBUFFERED=1 timeout --kill-after=5 200 "$PY" tests/device/bench_torch.py 2>&1 | tee "$OUT/bench_torch.txt"
   else
     echo "no python with torch found" | tee "$OUT/bench_torch.txt"
   fi
@@ -159,4 +173,4 @@ if [ "$bench" = 1 ]; then
     }' "$OUT/bench_cuda.txt" "$OUT/bench_torch.txt" >"$OUT/bench_join.txt"
 fi
 
-case "$tests_line" in *" passed, 0 failed") finish 0 ;; *) finish 1 ;; esac
+case "$tests_line" in *" passed, 0 failed"|"not run") finish 0 ;; *) finish 1 ;; esac
