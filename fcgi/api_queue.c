@@ -299,21 +299,26 @@ void mm_api_list(mm_req *r)
     PGresult *res;
     mm_error err = {{0}};
     if (mm_db_query(db,
-                    "WITH hits AS ("
-                    "  SELECT g FROM generations g"
-                    "   WHERE ($1::text[] IS NULL OR g.status = ANY($1::text[]))"
-                    "     AND ($2::text IS NULL OR g.prompt ILIKE $2)"
-                    "     AND ($3::text IS NULL OR ($3 = 'none' AND g.rating IS NULL) OR g.rating = $3)),"
-                    " page AS ("
-                    "  SELECT g FROM generations g"
+                    /* Ids first: an index-only scan even deep into the history; then the
+                     * rows of the page, and the count (also index-only when unfiltered). */
+                    "WITH page AS ("
+                    "  SELECT g.id FROM generations g"
                     "   WHERE ($1::text[] IS NULL OR g.status = ANY($1::text[]))"
                     "     AND ($2::text IS NULL OR g.prompt ILIKE $2)"
                     "     AND ($3::text IS NULL OR ($3 = 'none' AND g.rating IS NULL) OR g.rating = $3)"
                     "   ORDER BY g.enqueued_at DESC, g.id DESC LIMIT $4::int OFFSET $5::int)"
-                    " SELECT json_build_object('count', (SELECT count(*) FROM hits),"
-                    "   'generations', COALESCE((SELECT json_agg(generation_json(p.g)"
-                    "                              ORDER BY (p.g).enqueued_at DESC, (p.g).id DESC) FROM page p),"
-                    "                           '[]'::json))::text",
+                    " SELECT json_build_object("
+                    /* Status-only filters count from generation_counts (kept by triggers). */
+                    "   'count', CASE WHEN $2::text IS NULL AND $3::text IS NULL"
+                    "     THEN (SELECT COALESCE(sum(n), 0) FROM generation_counts c"
+                    "            WHERE $1::text[] IS NULL OR c.status = ANY($1::text[]))"
+                    "     ELSE (SELECT count(*) FROM generations g"
+                    "            WHERE ($1::text[] IS NULL OR g.status = ANY($1::text[]))"
+                    "              AND ($2::text IS NULL OR g.prompt ILIKE $2)"
+                    "              AND ($3::text IS NULL OR ($3 = 'none' AND g.rating IS NULL) OR g.rating = $3)) END,"
+                    "   'generations', COALESCE((SELECT json_agg(generation_json(g)"
+                    "                                   ORDER BY g.enqueued_at DESC, g.id DESC)"
+                    "                              FROM generations g JOIN page USING (id)), '[]'::json))::text",
                     5, p, &res, &err) < 0) {
         db_failed(r, &err);
         return;

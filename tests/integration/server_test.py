@@ -581,6 +581,22 @@ def several_workers_never_claim_the_same_job(s):
 
 
 @test
+def migrations_applied_once_and_counts_exact(s):
+    # Every process migrates at start (serve, mmh3-fcgi, each worker): each version once.
+    check(s.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations") == "1,2",
+          "schema_migrations: %s", s.psql("SELECT string_agg(version::text, ',') FROM schema_migrations"))
+    # The per-status counts kept by triggers match the table after everything above
+    # (bulk inserts, claims, crashes, cancels, deletes).
+    bad = s.psql("SELECT string_agg(format('%s: %s kept, %s counted', c.status, c.n, x.k), '; ') "
+                 "FROM generation_counts c LEFT JOIN (SELECT status, count(*) AS k FROM generations GROUP BY status) x "
+                 "USING (status) WHERE c.n <> COALESCE(x.k, 0)")
+    check(bad == "", "counts drifted: %s", bad)
+    st, body = s.get("/api/status")
+    check(body["queue"]["succeeded"] == int(s.psql("SELECT count(*) FROM generations WHERE status = 'succeeded'")),
+          "status queue counts %r", body["queue"])
+
+
+@test
 def real_engine_failure_is_reported_not_hidden(s):
     w = s.start_worker()  # no --mock: the real engine, which cannot start here
     try:
