@@ -5,7 +5,14 @@
  * output sums the inputs that scatter onto it). The VAE's heavy convolutions
  * are to move to an implicit-GEMM tensor-core kernel; this stays the
  * reference path. CPU twin: src/backend/cpu/conv.c. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/common.cuh"
+
+extern "C" {
+#include "backend/cuda/cuda_backend.h"
+}
 
 namespace {
 
@@ -88,7 +95,94 @@ __global__ void k_conv_t1d(Geo g, const void *x, const void *w, mm_dtype xt, con
     }
 }
 
+/* im2col for a chunk of output positions [p0, p0 + np) of batch n:
+ * col[(ci·kvol + k)][j] = x[n, ci, tap k of position p0 + j] (0 outside). */
+__global__ void k_im2col(Geo g, const void *x, mm_dtype xt, int64_t n, int64_t p0, int64_t np, void *col)
+{
+    int64_t kvol = (int64_t)g.k[0] * g.k[1] * g.k[2];
+    int64_t total = (int64_t)g.cin * kvol * np;
+    int64_t ipos = (int64_t)g.in[0] * g.in[1] * g.in[2];
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t j = i % np, row = i / np;
+        int ci = (int)(row / kvol);
+        int k = (int)(row % kvol);
+        int kt = k / (g.k[1] * g.k[2]), kh = (k / g.k[2]) % g.k[1], kw = k % g.k[2];
+        int64_t pp = p0 + j;
+        int ot = (int)(pp / ((int64_t)g.out[1] * g.out[2])), oh = (int)((pp / g.out[2]) % g.out[1]),
+            ow = (int)(pp % g.out[2]);
+        int it = ot * g.stride[0] + kt * g.dil[0] - g.pad[0];
+        int ih = oh * g.stride[1] + kh * g.dil[1] - g.pad[1];
+        int iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
+        float v = 0.f;
+        if (it >= 0 && it < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
+            v = mmk_ld(x, xt, (n * g.cin + ci) * ipos + ((int64_t)it * g.in[1] + ih) * g.in[2] + iw);
+        mmk_st(col, xt, i, v); /* exact: same dtype */
+    }
+}
+
+/* y[n, co, p0 + j] = round(acc[co][j] + bias[co]) from the f32 GEMM result. */
+__global__ void k_conv_epilogue(const float *acc, int cout, int64_t np, const float *bias, void *y, mm_dtype yt,
+                                int64_t ybase, int64_t opos)
+{
+    int64_t total = (int64_t)cout * np;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int co = (int)(i / np);
+        int64_t j = i % np;
+        float v = acc[i];
+        if (bias)
+            v = __fadd_rn(v, bias[co]);
+        mmk_st(y, yt, ybase + (int64_t)co * opos + j, v);
+    }
+}
+
 } // namespace
+
+/* groups == 1: chunks of output positions through im2col and a cuBLASLt GEMM
+ * (f32 accumulation; f32 result, then bias and one rounding). */
+static int conv_gemm(int dev, mmk_stream s, const Geo &g, const mmk_conv *a, mm_error *err)
+{
+    int64_t kvol = (int64_t)g.k[0] * g.k[1] * g.k[2], K = (int64_t)g.cin * kvol;
+    int64_t opos = (int64_t)g.out[0] * g.out[1] * g.out[2];
+    size_t es = (size_t)mm_dtype_bits(a->xw_dtype) / 8;
+    /* chunk so the column block and the f32 result stay under ~256 MiB each */
+    int64_t chunk = ((int64_t)256 << 20) / (K * (int64_t)es > (int64_t)g.cout * 4 ? K * (int64_t)es : (int64_t)g.cout * 4);
+    chunk = chunk < 256 ? 256 : chunk / 8 * 8;
+    if (chunk > opos)
+        chunk = opos;
+    void *col = mm_cuda_malloc(dev, (size_t)(K * chunk) * es, err);
+    float *acc = col ? (float *)mm_cuda_malloc(dev, (size_t)g.cout * chunk * 4, err) : nullptr;
+    int rc = (col && acc) ? 0 : -1;
+    for (int64_t n = 0; n < g.n && rc == 0; n++)
+        for (int64_t p0 = 0; p0 < opos && rc == 0; p0 += chunk) {
+            int64_t np = opos - p0 < chunk ? opos - p0 : chunk;
+            k_im2col<<<mmk_grid(K * np), 256, 0, s>>>(g, a->x, a->xw_dtype, n, p0, np, col);
+            if ((rc = mmk_launched(err, "k_im2col")))
+                break;
+            mmk_gemm_ex ge;
+            memset(&ge, 0, sizeof ge);
+            ge.M = g.cout;
+            ge.N = (int)np;
+            ge.K = (int)K;
+            ge.batch = 1;
+            ge.ab_dtype = a->xw_dtype;
+            ge.y_dtype = MM_F32;
+            ge.a = a->w; /* [cout, K] row-major */
+            ge.lda = K;
+            ge.w = col; /* [K, np] row-major */
+            ge.ldw = np;
+            ge.y = acc;
+            ge.ldy = np;
+            ge.alpha = 1.f;
+            if ((rc = mmk_gemm_ex_run(dev, s, &ge, err)))
+                break;
+            k_conv_epilogue<<<mmk_grid((int64_t)g.cout * np), 256, 0, s>>>(acc, g.cout, np, a->bias, a->y, a->y_dtype,
+                                                                           n * g.cout * opos + p0, opos);
+            rc = mmk_launched(err, "k_conv_epilogue");
+        }
+    mm_cuda_free(dev, col);
+    mm_cuda_free(dev, acc);
+    return rc;
+}
 
 extern "C" int mmk_conv_run(int dev, mmk_stream s, const mmk_conv *a, mm_error *err)
 {
@@ -120,6 +214,12 @@ extern "C" int mmk_conv_run(int dev, mmk_stream s, const mmk_conv *a, mm_error *
     int64_t total = (int64_t)g.n * g.cout * g.out[0] * g.out[1] * g.out[2];
     if (total == 0)
         return 0;
+    /* cuBLASLt needs 16-bit operands' leading dims even: fall back to the
+     * direct kernel for the odd shapes */
+    bool gemm_ok = !a->transposed && groups == 1 &&
+                   (a->xw_dtype == MM_F32 || ((int64_t)g.cin * g.k[0] * g.k[1] * g.k[2]) % 8 == 0);
+    if (gemm_ok && !getenv("MMH3_CONV_DIRECT"))
+        return conv_gemm(dev, s, g, a, err);
     if (a->transposed)
         k_conv_t1d<<<mmk_grid(total), 256, 0, s>>>(g, a->x, a->w, a->xw_dtype, a->bias, a->y, a->y_dtype, total);
     else
@@ -130,6 +230,8 @@ extern "C" int mmk_conv_run(int dev, mmk_stream s, const mmk_conv *a, mm_error *
 static const mmk_kernel_entry g_kernels[] = {
     {"conv", (const void *)k_conv, 80},
     {"conv_t1d", (const void *)k_conv_t1d, 80},
+    {"im2col", (const void *)k_im2col, 80},
+    {"conv_epilogue", (const void *)k_conv_epilogue, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_conv(int *n)

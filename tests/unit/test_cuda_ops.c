@@ -598,6 +598,23 @@ static void test_conv(void)
     mm_conv3d(cpu, &o3.c, &x3, &w3, NULL, &p3), mm_conv3d(gpu, &o3.g, &gx3, &gw3, NULL, &p3);
     if (ctx_ok("conv3d"))
         cmpg("conv3d", &o3.c, &o3.g, ULP, 64, 4);
+    /* groups 1: the im2col + GEMM path (bf16 with K = 8·27, and f32 conv1d) */
+    mm_tensor x4 = R(MM_BF16, SH(2, 8, 3, 12, 10), 1), w4 = R(MM_BF16, SH(16, 8, 3, 3, 3), 0.3), b4 = R(MM_F32, SH(16), 1);
+    mm_tensor gx4 = G(&x4), gw4 = G(&w4), gb4 = G(&b4);
+    mm_conv_params p4 = {{1, 2, 1}, {1, 1, 2}, {{1, 1}, {1, 0}, {2, 2}}, 1, {0}};
+    pair o4 = OUT(MM_BF16, SH(2, 16, 3, 6, 10));
+    mm_conv3d(cpu, &o4.c, &x4, &w4, &b4, &p4), mm_conv3d(gpu, &o4.g, &gx4, &gw4, &gb4, &p4);
+    mm_tensor w5 = R(MM_F32, SH(5, 6, 3), 1), gw5 = G(&w5), b5 = R(MM_BF16, SH(5), 1), gb5 = G(&b5);
+    mm_conv_params p5 = {{1}, {3}, {{2, 4}}, 1, {0}};
+    pair o5 = OUT(MM_F32, SH(2, 5, 50));
+    mm_conv1d(cpu, &o5.c, &x, &w5, &b5, &p5), mm_conv1d(gpu, &o5.g, &gx, &gw5, &gb5, &p5);
+    if (ctx_ok("conv via GEMM")) {
+        cmpg("conv3d via im2col + GEMM", &o4.c, &o4.g, ULP, 1, 0.05);
+        cmpg("conv1d via im2col + GEMM (f32)", &o5.c, &o5.g, ULP, 64, 4);
+    }
+    mm_tensor_free(&x4), mm_tensor_free(&w4), mm_tensor_free(&b4), mm_tensor_free(&gx4), mm_tensor_free(&gw4);
+    mm_tensor_free(&gb4), pfree(&o4), mm_tensor_free(&w5), mm_tensor_free(&gw5), pfree(&o5);
+    mm_tensor_free(&b5), mm_tensor_free(&gb5);
     mm_tensor_free(&x), mm_tensor_free(&w), mm_tensor_free(&b), mm_tensor_free(&gx), mm_tensor_free(&gw);
     mm_tensor_free(&gb), pfree(&o), mm_tensor_free(&wt), mm_tensor_free(&gwt), pfree(&ot), mm_tensor_free(&x3);
     mm_tensor_free(&w3), mm_tensor_free(&gx3), mm_tensor_free(&gw3), pfree(&o3);
