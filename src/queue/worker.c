@@ -20,6 +20,7 @@
 #include "queue/jobs.h"
 #include "queue/log.h"
 #include "queue/migrate.h"
+#include "media/poster.h"
 #include "media/probe.h"
 
 /* Shared between the main thread (renders), the heartbeat thread (LISTENs
@@ -346,9 +347,21 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
     out.placement = res.placement[0] ? res.placement : NULL;
     out.peak_device_bytes = (long long)res.peak_device_bytes;
 
+    char *poster_rel = NULL;
     if (rc == 0) {
+        /* A poster for the gallery; a clip without one is still a result. */
+        poster_rel = strdup_printf("generations/%s%s", job->id, ".jpg");
+        char *poster = strdup_printf("%s/%s", o->outputs, poster_rel);
+        mm_error perr = {{0}};
+        if (mm_media_poster(path, poster, 640, &perr) < 0) {
+            mm_log("%s: no poster: %s", job->id, perr.msg);
+            free(poster_rel);
+            poster_rel = NULL;
+        }
+        free(poster);
         out.status = "succeeded";
         out.result_path = rel;
+        out.poster_path = poster_rel;
         finish(&r, &out);
     } else if (rc == MM_CANCELLED && atomic_load(&job_lost)) {
         mm_log("%s: stopped: the job was taken away from this worker", job->id);
@@ -365,6 +378,7 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
         finish(&r, &out);
     }
     free(timings);
+    free(poster_rel);
     free(rel), free(path), free(part);
     set_current(NULL);
     return JOB_DONE;

@@ -151,6 +151,9 @@ def enqueue_progress_over_sse_to_decodable_mp4(s):
         check(st == 206 and len(body) == 100 and headers.get("content-type") == "video/mp4", "range: %d %r", st,
               headers)
         check(headers.get("x-content-type-options") == "nosniff", "nosniff header %r", headers)
+        st, body, headers = s.request("GET", g["poster_url"] or "/none", raw=True)
+        check(st == 200 and headers.get("content-type") == "image/jpeg" and body[:2] == b"\xff\xd8",
+              "poster %r -> %d", g["poster_url"], st)
     finally:
         ev.close()
 
@@ -345,6 +348,7 @@ def delete_finished_removes_row_and_files(s):
               body)
         check(s.generation(gid) is None, "the row is still there")
         check(not os.path.exists(path), "the mp4 is still there")
+        check(not os.path.exists(file_path(s, g["poster_url"])), "the poster is still there")
         st, _, _ = s.request("GET", g["result_url"], raw=True)
         check(st == 404, "the file is still served (%d)", st)
         e = ev.wait(lambda e: e.get("event") == "generation_deleted" and e["json"]["generation_id"] == gid,
