@@ -24,44 +24,60 @@ typedef struct conv_geo {
 
 typedef struct col_job {
     const conv_geo *g;
-    const mm_tensor *x;
-    const char *xbase; /* batch b, first channel of the group */
-    float *col;        /* [cin_g * kvol][np] */
+    const float *xf; /* the group's input channels in f32: [cin_g][T][H][W] */
+    float *col;      /* [cin_g * kvol][np] */
     int64_t p0, np;
 } col_job;
 
+/* One im2col row (input channel ci, kernel tap kt, kh, kw) over output
+ * positions [p0, p0 + np): runs along W are copied with one bounds check
+ * each, so nothing is divided or converted per element. */
 static void fill_cols(void *user, int64_t begin, int64_t end)
 {
     const col_job *j = user;
     const conv_geo *g = j->g;
-    float *line = malloc((size_t)g->in[2] * 4);
-    if (!line)
-        return;
     for (int64_t row = begin; row < end; row++) {
         int64_t ci = row / g->kvol, kr = row % g->kvol;
         int64_t kt = kr / (g->k[1] * g->k[2]), kh = (kr / g->k[2]) % g->k[1], kw = kr % g->k[2];
         float *dst = j->col + row * j->np;
-        int64_t cached = -1;
-        for (int64_t q = 0; q < j->np; q++) {
-            int64_t p = j->p0 + q;
-            int64_t ot = p / (g->out[1] * g->out[2]), oh = (p / g->out[2]) % g->out[1], ow = p % g->out[2];
+        int64_t ot = j->p0 / (g->out[1] * g->out[2]), oh = (j->p0 / g->out[2]) % g->out[1], ow = j->p0 % g->out[2];
+        for (int64_t q = 0; q < j->np;) {
+            int64_t n = g->out[2] - ow < j->np - q ? g->out[2] - ow : j->np - q;
             int64_t it = ot * g->stride[0] + kt * g->dil[0] - g->pad[0];
             int64_t ih = oh * g->stride[1] + kh * g->dil[1] - g->pad[1];
-            int64_t iw = ow * g->stride[2] + kw * g->dil[2] - g->pad[2];
-            if (it < 0 || it >= g->in[0] || ih < 0 || ih >= g->in[1] || iw < 0 || iw >= g->in[2]) {
-                dst[q] = 0.0f;
-                continue;
+            if (it < 0 || it >= g->in[0] || ih < 0 || ih >= g->in[1]) {
+                memset(dst + q, 0, (size_t)n * 4);
+            } else {
+                const float *line = j->xf + ((ci * g->in[0] + it) * g->in[1] + ih) * g->in[2];
+                int64_t iw = ow * g->stride[2] + kw * g->dil[2] - g->pad[2], s = g->stride[2];
+                for (int64_t t = 0; t < n; t++, iw += s)
+                    dst[q + t] = iw >= 0 && iw < g->in[2] ? line[iw] : 0.0f;
             }
-            int64_t lineid = it * g->in[1] + ih;
-            if (lineid != cached) { /* one input line (along W) at a time */
-                cpu_load_f32(line, cpu_at(j->xbase, j->x->dtype, (ci * g->in[0] * g->in[1] + lineid) * g->in[2]),
-                             j->x->dtype, g->in[2], 1);
-                cached = lineid;
+            q += n;
+            ow += n;
+            if (ow == g->out[2]) {
+                ow = 0;
+                if (++oh == g->out[1]) {
+                    oh = 0;
+                    ot++;
+                }
             }
-            dst[q] = line[iw];
         }
     }
-    free(line);
+}
+
+typedef struct cvt_job {
+    const void *src;
+    mm_dtype dt;
+    float *dst;
+    int64_t plane;
+} cvt_job;
+
+static void convert_planes(void *user, int64_t begin, int64_t end)
+{
+    const cvt_job *j = user;
+    for (int64_t c = begin; c < end; c++)
+        cpu_load_f32(j->dst + c * j->plane, cpu_at(j->src, j->dt, c * j->plane), j->dt, j->plane, 1);
 }
 
 static int conv_nd(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w, const mm_tensor *bias,
@@ -86,15 +102,21 @@ static int conv_nd(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_ten
     int64_t krows = g.cin_g * g.kvol;
     int64_t chunk = g.opos < POS_CHUNK ? g.opos : POS_CHUNK;
     float *col = malloc((size_t)(krows ? krows : 1) * (size_t)chunk * 4);
-    if (!col)
+    int64_t xn = g.cin_g * g.ipos;
+    float *xf = malloc((size_t)(xn > 0 ? xn : 1) * 4);
+    if (!col || !xf) {
+        free(col);
+        free(xf);
         return mm_ctx_fail(ctx, "conv: out of host memory (%lld x %lld column block)", (long long)krows,
                            (long long)chunk);
+    }
     for (int64_t b = 0; b < x->shape[0] && !mm_ctx_failed(ctx); b++) {
         for (int gi = 0; gi < groups; gi++) {
-            const char *xb = cpu_at(x->data, x->dtype, (b * x->shape[1] + gi * g.cin_g) * g.ipos);
+            cvt_job cv = {cpu_at(x->data, x->dtype, (b * x->shape[1] + gi * g.cin_g) * g.ipos), x->dtype, xf, g.ipos};
+            mm_parallel_for(ctx, g.cin_g, 1, convert_planes, &cv);
             for (int64_t p0 = 0; p0 < g.opos; p0 += chunk) {
                 int64_t np = g.opos - p0 < chunk ? g.opos - p0 : chunk;
-                col_job cj = {&g, x, xb, col, p0, np};
+                col_job cj = {&g, xf, col, p0, np};
                 mm_parallel_for(ctx, krows, 1, fill_cols, &cj);
                 mm_cpu_mat A = {cpu_at(w->data, w->dtype, gi * g.cout_g * krows), w->dtype, krows, 1};
                 mm_cpu_mat B = {col, MM_F32, np, 1};
@@ -107,6 +129,7 @@ static int conv_nd(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_ten
         }
     }
     free(col);
+    free(xf);
     return mm_ctx_failed(ctx) ? -1 : 0;
 }
 

@@ -31,6 +31,11 @@ static inline uint16_t cpu_f32_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* f16 -> f32 through a 65536-entry table (built once; see gemm.c). */
+extern float mm_cpu_f16_table[65536];
+void mm_cpu_tables_init(void);
+static inline float cpu_f16_f32(uint16_t h) { return mm_cpu_f16_table[h]; }
+
 static inline size_t cpu_elsize(mm_dtype t) { return (size_t)mm_dtype_bits(t) / 8; }
 
 /* Address of element offset `off` (in elements) of a non-packed dtype. */
@@ -61,7 +66,7 @@ static inline void cpu_load_f32(float *dst, const void *p, mm_dtype t, int64_t n
     case MM_F16: {
         const uint16_t *q = p;
         for (int64_t i = 0; i < n; i++)
-            dst[i] = mm_f16_to_f32(q[i * s]);
+            dst[i] = cpu_f16_f32(q[i * s]);
         break;
     }
     default:

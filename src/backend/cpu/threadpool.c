@@ -1,5 +1,8 @@
 #include "backend/cpu/threadpool.h"
 
+#include "backend/cpu/cpu_util.h"
+#include "core/dtype.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -25,6 +28,17 @@ static _Thread_local int tl_index;
 static _Thread_local bool tl_in_job;
 
 int mm_threadpool_thread_index(void) { return tl_index; }
+
+/* The CPU backend's conversion tables live here because every CPU context
+ * starts a pool first: mm_threadpool_create() builds them once. */
+float mm_cpu_f16_table[65536];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static void tables_build(void)
+{
+    for (uint32_t i = 0; i < 65536; i++)
+        mm_cpu_f16_table[i] = mm_f16_to_f32((uint16_t)i);
+}
+void mm_cpu_tables_init(void) { pthread_once(&tables_once, tables_build); }
 
 static void work(mm_threadpool *p)
 {
@@ -70,6 +84,7 @@ static void *worker_main(void *arg)
 int mm_threadpool_create(mm_threadpool **out, int n_threads, mm_error *err)
 {
     *out = NULL;
+    mm_cpu_tables_init();
     if (n_threads < 1)
         n_threads = 1;
     mm_threadpool *p = calloc(1, sizeof *p);
