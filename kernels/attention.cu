@@ -23,8 +23,8 @@
 namespace {
 
 struct AttnParams {
-    const bf16 *q, *k, *v;
-    bf16 *o;
+    const void *q, *k, *v;
+    void *o;
     int64_t ldq, ldk, ldv, ldo;
     int64_t hsq, hsk, hsv, hso;
     int seq_q, seq_k, heads_q, heads_kv, D;
@@ -41,28 +41,32 @@ template <int DP> struct Tile {
     static const int kSmemElems = kBM * kStride + 4 * kBN * kStride;
 };
 
-/* Copies rows [0, rows) of a row-major [*, D] matrix into a padded smem tile
- * of kRows rows; missing rows and the columns past D are zero-filled. */
-template <int DP, int kRows>
-__device__ __forceinline__ void load_tile(bf16 *s, const bf16 *g, int64_t ld, int rows, int D)
+/* Copies rows [0, rows) of a row-major [*, D] matrix of 16-bit elements
+ * into a padded smem tile of kRows rows; missing rows and the columns past D
+ * are zero-filled. */
+template <int DP, int kRows, typename T>
+__device__ __forceinline__ void load_tile(T *s, const T *g, int64_t ld, int rows, int D)
 {
     const int CH = Tile<DP>::kChunks;
     for (int i = threadIdx.x; i < kRows * CH; i += kWarps * 32) {
         int r = i / CH, c = i % CH;
         bool ok = r < rows && c * 8 < D;
-        const bf16 *src = ok ? g + (int64_t)r * ld + c * 8 : g;
+        const T *src = ok ? g + (int64_t)r * ld + c * 8 : g;
         mmk_cp_async16(s + r * Tile<DP>::kStride + c * 8, src, ok ? 16 : 0);
     }
 }
 
-template <int DP>
+/* T: bf16 or f16. Head dims up to 128 keep the Q fragments in registers;
+ * 256 reloads them from shared memory at every k-step (registers). */
+template <int DP, typename T>
 __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
 {
     const int S = Tile<DP>::kStride;
+    const bool kQReg = DP <= 128;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw);
-    bf16 *sK = sQ + kBM * S;      /* two buffers */
-    bf16 *sV = sK + 2 * kBN * S;  /* two buffers */
+    T *sQ = reinterpret_cast<T *>(smem_raw);
+    T *sK = sQ + kBM * S;      /* two buffers */
+    T *sV = sK + 2 * kBN * S;  /* two buffers */
 
     int mb = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
     int q0 = 0, k0 = 0, Lq = p.seq_q, Lk = p.seq_k;
@@ -75,9 +79,9 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
     if (mb * kBM >= Lq)
         return;
     int hk = h / (p.heads_q / p.heads_kv);
-    const bf16 *Q = p.q + (int64_t)(q0 + mb * kBM) * p.ldq + (int64_t)h * p.hsq;
-    const bf16 *K = p.k + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
-    const bf16 *V = p.v + (int64_t)k0 * p.ldv + (int64_t)hk * p.hsv;
+    const T *Q = static_cast<const T *>(p.q) + (int64_t)(q0 + mb * kBM) * p.ldq + (int64_t)h * p.hsq;
+    const T *K = static_cast<const T *>(p.k) + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
+    const T *V = static_cast<const T *>(p.v) + (int64_t)k0 * p.ldv + (int64_t)hk * p.hsv;
     int rows_q = Lq - mb * kBM < kBM ? Lq - mb * kBM : kBM;
 
     /* Keys this block needs: all, or up to the diagonal of its last row. */
@@ -92,10 +96,10 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int g = lane >> 2, t = lane & 3;
 
-    load_tile<DP, kBM>(sQ, Q, p.ldq, rows_q, p.D);
+    load_tile<DP, kBM, T>(sQ, Q, p.ldq, rows_q, p.D);
     if (n_kb > 0) {
-        load_tile<DP, kBN>(sK, K, p.ldk, Lk < kBN ? Lk : kBN, p.D);
-        load_tile<DP, kBN>(sV, V, p.ldv, Lk < kBN ? Lk : kBN, p.D);
+        load_tile<DP, kBN, T>(sK, K, p.ldk, Lk < kBN ? Lk : kBN, p.D);
+        load_tile<DP, kBN, T>(sV, V, p.ldv, Lk < kBN ? Lk : kBN, p.D);
     }
     mmk_cp_async_commit();
 
@@ -104,27 +108,27 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
     for (int i = 0; i < DP / 8; i++)
         o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-    uint32_t qf[DP / 16][4];
+    uint32_t qf[kQReg ? DP / 16 : 1][4];
     int row_i[2] = {mb * kBM + warp * 16 + g, mb * kBM + warp * 16 + g + 8};
 
     for (int kb = 0; kb < n_kb; kb++) {
         int buf = kb & 1;
         if (kb + 1 < n_kb) {
             int r0 = (kb + 1) * kBN, rows = Lk - r0 < kBN ? Lk - r0 : kBN;
-            load_tile<DP, kBN>(sK + (buf ^ 1) * kBN * S, K + (int64_t)r0 * p.ldk, p.ldk, rows, p.D);
-            load_tile<DP, kBN>(sV + (buf ^ 1) * kBN * S, V + (int64_t)r0 * p.ldv, p.ldv, rows, p.D);
+            load_tile<DP, kBN, T>(sK + (buf ^ 1) * kBN * S, K + (int64_t)r0 * p.ldk, p.ldk, rows, p.D);
+            load_tile<DP, kBN, T>(sV + (buf ^ 1) * kBN * S, V + (int64_t)r0 * p.ldv, p.ldv, rows, p.D);
             mmk_cp_async_commit();
             mmk_cp_async_wait<1>();
         } else {
             mmk_cp_async_wait<0>();
         }
         __syncthreads();
-        if (kb == 0) {
+        if (kQReg && kb == 0) {
 #pragma unroll
-            for (int ks = 0; ks < DP / 16; ks++)
+            for (int ks = 0; ks < (kQReg ? DP / 16 : 1); ks++)
                 mmk_ldmatrix_x4(qf[ks], sQ + (warp * 16 + (lane & 15)) * S + ks * 16 + (lane >> 4) * 8);
         }
-        const bf16 *cK = sK + buf * kBN * S, *cV = sV + buf * kBN * S;
+        const T *cK = sK + buf * kBN * S, *cV = sV + buf * kBN * S;
 
         /* S = Q·Kᵀ for this warp's 16 rows × 64 keys. */
         float sc[kBN / 8][4];
@@ -133,12 +137,18 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
             sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
 #pragma unroll
         for (int ks = 0; ks < DP / 16; ks++) {
+            uint32_t qtmp[4];
+            const uint32_t *qk = qf[kQReg ? ks : 0];
+            if (!kQReg) {
+                mmk_ldmatrix_x4(qtmp, sQ + (warp * 16 + (lane & 15)) * S + ks * 16 + (lane >> 4) * 8);
+                qk = qtmp;
+            }
 #pragma unroll
             for (int np = 0; np < kBN / 16; np++) {
                 uint32_t b[4];
                 mmk_ldmatrix_x4(b, cK + (np * 16 + (lane & 7) + (lane >> 4) * 8) * S + ks * 16 + ((lane >> 3) & 1) * 8);
-                mmk_mma_bf16(sc[2 * np], qf[ks], b);
-                mmk_mma_bf16(sc[2 * np + 1], qf[ks], b + 2);
+                MmkMma<T>::mma(sc[2 * np], qk, b);
+                MmkMma<T>::mma(sc[2 * np + 1], qk, b + 2);
             }
         }
 
@@ -191,17 +201,17 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
 #pragma unroll
         for (int kk = 0; kk < kBN / 16; kk++) {
             uint32_t a[4];
-            a[0] = mmk_pack_bf16(sc[2 * kk][0], sc[2 * kk][1]);
-            a[1] = mmk_pack_bf16(sc[2 * kk][2], sc[2 * kk][3]);
-            a[2] = mmk_pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-            a[3] = mmk_pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+            a[0] = MmkMma<T>::pack(sc[2 * kk][0], sc[2 * kk][1]);
+            a[1] = MmkMma<T>::pack(sc[2 * kk][2], sc[2 * kk][3]);
+            a[2] = MmkMma<T>::pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+            a[3] = MmkMma<T>::pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
             for (int dp = 0; dp < DP / 16; dp++) {
                 uint32_t b[4];
                 mmk_ldmatrix_x4_trans(b, cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * S + dp * 16 +
                                              (lane >> 4) * 8);
-                mmk_mma_bf16(o[2 * dp], a, b);
-                mmk_mma_bf16(o[2 * dp + 1], a, b + 2);
+                MmkMma<T>::mma(o[2 * dp], a, b);
+                MmkMma<T>::mma(o[2 * dp + 1], a, b + 2);
             }
         }
         __syncthreads(); /* this buffer is refilled next iteration */
@@ -217,25 +227,98 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
         int i = row_i[r];
         if (i >= Lq)
             continue;
-        bf16 *orow = p.o + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
+        T *orow = static_cast<T *>(p.o) + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
 #pragma unroll
         for (int dt = 0; dt < DP / 8; dt++) {
             int c = dt * 8 + 2 * t;
             if (c < p.D)
-                *reinterpret_cast<__nv_bfloat162 *>(orow + c) =
-                    __floats2bfloat162_rn(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+                *reinterpret_cast<uint32_t *>(orow + c) = MmkMma<T>::pack(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
         }
     }
 }
 
-template <int DP> int launch_sm80(const AttnParams &p, int max_q, int n_seqs, cudaStream_t s, mm_error *err)
+template <int DP, typename T> int launch_sm80(const AttnParams &p, int max_q, int n_seqs, cudaStream_t s, mm_error *err)
 {
-    size_t smem = (size_t)Tile<DP>::kSmemElems * sizeof(bf16);
-    MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm80<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
+    size_t smem = (size_t)Tile<DP>::kSmemElems * sizeof(T);
+    MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm80<DP, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
             "raising the shared-memory limit of the attention kernel");
     dim3 grid((max_q + kBM - 1) / kBM, p.heads_q, n_seqs);
-    k_attn_fwd_sm80<DP><<<grid, kWarps * 32, smem, s>>>(p);
+    k_attn_fwd_sm80<DP, T><<<grid, kWarps * 32, smem, s>>>(p);
     return mmk_launched(err, "k_attn_fwd_sm80");
+}
+
+template <typename T> int launch_sm80_any(const AttnParams &p, int max_q, int n_seqs, cudaStream_t s, mm_error *err)
+{
+    if (p.D <= 64)
+        return launch_sm80<64, T>(p, max_q, n_seqs, s, err);
+    if (p.D <= 80)
+        return launch_sm80<80, T>(p, max_q, n_seqs, s, err);
+    if (p.D <= 128)
+        return launch_sm80<128, T>(p, max_q, n_seqs, s, err);
+    return launch_sm80<256, T>(p, max_q, n_seqs, s, err);
+}
+
+/* f32 (or shapes the tensor-core kernels do not take): a warp per (query,
+ * head), keys one at a time with an online softmax in f32. For the small
+ * attentions of the VAEs; slow at DiT sizes. */
+__global__ void k_attn_simt(AttnParams p, mm_dtype t)
+{
+    int64_t item = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    int z = blockIdx.y;
+    int q0 = 0, k0 = 0, Lq = p.seq_q, Lk = p.seq_k;
+    if (p.cu_q) {
+        q0 = p.cu_q[z];
+        Lq = p.cu_q[z + 1] - q0;
+        k0 = p.cu_k[z];
+        Lk = p.cu_k[z + 1] - k0;
+    }
+    if (item >= (int64_t)Lq * p.heads_q)
+        return;
+    int i = (int)(item / p.heads_q), h = (int)(item % p.heads_q);
+    int hk = h / (p.heads_q / p.heads_kv);
+    const int kMaxPer = 8; /* head dims up to 256 */
+    float qv[kMaxPer], acc[kMaxPer];
+    int64_t qoff = (int64_t)(q0 + i) * p.ldq + (int64_t)h * p.hsq;
+#pragma unroll
+    for (int e = 0; e < kMaxPer; e++) {
+        int d = lane + 32 * e;
+        qv[e] = d < p.D ? mmk_ld(p.q, t, qoff + d) : 0.f;
+        acc[e] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    int last = p.causal ? i + (Lk - Lq) : Lk - 1;
+    if (last > Lk - 1)
+        last = Lk - 1;
+    for (int j = 0; j <= last; j++) {
+        int64_t koff = (int64_t)(k0 + j) * p.ldk + (int64_t)hk * p.hsk;
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < kMaxPer; e++) {
+            int d = lane + 32 * e;
+            if (d < p.D)
+                s += qv[e] * mmk_ld(p.k, t, koff + d);
+        }
+        s = mmk_warp_sum(s) * p.scale_log2;
+        float m_new = fmaxf(m, s);
+        float corr = exp2f(m - m_new), pj = exp2f(s - m_new);
+        l = l * corr + pj;
+        int64_t voff = (int64_t)(k0 + j) * p.ldv + (int64_t)hk * p.hsv;
+#pragma unroll
+        for (int e = 0; e < kMaxPer; e++) {
+            int d = lane + 32 * e;
+            acc[e] = acc[e] * corr + (d < p.D ? pj * mmk_ld(p.v, t, voff + d) : 0.f);
+        }
+        m = m_new;
+    }
+    float inv = l > 0.f ? 1.f / l : 0.f;
+    int64_t ooff = (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
+#pragma unroll
+    for (int e = 0; e < kMaxPer; e++) {
+        int d = lane + 32 * e;
+        if (d < p.D)
+            mmk_st(p.o, t, ooff + d, acc[e] * inv);
+    }
 }
 
 /* ====================================================================== Hopper path
@@ -344,8 +427,8 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90(AttnParams p, const bf
     if (mb * kBM90 >= Lq)
         return;
     int hk = h / (p.heads_q / p.heads_kv);
-    const bf16 *Q = p.q + (int64_t)(q0 + mb * kBM90) * p.ldq + (int64_t)h * p.hsq;
-    const bf16 *K = p.k + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
+    const bf16 *Q = static_cast<const bf16 *>(p.q) + (int64_t)(q0 + mb * kBM90) * p.ldq + (int64_t)h * p.hsq;
+    const bf16 *K = static_cast<const bf16 *>(p.k) + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
     const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + k0;
     int rows_q = Lq - mb * kBM90 < kBM90 ? Lq - mb * kBM90 : kBM90;
     int n_kb = (Lk + kBN90 - 1) / kBN90;
@@ -471,7 +554,7 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90(AttnParams p, const bf
         int i = row_i[r];
         if (i >= Lq)
             continue;
-        bf16 *orow = p.o + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
+        bf16 *orow = static_cast<bf16 *>(p.o) + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
 #pragma unroll
         for (int dt = 0; dt < 16; dt++) {
             int c = dt * 8 + 2 * t;
@@ -519,7 +602,7 @@ int launch_sm90(const AttnParams &p, const mmk_attention *a, int max_q, int n_se
     if (!vt)
         return -1;
     dim3 tg((keys + 31) / 32, 128 / 32, a->heads_kv);
-    k_transpose_v<<<tg, 256, 0, s>>>(p.v, p.ldv, p.hsv, keys, vt, ld_vt);
+    k_transpose_v<<<tg, 256, 0, s>>>(static_cast<const bf16 *>(p.v), p.ldv, p.hsv, keys, vt, ld_vt);
     if (mmk_launched(err, "k_transpose_v"))
         return -1;
     MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90), err,
@@ -572,16 +655,15 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
 {
     if (mmk_device_enter(dev, err))
         return -1;
-    if (a->head_dim <= 0 || a->head_dim > 128 || a->head_dim % 8)
-        return mm_fail(err, "attention: head_dim %d not supported (multiples of 8 up to 128)", a->head_dim);
+    mm_dtype t = a->dtype;
+    if (t != MM_BF16 && t != MM_F16 && t != MM_F32)
+        return mm_fail(err, "attention: dtype %s not supported (bf16, f16, f32)", mm_dtype_name(t));
+    if (a->head_dim <= 0 || a->head_dim > 256)
+        return mm_fail(err, "attention: head_dim %d not supported (1..256)", a->head_dim);
     if (a->heads_q <= 0 || a->heads_kv <= 0 || a->heads_q % a->heads_kv)
         return mm_fail(err, "attention: %d query heads cannot share %d kv heads evenly", a->heads_q, a->heads_kv);
     int64_t hsq = a->hsq ? a->hsq : a->head_dim, hsk = a->hsk ? a->hsk : a->head_dim,
             hsv = a->hsv ? a->hsv : a->head_dim, hso = a->hso ? a->hso : a->head_dim;
-    if (!al4(a->q) || !al4(a->k) || !al4(a->v) || a->ldq % 8 || a->ldk % 8 || a->ldv % 8 || hsq % 8 || hsk % 8 ||
-        hsv % 8 || a->ldo % 2 || hso % 2 || ((uintptr_t)a->o & 3))
-        return mm_fail(err, "attention: q, k, v must be 16-byte aligned with row and head strides multiple of 8 "
-                            "elements (o: 4-byte aligned, even strides)");
     if ((a->cu_seqlens_q == nullptr) != (a->cu_seqlens_k == nullptr))
         return mm_fail(err, "attention: give both cu_seqlens_q and cu_seqlens_k or neither");
     int n_seqs = a->cu_seqlens_q ? a->n_seqs : 1;
@@ -589,10 +671,10 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
     if (n_seqs <= 0 || max_q <= 0)
         return 0;
     AttnParams p;
-    p.q = (const bf16 *)a->q;
-    p.k = (const bf16 *)a->k;
-    p.v = (const bf16 *)a->v;
-    p.o = (bf16 *)a->o;
+    p.q = a->q;
+    p.k = a->k;
+    p.v = a->v;
+    p.o = a->o;
     p.ldq = a->ldq;
     p.ldk = a->ldk;
     p.ldv = a->ldv;
@@ -610,19 +692,32 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
     p.causal = a->causal;
     p.cu_q = a->cu_seqlens_q;
     p.cu_k = a->cu_seqlens_k;
-    if (a->head_dim == 128 && attn_choice(dev) == 90)
+    /* the tensor-core kernels read 16-byte chunks of 16-bit rows */
+    bool tc = t != MM_F32 && a->head_dim % 8 == 0 && al4(a->q) && al4(a->k) && al4(a->v) && a->ldq % 8 == 0 &&
+              a->ldk % 8 == 0 && a->ldv % 8 == 0 && hsq % 8 == 0 && hsk % 8 == 0 && hsv % 8 == 0 && a->ldo % 2 == 0 &&
+              hso % 2 == 0 && ((uintptr_t)a->o & 3) == 0;
+    if (!tc || getenv("MMH3_ATTN_SIMT")) {
+        dim3 grid((unsigned)(((int64_t)max_q * a->heads_q + 7) / 8), n_seqs);
+        k_attn_simt<<<grid, 256, 0, s>>>(p, t);
+        return mmk_launched(err, "k_attn_simt");
+    }
+    if (t == MM_BF16 && a->head_dim == 128 && attn_choice(dev) == 90)
         return launch_sm90(p, a, max_q, n_seqs, dev, s, err);
-    if (a->head_dim <= 64)
-        return launch_sm80<64>(p, max_q, n_seqs, s, err);
-    if (a->head_dim <= 80)
-        return launch_sm80<80>(p, max_q, n_seqs, s, err);
-    return launch_sm80<128>(p, max_q, n_seqs, s, err);
+    if (t == MM_F16)
+        return launch_sm80_any<__half>(p, max_q, n_seqs, s, err);
+    return launch_sm80_any<bf16>(p, max_q, n_seqs, s, err);
 }
 
 static const mmk_kernel_entry g_kernels[] = {
-    {"attn_fwd_sm80_d64", (const void *)k_attn_fwd_sm80<64>, 80},
-    {"attn_fwd_sm80_d80", (const void *)k_attn_fwd_sm80<80>, 80},
-    {"attn_fwd_sm80_d128", (const void *)k_attn_fwd_sm80<128>, 80},
+    {"attn_fwd_sm80_d64", (const void *)k_attn_fwd_sm80<64, bf16>, 80},
+    {"attn_fwd_sm80_d80", (const void *)k_attn_fwd_sm80<80, bf16>, 80},
+    {"attn_fwd_sm80_d128", (const void *)k_attn_fwd_sm80<128, bf16>, 80},
+    {"attn_fwd_sm80_d256", (const void *)k_attn_fwd_sm80<256, bf16>, 80},
+    {"attn_fwd_sm80_d64_f16", (const void *)k_attn_fwd_sm80<64, __half>, 80},
+    {"attn_fwd_sm80_d80_f16", (const void *)k_attn_fwd_sm80<80, __half>, 80},
+    {"attn_fwd_sm80_d128_f16", (const void *)k_attn_fwd_sm80<128, __half>, 80},
+    {"attn_fwd_sm80_d256_f16", (const void *)k_attn_fwd_sm80<256, __half>, 80},
+    {"attn_simt", (const void *)k_attn_simt, 80},
     {"attn_transpose_v", (const void *)k_transpose_v, 80},
     {"attn_fwd_sm90", (const void *)k_attn_fwd_sm90, 90},
 };

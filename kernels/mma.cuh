@@ -12,6 +12,8 @@
 #ifndef MMH3_KERNELS_MMA_CUH
 #define MMH3_KERNELS_MMA_CUH
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 __device__ __forceinline__ uint32_t mmk_smem_addr(const void *p)
@@ -51,11 +53,38 @@ __device__ __forceinline__ void mmk_mma_bf16(float c[4], const uint32_t a[4], co
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* c += a·b, f16 inputs, f32 accumulators. */
+__device__ __forceinline__ void mmk_mma_f16(float c[4], const uint32_t a[4], const uint32_t b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Two floats → one register of two f16 (low half = first). */
+__device__ __forceinline__ uint32_t mmk_pack_f16(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
 /* Two floats → one register of two bf16 (low half = first). */
 __device__ __forceinline__ uint32_t mmk_pack_bf16(float lo, float hi)
 {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&v);
 }
+
+/* The element type's MMA and packing. */
+template <typename T> struct MmkMma;
+template <> struct MmkMma<__nv_bfloat16> {
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) { mmk_mma_bf16(c, a, b); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return mmk_pack_bf16(lo, hi); }
+};
+template <> struct MmkMma<__half> {
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) { mmk_mma_f16(c, a, b); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return mmk_pack_f16(lo, hi); }
+};
 
 #endif

@@ -348,19 +348,22 @@ int mmk_nvfp4_dequant(int dev, mmk_stream s, int N, int K, int row0, int rows, c
                       const uint8_t *scales, float global_scale, void *y, mm_dtype y_dtype, mm_error *err);
 
 /* ------------------------------------------------------------------ attention
- * o = softmax(q·kᵀ·scale) · v per head, bf16 in/out, fp32 statistics and
- * accumulation, never materializing the score matrix. Row strides are
+ * o = softmax(q·kᵀ·scale) · v per head, fp32 statistics and accumulation,
+ * never materializing the score matrix; q, k, v, o share a dtype (bf16, f16:
+ * tensor cores, head dims multiples of 8 up to 256; f32 or unaligned data: a
+ * plain f32 kernel for the small attentions of the VAEs). Row strides are
  * between consecutive tokens, head strides between heads of one token. GQA:
  * q head h reads kv head h / (heads_q / heads_kv). causal: query i sees keys
- * j ≤ i + (seq_k − seq_q). head_dim: multiples of 8 up to 128. cu_seqlens
- * (device int32 [n_seqs + 1]) pack several independent sequences along the
- * rows (NULL: one sequence of seq_q/seq_k). */
+ * j ≤ i + (seq_k − seq_q). cu_seqlens (device int32 [n_seqs + 1]) pack
+ * several independent sequences along the rows (NULL: one sequence of
+ * seq_q/seq_k). */
 typedef struct mmk_attention {
     int seq_q, seq_k, heads_q, heads_kv, head_dim;
-    const mmk_bf16 *q, *k, *v;
+    mm_dtype dtype; /* of q, k, v and o */
+    const void *q, *k, *v;
     int64_t ldq, ldk, ldv;
     int64_t hsq, hsk, hsv; /* head strides (0 = head_dim) */
-    mmk_bf16 *o;
+    void *o;
     int64_t ldo, hso;
     float scale;
     int causal;

@@ -243,7 +243,7 @@ int main(int argc, char **argv)
     /* Attention over the fused qkv buffer, as the DiT calls it. */
     mmk_bf16 *qkv = dalloc((size_t)S * QKV * 2, MM_BF16, 50, 2);
     mmk_bf16 *o = dalloc((size_t)S * NH * D * 2, MM_BF16, 51, 1);
-    mmk_attention at = {.seq_q = S, .seq_k = S, .heads_q = NH, .heads_kv = NH, .head_dim = D, .q = qkv,
+    mmk_attention at = {.seq_q = S, .seq_k = S, .heads_q = NH, .heads_kv = NH, .head_dim = D, .dtype = MM_BF16, .q = qkv,
                         .k = qkv + NH * D, .v = qkv + 2 * NH * D, .ldq = QKV, .ldk = QKV, .ldv = QKV, .o = o,
                         .ldo = NH * D, .scale = 0.08838834764831845f, .n_seqs = 1, .max_seq_q = S};
     bench("attn_s38k_h56_d128", run_attention, &at, 4.0 * S * (double)S * D * NH, 0);

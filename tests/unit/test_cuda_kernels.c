@@ -436,7 +436,7 @@ static void attn_case_path(int Sq, int Sk, int HQ, int HKV, int D, int causal, i
     for (int z = 0; z < n_seqs; z++)
         if (cu[z + 1] - cu[z] > max_q)
             max_q = cu[z + 1] - cu[z];
-    mmk_attention a = {.seq_q = Sq, .seq_k = Sk, .heads_q = HQ, .heads_kv = HKV, .head_dim = D, .q = dq, .k = dk,
+    mmk_attention a = {.seq_q = Sq, .seq_k = Sk, .heads_q = HQ, .heads_kv = HKV, .head_dim = D, .dtype = MM_BF16, .q = dq, .k = dk,
                        .v = dv, .ldq = ldq, .ldk = ldkv, .ldv = ldkv, .o = do_, .ldo = ldo, .scale = scale,
                        .causal = causal, .cu_seqlens_q = n_seqs > 1 ? dcu : NULL,
                        .cu_seqlens_k = n_seqs > 1 ? dcu : NULL, .n_seqs = n_seqs, .max_seq_q = max_q};
@@ -481,9 +481,10 @@ static void test_errors_are_reported(void)
                   strstr(cuda_test_err.msg, "multiple of the group"),
               "K=300 accepted or unclear: %s", cuda_test_err.msg);
     mmk_attention at = {0};
-    at.head_dim = 100;
+    at.dtype = MM_BF16;
+    at.head_dim = 300;
     at.heads_q = at.heads_kv = 1;
-    MM_EXPECT(mmk_attention_run(DEV, STREAM, &at, &cuda_test_err) == -1, "head_dim 100 accepted");
+    MM_EXPECT(mmk_attention_run(DEV, STREAM, &at, &cuda_test_err) == -1, "head_dim 300 accepted");
     MM_EXPECT(mmk_device_enter(mm_cuda_count(), &cuda_test_err) == -1, "bad device accepted");
 }
 

@@ -440,6 +440,33 @@ static void test_attention(void)
     attn_case(97, 2, 2, 64, true, NULL, 0);
 }
 
+/* The VAEs' attentions: f16 (tensor cores) with segments, head dim 256 causal, f32 (plain kernel). */
+static void attn_dtype_case(mm_dtype t, int64_t S, int64_t H, int64_t Dh, bool causal, const int32_t *segs, int nseg,
+                            double tol)
+{
+    mm_tensor q = R(t, SH(S, H, Dh), 2), k = R(t, SH(S, H, Dh), 2), v = R(t, SH(S, H, Dh), 1);
+    mm_tensor gq = G(&q), gk = G(&k), gv = G(&v);
+    pair o = OUT(t, SH(S, H, Dh));
+    mm_attn_params p = {0, causal, segs, nseg};
+    mm_attention(cpu, &o.c, &q, &k, &v, &p), mm_attention(gpu, &o.g, &gq, &gk, &gv, &p);
+    char what[96];
+    snprintf(what, sizeof what, "attention %s S=%lld H=%lld D=%lld causal=%d segs=%d", mm_dtype_name(t), (long long)S,
+             (long long)H, (long long)Dh, causal, nseg);
+    if (ctx_ok(what))
+        cmpg(what, &o.c, &o.g, REL, tol, 0);
+    mm_tensor_free(&q), mm_tensor_free(&k), mm_tensor_free(&v), mm_tensor_free(&gq), mm_tensor_free(&gk);
+    mm_tensor_free(&gv), pfree(&o);
+}
+
+static void test_attention_vae_shapes(void)
+{
+    static const int32_t segs[] = {0, 90, 180, 260};
+    attn_dtype_case(MM_F16, 260, 2, 64, false, segs, 3, 2e-3);
+    attn_dtype_case(MM_BF16, 150, 2, 256, true, NULL, 0, 8e-3);
+    attn_dtype_case(MM_F32, 120, 2, 256, true, NULL, 0, 1e-5);
+    attn_dtype_case(MM_F32, 100, 3, 40, false, NULL, 0, 1e-5);
+}
+
 static void test_gemm(void)
 {
     int64_t M = 77, K = 96, N = 136;
@@ -646,11 +673,11 @@ static void test_pad_interpolate(void)
 
 static void test_unsupported_fails_loudly(void)
 {
-    mm_tensor q = R(MM_F32, SH(8, 2, 64), 1), gq = G(&q);
+    mm_tensor q = R(MM_F16, SH(8, 2, 64), 1), gq = G(&q);
     pair o = OUT(MM_F32, SH(8, 2, 64));
     mm_attention(gpu, &o.g, &gq, &gq, &gq, NULL);
     mm_error e = {{0}};
-    MM_EXPECT(mm_ctx_sync(gpu, &e) == -1 && strstr(e.msg, "bf16"), "f32 attention on CUDA: %s", e.msg);
+    MM_EXPECT(mm_ctx_sync(gpu, &e) == -1 && strstr(e.msg, "dtype of q"), "f16 -> f32 attention on CUDA: %s", e.msg);
     mm_ctx_clear_error(gpu);
     mm_tensor_free(&q), mm_tensor_free(&gq), pfree(&o);
 }
@@ -670,6 +697,7 @@ int main(void)
     MM_RUN(test_modulation);
     MM_RUN(test_rope);
     MM_RUN(test_attention);
+    MM_RUN(test_attention_vae_shapes);
     MM_RUN(test_gemm);
     MM_RUN(test_convrot_and_i8);
     MM_RUN(test_nvfp4_and_embedding);

@@ -417,9 +417,11 @@ int mm_cuda_attention(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_
 {
     static const char *op = "mm_attention";
     int64_t d = q->shape[2];
-    if (q->dtype != MM_BF16 || out->dtype != MM_BF16)
-        return mm_ctx_fail(ctx, "%s: the CUDA kernel takes bf16 q, k, v and out (got %s → %s); convert first", op,
-                           mm_dtype_name(q->dtype), mm_dtype_name(out->dtype));
+    if (out->dtype != q->dtype)
+        return mm_ctx_fail(ctx, "%s: the CUDA kernels write out in the dtype of q, k, v (got %s → %s); convert after",
+                           op, mm_dtype_name(q->dtype), mm_dtype_name(out->dtype));
+    if (d > 256)
+        return mm_ctx_fail(ctx, "%s: head dim %lld; the CUDA kernels take up to 256", op, (long long)d);
     if (v->shape[2] != d)
         return mm_ctx_fail(ctx, "%s: the CUDA kernel needs equal q/k and v head dims (%lld vs %lld)", op,
                            (long long)d, (long long)v->shape[2]);
@@ -430,6 +432,7 @@ int mm_cuda_attention(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_
     a.heads_q = (int)q->shape[1];
     a.heads_kv = (int)k->shape[1];
     a.head_dim = (int)d;
+    a.dtype = q->dtype;
     a.q = q->data;
     a.k = k->data;
     a.v = v->data;
