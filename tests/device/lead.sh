@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The lead's single device call: every area's device script in one run, each
-# step under its own time limit so one slow part cannot eat the call, logs
-# written straight under $OUT (they come back even if the call times out) and
-# a progress line per step on stdout.
+# step under its own time limit so one slow part cannot eat the call, and a
+# progress line per step on stdout. The device tool brings back at most 8
+# files, so the scripts log into /tmp/mmh3-device and after every step the
+# whole folder is packed into $OUT/logs.tgz (what was done comes back even if
+# a later step runs past the call's limit).
 #
 #   device:  bash tests/device/lead.sh STEP...     with carry [".carry"]
 #   steps:   cuda (build + CUDA-vs-CPU op tests), bench (kernel benchmarks vs
@@ -12,8 +14,9 @@
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
+RESULT=${OUT:-$top/tests/out/device}
+OUT=/tmp/mmh3-device
+mkdir -p "$OUT" "$RESULT"
 export OUT PYTHONUNBUFFERED=1
 export CUDA_ARCH=${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}
 t0=$SECONDS
@@ -24,6 +27,7 @@ run_step() {
   local rc=$?
   echo "[$((SECONDS - t0))s] <<< $name rc=$rc"
   tail -n 25 "$OUT/step_$name.log" | cut -c1-220
+  tar -czf "$RESULT/logs.tgz.part" -C "$OUT" . && mv "$RESULT/logs.tgz.part" "$RESULT/logs.tgz"
 }
 for spec in "$@"; do
   name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
