@@ -37,7 +37,10 @@ int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, 
     snprintf(c->socket_dir, sizeof c->socket_dir, "%s/pg.sock", state_dir);
     snprintf(c->log_path, sizeof c->log_path, "%s/postgres.log", log_dir);
     if (geteuid() == 0) {
-        struct passwd *pw = getpwnam("mmh3");
+        const char *want = getenv("MMH3_PG_USER"); /* default: mmh3, else nobody */
+        struct passwd *pw = getpwnam(want && *want ? want : "mmh3");
+        if (!pw && want && *want)
+            return mm_fail(err, "MMH3_PG_USER=%s: no such user", want);
         if (!pw)
             pw = getpwnam("nobody");
         if (!pw)
