@@ -570,6 +570,179 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90(AttnParams p, const bf
 #endif
 }
 
+/* The pipelined variant: three K/Vᵀ stages, and each iteration issues the
+ * next-but-one tile's copies while its S = Q·Kᵀ runs on the tensor cores;
+ * one barrier per iteration (so the two warpgroups drift apart and one's
+ * softmax overlaps the other's MMAs); exponentials with ex2.approx. (Leaving
+ * P·V in flight across the loop's top made ptxas serialize the wgmmas,
+ * C7515.) Same arithmetic as k_attn_fwd_sm90 otherwise. */
+const int kSmem90p = 7 * kTile90 + 1024; /* Q, K×3, Vᵀ×3 */
+
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const bf16 *__restrict__ vt, int64_t ld_vt)
+{
+#ifdef MMK_SM90
+    extern __shared__ __align__(1024) unsigned char smem90p_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)smem90p_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sQ = base, *sK = base + kTile90, *sV = base + 4 * kTile90;
+
+    int mb = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
+    int q0 = 0, k0 = 0, Lq = p.seq_q, Lk = p.seq_k;
+    if (p.cu_q) {
+        q0 = p.cu_q[z];
+        Lq = p.cu_q[z + 1] - q0;
+        k0 = p.cu_k[z];
+        Lk = p.cu_k[z + 1] - k0;
+    }
+    if (mb * kBM90 >= Lq)
+        return;
+    int hk = h / (p.heads_q / p.heads_kv);
+    const bf16 *Q = static_cast<const bf16 *>(p.q) + (int64_t)(q0 + mb * kBM90) * p.ldq + (int64_t)h * p.hsq;
+    const bf16 *K = static_cast<const bf16 *>(p.k) + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
+    const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + k0;
+    int rows_q = Lq - mb * kBM90 < kBM90 ? Lq - mb * kBM90 : kBM90;
+    int n_kb = (Lk + kBN90 - 1) / kBN90;
+    int diag = Lk - Lq;
+    if (p.causal) {
+        int last_key = mb * kBM90 + rows_q - 1 + diag;
+        int need = last_key < 0 ? 0 : last_key / kBN90 + 1;
+        n_kb = need < n_kb ? need : n_kb;
+    }
+
+    int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    int g = lane >> 2, t = lane & 3;
+    int row_i[2] = {mb * kBM90 + wg * 64 + warp * 16 + g, mb * kBM90 + wg * 64 + warp * 16 + g + 8};
+
+    /* tile j → stage j % 3; one cp.async group per tile (empty past the end) */
+    auto load_stage = [&](int j) {
+        if (j < n_kb) {
+            int r0 = j * kBN90, rows = Lk - r0 < kBN90 ? Lk - r0 : kBN90;
+            load_tile90(sK + (j % 3) * kTile90, K + (int64_t)r0 * p.ldk, p.ldk, rows);
+            load_vt90(sV + (j % 3) * kTile90, VT + r0, ld_vt, Lk - r0);
+        }
+        mmk_cp_async_commit();
+    };
+    load_tile90(sQ, Q, p.ldq, rows_q);
+    load_stage(0); /* Q rides in tile 0's group */
+    load_stage(1);
+
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+    uint32_t q_addr = mmk_smem_addr(sQ) + wg * 64 * 128;
+
+    for (int kb = 0; kb < n_kb; kb++) {
+        int st = kb % 3;
+        mmk_cp_async_wait<1>(); /* tile kb landed (kb + 1 may still fly) */
+        fence_proxy_async();
+        __syncthreads(); /* tile kb visible to all; every P·V of tile kb − 1 done: stage (kb + 2) % 3 free */
+        uint32_t k_addr = mmk_smem_addr(sK + st * kTile90), v_addr = mmk_smem_addr(sV + st * kTile90);
+
+        float sc[64];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            uint32_t off = (kk >> 2) * (kTile90 / 2) + (kk & 3) * 32;
+            wgmma_ss_m64n128k16(sc, desc_sw128(q_addr + off), desc_sw128(k_addr + off), kk > 0);
+        }
+        wgmma_commit();
+        load_stage(kb + 2); /* overlaps the S GEMM */
+        wgmma_wait0();
+
+        int key0 = kb * kBN90;
+        bool edge = key0 + kBN90 > Lk || (p.causal && key0 + kBN90 - 1 > mb * kBM90 + diag);
+        if (edge) {
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int j = key0 + nt * 8 + 2 * t + (e & 1);
+                    int i = row_i[e >> 1];
+                    if (j >= Lk || (p.causal && j > i + diag))
+                        sc[nt * 4 + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++)
+                mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float m_new = fmaxf(row_max[r], mx * p.scale_log2);
+            float m_use = m_new == -INFINITY ? 0.f : m_new;
+            float corr = fast_exp2(row_max[r] - m_use);
+            row_max[r] = m_new;
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++) {
+                float p0 = fast_exp2(sc[nt * 4 + 2 * r] * p.scale_log2 - m_use);
+                float p1 = fast_exp2(sc[nt * 4 + 2 * r + 1] * p.scale_log2 - m_use);
+                sc[nt * 4 + 2 * r] = p0;
+                sc[nt * 4 + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            row_sum[r] = row_sum[r] * corr + sum;
+#pragma unroll
+            for (int dt = 0; dt < 16; dt++) {
+                o[dt * 4 + 2 * r] *= corr;
+                o[dt * 4 + 2 * r + 1] *= corr;
+            }
+        }
+        uint32_t pa[8][4];
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            pa[kk][0] = mmk_pack_bf16(sc[(2 * kk) * 4 + 0], sc[(2 * kk) * 4 + 1]);
+            pa[kk][1] = mmk_pack_bf16(sc[(2 * kk) * 4 + 2], sc[(2 * kk) * 4 + 3]);
+            pa[kk][2] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 0], sc[(2 * kk + 1) * 4 + 1]);
+            pa[kk][3] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 2], sc[(2 * kk + 1) * 4 + 3]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            uint32_t off = (kk >> 2) * (kTile90 / 2) + (kk & 3) * 32;
+            wgmma_rs_m64n128k16(o, pa[kk], desc_sw128(v_addr + off));
+        }
+        wgmma_commit();
+        wgmma_wait0();
+    }
+    wgmma_wait0();
+    mmk_cp_async_wait<0>();
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float s = row_sum[r];
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        float inv = s > 0.f ? 1.f / s : 0.f;
+        int i = row_i[r];
+        if (i >= Lq)
+            continue;
+        bf16 *orow = static_cast<bf16 *>(p.o) + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
+#pragma unroll
+        for (int dt = 0; dt < 16; dt++) {
+            int c = dt * 8 + 2 * t;
+            *reinterpret_cast<__nv_bfloat162 *>(orow + c) =
+                __floats2bfloat162_rn(o[dt * 4 + 2 * r] * inv, o[dt * 4 + 2 * r + 1] * inv);
+        }
+    }
+#else
+    (void)p;
+    (void)vt;
+    (void)ld_vt;
+    __trap();
+#endif
+}
+
 /* vt[h][d][j] = v[j, h, d] for the 128 dims of every kv head: a tiled
  * transpose through shared memory (32 keys × 32 dims per block step). */
 __global__ void k_transpose_v(const bf16 *__restrict__ v, int64_t ldv, int64_t hsv, int keys, bf16 *__restrict__ vt,
@@ -591,7 +764,7 @@ __global__ void k_transpose_v(const bf16 *__restrict__ v, int64_t ldv, int64_t h
 }
 
 int launch_sm90(const AttnParams &p, const mmk_attention *a, int max_q, int n_seqs, int dev, cudaStream_t s,
-                mm_error *err)
+                bool pipelined, mm_error *err)
 {
     /* the transposed V: keys padded to a multiple of 8 (16-byte rows) */
     int keys = a->cu_seqlens_k ? 0 : a->seq_k;
@@ -605,9 +778,15 @@ int launch_sm90(const AttnParams &p, const mmk_attention *a, int max_q, int n_se
     k_transpose_v<<<tg, 256, 0, s>>>(static_cast<const bf16 *>(p.v), p.ldv, p.hsv, keys, vt, ld_vt);
     if (mmk_launched(err, "k_transpose_v"))
         return -1;
+    dim3 grid((max_q + kBM90 - 1) / kBM90, p.heads_q, n_seqs);
+    if (pipelined) {
+        MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p), err,
+                "raising the shared-memory limit of the Hopper attention kernel");
+        k_attn_fwd_sm90p<<<grid, 256, kSmem90p, s>>>(p, vt, ld_vt);
+        return mmk_launched(err, "k_attn_fwd_sm90p");
+    }
     MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90), err,
             "raising the shared-memory limit of the Hopper attention kernel");
-    dim3 grid((max_q + kBM90 - 1) / kBM90, p.heads_q, n_seqs);
     k_attn_fwd_sm90<<<grid, 256, kSmem90, s>>>(p, vt, ld_vt);
     return mmk_launched(err, "k_attn_fwd_sm90");
 }
@@ -631,6 +810,7 @@ bool sm90_usable(int dev)
     return cached[dev] == 1;
 }
 
+/* 80: portable; 90: Hopper; 91: Hopper, pipelined. */
 int attn_choice(int dev)
 {
     const char *e = getenv("MMH3_ATTN");
@@ -638,8 +818,12 @@ int attn_choice(int dev)
         return 80;
     if (!sm90_usable(dev))
         return 80;
-    /* default: the portable kernel until the Hopper one is verified on the device */
-    return e && strcmp(e, "sm90") == 0 ? 90 : 80;
+    /* default: the portable kernel until the Hopper ones are verified on the device */
+    if (e && strcmp(e, "sm90") == 0)
+        return 90;
+    if (e && strcmp(e, "sm90p") == 0)
+        return 91;
+    return 80;
 }
 
 bool al4(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -648,7 +832,10 @@ bool al4(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" const char *mmk_attention_path(int dev)
 {
-    return attn_choice(dev) == 90 ? "sm90-wgmma (head_dim 128; others sm80-mma)" : "sm80-mma";
+    int c = attn_choice(dev);
+    return c == 91 ? "sm90p-wgmma-pipelined (bf16 head_dim 128; others sm80-mma)"
+           : c == 90 ? "sm90-wgmma (bf16 head_dim 128; others sm80-mma)"
+                     : "sm80-mma";
 }
 
 extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, mm_error *err)
@@ -701,8 +888,9 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
         k_attn_simt<<<grid, 256, 0, s>>>(p, t);
         return mmk_launched(err, "k_attn_simt");
     }
-    if (t == MM_BF16 && a->head_dim == 128 && attn_choice(dev) == 90)
-        return launch_sm90(p, a, max_q, n_seqs, dev, s, err);
+    int choice = attn_choice(dev);
+    if (t == MM_BF16 && a->head_dim == 128 && choice >= 90)
+        return launch_sm90(p, a, max_q, n_seqs, dev, s, choice == 91, err);
     if (t == MM_F16)
         return launch_sm80_any<__half>(p, max_q, n_seqs, s, err);
     return launch_sm80_any<bf16>(p, max_q, n_seqs, s, err);
@@ -720,6 +908,7 @@ static const mmk_kernel_entry g_kernels[] = {
     {"attn_simt", (const void *)k_attn_simt, 80},
     {"attn_transpose_v", (const void *)k_transpose_v, 80},
     {"attn_fwd_sm90", (const void *)k_attn_fwd_sm90, 90},
+    {"attn_fwd_sm90p", (const void *)k_attn_fwd_sm90p, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_attention(int *n)

@@ -11,6 +11,7 @@
  *   bench_kernels [--rows S] [--reps N] [--only SUBSTRING]
  */
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@
 
 #define DEV 0
 
-static int reps = 10;
+static int reps = 3;
 static const char *only = NULL;
 static mm_error err;
 
@@ -48,15 +49,19 @@ static int cmp_float(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median of `reps` timed runs after two warm-ups; prints the BENCH line. */
+/* Median of `reps` timed runs after one warm-up; prints the BENCH line. */
 static void bench(const char *name, bench_fn fn, void *user, double flops, double bytes)
 {
     if (only && !strstr(name, only))
         return;
+    printf("# %s ...\n", name);
+    fflush(stdout);
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
     mm_cuda_event *a = mm_cuda_event_create(DEV, &err), *b = mm_cuda_event_create(DEV, &err);
     if (!a || !b)
         die("events");
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 1; i++)
         if (fn(user)) {
             printf("BENCH %s FAILED: %s\n", name, err.msg);
             fflush(stdout);
@@ -81,8 +86,10 @@ static void bench(const char *name, bench_fn fn, void *user, double flops, doubl
     }
     qsort(t, reps, sizeof(float), cmp_float);
     double ms = t[reps / 2];
-    printf("BENCH %-28s %9.3f ms %8.1f TFLOP/s %7.0f GB/s   (min %.3f max %.3f)\n", name, ms,
-           flops > 0 ? flops / (ms * 1e9) : 0.0, bytes > 0 ? bytes / (ms * 1e6) : 0.0, t[0], t[reps - 1]);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    printf("BENCH %-28s %9.3f ms %8.1f TFLOP/s %7.0f GB/s   (min %.3f max %.3f; %.1f s wall)\n", name, ms,
+           flops > 0 ? flops / (ms * 1e9) : 0.0, bytes > 0 ? bytes / (ms * 1e6) : 0.0, t[0], t[reps - 1],
+           (w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) * 1e-9);
     fflush(stdout);
     free(t);
     mm_cuda_event_destroy(a);
@@ -93,13 +100,6 @@ static void bench(const char *name, bench_fn fn, void *user, double flops, doubl
 
 static int run_gemm(void *u) { return mmk_gemm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qlinear(void *u) { return mmk_qlinear_i8(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
-static int run_qlinear_outer(void *u)
-{
-    setenv("MMH3_QLINEAR", "outer", 1);
-    int rc = mmk_qlinear_i8(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
-    unsetenv("MMH3_QLINEAR");
-    return rc;
-}
 static int run_attention(void *u)
 {
     setenv("MMH3_ATTN", "sm80", 1);
@@ -110,6 +110,13 @@ static int run_attention(void *u)
 static int run_attention_sm90(void *u)
 {
     setenv("MMH3_ATTN", "sm90", 1);
+    int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
+    unsetenv("MMH3_ATTN");
+    return rc;
+}
+static int run_attention_sm90p(void *u)
+{
+    setenv("MMH3_ATTN", "sm90p", 1);
     int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
     unsetenv("MMH3_ATTN");
     return rc;
@@ -217,8 +224,6 @@ int main(int argc, char **argv)
                          .y = out, .ldy = N, .y_dtype = MM_BF16};
         snprintf(name, sizeof name, "i8_%s", lin[l].name);
         bench(name, run_qlinear, &q, flops, 0);
-        snprintf(name, sizeof name, "i8outer_%s", lin[l].name);
-        bench(name, run_qlinear_outer, &q, flops, 0);
         /* the int8 GEMM alone (int32 out), to separate the epilogue's share */
         int32_t *acc = mm_cuda_malloc(DEV, (size_t)4096 * N * 4, &err);
         if (!acc)
@@ -255,7 +260,8 @@ int main(int argc, char **argv)
     unsetenv("MMH3_ATTN");
     if (have90) {
         bench("attn90_s38k_h56_d128", run_attention_sm90, &at, 4.0 * S * (double)S * D * NH, 0);
-        bench("attn90_causal_h56_d128", run_attention_sm90, &atc, 2.0 * S * (double)S * D * NH, 0);
+        bench("attn90p_s38k_h56_d128", run_attention_sm90p, &at, 4.0 * S * (double)S * D * NH, 0);
+        bench("attn90p_causal_h56_d128", run_attention_sm90p, &atc, 2.0 * S * (double)S * D * NH, 0);
     } else {
         printf("# no sm90 attention path on this device/build\n");
     }

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 
 def timed(fn, reps):
-    for _ in range(2):
+    for _ in range(1):
         fn()
     torch.cuda.synchronize()
     times = []
@@ -46,7 +46,7 @@ def report(name, fn, reps, flops=0.0, nbytes=0.0):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=38010)
-    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     S, reps = args.rows, args.reps
     dev = torch.device("cuda")

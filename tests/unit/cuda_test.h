@@ -168,6 +168,28 @@ static inline long cuda_test_bf16_ulp_misses(const uint16_t *got, const double *
     return bad;
 }
 
+#include <time.h>
+
+static inline double cuda_test_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* MM_RUN with the case name printed (and flushed) before it runs and its
+ * wall time after, so a case that hangs or crawls on the device is named in
+ * the log even when the program is killed. */
+#define CUDA_CASE(fn)                                                            \
+    do {                                                                         \
+        printf("  .. %s\n", #fn);                                               \
+        fflush(stdout);                                                          \
+        double t0_ = cuda_test_now();                                            \
+        MM_RUN(fn);                                                              \
+        printf("  .. %s took %.2f s\n", #fn, cuda_test_now() - t0_);            \
+        fflush(stdout);                                                          \
+    } while (0)
+
 /* The error every device-test call reports into. */
 static mm_error cuda_test_err __attribute__((unused));
 

@@ -69,8 +69,8 @@ static void test_allocator_oom_message(void)
 {
     mm_cuda_device_info info;
     CUDA_TEST_OK(mm_cuda_device_info_get(0, &info, &cuda_test_err));
-    void *p = mm_cuda_malloc(0, info.total_bytes * 4, &cuda_test_err);
-    MM_EXPECT(p == NULL, "allocating 4x the device memory succeeded");
+    void *p = mm_cuda_malloc(0, info.total_bytes + ((size_t)8 << 30), &cuda_test_err);
+    MM_EXPECT(p == NULL, "allocating more than the device memory succeeded");
     if (p)
         mm_cuda_free(0, p);
     MM_EXPECT(strstr(cuda_test_err.msg, "out of memory on cuda:0") != NULL, "message: %s", cuda_test_err.msg);
@@ -150,12 +150,12 @@ static void test_peer_probe(void)
 int main(void)
 {
     cuda_test_require_gpu("test_cuda_runtime");
-    MM_RUN(test_device_info);
-    MM_RUN(test_allocator_reuse_and_accounting);
-    MM_RUN(test_allocator_oom_message);
-    MM_RUN(test_copies_roundtrip);
-    MM_RUN(test_events_time_work);
-    MM_RUN(test_kernel_presence);
-    MM_RUN(test_peer_probe);
+    CUDA_CASE(test_device_info);
+    CUDA_CASE(test_allocator_reuse_and_accounting);
+    CUDA_CASE(test_copies_roundtrip);
+    CUDA_CASE(test_events_time_work);
+    CUDA_CASE(test_kernel_presence);
+    CUDA_CASE(test_peer_probe);
+    CUDA_CASE(test_allocator_oom_message); /* last: it empties the allocator's cache */
     return mm_test_exit();
 }
