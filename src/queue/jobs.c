@@ -203,6 +203,22 @@ int mm_queue_finish(PGconn *c, const mm_job *job, const char *worker_id, const m
     return 0;
 }
 
+int mm_queue_lock_claim(PGconn *c, const mm_job *job, const char *worker_id, bool *lost, mm_error *err)
+{
+    char a[16];
+    snprintf(a, sizeof a, "%d", job->attempts);
+    const char *p[] = {job->id, worker_id, a};
+    PGresult *r;
+    if (mm_db_query(c,
+                    "SELECT 1 FROM generations"
+                    " WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'processing' FOR UPDATE",
+                    3, p, &r, err) < 0)
+        return -1;
+    *lost = PQntuples(r) == 0;
+    PQclear(r);
+    return 0;
+}
+
 int mm_queue_requeue(PGconn *c, const mm_job *job, const char *worker_id, const char *reason, mm_error *err)
 {
     char a[16];

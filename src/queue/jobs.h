@@ -69,6 +69,8 @@ typedef struct mm_job_outcome {
 
 int mm_queue_finish(PGconn *c, const mm_job *job, const char *worker_id, const mm_job_outcome *o, bool *lost,
                     mm_error *err);
+/* Inside a transaction: locks the row if the claim is still ours (*lost otherwise). */
+int mm_queue_lock_claim(PGconn *c, const mm_job *job, const char *worker_id, bool *lost, mm_error *err);
 /* A clean worker shutdown mid-render: back to queued, the attempt not counted. */
 int mm_queue_requeue(PGconn *c, const mm_job *job, const char *worker_id, const char *reason, mm_error *err);
 

@@ -1,6 +1,8 @@
 #include "queue/worker.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -241,23 +243,107 @@ static char *strdup_printf(const char *fmt, const char *a, const char *b)
 
 typedef enum job_end { JOB_DONE, JOB_ENGINE_DEAD } job_end;
 
-static void finish(render_ctx *r, mm_job_outcome *out)
+/* Stores the outcome. `publish` (successes) runs inside the transaction
+ * that holds the row locked after checking the claim is still ours, so a clip
+ * is moved to its public name only while the job is ours, and the row says
+ * succeeded only once the clip is there. */
+typedef int (*publish_fn)(void *user, mm_job_outcome *out, mm_error *err);
+
+static void finish(render_ctx *r, mm_job_outcome *out, publish_fn publish, void *user)
 {
     mm_error err = {{0}};
-    bool lost = false;
-    for (int tries = 0; tries < 30 && !atomic_load(&job_lost); tries++) {
-        if (mm_db_ensure(r->db, &err) == 0 && mm_queue_finish(r->db, r->job, r->worker_id, out, &lost, &err) == 0)
+    bool lost = false, done = false;
+    for (int tries = 0; tries < 30 && !atomic_load(&job_lost) && !done; tries++) {
+        if (tries) {
+            mm_log("%s: %s (retrying)", r->job->id, err.msg);
+            sleep_seconds(1);
+            if (atomic_load(&stop_requested) && tries > 3)
+                break;
+        }
+        if (mm_db_ensure(r->db, &err) < 0 || mm_db_exec(r->db, "BEGIN", &err) < 0)
+            continue;
+        if (mm_queue_lock_claim(r->db, r->job, r->worker_id, &lost, &err) < 0) {
+            PQclear(PQexec(r->db, "ROLLBACK"));
+            continue;
+        }
+        if (lost) {
+            PQclear(PQexec(r->db, "ROLLBACK"));
             break;
-        mm_log("%s: %s (retrying)", r->job->id, err.msg);
-        sleep_seconds(1);
-        if (atomic_load(&stop_requested) && tries > 3)
-            break;
+        }
+        if (publish && publish(user, out, &err) < 0) {
+            /* The clip cannot be made public: the job fails with why. */
+            PQclear(PQexec(r->db, "ROLLBACK"));
+            static char why[MM_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", err.msg);
+            out->status = "failed";
+            out->result_path = out->poster_path = NULL;
+            out->error_message = why;
+            publish = NULL;
+            continue;
+        }
+        if (mm_queue_finish(r->db, r->job, r->worker_id, out, &lost, &err) < 0 || lost) {
+            PQclear(PQexec(r->db, "ROLLBACK"));
+            continue;
+        }
+        if (mm_db_exec(r->db, "COMMIT", &err) == 0)
+            done = true;
     }
     if (lost || atomic_load(&job_lost))
         mm_log("%s: the job was taken away from this worker (lease lost); its outcome is dropped", r->job->id);
+    else if (!done)
+        mm_log("%s: could not store the outcome (%s): %s", r->job->id, out->status, err.msg);
     else
         mm_log("%s: %s%s%s", r->job->id, out->status, out->error_message ? ": " : "",
                out->error_message ? out->error_message : "");
+}
+
+/* The engine writes to a hidden per-attempt name; publishing renames it to
+ * generations/<id>.mp4 and makes the poster. */
+typedef struct publish_ctx {
+    const char *outputs, *id, *tmp_path;
+    char *rel, *poster_rel;
+} publish_ctx;
+
+static int publish_clip(void *user, mm_job_outcome *out, mm_error *err)
+{
+    publish_ctx *p = user;
+    char *final = strdup_printf("%s/%s", p->outputs, p->rel);
+    int rc = rename(p->tmp_path, final);
+    if (rc < 0 && errno == ENOENT && access(final, F_OK) == 0)
+        rc = 0; /* moved by an earlier try of this same transaction */
+    if (rc < 0)
+        mm_fail_errno(err, "moving the finished clip into place");
+    else if (!p->poster_rel) {
+        /* A poster for the gallery; a clip without one is still a result. */
+        char *rel = strdup_printf("generations/%s%s", p->id, ".jpg");
+        char *poster = strdup_printf("%s/%s", p->outputs, rel);
+        mm_error perr = {{0}};
+        if (mm_media_poster(final, poster, 640, &perr) < 0) {
+            mm_log("%s: no poster: %s", p->id, perr.msg);
+            free(rel);
+        } else {
+            p->poster_rel = rel;
+        }
+        free(poster);
+    }
+    out->result_path = p->rel;
+    out->poster_path = p->poster_rel;
+    free(final);
+    return rc;
+}
+
+/* Removes what earlier attempts at this job left: generations/.<id>.* */
+static void remove_attempt_files(const char *dir, const char *id)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t il = strlen(id);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] == '.' && strncmp(e->d_name + 1, id, il) == 0 && e->d_name[il + 1] == '.')
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
 }
 
 static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worker_id, mm_engine *engine,
@@ -276,15 +362,20 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
 
     if (claim_rc < 0) {
         out.error_message = claim_err->msg;
-        finish(&r, &out);
+        finish(&r, &out, NULL, NULL);
         set_current(NULL);
         return JOB_DONE;
     }
 
+    /* Each attempt renders to its own hidden name (nginx never serves dot
+     * files), so a worker that lost this job cannot touch another's file. */
+    char gen_dir[4096], attempt[32];
+    snprintf(gen_dir, sizeof gen_dir, "%s/generations", o->outputs);
+    snprintf(attempt, sizeof attempt, ".%d.mp4", job->attempts);
+    remove_attempt_files(gen_dir, job->id);
     char *rel = strdup_printf("generations/%s%s", job->id, ".mp4");
-    char *path = strdup_printf("%s/%s", o->outputs, rel);
-    char *part = strdup_printf("%s%s", path, ".part");
-    unlink(part); /* left behind by a worker killed mid-write */
+    char *tmp_name = strdup_printf(".%s%s", job->id, attempt);
+    char *path = strdup_printf("%s/%s", gen_dir, tmp_name);
 
     double t0 = now_seconds(), load_seconds = 0;
     if (!*loaded) {
@@ -297,7 +388,7 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
             char reason[MM_ERROR_MAX + 64];
             snprintf(reason, sizeof reason, "the engine could not load (%s); re-queued", err.msg);
             mm_queue_requeue(db, job, worker_id, reason, &err);
-            free(rel), free(path), free(part);
+            free(rel), free(tmp_name), free(path);
             set_current(NULL);
             return JOB_ENGINE_DEAD;
         }
@@ -347,22 +438,10 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
     out.placement = res.placement[0] ? res.placement : NULL;
     out.peak_device_bytes = (long long)res.peak_device_bytes;
 
-    char *poster_rel = NULL;
+    publish_ctx pub = {.outputs = o->outputs, .id = job->id, .tmp_path = path, .rel = rel};
     if (rc == 0) {
-        /* A poster for the gallery; a clip without one is still a result. */
-        poster_rel = strdup_printf("generations/%s%s", job->id, ".jpg");
-        char *poster = strdup_printf("%s/%s", o->outputs, poster_rel);
-        mm_error perr = {{0}};
-        if (mm_media_poster(path, poster, 640, &perr) < 0) {
-            mm_log("%s: no poster: %s", job->id, perr.msg);
-            free(poster_rel);
-            poster_rel = NULL;
-        }
-        free(poster);
         out.status = "succeeded";
-        out.result_path = rel;
-        out.poster_path = poster_rel;
-        finish(&r, &out);
+        finish(&r, &out, publish_clip, &pub);
     } else if (rc == MM_CANCELLED && atomic_load(&job_lost)) {
         mm_log("%s: stopped: the job was taken away from this worker", job->id);
     } else if (rc == MM_CANCELLED && atomic_load(&stop_requested) && !atomic_load(&cancel_requested)) {
@@ -372,14 +451,15 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
             mm_log("%s: re-queued (worker shutting down)", job->id);
     } else if (rc == MM_CANCELLED) {
         out.status = "cancelled";
-        finish(&r, &out);
+        finish(&r, &out, NULL, NULL);
     } else {
         out.error_message = err.msg;
-        finish(&r, &out);
+        finish(&r, &out, NULL, NULL);
     }
+    unlink(path); /* still here unless published */
     free(timings);
-    free(poster_rel);
-    free(rel), free(path), free(part);
+    free(pub.poster_rel);
+    free(rel), free(tmp_name), free(path);
     set_current(NULL);
     return JOB_DONE;
 }

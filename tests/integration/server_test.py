@@ -317,7 +317,7 @@ def cancel_mid_job_stops_at_next_step(s):
     check(g["status"] == "cancelled" and g["cancel_requested"], "ended %s", short(g))
     check(g["step"] < 119, "stopped at step %d of 119", g["step"])
     check(g["result_url"] is None, "no result")
-    leftovers = [f for f in os.listdir(os.path.join(s.outputs, "generations")) if f.startswith(gid)]
+    leftovers = [f for f in os.listdir(os.path.join(s.outputs, "generations")) if gid in f]
     check(not leftovers, "files left: %r", leftovers)
 
 
@@ -541,6 +541,45 @@ def job_that_kills_the_worker_three_times_fails(s):
     g = s.enqueue(**small())
     g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, timeout=30, what="the next job")
     check(g["status"] == "succeeded", "next job %s", short(g))
+
+
+@test
+def frozen_worker_loses_its_lease_and_cannot_clobber(s):
+    """A worker whose host stops answering (SIGSTOP: its database session stays
+    open, its heartbeat stops) loses the job after the lease to a worker that is
+    alive; when it wakes up it finds the job taken and drops its result."""
+    g = s.enqueue(**small(steps=80, prompt="frozen worker"))
+    gid = g["generation_id"]
+    s.wait_for(gid, lambda g: g["stage"] == "denoising" and g["step"] >= 1, what="denoising")
+    frozen = s.pid("worker")
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        rescuer = s.start_worker("--mock", "--mock-seconds", "0.5", "--lease", "3")
+        g = s.wait_for(gid, lambda g: g["status"] in TERMINAL, timeout=60, what="the rescue")
+        check(g["status"] == "succeeded" and g["attempts"] == 2, "rescued %s", short(g))
+        check(g["worker_id"] != "" and str(rescuer.pid) in g["worker_id"], "rendered by %r", g["worker_id"])
+        with open(file_path(s, g["result_url"]), "rb") as f:
+            rescued = f.read()
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+    # The frozen worker wakes up mid-render: it must notice and leave the result alone.
+    end = time.time() + 20
+    taken = False
+    while time.time() < end and not taken:
+        with open(s.log_path) as f:
+            taken = ("%s: stopped: the job was taken away" % gid) in f.read()
+        time.sleep(0.2)
+    check(taken, "the woken worker did not notice it lost the job")
+    g2 = s.generation(gid)
+    check(g2["status"] == "succeeded" and g2["attempts"] == 2 and g2["seq"] == g["seq"], "the row changed: %s",
+          short(g2))
+    with open(file_path(s, g["result_url"]), "rb") as f:
+        check(f.read() == rescued, "the clip was overwritten")
+    hidden = [f for f in os.listdir(os.path.join(s.outputs, "generations")) if gid in f and f.startswith(".")]
+    check(not hidden, "attempt files left: %r", hidden)
+    rescuer.send_signal(signal.SIGTERM)
+    rescuer.wait(20)
+    s.workers.remove(rescuer)
 
 
 @test
