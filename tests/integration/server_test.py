@@ -82,6 +82,72 @@ def openapi_document_at_docs(s):
         check(path in doc["paths"], "%s missing from the document", path)
 
 
+def schema_errors(doc, schema, value, path="$"):
+    """The JSON Schema subset the OpenAPI document uses: $ref, type (with null),
+    enum, const, required, properties, additionalProperties, items, oneOf, minimum/maximum."""
+    if "$ref" in schema:
+        schema = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    errs = []
+    if "oneOf" in schema:
+        if not any(not schema_errors(doc, alt, value, path) for alt in schema["oneOf"]):
+            errs.append("%s: matches no alternative" % path)
+        return errs
+    types = schema.get("type")
+    if types:
+        types = types if isinstance(types, list) else [types]
+        pytypes = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict,
+                   "array": list, "null": type(None)}
+        ok = any(isinstance(value, pytypes[t]) and not (t in ("integer", "number") and isinstance(value, bool))
+                 for t in types)
+        if not ok:
+            return ["%s: %r is not %s" % (path, value, types)]
+    if "enum" in schema and value not in schema["enum"]:
+        errs.append("%s: %r not in %r" % (path, value, schema["enum"]))
+    if "const" in schema and value != schema["const"]:
+        errs.append("%s: %r != %r" % (path, value, schema["const"]))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errs.append("%s: %r < %r" % (path, value, schema["minimum"]))
+        if "maximum" in schema and value > schema["maximum"]:
+            errs.append("%s: %r > %r" % (path, value, schema["maximum"]))
+    if isinstance(value, dict):
+        for k in schema.get("required", []):
+            if k not in value:
+                errs.append("%s: missing %s" % (path, k))
+        props = schema.get("properties", {})
+        for k, v in value.items():
+            if k in props:
+                errs += schema_errors(doc, props[k], v, path + "." + k)
+            elif isinstance(schema.get("additionalProperties"), dict):
+                errs += schema_errors(doc, schema["additionalProperties"], v, path + "." + k)
+            elif props and schema.get("additionalProperties") is not True:
+                errs.append("%s: undocumented field %s" % (path, k))
+    if isinstance(value, list) and "items" in schema:
+        for i, v in enumerate(value):
+            errs += schema_errors(doc, schema["items"], v, "%s[%d]" % (path, i))
+    return errs
+
+
+@test
+def responses_match_the_openapi_document(s):
+    _, doc = s.get("/docs")
+    g = s.enqueue(**small(prompt="schema check"))
+    g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
+    st, page = s.get("/api/ai/queue?limit=5")
+    st, status = s.get("/api/status")
+    st, settings = s.get("/api/settings")
+    st, err = s.request("POST", "/api/ai/queue", {"prompt": "x", "frames": 1})
+    cases = [("Generation", g), ("GenerationList", page), ("Status", status), ("Settings", settings), ("Error", err)]
+    if s.upload([("x.txt", b"x")])[0] != 503:
+        media = make_media(s.work)
+        st, up = s.upload([("a.png", media["a.png"])])
+        cases.append(("Upload", up["images"][0]))
+    problems = []
+    for name, value in cases:
+        problems += schema_errors(doc, {"$ref": "#/components/schemas/" + name}, value, name)
+    check(not problems, "%d mismatches:\n    %s", len(problems), "\n    ".join(problems[:20]))
+
+
 @test
 def unknown_routes_and_methods(s):
     st, body = s.get("/api/nope")
@@ -637,6 +703,25 @@ def migrations_applied_once_and_counts_exact(s):
     st, body = s.get("/api/status")
     check(body["queue"]["succeeded"] == int(s.psql("SELECT count(*) FROM generations WHERE status = 'succeeded'")),
           "status queue counts %r", body["queue"])
+
+
+@test
+def second_front_end_on_the_same_database(s):
+    """`mmh3 serve --db URL --no-worker`: another nginx + API on the same queue,
+    no private cluster; the first stack's worker renders its jobs."""
+    import tempfile
+    work = tempfile.mkdtemp(prefix="mmh3-frontend-", dir=s.work)
+    os.chmod(work, 0o755)
+    b = Stack(s.build, work=work, extra=["--db", s.conninfo(), "--no-worker"])
+    try:
+        b.start()
+        g = b.enqueue(**small(prompt="via the second front end"))
+        g = b.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the render")
+        check(g["status"] == "succeeded", "%s", short(g))
+        check(s.generation(g["generation_id"])["status"] == "succeeded", "not the same database")
+        check(not os.path.exists(os.path.join(b.outputs, ".mmh3", "pgdata")), "a private cluster was made")
+    finally:
+        check(b.stop() == 0, "the second serve did not stop cleanly")
 
 
 @test
