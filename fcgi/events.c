@@ -44,6 +44,9 @@
 #define QUIET_MS 5
 #define BATCH_SECONDS 0.1
 #define FLOOD_ROWS 1000
+/* Streams one process holds. Each is a descriptor, and libfcgi uses select()
+ * on descriptors, which must stay below FD_SETSIZE (1024). */
+#define MAX_STREAMS 800
 
 typedef struct client {
     FCGX_Request *req;
@@ -60,6 +63,7 @@ struct mm_sse_hub {
     client *pending; /* handed over, not yet adopted by the hub thread */
     client *clients; /* hub thread only */
     int n_clients;
+    int n_streams; /* clients + pending, under mu (read by request threads) */
     bool flooding;     /* dropping a flood of NOTIFYs; a resync follows */
     double flood_seen; /* when the flood last sent something */
 };
@@ -72,6 +76,9 @@ static void drop(mm_sse_hub *h, client **link)
     free(c->req);
     free(c);
     h->n_clients--;
+    pthread_mutex_lock(&h->mu);
+    h->n_streams--;
+    pthread_mutex_unlock(&h->mu);
 }
 
 static bool write_to(client *c, const char *text, size_t len)
@@ -434,6 +441,15 @@ void mm_api_events(mm_req *r)
             return;
         }
     }
+    mm_sse_hub *hub = r->app->hub;
+    pthread_mutex_lock(&hub->mu);
+    int open_streams = hub->n_streams;
+    pthread_mutex_unlock(&hub->mu);
+    if (open_streams >= MAX_STREAMS) {
+        mm_reply_error(r, 503, NULL, NULL, "%d event streams are open, the most this server holds; retry later",
+                       open_streams);
+        return;
+    }
     /* A stuck client must not stall the hub: writes give up after 10 s. */
     struct timeval tv = {10, 0};
     setsockopt(r->fcgx->ipcFd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -453,6 +469,7 @@ void mm_api_events(mm_req *r)
     pthread_mutex_lock(&h->mu);
     c->next = h->pending;
     h->pending = c;
+    h->n_streams++;
     pthread_mutex_unlock(&h->mu);
     r->handed_off = true;
     if (write(h->wake[1], "x", 1) < 0) {

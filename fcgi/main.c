@@ -8,15 +8,18 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fcgiapp.h>
@@ -28,6 +31,7 @@
 #include "queue/migrate.h"
 
 static pthread_mutex_t accept_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool shutting_down;
 static int listen_fd;
 static mm_app app;
 
@@ -44,8 +48,15 @@ static void *request_thread(void *arg)
         pthread_mutex_lock(&accept_mu);
         int rc = FCGX_Accept_r(req);
         pthread_mutex_unlock(&accept_mu);
-        if (rc < 0)
-            break;
+        if (rc < 0) {
+            if (atomic_load(&shutting_down))
+                break;
+            /* E.g. EMFILE under a crowd of clients: wait and take the next one. */
+            mm_log("accept: %s (retrying)", strerror(rc == -9999 ? EIO : -rc));
+            struct timespec ts = {0, 200 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         const char *uri = FCGX_GetParam("DOCUMENT_URI", req->envp);
         const char *query = FCGX_GetParam("QUERY_STRING", req->envp);
         const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
@@ -211,6 +222,7 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&stop, &sig);
     mm_log("stopping (signal %d)", sig);
+    atomic_store(&shutting_down, true);
     FCGX_ShutdownPending();
     shutdown(listen_fd, SHUT_RDWR);
     if (listen_addr && !strchr(strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr, ':'))

@@ -455,6 +455,31 @@ def rating_is_broadcast_to_every_stream(s):
 
 
 @test
+def two_hundred_streams_all_get_every_event(s):
+    g = s.enqueue(**small())
+    gid = g["generation_id"]
+    s.wait_for(gid, lambda g: g["status"] == "succeeded", what="success")
+    streams = [Events(s.base) for _ in range(200)]
+    try:
+        check(all(e.status == 200 for e in streams), "statuses %r", set(e.status for e in streams))
+        time.sleep(1.0)
+        for rating in ("approved", "rejected", None):
+            st, body = s.request("PATCH", "/api/ai/queue/" + gid, {"rating": rating})
+            check(st == 200, "PATCH %d", st)
+        for e in streams:
+            e.wait(lambda ev: ev.get("event") == "generation_update" and ev["json"]["generation_id"] == gid
+                   and ev["json"]["rating"] is None and ev["json"]["seq"] == body["seq"], timeout=20,
+                   what="the last rating on every stream")
+        missing = [i for i, e in enumerate(streams)
+                   if [ev["json"]["rating"] for ev in e.of(gid) if ev.get("event") == "generation_update"]
+                   != ["approved", "rejected", None]]
+        check(not missing, "%d streams missed or reordered updates (e.g. #%s)", len(missing), missing[:3])
+    finally:
+        for e in streams:
+            e.close()
+
+
+@test
 def last_event_id_catch_up_and_resync(s):
     g1 = s.enqueue(**small())
     g2 = s.enqueue(**small())
