@@ -9,6 +9,8 @@
  * the bias [q_bias; 0; v_bias]; causal softmax per head; the heads are
  * AVERAGED (not concatenated), the head dim average-pooled to 32, then proj.
  * mean_proj gives the latent (the posterior mean, what H3 uses). All f32. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/vae/audio_vae_internal.h"
@@ -47,6 +49,43 @@ static void linear(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_ten
     mm_matmul(ctx, out, a, &wt, b);
 }
 
+/* Causal softmax attention per head, written out as two batched GEMMs and a
+ * masked softmax, all f32: the sequence is short (40 latents per second)
+ * and the head dim (256 in the released model) is beyond what fused
+ * attention kernels take. qkv [T, 3D] contiguous Q | K | V -> o [H, T, hd]. */
+static int causal_attention(mm_ctx *ctx, const mm_tensor *qkv, int64_t H, int64_t hd, mm_tensor *o)
+{
+    if (mm_ctx_failed(ctx))
+        return -1;
+    const int64_t T = qkv->shape[0], D = H * hd;
+    mm_tensor s = {0}, mask = {0};
+    float *m = malloc(sizeof(float) * (size_t)(T * T));
+    if (!m)
+        return mm_ctx_fail(ctx, "audio attention: out of memory");
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++)
+            m[i * T + j] = j <= i ? 0.0f : -1e30f; /* exp underflows to exactly 0 */
+    if (vae_new(ctx, &mask, MM_F32, 2, MM_SHAPE(T, T)) == 0 && vae_new(ctx, &s, MM_F32, 3, MM_SHAPE(H, T, T)) == 0) {
+        mm_tensor hm = mm_tensor_wrap(m, mm_cpu(), MM_F32, 2, MM_SHAPE(T, T));
+        mm_copy(ctx, &mask, &hm);
+        /* [T, D] column blocks viewed [H, T, hd] */
+        mm_tensor q = mm_tensor_as_strided(qkv, 3, MM_SHAPE(H, T, hd), MM_SHAPE(hd, 3 * D, 1));
+        mm_tensor k0 = mm_tensor_narrow(qkv, 1, D, D), v0 = mm_tensor_narrow(qkv, 1, 2 * D, D);
+        mm_tensor kt = mm_tensor_as_strided(&k0, 3, MM_SHAPE(H, hd, T), MM_SHAPE(hd, 1, 3 * D));
+        mm_tensor v = mm_tensor_as_strided(&v0, 3, MM_SHAPE(H, T, hd), MM_SHAPE(hd, 3 * D, 1));
+        mm_gemm(ctx, &s, &q, &kt, NULL, 1.0f / sqrtf((float)hd), 0.0f);
+        mm_tensor mv = mm_tensor_as_strided(&mask, 3, MM_SHAPE(H, T, T), MM_SHAPE(0, T, 1));
+        mm_add(ctx, &s, &s, &mv);
+        mm_softmax(ctx, &s, &s);
+        mm_matmul(ctx, o, &s, &v, NULL);
+    }
+    mm_ctx_sync(ctx, NULL);
+    mm_tensor_free(&s);
+    mm_tensor_free(&mask);
+    free(m);
+    return mm_ctx_failed(ctx) ? -1 : 0;
+}
+
 /* pre_block for one batch item: xt [T, D] -> y [T, 32] (attn part kept in attn_out). */
 static int pre_block(mm_audio_vae *av, mm_ctx *ctx, const mm_tensor *xt, mm_tensor *attn_out, mm_tensor *y)
 {
@@ -60,23 +99,16 @@ static int pre_block(mm_audio_vae *av, mm_ctx *ctx, const mm_tensor *xt, mm_tens
     mm_layernorm(ctx, &n, xt, &av->norm3_w, &av->norm3_b, eps);
     linear(ctx, &p, &n, &av->proj_w, &av->proj_b);
     mm_layernorm(ctx, &n, xt, &av->norm1_w, &av->norm1_b, eps);
-    if (vae_new(ctx, &qkv, MM_F32, 2, MM_SHAPE(T, 3 * D)) == 0 && vae_new(ctx, &o, MM_F32, 3, MM_SHAPE(T, H, hd)) == 0) {
+    if (vae_new(ctx, &qkv, MM_F32, 2, MM_SHAPE(T, 3 * D)) == 0 && vae_new(ctx, &o, MM_F32, 3, MM_SHAPE(H, T, hd)) == 0)
         linear(ctx, &qkv, &n, &av->qkv_w, &av->qkv_b);
-        mm_tensor q = mm_tensor_narrow(&qkv, 1, 0, D), k = mm_tensor_narrow(&qkv, 1, D, D),
-                  v = mm_tensor_narrow(&qkv, 1, 2 * D, D);
-        q = mm_tensor_unflatten(&q, 1, 2, MM_SHAPE(H, hd));
-        k = mm_tensor_unflatten(&k, 1, 2, MM_SHAPE(H, hd));
-        v = mm_tensor_unflatten(&v, 1, 2, MM_SHAPE(H, hd));
-        mm_attn_params ap = {.scale = 0.0f, .causal = true};
-        mm_attention(ctx, &o, &q, &k, &v, &ap);
-    }
+    causal_attention(ctx, &qkv, H, hd, &o);
     mm_tensor_free(&qkv);
     /* mean over heads and average pool hd -> 32, as means of means */
-    if (vae_new(ctx, &r1, MM_F32, 3, MM_SHAPE(T, H, L)) == 0 && vae_new(ctx, &r2, MM_F32, 3, MM_SHAPE(T, L, H)) == 0 &&
+    if (vae_new(ctx, &r1, MM_F32, 3, MM_SHAPE(H, T, L)) == 0 && vae_new(ctx, &r2, MM_F32, 3, MM_SHAPE(T, L, H)) == 0 &&
         vae_new(ctx, &r3, MM_F32, 2, MM_SHAPE(T, L)) == 0) {
         mm_tensor o4 = mm_tensor_unflatten(&o, 2, 2, MM_SHAPE(L, g));
         mm_reduce_rows(ctx, &r1, &o4, MM_REDUCE_MEAN);
-        mm_tensor r1p = mm_tensor_transpose(&r1, 1, 2);
+        mm_tensor r1p = mm_tensor_permute(&r1, (const int[]){1, 2, 0});
         mm_copy(ctx, &r2, &r1p);
         mm_reduce_rows(ctx, &r3, &r2, MM_REDUCE_MEAN);
         linear(ctx, attn_out, &r3, &av->attn_proj_w, &av->attn_proj_b);

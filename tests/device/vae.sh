@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The VAEs on the GPU host:
+#   (kit)   the conformance kit with --device cuda and --device cpu, then CUDA
+#           vs CPU output by output;
+#   (bench) full-size random-weight checkpoints in the released Comfy layouts
+#           (mmh3-gen-tiny video-vae|audio-vae --full, 5.2 GB + 0.6 GB,
+#           generated there), then bench/bench_vae on CUDA: decode of 124
+#           frames at 1344x768 (37 x 48 x 84 latents, 7 chunks x 28 tiles),
+#           encode of one 1344x768 keyframe, decode of 5 s of stereo audio —
+#           time and peak memory above the weights;
+#   (ref)   the same checkpoints and the same seeded inputs through a plain
+#           PyTorch implementation (bench/reference/vae_ref.py, one ViT pass
+#           per tile as upstream), timed on the same GPU in the same run, its
+#           outputs compared with ours; the ratios at the end.
+#
+#   here:    bash tests/device/prepare.sh            (fills .carry/: debs, configure)
+#   device:  bash tests/device/vae.sh [--part kit,bench,ref]   with carry [".carry"]
+#            (reuses build-device/ when another device script built it)
+#
+# Logs and outputs go to $OUT (vae.log, vae_kit_{cuda,cpu}.txt and their --out
+# files, vae_bench.txt, vae_ref.txt, vae_io.safetensors); the last lines
+# printed are the summary. Parts are independent so a run can be split over
+# several 10-minute calls (bench writes the inputs ref reads).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+OUT=${OUT:-$top/tests/out/device}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/vae.log") 2>&1
+
+part=kit,bench,ref
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --part) part=$2; shift 2 ;;
+    *) echo "vae.sh: unknown argument $1"; exit 2 ;;
+  esac
+done
+want() { [[ ",$part," == *",$1,"* ]]; }
+
+t0=$SECONDS
+step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
+summary=()
+note() { summary+=("$*"); echo ">> $*"; }
+finish() {
+  echo; echo "================ vae summary ($((SECONDS - t0)) s)"
+  printf '%s\n' "${summary[@]}" | tee "$OUT/vae_summary.txt"
+  exit "${1:-0}"
+}
+
+step "host"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+PY=""
+for p in python3 /opt/torch/.venv/bin/python3; do
+  if "$p" -c 'import torch, safetensors' 2>/dev/null; then PY=$p; break; fi
+done
+echo "python with torch: ${PY:-none}"
+
+step "dependencies and build (build-device/)"
+P=/tmp/mmh3-deps
+if ls .carry/debs/*.deb >/dev/null 2>&1; then
+  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
+  LIBDIR=$P/usr/lib/x86_64-linux-gnu
+  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
+  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
+  if [ -f "$P/usr/include/utf8proc.h" ]; then
+    export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
+  fi
+  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
+fi
+B=$top/build-device
+if [ ! -f "$B/Makefile" ]; then
+  if [ -f .carry/autotools.tar.gz ]; then
+    tar -xzf .carry/autotools.tar.gz
+    touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
+    find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
+  elif command -v autoreconf >/dev/null; then
+    autoreconf -fi 2>&1 | tail -3
+  else
+    note "FAIL: no configure (run tests/device/prepare.sh here and carry .carry)"; finish 1
+  fi
+  mkdir -p "$B"
+  (cd "$B" && ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/vae_configure.log" 2>&1) ||
+    { tail -30 "$OUT/vae_configure.log"; note "FAIL: configure"; finish 1; }
+fi
+if ! (cd "$B" && make -j"$(nproc)" mmh3 mmh3-gen-tiny bench/bench_vae) >"$OUT/vae_build.log" 2>&1; then
+  grep -E -B2 -A6 'error|Error' "$OUT/vae_build.log" | head -80; note "FAIL: build"; finish 1
+fi
+note "build ok ($((SECONDS - t0)) s)"
+status=0
+
+if want kit; then
+  step "(kit) conformance kit on CUDA"
+  "$B/mmh3" conformance tests/data/vae --device cuda --out "$OUT/vae_cuda.safetensors" | tee "$OUT/vae_kit_cuda.txt" |
+    grep -v '^PASS'
+  rc=${PIPESTATUS[0]}
+  note "kit --device cuda: $(grep 'passed' "$OUT/vae_kit_cuda.txt" | tail -1) (exit $rc)"
+  [ "$rc" = 0 ] || status=1
+  step "(kit) the same kit on the CPU, and CUDA vs CPU"
+  "$B/mmh3" conformance tests/data/vae --device cpu --out "$OUT/vae_cpu.safetensors" >"$OUT/vae_kit_cpu.txt" 2>&1
+  note "kit --device cpu: $(grep 'passed' "$OUT/vae_kit_cpu.txt" | tail -1)"
+  if [ -n "$PY" ] && [ -f "$OUT/vae_cuda.safetensors" ] && [ -f "$OUT/vae_cpu.safetensors" ]; then
+    "$PY" - "$OUT/vae_cuda.safetensors" "$OUT/vae_cpu.safetensors" <<'PYEOF' | tee "$OUT/vae_cuda_vs_cpu.txt"
+import sys
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+worst = {}
+for k in sorted(set(a) & set(b)):
+    x, y = a[k].double(), b[k].double()
+    rel = float((x - y).norm() / y.norm().clamp_min(1e-30))
+    kind = "audio" if k.startswith("audio") else "video"
+    if ".out." in k:
+        worst[kind] = max(worst.get(kind, 0.0), rel)
+    print(f"  {k:52s} rel_l2 {rel:.3g}  max_abs {float((x - y).abs().max()):.3g}")
+print("VAE CUDA vs CPU: worst output rel_l2 " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(worst.items())))
+PYEOF
+    note "$(tail -1 "$OUT/vae_cuda_vs_cpu.txt")"
+  fi
+fi
+
+VV=/tmp/vae_video_full.safetensors
+AV=/tmp/vae_audio_full.safetensors
+IO=$OUT/vae_io.safetensors
+if want bench; then
+  step "(bench) full-size random checkpoints in the released layouts"
+  df -h /tmp | tail -1
+  [ -f "$VV" ] || "$B/mmh3-gen-tiny" video-vae --full --out "$VV" || { note "FAIL: generate video VAE"; finish 1; }
+  [ -f "$AV" ] || "$B/mmh3-gen-tiny" audio-vae --full --out "$AV" || { note "FAIL: generate audio VAE"; finish 1; }
+  ls -la "$VV" "$AV"
+  step "(bench) ours on CUDA: decode 124 x 1344x768, one keyframe, 5 s audio"
+  "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames 124 --width 1344 --height 768 \
+    --audio-seconds 5 --reps 3 --out "$IO" | tee "$OUT/vae_bench.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: bench_vae"; }
+  while read -r l; do note "ours: $l"; done < <(grep '^VAE_' "$OUT/vae_bench.txt")
+fi
+
+if want ref; then
+  step "(ref) plain PyTorch on the same checkpoints and inputs"
+  if [ -z "$PY" ]; then
+    note "FAIL: no python with torch"; status=1
+  elif [ ! -f "$IO" ] || [ ! -f "$VV" ]; then
+    note "FAIL: run --part bench first (inputs $IO)"; status=1
+  else
+    "$PY" bench/reference/vae_ref.py --video "$VV" --audio "$AV" --inputs "$IO" --reps 3 | tee "$OUT/vae_ref.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: vae_ref.py"; }
+    while read -r l; do note "torch: $l"; done < <(grep '^VAE_' "$OUT/vae_ref.txt")
+    # ratios: torch median / ours median per case
+    for c in decode keyframe audio_decode; do
+      o=$(grep "^VAE_BENCH $c" "$OUT/vae_bench.txt" 2>/dev/null | awk '{print $4}' | head -1)
+      r=$(grep "^VAE_REF $c" "$OUT/vae_ref.txt" 2>/dev/null | awk '{print $4}' | head -1)
+      [ -n "$o" ] && [ -n "$r" ] && note "$c: ours ${o}s, PyTorch ${r}s, speedup $(awk -v a="$r" -v b="$o" 'BEGIN{printf "%.2fx", a/b}')"
+    done
+  fi
+fi
+finish $status
