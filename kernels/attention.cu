@@ -585,6 +585,15 @@ __device__ __forceinline__ float fast_exp2(float x)
     return y;
 }
 
+/* Named barriers 1-4 order the two warpgroups' MMA issues (PINGPONG): S of
+ * warpgroup 0, S of 1, P·V of 0, P·V of 1, so that one warpgroup's softmax
+ * runs while the other's products occupy the tensor cores (the
+ * FlashAttention-3 schedule). One side arrives, the other waits: 256 threads
+ * per barrier. */
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+template <bool PINGPONG>
 __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const bf16 *__restrict__ vt, int64_t ld_vt)
 {
 #ifdef MMK_SM90
@@ -647,6 +656,12 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
         uint32_t k_addr = mmk_smem_addr(sK + st * kTile90), v_addr = mmk_smem_addr(sV + st * kTile90);
 
         float sc[64];
+        if (PINGPONG) {
+            if (wg == 0 && kb > 0)
+                named_sync(1); /* warpgroup 1 issued its P·V of tile kb − 1 */
+            if (wg == 1)
+                named_sync(2); /* warpgroup 0 issued its S */
+        }
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) {
@@ -654,6 +669,8 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
             wgmma_ss_m64n128k16(sc, desc_sw128(q_addr + off), desc_sw128(k_addr + off), kk > 0);
         }
         wgmma_commit();
+        if (PINGPONG)
+            named_arrive(wg == 0 ? 2 : 3);
         load_stage(kb + 2); /* overlaps the S GEMM */
         wgmma_wait0();
 
@@ -706,6 +723,8 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
             pa[kk][2] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 0], sc[(2 * kk + 1) * 4 + 1]);
             pa[kk][3] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 2], sc[(2 * kk + 1) * 4 + 3]);
         }
+        if (PINGPONG)
+            named_sync(wg == 0 ? 3 : 4); /* the other warpgroup issued its S (0 waits) / P·V (1 waits) */
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) {
@@ -713,8 +732,12 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
             wgmma_rs_m64n128k16(o, pa[kk], desc_sw128(v_addr + off));
         }
         wgmma_commit();
+        if (PINGPONG)
+            named_arrive(wg == 0 ? 4 : 1);
         wgmma_wait0();
     }
+    if (PINGPONG && wg == 0 && n_kb > 0)
+        named_sync(1); /* consume warpgroup 1's last arrive */
     wgmma_wait0();
     mmk_cp_async_wait<0>();
 
@@ -764,7 +787,7 @@ __global__ void k_transpose_v(const bf16 *__restrict__ v, int64_t ldv, int64_t h
 }
 
 int launch_sm90(const AttnParams &p, const mmk_attention *a, int max_q, int n_seqs, int dev, cudaStream_t s,
-                bool pipelined, mm_error *err)
+                int variant, mm_error *err)
 {
     /* the transposed V: keys padded to a multiple of 8 (16-byte rows) */
     int keys = a->cu_seqlens_k ? 0 : a->seq_k;
@@ -779,10 +802,16 @@ int launch_sm90(const AttnParams &p, const mmk_attention *a, int max_q, int n_se
     if (mmk_launched(err, "k_transpose_v"))
         return -1;
     dim3 grid((max_q + kBM90 - 1) / kBM90, p.heads_q, n_seqs);
-    if (pipelined) {
-        MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p), err,
-                "raising the shared-memory limit of the Hopper attention kernel");
-        k_attn_fwd_sm90p<<<grid, 256, kSmem90p, s>>>(p, vt, ld_vt);
+    if (variant == 2) {
+        MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p),
+                err, "raising the shared-memory limit of the Hopper attention kernel");
+        k_attn_fwd_sm90p<true><<<grid, 256, kSmem90p, s>>>(p, vt, ld_vt);
+        return mmk_launched(err, "k_attn_fwd_sm90pp");
+    }
+    if (variant == 1) {
+        MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p),
+                err, "raising the shared-memory limit of the Hopper attention kernel");
+        k_attn_fwd_sm90p<false><<<grid, 256, kSmem90p, s>>>(p, vt, ld_vt);
         return mmk_launched(err, "k_attn_fwd_sm90p");
     }
     MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90), err,
@@ -810,7 +839,7 @@ bool sm90_usable(int dev)
     return cached[dev] == 1;
 }
 
-/* 80: portable; 90: Hopper; 91: Hopper, pipelined. */
+/* 80: portable; 90: Hopper; 91: Hopper, pipelined; 92: pipelined + ping-pong. */
 int attn_choice(int dev)
 {
     const char *e = getenv("MMH3_ATTN");
@@ -823,6 +852,8 @@ int attn_choice(int dev)
         return 90;
     if (e && strcmp(e, "sm90p") == 0)
         return 91;
+    if (e && strcmp(e, "sm90pp") == 0)
+        return 92;
     return 80;
 }
 
@@ -833,7 +864,8 @@ bool al4(const void *p) { return ((uintptr_t)p & 15) == 0; }
 extern "C" const char *mmk_attention_path(int dev)
 {
     int c = attn_choice(dev);
-    return c == 91 ? "sm90p-wgmma-pipelined (bf16 head_dim 128; others sm80-mma)"
+    return c == 92 ? "sm90pp-wgmma-pingpong (bf16 head_dim 128; others sm80-mma)"
+           : c == 91 ? "sm90p-wgmma-pipelined (bf16 head_dim 128; others sm80-mma)"
            : c == 90 ? "sm90-wgmma (bf16 head_dim 128; others sm80-mma)"
                      : "sm80-mma";
 }
@@ -890,7 +922,7 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
     }
     int choice = attn_choice(dev);
     if (t == MM_BF16 && a->head_dim == 128 && choice >= 90)
-        return launch_sm90(p, a, max_q, n_seqs, dev, s, choice == 91, err);
+        return launch_sm90(p, a, max_q, n_seqs, dev, s, choice - 90, err);
     if (t == MM_F16)
         return launch_sm80_any<__half>(p, max_q, n_seqs, s, err);
     return launch_sm80_any<bf16>(p, max_q, n_seqs, s, err);
@@ -908,7 +940,8 @@ static const mmk_kernel_entry g_kernels[] = {
     {"attn_simt", (const void *)k_attn_simt, 80},
     {"attn_transpose_v", (const void *)k_transpose_v, 80},
     {"attn_fwd_sm90", (const void *)k_attn_fwd_sm90, 90},
-    {"attn_fwd_sm90p", (const void *)k_attn_fwd_sm90p, 90},
+    {"attn_fwd_sm90p", (const void *)k_attn_fwd_sm90p<false>, 90},
+    {"attn_fwd_sm90pp", (const void *)k_attn_fwd_sm90p<true>, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_attention(int *n)

@@ -121,6 +121,13 @@ static int run_attention_sm90p(void *u)
     unsetenv("MMH3_ATTN");
     return rc;
 }
+static int run_attention_sm90pp(void *u)
+{
+    setenv("MMH3_ATTN", "sm90pp", 1);
+    int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
+    unsetenv("MMH3_ATTN");
+    return rc;
+}
 static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_rmsnorm(void *u) { return mmk_rmsnorm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
@@ -305,6 +312,12 @@ int main(int argc, char **argv)
     mmk_view csv = view2d(cs, MM_BF16, S, 96, 96), snv = view2d(sn, MM_BF16, S, 96, 96);
     rope_args ra = {view3d(qkv, MM_BF16, S, NH, D, QKV), view3d(qkv, MM_BF16, S, NH, D, QKV), csv, snv, 96};
     bench("rope_q_op", run_rope, &ra, 0, (double)S * NH * D * 4);
+
+    /* last: the ping-pong variant (named barriers; if it ever hung, only this line is lost) */
+    if (have90) {
+        bench("attn90pp_s38k_h56_d128", run_attention_sm90pp, &at, 4.0 * S * (double)S * D * NH, 0);
+        bench("attn90pp_causal_h56_d128", run_attention_sm90pp, &atc, 2.0 * S * (double)S * D * NH, 0);
+    }
 
     size_t in_use, peak, reserved;
     mm_cuda_memory_stats(DEV, &in_use, &peak, &reserved);

@@ -167,7 +167,7 @@ if [ "$bench" = 1 ]; then
       if ("peak_bf16_gemm_8192" in ref) printf "torch bf16 GEMM peak (8192^3): %.1f TFLOP/s\n", rtf["peak_bf16_gemm_8192"]
       printf "%-28s %10s %10s %8s %10s %10s\n", "op", "ours ms", "torch ms", "ratio", "ours TF/s", "torch TF/s"
       for (i = 1; i <= n; i++) { k = order[i]; b = k
-        sub(/^attn90p?_/, "attn_", b); sub(/^i8outer_/, "i8_", b)   # variants of one op share the reference
+        sub(/^attn90p?p?_/, "attn_", b); sub(/^i8outer_/, "i8_", b)   # variants of one op share the reference
         if (b in ref) printf "%-28s %10.3f %10.3f %7.2fx %10.1f %10.1f\n", k, ours[k], ref[b], ref[b] / ours[k], tf[k], rtf[b]
         else printf "%-28s %10.3f %10s %8s %10.1f\n", k, ours[k], "-", "-", tf[k] }
     }' "$OUT/bench_cuda.txt" "$OUT/bench_torch.txt" >"$OUT/bench_join.txt"

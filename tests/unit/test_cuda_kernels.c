@@ -467,8 +467,8 @@ static void attn_case(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_
 {
     setenv("MMH3_ATTN", "sm80", 1);
     attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs);
-    const char *hopper[2] = {"sm90", "sm90p"};
-    for (int i = 0; i < 2; i++) {
+    const char *hopper[3] = {"sm90", "sm90p", "sm90pp"};
+    for (int i = 0; i < 3; i++) {
         setenv("MMH3_ATTN", hopper[i], 1);
         if (strncmp(mmk_attention_path(DEV), hopper[i], strlen(hopper[i])) == 0)
             attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs);
