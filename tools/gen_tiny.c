@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "backend/ops.h"
 #include "core/dtype.h"
 #include "io/download.h"
@@ -834,13 +836,146 @@ static int write_plan(plan *p, const char *path, mm_error *err)
     return mm_st_writer_close(w, err);
 }
 
+/* ------------------------------------------------- the config folder (all) */
+
+/* `all` also writes DIR/MiniMax-H3/FL2VA (+ scheduler/, audio_scheduler/): the
+ * release's small config files, copied from a release folder, with
+ * text_encoder/config.json patched to the generated text encoder's sizes, so
+ * DIR works as $MODELS_PATH for the whole engine. The release folder is
+ * --config-from DIR, else $MMH3_SHARED/minimax-h3/FL2VA, else a shared/
+ * beside (up to four levels above) the current folder. */
+static const char *find_release_config(const char *given, char *buf, size_t n)
+{
+    char probe[4600];
+    const char *shared = getenv("MMH3_SHARED");
+    for (int i = -2; i < 4; i++) {
+        if (i == -2) {
+            if (!given)
+                continue;
+            snprintf(buf, n, "%s", given);
+        } else if (i == -1) {
+            if (!shared || !*shared)
+                continue;
+            snprintf(buf, n, "%s/minimax-h3/FL2VA", shared);
+        } else {
+            static const char *ups[] = {"..", "../..", "../../..", "../../../.."};
+            snprintf(buf, n, "%s/shared/minimax-h3/FL2VA", ups[i]);
+        }
+        snprintf(probe, sizeof probe, "%s/text_encoder/config.json", buf);
+        if (access(probe, R_OK) == 0)
+            return buf;
+        if (i == -2)
+            return NULL; /* an explicit folder that is not one */
+    }
+    return NULL;
+}
+
+static int copy_file(const char *from, const char *to, mm_error *err)
+{
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return mm_fail(err, "cannot open %s", from);
+    FILE *out = fopen(to, "wb");
+    if (!out) {
+        fclose(in);
+        return mm_fail(err, "cannot create %s", to);
+    }
+    char buf[1 << 16];
+    size_t k;
+    int rc = 0;
+    while ((k = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, k, out) != k)
+            rc = mm_fail(err, "cannot write %s", to);
+    fclose(in);
+    if (fclose(out) != 0 && rc == 0)
+        rc = mm_fail(err, "cannot write %s", to);
+    return rc;
+}
+
+static int make_dirs(const char *path)
+{
+    char tmp[4600];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static int write_config_folder(const char *out, const char *release, const te_cfg *te, mm_error *err)
+{
+    char dst[4600], src[4600];
+    static const char *const copies[] = {
+        "processor/preprocessor_config.json", "processor/video_preprocessor_config.json", "tokenizer/vocab.json",
+        "tokenizer/merges.txt", "tokenizer/tokenizer_config.json", "../scheduler/scheduler_config.json",
+        "../audio_scheduler/scheduler_config.json"};
+    static const char *const dirs[] = {"FL2VA/processor", "FL2VA/tokenizer", "FL2VA/text_encoder", "scheduler",
+                                       "audio_scheduler"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(dst, sizeof dst, "%s/MiniMax-H3/%s", out, dirs[i]);
+        if (make_dirs(dst) != 0)
+            return mm_fail(err, "cannot create %s", dst);
+    }
+    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++) {
+        snprintf(src, sizeof src, "%s/%s", release, copies[i]);
+        snprintf(dst, sizeof dst, "%s/MiniMax-H3/FL2VA/%s", out, copies[i]);
+        if (access(src, R_OK) != 0 && strncmp(copies[i], "../", 3) == 0)
+            continue; /* the scheduler shifts have release defaults in the engine */
+        if (copy_file(src, dst, err) != 0)
+            return -1;
+    }
+    snprintf(src, sizeof src, "%s/text_encoder/config.json", release);
+    json_error_t je;
+    json_t *cfg = json_load_file(src, 0, &je);
+    if (!cfg)
+        return mm_fail(err, "%s: %s", src, je.text);
+    json_t *t = json_object_get(cfg, "text_config"), *v = json_object_get(cfg, "vision_config");
+    if (!json_is_object(t) || !json_is_object(v)) {
+        json_decref(cfg);
+        return mm_fail(err, "%s: no text_config / vision_config", src);
+    }
+    json_object_set_new(t, "hidden_size", json_integer(te->hidden));
+    json_object_set_new(t, "num_attention_heads", json_integer(te->heads));
+    json_object_set_new(t, "num_key_value_heads", json_integer(te->kv_heads));
+    json_object_set_new(t, "head_dim", json_integer(te->head_dim));
+    json_object_set_new(t, "intermediate_size", json_integer(te->ffn));
+    json_object_set_new(t, "num_hidden_layers", json_integer(te->layers));
+    json_object_set_new(t, "vocab_size", json_integer(te->vocab));
+    json_object_set_new(v, "depth", json_integer(te->v_depth));
+    json_object_set_new(v, "hidden_size", json_integer(te->v_hidden));
+    json_object_set_new(v, "num_heads", json_integer(te->v_heads));
+    json_object_set_new(v, "intermediate_size", json_integer(te->v_ffn));
+    json_object_set_new(v, "num_position_embeddings", json_integer(te->v_pos_side * te->v_pos_side));
+    json_object_set_new(v, "out_hidden_size", json_integer(te->out_hidden));
+    /* the release's tap blocks where they fit the depth, else the first ones */
+    json_t *taps = json_object_get(v, "deepstack_visual_indexes");
+    bool fits = json_is_array(taps) && (int64_t)json_array_size(taps) == te->v_deepstack;
+    for (size_t i = 0; fits && i < json_array_size(taps); i++)
+        fits = json_integer_value(json_array_get(taps, i)) < te->v_depth;
+    if (!fits) {
+        json_t *a = json_array();
+        for (int64_t i = 0; i < te->v_deepstack; i++)
+            json_array_append_new(a, json_integer(i < te->v_depth ? i : te->v_depth - 1));
+        json_object_set_new(v, "deepstack_visual_indexes", a);
+    }
+    snprintf(dst, sizeof dst, "%s/MiniMax-H3/FL2VA/text_encoder/config.json", out);
+    int rc = json_dump_file(cfg, dst, JSON_INDENT(2)) == 0 ? 0 : mm_fail(err, "cannot write %s", dst);
+    json_decref(cfg);
+    return rc;
+}
+
 /* --------------------------------------------------------------- the CLI */
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mmh3-gen-tiny dit|text-encoder|video-vae|audio-vae [--full] [options] [--seed N] --out FILE\n"
-            "       mmh3-gen-tiny all [--full] [--seed N] --out DIR   (DIR laid out like $MODELS_PATH)\n"
+            "       mmh3-gen-tiny all [--full] [--seed N] [--config-from FL2VA_DIR] --out DIR   (DIR laid out like\n"
+            "                 $MODELS_PATH, with MiniMax-H3/FL2VA: the release's config files, the text encoder's\n"
+            "                 config.json patched to the generated sizes)\n"
             "\n"
             "Writes checkpoints in the released files' exact layouts with seeded random values.\n"
             "Defaults are tiny (the conformance kits' sizes); --full gives the released sizes.\n"
@@ -905,7 +1040,8 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    const char *what = argv[1], *out = NULL;
+    const char *what = argv[1], *out = NULL, *config_from = NULL;
+    bool rates_given = false;
     bool full = false;
     for (int i = 2; i < argc; i++)
         if (strcmp(argv[i], "--full") == 0)
@@ -926,15 +1062,19 @@ int main(int argc, char **argv)
         int bad = 0, nn;
         if (strcmp(a, "--out") == 0)
             out = v;
+        else if (strcmp(a, "--config-from") == 0)
+            config_from = v;
         else if (strcmp(a, "--seed") == 0)
             bad = parse_i64(v, (int64_t *)&g_seed);
         else if (strcmp(a, "--channels") == 0) {
             bad = parse_list(v, c.vv.ch, 8, &nn);
             c.vv.nlev = nn;
         } else if (strcmp(a, "--encoder-rates") == 0) {
+            rates_given = true;
             bad = parse_list(v, c.av.enc_rates, 8, &nn);
             c.av.n_enc = nn;
         } else if (strcmp(a, "--decoder-rates") == 0) {
+            rates_given = true;
             bad = parse_list(v, c.av.dec_rates, 8, &nn);
             c.av.n_dec = nn;
         } else {
@@ -1009,6 +1149,13 @@ int main(int argc, char **argv)
         jobs[nj++] = (file_job){"video-vae", "vae/minimax_h3_video_vae_fp16.safetensors", 4};
         jobs[nj++] = (file_job){"audio-vae", "vae/minimax_h3_audio_vae_fp32.safetensors", 5};
         c.dit.text_dim = c.te.hidden;
+        /* the engine runs the audio VAE with the released strides (800 samples
+         * per latent, 40 latents/s) and 8 heads, which the checkpoint cannot
+         * tell: a trunk of 256 pools 8 heads of 32 to the 32 latent channels,
+         * and a decoder of 256 halves through its 7 stages to 2 channels */
+        if (!full && !rates_given)
+            c.av = (avae_cfg){c.av.enc_dim, 256, 8, 256, {2, 4, 4, 5, 5}, {5, 5, 2, 2, 2, 2, 2}, 5, 7,
+                              c.av.post_gain};
     } else {
         jobs[nj++] = (file_job){what, NULL, 0};
     }
@@ -1044,6 +1191,20 @@ int main(int argc, char **argv)
         for (size_t k = 0; k < p.n; k++)
             free(p.t[k].cache);
         free(p.t);
+    }
+    if (rc == 0 && strcmp(what, "all") == 0) {
+        char release[4096];
+        if (!find_release_config(config_from, release, sizeof release)) {
+            fprintf(stderr, "mmh3-gen-tiny: no release config folder found%s%s (give --config-from the FL2VA folder of "
+                            "MiniMaxAI/MiniMax-H3); %s/MiniMax-H3 not written\n",
+                    config_from ? " at " : "", config_from ? config_from : "", out);
+            rc = config_from ? 1 : 0;
+        } else if (write_config_folder(out, release, &c.te, &err) != 0) {
+            fprintf(stderr, "mmh3-gen-tiny: %s\n", err.msg);
+            rc = 1;
+        } else {
+            printf("%s/MiniMax-H3/FL2VA: config files (from %s)\n", out, release);
+        }
     }
     free(g_pending.bytes);
     mm_ctx_destroy(ctx);

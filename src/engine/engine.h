@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "engine/timing.h"
 
 /* The stages a render goes through, in order. Their names are stored in the
  * database, sent over SSE and shown by the UI: keep them stable. */
@@ -74,6 +75,9 @@ typedef struct mm_gen_callbacks {
     /* Polled between forwards (and between stages); true stops the render. */
     bool (*should_cancel)(void *user);
     void *user;
+    /* Optional: finer progress inside a stage (frames decoded of all, ...)
+     * for progress bars; `progress` keeps step = 0 outside denoising. */
+    void (*stage_progress)(void *user, mm_stage stage, int done, int total);
 } mm_gen_callbacks;
 
 typedef struct mm_gen_result {
@@ -81,6 +85,7 @@ typedef struct mm_gen_result {
     double total_seconds;
     size_t peak_device_bytes;
     char placement[256]; /* e.g. "dit=cuda:0 text_encoder=cuda:0 vae=cuda:0" */
+    mm_timing timing;    /* the real engine's detailed rows (timing.h); zero from the mock */
 } mm_gen_result;
 
 /* generate() returns 0, -1 (error, message in err), or MM_CANCELLED. */

@@ -1,0 +1,73 @@
+/* The MiniMax-H3 generation pipeline: the five model files resident on their
+ * devices, and one request rendered through them.
+ *
+ *   inputs      read the keyframes / references, put them on their canvases
+ *   condition   prompt + pictures/videos → Qwen3-VL rows [L, text_dim] + tags
+ *   references  keyframes / reference media → VAE latents (pinned rows)
+ *   denoise     packed layout, seeded noise, DiT forwards, Euler steps
+ *   decode      video VAE → frames → H.264, audio VAE → AAC, mp4 renamed in place
+ *
+ * One file per stage (pipeline_<stage>.c); this one (pipeline.c) owns the
+ * resident state: checkpoint resolution, placement, the device contexts, the
+ * loaded models, and the one cross-device staging copy.
+ *
+ * Thread use: one request at a time per pipeline (the worker renders jobs
+ * one after another); mm_pipeline_status_json may be called from any thread.
+ */
+#ifndef MMH3_ENGINE_PIPELINE_H
+#define MMH3_ENGINE_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/timing.h"
+#include "io/checkpoint.h"
+
+typedef struct mm_pipeline_options {
+    mm_checkpoint_opts checkpoints; /* overrides, $MODELS_PATH, downloads */
+    const char *device;             /* NULL/"auto", "cpu", "cuda", "cuda:N": pins every part */
+    const char *te_device;          /* moves the text encoder and the VAEs */
+    bool offload;                   /* text encoder + VAEs loaded for each request and freed after use */
+    int threads;                    /* CPU workers (0 = one per core, or $MMH3_THREADS) */
+    bool ref_kv_cache;              /* keep reference rows' K/V across forwards (ref2va) */
+    int ref_image_short_edge;       /* ref2va picture short edge (0 = the reference's 2048) */
+    int ref_video_short_edge;       /* ref2va video canvas short edge (0 = 768, area capped like the target) */
+    size_t prompt_cache_bytes;      /* in-memory prompt cache (0 = 256 MiB, SIZE_MAX = none) */
+    size_t ref_cache_bytes;         /* in-memory reference-latent cache (0 = 1 GiB, SIZE_MAX = none) */
+    /* Tests and debugging: each request's packed layout (positions, tags,
+     * roles, the first forward's row timesteps, index maps) to this file. */
+    const char *layout_dump;
+    /* One line per notable event (files found, weights loaded, fallbacks). */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+} mm_pipeline_options;
+
+void mm_pipeline_options_defaults(mm_pipeline_options *o);
+
+typedef struct mm_pipeline mm_pipeline;
+
+/* Resolves every file and chooses the placement; reads no weights. Fails
+ * (with what was looked for and where) when a needed file is missing. */
+int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error *err);
+void mm_pipeline_destroy(mm_pipeline *p);
+
+/* Loads the weights of `partition` ("fl2va" / "ref2va") and, unless
+ * offloading, the text encoder and the VAEs; adds the load times to t. */
+int mm_pipeline_load(mm_pipeline *p, const char *partition, mm_timing *t, mm_error *err);
+void mm_pipeline_unload(mm_pipeline *p);
+bool mm_pipeline_loaded(const mm_pipeline *p);
+
+/* Renders one request (loading what is missing first). Returns 0,
+ * MM_CANCELLED, or -1 with err. res->timing has the rows; res->stage_seconds
+ * the per-stage split; res->timing.wall is set to the call's duration. */
+int mm_pipeline_run(mm_pipeline *p, const mm_gen_request *req, const mm_gen_callbacks *cb, mm_gen_result *res,
+                    mm_error *err);
+
+/* {"resident":bool,"placement":"...","partition":"...","memory":{...},...} */
+int mm_pipeline_status_json(mm_pipeline *p, char *buf, size_t n);
+/* "dit=cuda:0 text_encoder=cuda:1 vae=cuda:1" */
+const char *mm_pipeline_placement(const mm_pipeline *p);
+
+#endif

@@ -1,0 +1,274 @@
+/* The packed layout, the seeded initial rows and the denoising loop
+ * (dit.md §5–6): [text | keyframe or reference blocks | target audio |
+ * target video]; one CPU generator seeded with the request's seed draws the
+ * condition noise (packed order), the target video and the target audio;
+ * reference audio rows are clean. N grid points drive N−1 DiT forwards; the
+ * Euler update runs on the host in f32 on target rows only, so condition
+ * rows are fed unchanged every step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/pipeline_internal.h"
+#include "io/safetensors.h"
+#include "model/vae/vae.h"
+#include "model/dit/patchify.h"
+#include "sampler/flow_sampler.h"
+#include "sampler/initial_noise.h"
+#include "sampler/sigmas.h"
+
+/* Latent geometry of the target: the VAE's rule (17n+5 frames → 5n+2
+ * latents, 16 px per latent) read from its configuration when loaded. */
+static void target_geometry(pl_job *j)
+{
+    mm_pipeline *p = j->p;
+    if (p->vvae) {
+        const mm_video_vae_config *c = mm_video_vae_get_config(p->vvae);
+        j->T = (int)mm_video_vae_latent_frames(c, j->frames);
+        j->Hl = j->height / c->patch_s;
+        j->Wl = j->width / c->patch_s;
+    } else {
+        /* not loaded (offloading, no references): the released VAE's rule */
+        j->T = (j->frames - 5) / 17 * 5 + 2;
+        j->Hl = j->height / 16;
+        j->Wl = j->width / 16;
+    }
+    j->A = (int)mm_audio_vae_latents_for_frames(j->frames);
+}
+
+int pl_build_layout(pl_job *j, mm_error *err)
+{
+    j->dit_cfg = *mm_dit_get_config(j->p->dit[j->partition]);
+    const mm_dit_config *cfg = &j->dit_cfg;
+    target_geometry(j);
+    int8_t *tags = malloc((size_t)(j->cond.len ? j->cond.len : 1));
+    mm_dit_anchor anchors[2];
+    mm_dit_ref refs[PL_MAX_ITEMS];
+    int n_anchors = 0, n_refs = 0;
+    if (!tags)
+        return mm_fail(err, "out of memory");
+    for (int64_t r = 0; r < j->cond.len; r++)
+        tags[r] = (int8_t)j->cond.tags[r];
+    for (int i = 0; i < j->n_items; i++) {
+        const pl_item *it = &j->items[i];
+        switch (it->role) {
+        case PL_KEYFRAME_FIRST:
+        case PL_KEYFRAME_LAST:
+            if (it->vshape[1] != 1 || it->vshape[2] != j->Hl || it->vshape[3] != j->Wl) {
+                free(tags);
+                return mm_fail(err, "keyframe latent %lldx%lldx%lld does not match the target's 1x%dx%d",
+                               (long long)it->vshape[1], (long long)it->vshape[2], (long long)it->vshape[3], j->Hl,
+                               j->Wl);
+            }
+            anchors[n_anchors++] = it->role == PL_KEYFRAME_FIRST ? MM_DIT_ANCHOR_FIRST : MM_DIT_ANCHOR_LAST;
+            break;
+        case PL_REF_IMAGE:
+            refs[n_refs++] = (mm_dit_ref){MM_DIT_REF_IMAGE, 1, (int)it->vshape[2], (int)it->vshape[3], 0};
+            break;
+        case PL_REF_VIDEO:
+            refs[n_refs++] = (mm_dit_ref){MM_DIT_REF_VIDEO, (int)it->vshape[1], (int)it->vshape[2],
+                                          (int)it->vshape[3], it->alat ? (int)it->a_latents : 0};
+            break;
+        case PL_REF_AUDIO:
+            refs[n_refs++] = (mm_dit_ref){MM_DIT_REF_AUDIO, 0, 0, 0, (int)it->a_latents};
+            break;
+        case PL_VISION_PICTURE:
+            break;
+        }
+    }
+    mm_dit_layout_request lr = {
+        .text_tags = tags,
+        .text_rows = (int)j->cond.len,
+        .target = {j->T, j->Hl, j->Wl, j->A, cfg->patch[0], cfg->patch[1], cfg->patch[2], 2},
+        .anchors = n_anchors ? anchors : NULL,
+        .n_anchors = n_anchors,
+        .refs = n_refs ? refs : NULL,
+        .n_refs = n_refs,
+    };
+    int rc = mm_dit_layout_build(&lr, &j->layout, err);
+    free(tags);
+    return rc;
+}
+
+/* The initial rows: pinned conditions first (noise-augmented video, clean
+ * audio), then the seeded target noise. */
+static int initial_rows(pl_job *j, const mm_dit_config *cfg, mm_error *err)
+{
+    const mm_dit_layout *l = &j->layout;
+    const int vw = cfg->video_row_width, aw = cfg->audio_row_width, C = cfg->latent_channels;
+    j->video_rows = malloc(sizeof(float) * (size_t)(l->video_rows * vw + 1));
+    j->audio_rows = malloc(sizeof(float) * (size_t)(l->audio_rows * aw + 1));
+    if (!j->video_rows || !j->audio_rows)
+        return mm_fail(err, "out of memory for %lld video and %lld audio rows", (long long)l->video_rows,
+                       (long long)l->audio_rows);
+    mm_noise_condition conds[PL_MAX_ITEMS];
+    int n_conds = 0;
+    int64_t audio_at = 0;
+    for (int i = 0; i < j->n_items; i++) {
+        const pl_item *it = &j->items[i];
+        if (it->alat && (it->role == PL_REF_AUDIO || it->role == PL_REF_VIDEO)) {
+            if (it->a_channels != aw)
+                return mm_fail(err, "audio latents have %d channels; the DiT reads %d", it->a_channels, aw);
+            mm_pack_audio(2, aw, (int)it->a_latents, it->alat, j->audio_rows + audio_at * aw);
+            audio_at += 2 * it->a_latents;
+        }
+        if (it->vlat) {
+            if (it->vshape[0] != C)
+                return mm_fail(err, "a condition latent has %lld channels; the DiT reads %d", (long long)it->vshape[0],
+                               C);
+            conds[n_conds++] = (mm_noise_condition){
+                .shape = {C, (int)it->vshape[1], (int)it->vshape[2], (int)it->vshape[3], cfg->patch[0], cfg->patch[1],
+                          cfg->patch[2]},
+                .latent = it->vlat,
+            };
+        }
+    }
+    if (audio_at != l->cond_audio_rows)
+        return mm_fail(err, "reference audio: %lld rows packed, the layout has %lld", (long long)audio_at,
+                       (long long)l->cond_audio_rows);
+    mm_noise_plan plan = {
+        .conds = conds,
+        .n_conds = n_conds,
+        .condition_t = PL_CONDITION_T,
+        .target = {C, j->T, j->Hl, j->Wl, cfg->patch[0], cfg->patch[1], cfg->patch[2]},
+        .audio_rows = l->audio_rows - l->cond_audio_rows,
+        .audio_width = aw,
+    };
+    return mm_draw_initial_rows(j->req->seed, &plan, j->video_rows, j->audio_rows + l->cond_audio_rows * aw, NULL,
+                                NULL, err);
+}
+
+/* The layout as the first forward sees it, for tests that check it against
+ * the reference's rules computed independently. */
+static int dump_layout(const pl_job *j, const mm_sigma_schedule *sv, const mm_sigma_schedule *sa, mm_error *err)
+{
+    const mm_dit_layout *l = &j->layout;
+    float *row_t = malloc(sizeof(float) * (size_t)(l->rows + 1));
+    if (!row_t)
+        return mm_fail(err, "out of memory");
+    mm_dit_row_timesteps(l, sv->timesteps[0], sa->timesteps[0], PL_CONDITION_T, row_t);
+    const char *names[] = {"positions", "tags", "roles", "row_t0", "video_index", "audio_index", "t_video", "t_audio"};
+    float tv = sv->timesteps[0], ta = sa->timesteps[0];
+    mm_tensor t[] = {
+        mm_tensor_wrap(l->positions, mm_cpu(), MM_F64, 2, (int64_t[]){l->rows, 3}),
+        mm_tensor_wrap(l->tags, mm_cpu(), MM_I8, 1, (int64_t[]){l->rows}),
+        mm_tensor_wrap(l->roles, mm_cpu(), MM_U8, 1, (int64_t[]){l->rows}),
+        mm_tensor_wrap(row_t, mm_cpu(), MM_F32, 1, (int64_t[]){l->rows}),
+        mm_tensor_wrap(l->video_index, mm_cpu(), MM_I64, 1, (int64_t[]){l->video_rows}),
+        mm_tensor_wrap(l->audio_index, mm_cpu(), MM_I64, 1, (int64_t[]){l->audio_rows}),
+        mm_tensor_wrap(&tv, mm_cpu(), MM_F32, 1, (int64_t[]){1}),
+        mm_tensor_wrap(&ta, mm_cpu(), MM_F32, 1, (int64_t[]){1}),
+    };
+    int rc = mm_st_save(j->p->o.layout_dump, sizeof names / sizeof names[0], names, t, err);
+    free(row_t);
+    return rc != 0 ? mm_error_prefix(err, "layout dump %s", j->p->o.layout_dump) : 0;
+}
+
+typedef struct loop_state {
+    pl_job *j;
+    mm_ctx *ctx;
+    mm_dit_request *dreq;
+    mm_tensor video, audio, vv, va; /* device rows and velocities */
+    float *row_t;
+} loop_state;
+
+static int velocity(void *user, int step, float t_video, float t_audio, const mm_flow_stream *video,
+                    const mm_flow_stream *audio, float *v_video, float *v_audio, mm_error *err)
+{
+    (void)step;
+    loop_state *s = user;
+    mm_dit_row_timesteps(&s->j->layout, t_video, t_audio, PL_CONDITION_T, s->row_t);
+    mm_tensor hv = mm_tensor_wrap(video->rows, mm_cpu(), MM_F32, 2, s->video.shape);
+    mm_tensor ha = mm_tensor_wrap(audio->rows, mm_cpu(), MM_F32, 2, s->audio.shape);
+    mm_copy(s->ctx, &s->video, &hv);
+    mm_copy(s->ctx, &s->audio, &ha);
+    if (mm_ctx_error(s->ctx, err) != 0 ||
+        mm_dit_forward(s->dreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err) != 0)
+        return -1;
+    mm_tensor ov = mm_tensor_wrap(v_video, mm_cpu(), MM_F32, 2, s->vv.shape);
+    mm_tensor oa = mm_tensor_wrap(v_audio, mm_cpu(), MM_F32, 2, s->va.shape);
+    mm_copy(s->ctx, &ov, &s->vv);
+    mm_copy(s->ctx, &oa, &s->va);
+    return mm_ctx_sync(s->ctx, err);
+}
+
+static void on_progress(void *user, int done, int total)
+{
+    loop_state *s = user;
+    s->j->forwards = done;
+    pl_report(s->j, MM_STAGE_DENOISING, done, total);
+}
+
+static bool on_cancel(void *user) { return pl_cancelled(((loop_state *)user)->j); }
+
+int pl_denoise(pl_job *j, mm_error *err)
+{
+    mm_pipeline *p = j->p;
+    if (!p->dit[j->partition]) {
+        pl_report(j, MM_STAGE_LOADING, 0, 0);
+        if (pl_load_dit(p, j->partition, j->t, err) != 0)
+            return -1;
+    }
+    mm_dit *dit = p->dit[j->partition];
+    const mm_dit_config *cfg = mm_dit_get_config(dit);
+    mm_sigma_schedule sv = {0}, sa = {0};
+    loop_state s = {.j = j, .ctx = p->dit_ctx};
+    mm_tensor text = {0};
+    const mm_tensor *text_rows = &j->cond.rows;
+    int rc = -1;
+    double t0 = mm_timing_now();
+    if (mm_sigma_schedule_build(j->req->steps, p->video_shift, &sv, err) != 0 ||
+        mm_sigma_schedule_build(j->req->steps, p->audio_shift, &sa, err) != 0)
+        goto done;
+    const int total = sv.points - 1;
+    pl_report(j, MM_STAGE_DENOISING, 0, total);
+    if (pl_build_layout(j, err) != 0 || initial_rows(j, cfg, err) != 0)
+        goto done;
+    if (p->o.layout_dump && dump_layout(j, &sv, &sa, err) != 0)
+        goto done;
+    const mm_dit_layout *l = &j->layout;
+    mm_device dd = mm_ctx_device(p->dit_ctx);
+    if (text_rows->device.kind != dd.kind || text_rows->device.index != dd.index) {
+        if (pl_stage_copy(p->dit_ctx, &text, p->te_ctx, text_rows, err) != 0)
+            goto done;
+        text_rows = &text;
+    }
+    s.row_t = malloc(sizeof(float) * (size_t)l->rows);
+    if (!s.row_t) {
+        mm_fail(err, "out of memory");
+        goto done;
+    }
+    const int vw = cfg->video_row_width, aw = cfg->audio_row_width;
+    if (mm_tensor_alloc(&s.video, dd, MM_F32, 2, (int64_t[]){l->video_rows, vw}, err) != 0 ||
+        mm_tensor_alloc(&s.audio, dd, MM_F32, 2, (int64_t[]){l->audio_rows, aw}, err) != 0 ||
+        mm_tensor_alloc(&s.vv, dd, MM_F32, 2, (int64_t[]){l->video_rows, vw}, err) != 0 ||
+        mm_tensor_alloc(&s.va, dd, MM_F32, 2, (int64_t[]){l->audio_rows, aw}, err) != 0)
+        goto done;
+    if (mm_dit_request_begin(dit, p->dit_ctx, l, text_rows, NULL, &s.dreq, err) != 0)
+        goto done;
+    mm_tensor_free(&text);
+    mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);
+    pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards", (long long)l->rows,
+           (long long)l->text_rows, (long long)l->video_rows, (long long)l->audio_rows, total);
+
+    t0 = mm_timing_now();
+    mm_flow_stream vstream = {j->video_rows, l->video_rows, l->cond_video_rows, vw, &sv};
+    mm_flow_stream astream = {j->audio_rows, l->audio_rows, l->cond_audio_rows, aw, &sa};
+    mm_flow_callbacks fcb = {.progress = on_progress, .should_cancel = on_cancel, .user = &s};
+    rc = mm_flow_sample(&vstream, &astream, velocity, &s, &fcb, err);
+    mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0);
+done:
+    mm_dit_request_end(s.dreq);
+    mm_tensor *all[] = {&text, &s.video, &s.audio, &s.vv, &s.va};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        mm_tensor_free(all[i]);
+    free(s.row_t);
+    mm_sigma_schedule_free(&sv);
+    mm_sigma_schedule_free(&sa);
+    /* the text rows are not needed any more */
+    mm_tensor_free(&j->cond.rows);
+    if (p->placement.te_swapped)
+        pl_free_dit(p, j->partition); /* one small GPU: the text encoder needs the room next time */
+    if (rc < 0)
+        mm_error_prefix(err, "denoising");
+    return rc == MM_FLOW_CANCELLED ? MM_CANCELLED : rc;
+}

@@ -1,0 +1,267 @@
+/* Keyframes and references → VAE latents, the rows the DiT keeps pinned
+ * (dit.md §5.5): pictures and video frames through the video VAE's encoder
+ * with the released posterior recipe (a sample from a fresh generator seeded
+ * 42, rounded to fp16, normalized), audio clips and soundtracks through the
+ * audio VAE's encoder (normalized posterior means, clean rows).
+ *
+ * Encodes are cached by content: the key of an item (pipeline_inputs.c) is
+ * the SHA-256 of its file and of how it was prepared, so a reference used
+ * again — in the next job of the worker, or as the same keyframe — is not
+ * re-encoded. The cache is an LRU bounded in bytes, in host memory.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/pipeline_internal.h"
+#include "model/vae/vae.h"
+
+/* --------------------------------------------------------------- cache */
+
+typedef struct cache_entry {
+    struct cache_entry *prev, *next; /* most recently used first */
+    uint8_t key[32];
+    float *vlat;
+    int64_t vshape[4];
+    float *alat;
+    int64_t a_latents;
+    size_t bytes;
+} cache_entry;
+
+struct pl_ref_cache {
+    pthread_mutex_t lock;
+    cache_entry *head, *tail;
+    size_t bytes, budget;
+    uint64_t hits, misses;
+};
+
+int pl_ref_cache_create(pl_ref_cache **out, size_t budget, mm_error *err)
+{
+    pl_ref_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return mm_fail(err, "out of memory");
+    pthread_mutex_init(&c->lock, NULL);
+    c->budget = budget;
+    *out = c;
+    return 0;
+}
+
+static void entry_free(cache_entry *e)
+{
+    free(e->vlat);
+    free(e->alat);
+    free(e);
+}
+
+static void unlink_entry(pl_ref_cache *c, cache_entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        c->tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void push_front(pl_ref_cache *c, cache_entry *e)
+{
+    e->next = c->head;
+    e->prev = NULL;
+    if (c->head)
+        c->head->prev = e;
+    c->head = e;
+    if (!c->tail)
+        c->tail = e;
+}
+
+void pl_ref_cache_destroy(pl_ref_cache *c)
+{
+    if (!c)
+        return;
+    for (cache_entry *e = c->head, *n; e; e = n) {
+        n = e->next;
+        entry_free(e);
+    }
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static int64_t vnumel(const int64_t *s) { return s[0] * s[1] * s[2] * s[3]; }
+
+static float *dup_floats(const float *src, int64_t n)
+{
+    if (!src || n <= 0)
+        return NULL;
+    float *d = malloc(sizeof(float) * (size_t)n);
+    if (d)
+        memcpy(d, src, sizeof(float) * (size_t)n);
+    return d;
+}
+
+/* On a hit, copies the latents into the item. */
+static bool cache_get(pl_ref_cache *c, pl_item *it, int channels)
+{
+    if (!c)
+        return false;
+    bool hit = false;
+    pthread_mutex_lock(&c->lock);
+    for (cache_entry *e = c->head; e; e = e->next) {
+        if (memcmp(e->key, it->key, 32) != 0)
+            continue;
+        it->vlat = e->vlat ? dup_floats(e->vlat, vnumel(e->vshape)) : NULL;
+        memcpy(it->vshape, e->vshape, sizeof it->vshape);
+        it->alat = e->alat ? dup_floats(e->alat, 2 * (int64_t)channels * e->a_latents) : NULL;
+        it->a_latents = e->a_latents;
+        hit = (!e->vlat || it->vlat) && (!e->alat || it->alat);
+        unlink_entry(c, e);
+        push_front(c, e);
+        break;
+    }
+    c->hits += hit;
+    c->misses += !hit;
+    pthread_mutex_unlock(&c->lock);
+    return hit;
+}
+
+static void cache_put(pl_ref_cache *c, const pl_item *it, int channels)
+{
+    if (!c)
+        return;
+    cache_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return;
+    memcpy(e->key, it->key, 32);
+    int64_t na = 2 * (int64_t)channels * it->a_latents;
+    e->vlat = it->vlat ? dup_floats(it->vlat, vnumel(it->vshape)) : NULL;
+    e->alat = it->alat ? dup_floats(it->alat, na) : NULL;
+    memcpy(e->vshape, it->vshape, sizeof e->vshape);
+    e->a_latents = it->a_latents;
+    e->bytes = sizeof(float) * (size_t)((it->vlat ? vnumel(it->vshape) : 0) + (it->alat ? na : 0));
+    if ((it->vlat && !e->vlat) || (it->alat && !e->alat) || e->bytes > c->budget) {
+        entry_free(e);
+        return;
+    }
+    pthread_mutex_lock(&c->lock);
+    while (c->tail && c->bytes + e->bytes > c->budget) {
+        cache_entry *old = c->tail;
+        unlink_entry(c, old);
+        c->bytes -= old->bytes;
+        entry_free(old);
+    }
+    push_front(c, e);
+    c->bytes += e->bytes;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* -------------------------------------------------------------- encodes */
+
+static bool needs_video_latents(const pl_item *it)
+{
+    return it->role == PL_KEYFRAME_FIRST || it->role == PL_KEYFRAME_LAST || it->role == PL_REF_IMAGE ||
+           it->role == PL_REF_VIDEO;
+}
+
+static bool needs_audio_latents(const pl_item *it)
+{
+    return it->role == PL_REF_AUDIO || (it->role == PL_REF_VIDEO && it->has_audio);
+}
+
+static int take_video_latents(pl_item *it, mm_video_latents *lat, mm_error *err)
+{
+    it->vlat = lat->latents;
+    lat->latents = NULL;
+    memcpy(it->vshape, lat->shape, sizeof it->vshape);
+    mm_video_latents_free(lat);
+    return it->vlat ? 0 : mm_fail(err, "the video VAE returned no latents");
+}
+
+typedef struct frame_source {
+    const pl_item *it;
+} frame_source;
+
+static const uint8_t *pull_frame(void *user, int64_t index, mm_error *err)
+{
+    const pl_item *it = ((frame_source *)user)->it;
+    if (index < 0 || index >= it->n_frames) {
+        mm_fail(err, "frame %lld requested of %d", (long long)index, it->n_frames);
+        return NULL;
+    }
+    return it->frames + (size_t)index * it->width * it->height * 3;
+}
+
+static int encode_item(pl_job *j, pl_item *it, mm_error *err)
+{
+    mm_pipeline *p = j->p;
+    mm_video_encode_options vo;
+    mm_video_encode_options_release(&vo);
+    if (needs_video_latents(it)) {
+        mm_video_latents lat = {0};
+        int rc;
+        if (it->role == PL_REF_VIDEO) {
+            frame_source src = {it};
+            rc = mm_video_vae_encode_video(p->vvae, p->vae_ctx, it->n_frames, it->width, it->height,
+                                           (int64_t)it->width * 3, pull_frame, &src, &vo, &lat, err);
+        } else {
+            rc = mm_video_vae_encode_image(p->vvae, p->vae_ctx, it->rgb, it->width, it->height, (int64_t)it->width * 3,
+                                           &vo, &lat, err);
+        }
+        if (rc != 0) {
+            mm_video_latents_free(&lat);
+            return mm_error_prefix(err, "video VAE encode");
+        }
+        if (take_video_latents(it, &lat, err) != 0)
+            return -1;
+    }
+    if (needs_audio_latents(it)) {
+        const float *chans[2] = {it->audio, it->audio + it->audio_samples};
+        if (mm_audio_vae_encode(p->avae, p->vae_ctx, chans, 2, it->audio_samples, &it->alat, &it->a_latents, err) != 0)
+            return mm_error_prefix(err, "audio VAE encode");
+    }
+    return 0;
+}
+
+int pl_encode_references(pl_job *j, mm_error *err)
+{
+    mm_pipeline *p = j->p;
+    bool any = false;
+    for (int i = 0; i < j->n_items; i++)
+        any |= needs_video_latents(&j->items[i]) || needs_audio_latents(&j->items[i]);
+    if (!any)
+        return 0;
+    pl_report(j, MM_STAGE_ENCODING_REFERENCES, 0, 0);
+    if (pl_ensure_vaes(p, j->t, err) != 0)
+        return -1;
+    const int channels = mm_audio_vae_get_config(p->avae)->latent_channels;
+    int encoded = 0, cached = 0;
+    double t0 = mm_timing_now();
+    for (int i = 0; i < j->n_items; i++) {
+        pl_item *it = &j->items[i];
+        if (!needs_video_latents(it) && !needs_audio_latents(it))
+            continue;
+        it->a_channels = channels;
+        if (cache_get(p->ref_cache, it, channels)) {
+            it->cached = true;
+            cached++;
+            continue;
+        }
+        if (pl_cancelled(j))
+            return MM_CANCELLED;
+        if (encode_item(j, it, err) != 0) {
+            char buf[64];
+            snprintf(buf, sizeof buf, it->ref_index < 0 ? "last image" : "reference %d", it->ref_index + 1);
+            return mm_error_prefix(err, "%s (%s)", buf, it->path);
+        }
+        cache_put(p->ref_cache, it, channels);
+        encoded++;
+    }
+    if (mm_ctx_sync(p->vae_ctx, err) != 0)
+        return -1;
+    pl_release_vaes(p);
+    double s = mm_timing_now() - t0;
+    mm_timing_add(j->t, MM_TG_INFERENCE, "encode references (VAE)", s);
+    pl_log(p, "references: %d encoded, %d from the cache, %.2f s", encoded, cached, s);
+    return 0;
+}

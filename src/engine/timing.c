@@ -1,0 +1,140 @@
+/* The timing table of one generation (see timing.h). */
+#include "engine/timing.h"
+
+#include "core/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const group_names[MM_TG_COUNT] = {"loading", "inference", "encode", "overhead"};
+
+double mm_timing_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void mm_timing_add(mm_timing *t, mm_timing_group g, const char *name, double seconds)
+{
+    if (!t || seconds < 0)
+        return;
+    for (int i = 0; i < t->n_rows; i++)
+        if (t->rows[i].group == g && strcmp(t->rows[i].name, name) == 0) {
+            t->rows[i].seconds += seconds;
+            return;
+        }
+    if (t->n_rows == MM_TIMING_ROWS)
+        return; /* full: the time shows up as overhead */
+    mm_timing_row *r = &t->rows[t->n_rows++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->group = g;
+    r->seconds = seconds;
+}
+
+void mm_timing_memory_peak(mm_timing *t, const char *device, size_t peak)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->n_memory; i++)
+        if (strcmp(t->memory[i].device, device) == 0) {
+            if (peak > t->memory[i].peak)
+                t->memory[i].peak = peak;
+            return;
+        }
+    if (t->n_memory == MM_TIMING_DEVICES)
+        return;
+    mm_timing_memory *m = &t->memory[t->n_memory++];
+    snprintf(m->device, sizeof m->device, "%s", device);
+    m->peak = peak;
+}
+
+double mm_timing_group_total(const mm_timing *t, mm_timing_group g)
+{
+    double s = 0;
+    for (int i = 0; i < t->n_rows; i++)
+        if (t->rows[i].group == g)
+            s += t->rows[i].seconds;
+    return s;
+}
+
+double mm_timing_unaccounted(const mm_timing *t)
+{
+    double s = t->wall;
+    for (int i = 0; i < t->n_rows; i++)
+        s -= t->rows[i].seconds;
+    return s > 0 ? s : 0;
+}
+
+double mm_timing_sum(const mm_timing *t, const char *prefix)
+{
+    double s = 0;
+    size_t n = strlen(prefix);
+    for (int i = 0; i < t->n_rows; i++)
+        if (strncmp(t->rows[i].name, prefix, n) == 0)
+            s += t->rows[i].seconds;
+    return s;
+}
+
+typedef struct out {
+    char *buf;
+    size_t n, len;
+} out;
+
+static void put(out *o, const char *fmt, ...) MM_PRINTF(2, 3);
+static void put(out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->len, o->len < o->n ? o->n - o->len : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        o->len += (size_t)k;
+    if (o->len >= o->n && o->n)
+        o->len = o->n - 1;
+}
+
+static double share(const mm_timing *t, double s)
+{
+    return t->wall > 0 ? 100.0 * s / t->wall : 0;
+}
+
+int mm_timing_format(const mm_timing *t, char *buf, size_t n)
+{
+    out o = {buf, n, 0};
+    if (n)
+        buf[0] = '\0';
+    put(&o, "%-36s %10s %7s\n", "stage", "time", "share");
+    double unaccounted = mm_timing_unaccounted(t);
+    for (int g = 0; g < MM_TG_COUNT; g++) {
+        double total = mm_timing_group_total(t, (mm_timing_group)g);
+        if (g == MM_TG_OVERHEAD)
+            total += unaccounted;
+        for (int i = 0; i < t->n_rows; i++)
+            if (t->rows[i].group == (mm_timing_group)g)
+                put(&o, "  %-34s %9.2fs %6.1f%%\n", t->rows[i].name, t->rows[i].seconds, share(t, t->rows[i].seconds));
+        if (g == MM_TG_OVERHEAD && unaccounted > 0)
+            put(&o, "  %-34s %9.2fs %6.1f%%\n", "other (I/O, setup, transfers)", unaccounted, share(t, unaccounted));
+        put(&o, "%-36s %9.2fs %6.1f%%\n", group_names[g], total, share(t, total));
+    }
+    put(&o, "%-36s %9.2fs %6.1f%%\n", "total (wall clock)", t->wall, t->wall > 0 ? 100.0 : 0);
+
+    double denoise = mm_timing_sum(t, "denoise");
+    if (t->forwards > 0)
+        put(&o, "per step: %.3f s (%d forwards, %.2f steps/min)\n", denoise / t->forwards, t->forwards,
+            denoise > 0 ? 60.0 * t->forwards / denoise : 0);
+    if (t->frames > 0 && t->wall > 0) {
+        double clip = t->frames / 24.0;
+        double mpf = (double)t->width * t->height * t->frames / 1e6;
+        put(&o, "frames/s: %.3f (%d frames of %dx%d in %.2f s)\n", t->frames / t->wall, t->frames, t->width,
+            t->height, t->wall);
+        put(&o, "realtime factor: %.2fx (%.2f s of wall clock per second of video)\n", t->wall / clip,
+            t->wall / clip);
+        put(&o, "megapixel-frames/s: %.3f (%.1f MP-frames)\n", mpf / t->wall, mpf);
+    }
+    for (int i = 0; i < t->n_memory; i++)
+        put(&o, "peak memory %s: %.2f GiB\n", t->memory[i].device, t->memory[i].peak / 1073741824.0);
+    return 0;
+}

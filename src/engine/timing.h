@@ -1,0 +1,67 @@
+/* Where the time of one generation went: named rows in four rollups that add
+ * up to the wall clock, plus the figures derived from them (per-step time,
+ * frames/s, realtime factor, megapixel-frames/s) and the peak memory of
+ * every device used. The pipeline fills it, `mmh3 generate` prints it, the
+ * worker stores the per-stage part.
+ *
+ *   loading    checkpoint resolution and weights to their devices
+ *   inference  the models: prompt encode, reference encodes, denoising, decodes
+ *   encode     H.264/AAC muxing and the optional PNG dump
+ *   overhead   the rest of the wall clock (reading inputs, setup, transfers)
+ *
+ * Plain data (fixed arrays, no allocation), so it travels inside
+ * mm_gen_result by value.
+ */
+#ifndef MMH3_ENGINE_TIMING_H
+#define MMH3_ENGINE_TIMING_H
+
+#include <stddef.h>
+
+typedef enum mm_timing_group {
+    MM_TG_LOADING = 0,
+    MM_TG_INFERENCE,
+    MM_TG_ENCODE,
+    MM_TG_OVERHEAD,
+    MM_TG_COUNT
+} mm_timing_group;
+
+#define MM_TIMING_ROWS 24
+#define MM_TIMING_DEVICES 8
+
+typedef struct mm_timing_row {
+    char name[40];
+    mm_timing_group group;
+    double seconds;
+} mm_timing_row;
+
+typedef struct mm_timing_memory {
+    char device[16]; /* "cuda:0", "cpu" */
+    size_t peak;     /* bytes: the allocator's high-water mark (GPU), peak RSS (CPU) */
+} mm_timing_memory;
+
+typedef struct mm_timing {
+    mm_timing_row rows[MM_TIMING_ROWS];
+    int n_rows;
+    double wall;      /* the whole run, start to finish (set by the caller that owns the clock) */
+    int forwards;     /* DiT forwards run */
+    int frames, width, height;
+    mm_timing_memory memory[MM_TIMING_DEVICES];
+    int n_memory;
+} mm_timing;
+
+/* Monotonic seconds. */
+double mm_timing_now(void);
+/* Adds seconds to the row `name` (created in first-use order). */
+void mm_timing_add(mm_timing *t, mm_timing_group g, const char *name, double seconds);
+/* Records a device's peak (the larger of the old and new value is kept). */
+void mm_timing_memory_peak(mm_timing *t, const char *device, size_t peak);
+double mm_timing_group_total(const mm_timing *t, mm_timing_group g);
+/* Seconds of wall clock no row accounts for (never negative). */
+double mm_timing_unaccounted(const mm_timing *t);
+/* Seconds in rows whose name starts with prefix (e.g. "denoise"). */
+double mm_timing_sum(const mm_timing *t, const char *prefix);
+/* The table: rows under their rollup, each with its share of the wall clock,
+ * the unaccounted rest as overhead, then the derived figures and memory. */
+int mm_timing_format(const mm_timing *t, char *buf, size_t n);
+
+#endif
