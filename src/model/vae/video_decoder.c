@@ -78,8 +78,7 @@ static int rope_upload(mm_video_vae *vv, mm_ctx *ctx, int64_t t, int64_t h, int6
             mm_copy(ctx, &dc, &cos1);
             mm_copy(ctx, &ds, &sin1);
         }
-    mm_ctx_sync(ctx, NULL);
-    mm_tensor_free(&one);
+    mm_tensor_free(&one); /* stream-ordered; the host tables were copied on return */
     free(host);
     return mm_ctx_failed(ctx) ? -1 : 0;
 }

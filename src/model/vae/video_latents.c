@@ -58,8 +58,7 @@ int vv_pixels_in(mm_video_vae *vv, mm_ctx *ctx, mm_tensor *dst, const uint8_t *r
         mm_mul(ctx, &f, &f, &iv);
         mm_copy(ctx, dst, &f);
     }
-    mm_ctx_sync(ctx, NULL);
-    mm_tensor_free(&f);
+    mm_tensor_free(&f); /* stream-ordered; host sources were copied on return */
     mm_tensor_free(&inv);
     mm_tensor_free(&u8);
     free(packed);
