@@ -190,6 +190,25 @@ static void test_decode_stream_edges(void)
     vk_close(&k);
 }
 
+/* Inputs the encoder cannot take come back as errors that say what is accepted. */
+static void test_encode_bad_inputs(void)
+{
+    vk k;
+    MM_REQUIRE(vk_open(&k, MM_VAE_ENCODER, 0) == 0, "%s", k.err.msg);
+    uint8_t px[16 * 16 * 3] = {0};
+    mm_video_latents r;
+    MM_EXPECT(mm_video_vae_encode_image(k.video, k.ctx, px, 16, 16, 48, NULL, &r, &k.err) != 0 &&
+                  strstr(k.err.msg, "at least 17 px"),
+              "16x16: '%s'", k.err.msg);
+    MM_EXPECT(mm_video_vae_encode_image(k.video, k.ctx, px, 16, 16, 10, NULL, &r, &k.err) != 0 &&
+                  strstr(k.err.msg, "stride"),
+              "short stride: '%s'", k.err.msg);
+    MM_EXPECT(mm_video_vae_encode_image(k.video, k.ctx, NULL, 16, 16, 48, NULL, &r, &k.err) != 0, "NULL image");
+    MM_EXPECT(mm_video_vae_encode_video(k.video, k.ctx, 0, 32, 32, 96, NULL, NULL, NULL, &r, &k.err) != 0,
+              "no frames");
+    vk_close(&k);
+}
+
 /* The keyframe encode: input normalization, the encoder's padding, the
  * seed-42 sample rounded to fp16, and the posterior outputs. */
 static void test_encode_keyframe(void)
@@ -299,6 +318,7 @@ int main(void)
     MM_RUN(test_decode_tiled_crossfade);
     MM_RUN(test_decode_tile_batching);
     MM_RUN(test_decode_stream_edges);
+    MM_RUN(test_encode_bad_inputs);
     MM_RUN(test_encode_keyframe);
     MM_RUN(test_encode_causal_per_frame);
     return mm_test_exit();

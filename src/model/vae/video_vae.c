@@ -163,6 +163,10 @@ static int encode(mm_video_vae *vv, mm_ctx *ctx, int64_t n_frames, int width, in
         opts = &rel;
     }
     const int64_t C2 = 2 * c->latent_channels, Hl = down_space(c, height), Wl = down_space(c, width);
+    /* every level reflect-pads by one sample: the deepest level needs two */
+    if (Hl < 2 || Wl < 2)
+        return mm_fail(err, "video encode: %dx%d is too small (at least %d px per side)", width, height,
+                       c->patch_s + 1);
     const bool image = n_frames == 1;
     const int64_t T = image ? 1 : c->clip_length, tl = down_time(c, T);
     const int64_t clips = image ? 1 : (n_frames + T - 1) / T;
