@@ -115,13 +115,13 @@ int64_t mm_video_vae_latent_frames(const mm_video_vae_config *c, int64_t pixel_f
  * pixels: the frame before de-normalization ([3, H, W] f32 on the compute
  * device, ImageNet space, unclamped; a strided view) — what conformance
  * compares. Return 0 to continue, -1 (with err) to stop the decode. */
-typedef int (*mm_video_frame_fn)(void *user, int64_t index, const uint8_t *rgb, int width, int height,
+typedef int (*mm_vae_frame_fn)(void *user, int64_t index, const uint8_t *rgb, int width, int height,
                                  const mm_tensor *pixels, mm_error *err);
 
 /* Decodes normalized latents [24, T, h, w] or [1, 24, T, h, w] (any float
  * dtype, any device) into 17n+5 frames of 16h x 16w, calling fn per frame in
  * order as soon as each is final (chunks are decoded one at a time). */
-int mm_video_vae_decode(mm_video_vae *vv, mm_ctx *ctx, const mm_tensor *latents, mm_video_frame_fn fn, void *user,
+int mm_video_vae_decode(mm_video_vae *vv, mm_ctx *ctx, const mm_tensor *latents, mm_vae_frame_fn fn, void *user,
                         mm_error *err);
 
 typedef struct mm_video_encode_options {
@@ -142,7 +142,7 @@ void mm_video_latents_free(mm_video_latents *l);
 
 /* A frame source for video encodes: packed RGB24 of frame `index` (valid
  * until the next call), or NULL with err set. */
-typedef const uint8_t *(*mm_video_frame_source)(void *user, int64_t index, mm_error *err);
+typedef const uint8_t *(*mm_vae_frame_source)(void *user, int64_t index, mm_error *err);
 
 /* One image (keyframe or reference picture) on the canvas: RGB24, height x
  * width, row stride in bytes -> latents [C, 1, h/16, w/16]. */
@@ -154,7 +154,7 @@ int mm_video_vae_encode_image(mm_video_vae *vv, mm_ctx *ctx, const uint8_t *rgb,
  * -> latents [C, 5·clips − 3, h/16, w/16]. Frames are pulled one clip at a
  * time. */
 int mm_video_vae_encode_video(mm_video_vae *vv, mm_ctx *ctx, int64_t n_frames, int width, int height,
-                              int64_t stride, mm_video_frame_source src, void *user,
+                              int64_t stride, mm_vae_frame_source src, void *user,
                               const mm_video_encode_options *opts, mm_video_latents *out, mm_error *err);
 
 /* ================================================================ audio VAE */

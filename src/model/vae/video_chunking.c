@@ -73,7 +73,7 @@ int64_t mm_video_vae_latent_frames(const mm_video_vae_config *c, int64_t pixel_f
 typedef struct emitter {
     mm_video_vae *vv;
     mm_ctx *ctx;
-    mm_video_frame_fn fn;
+    mm_vae_frame_fn fn;
     void *user;
     int64_t next, total;
     uint8_t *rgb;
@@ -167,7 +167,7 @@ static int prepare_latents(mm_video_vae *vv, mm_ctx *ctx, const mm_tensor *in, c
     return mm_ctx_failed(ctx) ? -1 : 0;
 }
 
-int mm_video_vae_decode(mm_video_vae *vv, mm_ctx *ctx, const mm_tensor *latents, mm_video_frame_fn fn, void *user,
+int mm_video_vae_decode(mm_video_vae *vv, mm_ctx *ctx, const mm_tensor *latents, mm_vae_frame_fn fn, void *user,
                         mm_error *err)
 {
     const mm_video_vae_config *c = &vv->cfg;

@@ -75,7 +75,7 @@ static int64_t down_time(const mm_video_vae_config *c, int64_t t)
 }
 
 typedef struct frame_pull {
-    mm_video_frame_source src;
+    mm_vae_frame_source src;
     void *user;
     const uint8_t *single; /* the image path */
 } frame_pull;
@@ -224,7 +224,7 @@ int mm_video_vae_encode_image(mm_video_vae *vv, mm_ctx *ctx, const uint8_t *rgb,
 }
 
 int mm_video_vae_encode_video(mm_video_vae *vv, mm_ctx *ctx, int64_t n_frames, int width, int height,
-                              int64_t stride, mm_video_frame_source src, void *user,
+                              int64_t stride, mm_vae_frame_source src, void *user,
                               const mm_video_encode_options *opts, mm_video_latents *out, mm_error *err)
 {
     if (!src)
