@@ -275,6 +275,14 @@ extern "C" int mm_cuda_sync(int dev, mm_error *err)
     return 0;
 }
 
+extern "C" int mm_cuda_make_current(int dev, mm_error *err)
+{
+    if (check_dev(dev, err))
+        return -1;
+    MMK_TRY(cudaSetDevice(dev), err, "cudaSetDevice");
+    return 0;
+}
+
 extern "C" int mm_cuda_memcpy(int dst_dev, void *dst, int src_dev, const void *src, size_t bytes, mm_error *err)
 {
     if (bytes == 0)

@@ -71,6 +71,9 @@ void *mm_cuda_stream(int dev);
 /* Waits for everything queued on the device's compute stream; reports any
  * error a kernel raised asynchronously. */
 int mm_cuda_sync(int dev, mm_error *err);
+/* Makes `dev` the calling thread's current device (for libraries that work
+ * on the current device, e.g. NCCL's ncclCommInitRank). */
+int mm_cuda_make_current(int dev, mm_error *err);
 
 typedef struct mm_cuda_event mm_cuda_event;
 mm_cuda_event *mm_cuda_event_create(int dev, mm_error *err);

@@ -64,6 +64,13 @@ void *mm_cuda_stream(int dev)
     (void)dev;
     return NULL;
 }
+
+int mm_cuda_make_current(int dev, mm_error *err)
+{
+    (void)dev;
+    return no_cuda(err);
+}
+
 int mm_cuda_sync(int dev, mm_error *err)
 {
     (void)dev;

@@ -57,6 +57,31 @@ void mm_dit_request_end(mm_dit_request *req);
 /* Workspace bytes of the request (device memory besides the weights). */
 size_t mm_dit_request_bytes(const mm_dit_request *req);
 
+/* Hooks for running one forward over several devices (src/parallel/: each
+ * device runs a request over its own rows of the packed sequence). */
+/* Replaces the SDPA of the main blocks: q, k, v and out are [rows, heads,
+ * head_dim] views of the request's rows (q and k already normalized and
+ * rotated). Reports failures through the ctx (mm_ctx_fail); returns 0/-1. */
+typedef int (*mm_dit_attention_fn)(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k,
+                                   const mm_tensor *v);
+typedef struct mm_dit_request_opts {
+    /* [layout text rows, hidden] bf16, any device: text already through
+     * condition_proj and the token refiner (mm_dit_refine_text); the `text`
+     * argument is then ignored and nothing runs on it. */
+    const mm_tensor *refined_text;
+    mm_dit_attention_fn attention; /* NULL: mm_attention over the request's rows */
+    void *attention_user;
+} mm_dit_request_opts;
+
+/* mm_dit_request_begin with hooks (opts may be NULL). */
+int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layout, const mm_tensor *text,
+                            const mm_dit_request_opts *opts, const mm_dit_debug *dbg, mm_dit_request **out,
+                            mm_error *err);
+/* condition_proj + token refiner of a whole text [L, text_dim] (any float
+ * dtype, any device) into out [L, hidden] bf16 on ctx's device (allocated by
+ * the caller): what mm_dit_request_begin computes once per request. */
+int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tensor *out, mm_error *err);
+
 /* One forward. row_t: host [S] per-row timesteps (mm_dit_row_timesteps).
  * video_rows [Nv, video_row_width] and audio_rows [Na, audio_row_width]: f32
  * on the context's device, condition rows first (layout order); the

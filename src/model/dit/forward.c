@@ -162,14 +162,55 @@ void mm_dit_request_end(mm_dit_request *r)
     free(r);
 }
 
+/* The text in bf16 on the device (the reference casts it before
+ * condition_proj), then condition_proj and the refiner into r->text. */
+static int refine(mm_dit_request *r, const mm_tensor *text, mm_error *err)
+{
+    mm_ctx *ctx = r->ctx;
+    mm_tensor text_bf16 = {0};
+    if (mm_tensor_alloc(&text_bf16, mm_ctx_device(ctx), MM_BF16, 2, text->shape, err) != 0)
+        return -1;
+    /* Cross-device copies keep the dtype, so a non-bf16 host text converts on the device. */
+    if (mm_device_eq(text->device, mm_ctx_device(ctx)) || text->dtype == MM_BF16) {
+        mm_copy(ctx, &text_bf16, text);
+    } else {
+        mm_tensor staged;
+        if (mm_tensor_alloc(&staged, mm_ctx_device(ctx), text->dtype, 2, text->shape, err) != 0) {
+            mm_tensor_free(&text_bf16);
+            return -1;
+        }
+        mm_copy(ctx, &staged, text);
+        mm_copy(ctx, &text_bf16, &staged);
+        mm_ctx_sync(ctx, NULL);
+        mm_tensor_free(&staged);
+    }
+    int rc = mm_dit_embed_text(r, &text_bf16) != 0 || mm_ctx_sync(ctx, err) != 0 ? -1 : 0;
+    mm_tensor_free(&text_bf16);
+    return rc;
+}
+
 int mm_dit_request_begin(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layout, const mm_tensor *text,
                          const mm_dit_debug *dbg, mm_dit_request **out, mm_error *err)
 {
+    return mm_dit_request_begin_ex(dit, ctx, layout, text, NULL, dbg, out, err);
+}
+
+int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layout, const mm_tensor *text,
+                            const mm_dit_request_opts *opts, const mm_dit_debug *dbg, mm_dit_request **out,
+                            mm_error *err)
+{
     *out = NULL;
     const mm_dit_config *c = &dit->cfg;
-    if (text->ndim != 2 || text->shape[0] != layout->text_rows || text->shape[1] != c->text_dim)
+    const mm_tensor *refined = opts ? opts->refined_text : NULL;
+    if (refined) {
+        if (refined->ndim != 2 || refined->shape[0] != layout->text_rows || refined->shape[1] != c->hidden ||
+            refined->dtype != MM_BF16 || !mm_tensor_is_contiguous(refined))
+            return mm_fail(err, "DiT request: refined text must be contiguous bf16 [%lld, %d] (layout text rows, "
+                           "hidden)", (long long)layout->text_rows, c->hidden);
+    } else if (text->ndim != 2 || text->shape[0] != layout->text_rows || text->shape[1] != c->text_dim) {
         return mm_fail(err, "DiT request: text must be [%lld, %d] (layout text rows, text width)",
                        (long long)layout->text_rows, c->text_dim);
+    }
     mm_dit_request *r = calloc(1, sizeof *r);
     if (!r)
         return mm_fail(err, "out of memory");
@@ -177,35 +218,28 @@ int mm_dit_request_begin(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layout, 
     r->ctx = ctx;
     if (dbg)
         r->dbg = *dbg;
+    if (opts) {
+        r->attention = opts->attention;
+        r->attention_user = opts->attention_user;
+    }
     r->rows = layout->rows;
     r->text_rows = layout->text_rows;
     r->video_rows = layout->video_rows;
     r->audio_rows = layout->audio_rows;
 
-    mm_tensor text_bf16 = {0};
     int rc = -1;
     if (setup_layout(r, layout, err) != 0 || setup_workspace(r, err) != 0 ||
-        alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 ||
-        mm_tensor_alloc(&text_bf16, mm_ctx_device(ctx), MM_BF16, 2, text->shape, err) != 0)
+        alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0)
         goto done;
-    /* The text in bf16 on the device (the reference casts it before condition_proj);
-     * cross-device copies keep the dtype, so a non-bf16 host text converts on the device. */
-    if (mm_device_eq(text->device, mm_ctx_device(ctx)) || text->dtype == MM_BF16) {
-        mm_copy(ctx, &text_bf16, text);
-    } else {
-        mm_tensor staged;
-        if (mm_tensor_alloc(&staged, mm_ctx_device(ctx), text->dtype, 2, text->shape, err) != 0)
+    if (refined) {
+        mm_copy(ctx, &r->text, refined);
+        if (mm_ctx_sync(ctx, err) != 0)
             goto done;
-        mm_copy(ctx, &staged, text);
-        mm_copy(ctx, &text_bf16, &staged);
-        mm_ctx_sync(ctx, NULL);
-        mm_tensor_free(&staged);
-    }
-    if (mm_dit_embed_text(r, &text_bf16) != 0 || mm_ctx_sync(ctx, err) != 0)
+    } else if (refine(r, text, err) != 0) {
         goto done;
+    }
     rc = 0;
 done:
-    mm_tensor_free(&text_bf16);
     if (rc != 0) {
         mm_ctx_error(ctx, err);
         mm_dit_request_end(r);
@@ -213,6 +247,34 @@ done:
     }
     *out = r;
     return 0;
+}
+
+int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tensor *out, mm_error *err)
+{
+    const mm_dit_config *c = &dit->cfg;
+    if (text->ndim != 2 || text->shape[1] != c->text_dim || text->shape[0] < 1)
+        return mm_fail(err, "refining text: text must be [L, %d]", c->text_dim);
+    if (out->ndim != 2 || out->shape[0] != text->shape[0] || out->shape[1] != c->hidden || out->dtype != MM_BF16 ||
+        !mm_device_eq(out->device, mm_ctx_device(ctx)))
+        return mm_fail(err, "refining text: out must be bf16 [%lld, %d] on the context's device",
+                       (long long)text->shape[0], c->hidden);
+    mm_dit_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return mm_fail(err, "out of memory");
+    r->dit = dit;
+    r->ctx = ctx;
+    r->rows = r->text_rows = text->shape[0];
+    int rc = -1;
+    /* A workspace for the L text rows only: the refiner is all that runs. */
+    if (setup_workspace(r, err) == 0 && alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) == 0 &&
+        refine(r, text, err) == 0) {
+        mm_copy(ctx, out, &r->text);
+        rc = mm_ctx_sync(ctx, err);
+    } else {
+        mm_ctx_error(ctx, err);
+    }
+    mm_dit_request_end(r);
+    return rc == 0 ? 0 : mm_error_prefix(err, "refining text");
 }
 
 int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,

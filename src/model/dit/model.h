@@ -66,6 +66,8 @@ struct mm_dit_request {
     mm_tensor text;                /* [L, H] bf16: refined text (computed once) */
     mm_dit_workspace ws;
     int m;                         /* distinct timesteps of the current forward */
+    mm_dit_attention_fn attention; /* main blocks' SDPA hook (mm_dit_request_opts), or NULL */
+    void *attention_user;
     size_t bytes;
 };
 

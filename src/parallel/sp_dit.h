@@ -1,0 +1,65 @@
+/* The DiT over N devices, sequence parallel (Ulysses): every rank holds the
+ * whole model and S/N rows of the packed sequence. It runs the row-local
+ * parts of each block — norms, modulation, the four linears, the MLP, the
+ * residuals — on its rows, and attention over all S rows for H/N heads
+ * (parallel/ulysses.h); the velocities are gathered back in row order.
+ *
+ *   mm_sp_dit_load(&sp, path, ctx0, &opts, NULL, err);      // one replica per rank
+ *   mm_sp_request_begin(sp, &layout, &text, &req, err);    // refiner, per-rank layouts
+ *   for each step:
+ *       mm_sp_forward(req, row_t, &video_rows, &audio_rows, &v_video, &v_audio, err);
+ *   mm_sp_request_end(req);
+ *
+ * Same contract as dit.h's request/forward: the caller's tensors live on
+ * ctx0's device (rank 0 runs there, on the calling thread; ranks 1..N-1 run
+ * on threads of their own, one per device). Every rank computes exactly what
+ * the one-device forward computes for its rows: the row-local ops see the
+ * same inputs, and attention sees the same keys (the split pads nothing).
+ * N = 1 runs the same path (pack, exchange with itself, unpack) on one
+ * device, which is how one GPU checks it against the plain forward.
+ *
+ * Inputs and outputs cross between devices through host memory (≈ 15 MB
+ * each way per step at 1344×768×124), so no step depends on peer copies.
+ */
+#ifndef MMH3_PARALLEL_SP_DIT_H
+#define MMH3_PARALLEL_SP_DIT_H
+
+#include <stddef.h>
+
+#include "backend/ops.h"
+#include "core/error.h"
+#include "model/dit/dit.h"
+#include "parallel/comm.h"
+
+typedef struct mm_sp_options {
+    int ranks;                /* N >= 1 */
+    const mm_device *devices; /* [N], or NULL: rank r on cuda:(d0 + r) for ctx0 on cuda:d0; CPU ctx0: all CPU */
+    int world;                /* -1 = auto (NCCL for distinct GPUs when it loads, else the host world), or an mm_world_kind */
+    int cpu_threads;          /* CPU ranks: workers each (0 = $MMH3_THREADS or cores / N, at least 1) */
+} mm_sp_options;
+
+void mm_sp_options_defaults(mm_sp_options *o);
+
+typedef struct mm_sp_dit mm_sp_dit;
+typedef struct mm_sp_request mm_sp_request;
+
+int mm_sp_dit_load(mm_sp_dit **out, const char *path, mm_ctx *ctx0, const mm_sp_options *opts,
+                   const mm_dit_config_overrides *ov, mm_error *err);
+void mm_sp_dit_free(mm_sp_dit *sp);
+int mm_sp_dit_ranks(const mm_sp_dit *sp);
+const mm_dit_config *mm_sp_dit_config(const mm_sp_dit *sp);
+/* Device bytes of one replica's weights. */
+size_t mm_sp_dit_weight_bytes(const mm_sp_dit *sp);
+/* "4 ranks on cuda:0..3, nccl (NCCL 2.28.9 ...)". */
+void mm_sp_dit_describe(const mm_sp_dit *sp, char *buf, size_t n);
+
+int mm_sp_request_begin(mm_sp_dit *sp, const mm_dit_layout *layout, const mm_tensor *text, mm_sp_request **out,
+                        mm_error *err);
+void mm_sp_request_end(mm_sp_request *req);
+/* Workspace + exchange buffers of the largest rank. */
+size_t mm_sp_request_bytes(const mm_sp_request *req);
+
+int mm_sp_forward(mm_sp_request *req, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
+                  mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);
+
+#endif

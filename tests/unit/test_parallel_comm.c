@@ -1,0 +1,181 @@
+/* Rank groups without a GPU: the host world's exchange between threads
+ * (uneven per-peer counts, several messages per pair, matched in order), its
+ * refusal of mismatched messages, abort waking a rank that waits for a peer
+ * that never comes, and what the NCCL side says on a host where it cannot
+ * run. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/device.h"
+#include "parallel/comm.h"
+#include "parallel/nccl_lib.h"
+#include "parallel/transfer.h"
+#include "test.h"
+
+typedef struct rank_arg {
+    mm_world *w;
+    int rank, n;
+    int rc;
+    mm_error err;
+    int bad;
+    bool mismatch; /* rank 1 announces one element too many */
+} rank_arg;
+
+/* Rank r sends (r + 1)·(p + 1) + k elements to p in message k of 2, valued
+ * 1e6·r + 1e3·p + 10·k + i. */
+static int64_t count_of(int r, int p, int k) { return (r + 1) * (p + 1) + k; }
+
+static void *rank_exchange(void *arg)
+{
+    rank_arg *a = arg;
+    const int r = a->rank, N = a->n;
+    mm_ctx *ctx;
+    if (mm_ctx_create(&ctx, mm_cpu(), 1, &a->err) != 0) {
+        a->rc = -1;
+        return NULL;
+    }
+    mm_sp_msg sends[2 * MM_SP_MAX_RANKS], recvs[2 * MM_SP_MAX_RANKS];
+    int64_t off = 0, roff = 0;
+    int k = 0;
+    for (int p = 0; p < N; p++)
+        for (int m = 0; m < 2; m++, k++) {
+            sends[k] = (mm_sp_msg){p, off, count_of(r, p, m)};
+            off += sends[k].count;
+            recvs[k] = (mm_sp_msg){p, roff, count_of(p, r, m) + (a->mismatch && r == 1 && p == 0 ? 1 : 0)};
+            roff += recvs[k].count;
+        }
+    float *send = malloc(sizeof(float) * (size_t)off), *recv = calloc((size_t)roff, sizeof(float));
+    for (int i = 0; i < k; i++)
+        for (int64_t e = 0; e < sends[i].count; e++)
+            send[sends[i].offset + e] = (float)(1e6 * r + 1e3 * sends[i].peer + 10 * (i % 2) + (double)e);
+    a->rc = mm_comm_exchange(mm_world_comm(a->w, r), ctx, send, sends, k, recv, recvs, k, sizeof(float), &a->err);
+    if (a->rc == 0)
+        for (int i = 0; i < k; i++)
+            for (int64_t e = 0; e < recvs[i].count; e++)
+                a->bad += recv[recvs[i].offset + e] != (float)(1e6 * recvs[i].peer + 1e3 * r + 10 * (i % 2) + (double)e);
+    free(send);
+    free(recv);
+    mm_ctx_destroy(ctx);
+    return NULL;
+}
+
+static int run_world(int N, bool mismatch, rank_arg *args)
+{
+    mm_device devs[MM_SP_MAX_RANKS];
+    for (int r = 0; r < N; r++)
+        devs[r] = mm_cpu();
+    mm_world *w;
+    mm_error err = {{0}};
+    if (mm_world_create(&w, MM_WORLD_HOST, N, devs, &err) != 0)
+        return -1;
+    pthread_t th[MM_SP_MAX_RANKS];
+    for (int r = 0; r < N; r++) {
+        args[r] = (rank_arg){.w = w, .rank = r, .n = N, .mismatch = mismatch};
+        pthread_create(&th[r], NULL, rank_exchange, &args[r]);
+    }
+    for (int r = 0; r < N; r++)
+        pthread_join(th[r], NULL);
+    mm_world_destroy(w);
+    return 0;
+}
+
+static void test_host_world_exchanges_uneven_messages(void)
+{
+    for (int N = 1; N <= 5; N++) {
+        rank_arg args[MM_SP_MAX_RANKS];
+        MM_REQUIRE(run_world(N, false, args) == 0, "world of %d", N);
+        for (int r = 0; r < N; r++)
+            MM_EXPECT(args[r].rc == 0 && args[r].bad == 0, "N=%d rank %d: rc %d, %d wrong, %s", N, r, args[r].rc,
+                      args[r].bad, args[r].err.msg);
+    }
+}
+
+static void test_mismatched_messages_fail_every_rank(void)
+{
+    rank_arg args[MM_SP_MAX_RANKS];
+    MM_REQUIRE(run_world(3, true, args) == 0, "world");
+    MM_EXPECT(args[1].rc != 0 && strstr(args[1].err.msg, "expects"), "rank 1: %s", args[1].err.msg);
+    /* The others must not hang: the failing rank aborts the group. */
+    MM_EXPECT(args[0].rc != 0 && args[2].rc != 0, "ranks 0 and 2 end with an error too (%d, %d)", args[0].rc,
+              args[2].rc);
+}
+
+static void *lone_barrier(void *arg)
+{
+    rank_arg *a = arg;
+    a->rc = mm_comm_barrier(mm_world_comm(a->w, a->rank), &a->err);
+    return NULL;
+}
+
+static void test_abort_wakes_a_waiting_rank(void)
+{
+    mm_device devs[2] = {mm_cpu(), mm_cpu()};
+    mm_world *w;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_world_create(&w, MM_WORLD_HOST, 2, devs, &err) == 0, "%s", err.msg);
+    rank_arg a = {.w = w, .rank = 0, .n = 2};
+    pthread_t th;
+    pthread_create(&th, NULL, lone_barrier, &a);
+    usleep(50 * 1000); /* rank 1 never comes */
+    mm_world_abort(w, "rank 1 failed");
+    pthread_join(th, NULL);
+    MM_EXPECT(a.rc != 0 && strstr(a.err.msg, "rank 1 failed"), "barrier after abort: %d %s", a.rc, a.err.msg);
+    MM_EXPECT(mm_world_aborted(w), "aborted");
+    MM_EXPECT(mm_comm_barrier(mm_world_comm(w, 1), &err) != 0, "later barriers fail at once");
+    mm_world_destroy(w);
+}
+
+static void test_nccl_world_needs_distinct_gpus(void)
+{
+    mm_world *w = NULL;
+    mm_error err = {{0}};
+    mm_device cpus[2] = {mm_cpu(), mm_cpu()};
+    MM_EXPECT(mm_world_create(&w, MM_WORLD_NCCL, 2, cpus, &err) != 0 && strstr(err.msg, "CUDA devices"), "%s",
+              err.msg);
+    mm_device same[2] = {mm_cuda(0), mm_cuda(0)};
+    MM_EXPECT(mm_world_create(&w, MM_WORLD_NCCL, 2, same, &err) != 0 && strstr(err.msg, "distinct"), "%s", err.msg);
+    /* Whatever this host has, the description says something useful. */
+    char d[700];
+    mm_nccl_describe(d, sizeof d);
+    MM_EXPECT(strstr(d, "NCCL"), "describe: %s", d);
+    printf("     %s\n", d);
+}
+
+static void test_transfer_between_host_buffers(void)
+{
+    char a[1000], b[1000];
+    for (int i = 0; i < 1000; i++)
+        a[i] = (char)(i * 7);
+    mm_error err = {{0}};
+    memset(b, 0, sizeof b);
+    MM_EXPECT(mm_transfer_bytes(mm_cpu(), b, mm_cpu(), a, sizeof a, MM_XFER_HOST, &err) == 0 && !memcmp(a, b, 1000),
+              "%s", err.msg);
+    mm_tensor ta = mm_tensor_wrap(a, mm_cpu(), MM_U8, 1, MM_SHAPE(1000));
+    mm_tensor tb = mm_tensor_wrap(b, mm_cpu(), MM_U8, 2, MM_SHAPE(10, 100));
+    MM_EXPECT(mm_transfer(&tb, &ta, MM_XFER_AUTO, &err) != 0 && strstr(err.msg, "must be equal"), "shape check: %s",
+              err.msg);
+    /* No GPU here: probing reports that it could not run, and nothing is remembered. */
+    if (mm_cuda_device_count() == 0) {
+        mm_peer_result r;
+        MM_EXPECT(mm_transfer_probe(0, 1, 0, &r, &err) != 0, "probe without GPUs must fail");
+        MM_EXPECT(strcmp(mm_transfer_route(0, 1), "unprobed") == 0, "route %s", mm_transfer_route(0, 1));
+        char summary[400];
+        MM_EXPECT(mm_transfer_probe_all(0, 0, NULL, 0, summary, sizeof summary) == 0 && strstr(summary, "nothing"),
+                  "%s", summary);
+    }
+    setenv("MMH3_PEER_COPY", "0", 1);
+    MM_EXPECT(strstr(mm_transfer_route(0, 1), "host"), "MMH3_PEER_COPY=0 stages: %s", mm_transfer_route(0, 1));
+    unsetenv("MMH3_PEER_COPY");
+}
+
+int main(void)
+{
+    MM_RUN(test_host_world_exchanges_uneven_messages);
+    MM_RUN(test_mismatched_messages_fail_every_rank);
+    MM_RUN(test_abort_wakes_a_waiting_rank);
+    MM_RUN(test_nccl_world_needs_distinct_gpus);
+    MM_RUN(test_transfer_between_host_buffers);
+    return mm_test_exit();
+}

@@ -1,0 +1,263 @@
+/* The sequence-parallel DiT on a CPU "world": N simulated ranks, each a
+ * thread with its own CPU context and model replica, exchanging q/k/v and
+ * attention outputs through host memory. The decomposition is proven by
+ * equality with the one-rank forward (the plain mm_dit_forward) on the
+ * conformance kit's cases — rows split unevenly, ranks without text or
+ * audio rows, several requests — and by the kit's own tolerance. A
+ * generated 8-head model takes N = 8. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/ops.h"
+#include "conformance/conformance.h"
+#include "conformance/dit_kit.h"
+#include "model/dit/dit.h"
+#include "parallel/sp_dit.h"
+#include "test.h"
+#include "test_sampler_kit.h"
+
+static json_t *manifest;
+static mm_safetensors *cases;
+static mm_ctx *ctx;
+static char kit_ckpt[1024];
+static double video_tol, audio_tol;
+
+typedef struct forward_case {
+    mm_dit_kit_case c;
+    mm_dit_layout l;
+    float *row_t;
+    mm_tensor video, audio, text;
+} forward_case;
+
+static int case_load(forward_case *f, const char *name)
+{
+    memset(f, 0, sizeof *f);
+    size_t i;
+    json_t *e;
+    mm_error err = {{0}};
+    json_array_foreach(json_object_get(manifest, "cases"), i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0)
+            continue;
+        if (mm_dit_kit_case_read(manifest, e, &f->c, &err) != 0 || mm_dit_layout_build(&f->c.req, &f->l, &err) != 0)
+            break;
+        f->row_t = malloc(sizeof(float) * (size_t)f->l.rows);
+        mm_dit_row_timesteps(&f->l, (float)f->c.t_video, (float)f->c.t_audio, (float)f->c.condition_t, f->row_t);
+        char key[256];
+        const char *in[3] = {"in.hidden_states", "in.audio_hidden_states", "in.encoder_hidden_states"};
+        mm_tensor *dst[3] = {&f->video, &f->audio, &f->text};
+        for (int k = 0; k < 3; k++) {
+            snprintf(key, sizeof key, "%s.%s", name, in[k]);
+            const mm_st_entry *en = mm_st_find(cases, key);
+            if (!en)
+                return -1;
+            *dst[k] = mm_tensor_wrap((void *)en->data, mm_cpu(), en->dtype, 2, (int64_t[]){en->shape[1], en->shape[2]});
+        }
+        return 0;
+    }
+    printf("     case %s: %s\n", name, err.msg);
+    return -1;
+}
+
+static void case_free(forward_case *f)
+{
+    free(f->row_t);
+    mm_dit_layout_free(&f->l);
+    mm_dit_kit_case_free(&f->c);
+}
+
+typedef struct outputs {
+    float *v;
+    int64_t nv, na; /* elements */
+} outputs;
+
+/* One plain forward (N = 0) or a sequence-parallel one over N ranks. */
+static int forward(const char *ckpt, const mm_dit_layout *l, const float *row_t, const mm_tensor *video,
+                   const mm_tensor *audio, const mm_tensor *text, int N, int repeats, outputs *o, mm_error *err)
+{
+    mm_dit *dit = NULL;
+    mm_sp_dit *sp = NULL;
+    const mm_dit_config *c;
+    if (N == 0) {
+        if (mm_dit_load(&dit, ckpt, ctx, NULL, err) != 0)
+            return -1;
+        c = mm_dit_get_config(dit);
+    } else {
+        mm_sp_options opt;
+        mm_sp_options_defaults(&opt);
+        opt.ranks = N;
+        opt.cpu_threads = 1;
+        if (mm_sp_dit_load(&sp, ckpt, ctx, &opt, NULL, err) != 0)
+            return -1;
+        c = mm_sp_dit_config(sp);
+    }
+    o->nv = l->video_rows * c->video_row_width;
+    o->na = l->audio_rows * c->audio_row_width;
+    o->v = malloc(sizeof(float) * (size_t)(o->nv + o->na + 1));
+    mm_tensor vv = mm_tensor_wrap(o->v, mm_cpu(), MM_F32, 2, MM_SHAPE(l->video_rows, c->video_row_width));
+    mm_tensor va = mm_tensor_wrap(o->v + o->nv, mm_cpu(), MM_F32, 2, MM_SHAPE(l->audio_rows, c->audio_row_width));
+    int rc = -1;
+    if (N == 0) {
+        mm_dit_request *req;
+        if (mm_dit_request_begin(dit, ctx, l, text, NULL, &req, err) == 0) {
+            rc = 0;
+            for (int i = 0; i < repeats && rc == 0; i++)
+                rc = mm_dit_forward(req, row_t, video, audio, &vv, &va, err);
+            mm_dit_request_end(req);
+        }
+        mm_dit_free(dit);
+    } else {
+        mm_sp_request *req;
+        if (mm_sp_request_begin(sp, l, text, &req, err) == 0) {
+            rc = 0;
+            for (int i = 0; i < repeats && rc == 0; i++)
+                rc = mm_sp_forward(req, row_t, video, audio, &vv, &va, err);
+            mm_sp_request_end(req);
+        }
+        mm_sp_dit_free(sp);
+    }
+    if (rc != 0) {
+        free(o->v);
+        o->v = NULL;
+    }
+    return rc;
+}
+
+static double rel_l2(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double max_abs(const float *a, const float *b, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* SP over each N against the plain forward, and both against the kit. */
+static void check_case(const char *name, const int *ranks, int n_ranks)
+{
+    forward_case f;
+    MM_REQUIRE(case_load(&f, name) == 0, "case %s", name);
+    mm_error err = {{0}};
+    outputs ref;
+    MM_REQUIRE(forward(kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, 0, 1, &ref, &err) == 0, "%s", err.msg);
+    char key[256];
+    snprintf(key, sizeof key, "%s.out.video", name);
+    const float *kv = kit_f32(mm_st_find(cases, key));
+    snprintf(key, sizeof key, "%s.out.audio", name);
+    const float *ka = kit_f32(mm_st_find(cases, key));
+    for (int i = 0; i < n_ranks; i++) {
+        outputs o;
+        const int N = ranks[i];
+        MM_EXPECT(forward(kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, N, 2, &o, &err) == 0,
+                  "%s N=%d: %s", name, N, err.msg);
+        if (!o.v)
+            continue;
+        const double dv = rel_l2(o.v, ref.v, ref.nv), da = rel_l2(o.v + ref.nv, ref.v + ref.nv, ref.na);
+        const bool bits = memcmp(o.v, ref.v, sizeof(float) * (size_t)(ref.nv + ref.na)) == 0;
+        /* Same rows, same keys, same per-row arithmetic: equal within f32 noise (usually bit for bit). */
+        MM_EXPECT(dv <= 1e-5 && da <= 1e-5, "%s N=%d vs one rank: video rel_l2 %.3g, audio %.3g", name, N, dv, da);
+        if (kv && ka) {
+            const double kvd = rel_l2(o.v, kv, ref.nv), kad = rel_l2(o.v + ref.nv, ka, ref.na);
+            MM_EXPECT(kvd <= video_tol && kad <= audio_tol, "%s N=%d vs the kit: %.3g / %.3g", name, N, kvd, kad);
+        }
+        printf("     %s S=%lld N=%d: vs one rank rel_l2 video %.2g audio %.2g, max |diff| %.2g%s\n", name,
+               (long long)f.l.rows, N, dv, da, max_abs(o.v, ref.v, ref.nv + ref.na), bits ? " (bit-identical)" : "");
+        free(o.v);
+    }
+    free(ref.v);
+    case_free(&f);
+}
+
+static void test_t2va_over_1_2_4_ranks(void) { check_case("t2va_step0", (const int[]){1, 2, 4}, 3); }
+static void test_fl2va_over_2_and_4_ranks(void) { check_case("fl2va_firstlast_step5", (const int[]){2, 4}, 2); }
+static void test_ref2va_over_4_ranks(void) { check_case("ref2va_step4", (const int[]){4}, 1); }
+
+static void test_ranks_that_do_not_divide_the_heads_are_refused(void)
+{
+    mm_sp_options opt;
+    mm_sp_options_defaults(&opt);
+    opt.ranks = 3;
+    mm_sp_dit *sp = NULL;
+    mm_error err = {{0}};
+    MM_EXPECT(mm_sp_dit_load(&sp, kit_ckpt, ctx, &opt, NULL, &err) != 0, "3 ranks over 4 heads");
+    MM_EXPECT(strstr(err.msg, "4 attention heads") && strstr(err.msg, "1, 2, 4"), "message: %s", err.msg);
+    mm_sp_dit_free(sp);
+}
+
+/* N = 8 needs 8 heads: a generated model of the release layout. */
+static void test_eight_ranks_on_an_eight_head_model(void)
+{
+    const char *build = getenv("MMH3_BUILD");
+    char gen[1200], path[1024], cmd[3000];
+    snprintf(gen, sizeof gen, "%s/mmh3-gen-tiny", build ? build : ".");
+    if (access(gen, X_OK) != 0) {
+        printf("     (skipped: %s not built)\n", gen);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/mmh3-sp8-%d.safetensors", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    snprintf(cmd, sizeof cmd, "MMH3_THREADS=2 '%s' dit --heads 8 --layers 2 --text-dim 64 --seed 7 --out '%s' >/dev/null", gen, path);
+    MM_REQUIRE(system(cmd) == 0, "%s failed", cmd);
+    forward_case f;
+    MM_REQUIRE(case_load(&f, "fl2va_first_step2") == 0, "case");
+    mm_error err = {{0}};
+    outputs ref, o;
+    MM_REQUIRE(forward(path, &f.l, f.row_t, &f.video, &f.audio, &f.text, 0, 1, &ref, &err) == 0, "%s", err.msg);
+    for (int N = 1; N <= 8; N *= 2) {
+        MM_EXPECT(forward(path, &f.l, f.row_t, &f.video, &f.audio, &f.text, N, 1, &o, &err) == 0, "N=%d: %s", N,
+                  err.msg);
+        if (!o.v)
+            continue;
+        const double d = rel_l2(o.v, ref.v, ref.nv + ref.na);
+        MM_EXPECT(d <= 1e-5, "8 heads, N=%d: rel_l2 %.3g vs one rank", N, d);
+        printf("     8-head model, S=%lld, N=%d: rel_l2 %.2g vs one rank\n", (long long)f.l.rows, N, d);
+        free(o.v);
+    }
+    free(ref.v);
+    case_free(&f);
+    unlink(path);
+}
+
+int main(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/dit/manifest.json", mm_test_data_dir());
+    json_error_t jerr;
+    manifest = json_load_file(path, 0, &jerr);
+    snprintf(kit_ckpt, sizeof kit_ckpt, "%s/dit/dit.safetensors", mm_test_data_dir());
+    cases = kit_open("cases.safetensors");
+    mm_error err = {{0}};
+    if (!manifest || !cases || mm_ctx_create(&ctx, mm_cpu(), 2, &err) != 0) {
+        printf("FAIL setup: %s\n", manifest ? err.msg : jerr.text);
+        return 1;
+    }
+    mm_conf_tol tv, ta;
+    if (mm_conf_tolerance(json_object_get(manifest, "tolerances"), "forward.video", &tv, &err) != 0 ||
+        mm_conf_tolerance(json_object_get(manifest, "tolerances"), "forward.audio", &ta, &err) != 0) {
+        printf("FAIL setup: %s\n", err.msg);
+        return 1;
+    }
+    video_tol = tv.rel_l2;
+    audio_tol = ta.rel_l2;
+    MM_RUN(test_t2va_over_1_2_4_ranks);
+    MM_RUN(test_fl2va_over_2_and_4_ranks);
+    MM_RUN(test_ref2va_over_4_ranks);
+    MM_RUN(test_ranks_that_do_not_divide_the_heads_are_refused);
+    MM_RUN(test_eight_ranks_on_an_eight_head_model);
+    mm_ctx_destroy(ctx);
+    mm_st_close(cases);
+    json_decref(manifest);
+    return mm_test_exit();
+}
