@@ -15,6 +15,7 @@
  *   REL(t) ‖gpu − cpu‖ / ‖cpu‖ < t (attention: P is rounded to bf16 before
  *          P·V on the GPU, as FlashAttention does; the CPU keeps f32).
  */
+#include "backend/cuda/cuda_fused.h"
 #include "backend/ops.h"
 #include "cuda_test.h"
 
@@ -671,6 +672,92 @@ static void test_pad_interpolate(void)
     mm_tensor_free(&x), mm_tensor_free(&gx), mm_tensor_free(&xi), mm_tensor_free(&gxi);
 }
 
+/* The fused DiT paths of cuda_fused.h against the CPU composition they stand for. */
+static void codes_close(const char *what, const mm_tensor *qc, const mm_tensor *qg_dev, double max_frac)
+{
+    mm_tensor qg = D(qg_dev);
+    const int8_t *a = qc->data, *b = qg.data;
+    int64_t n = mm_tensor_numel(qc), off = 0, far = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int d = abs((int)a[i] - (int)b[i]);
+        off += d != 0;
+        far += d > 1;
+    }
+    MM_EXPECT(far == 0 && off <= max_frac * n, "%s: %lld codes differ (%lld by more than one) of %lld", what,
+              (long long)off, (long long)far, (long long)n);
+    mm_tensor_free(&qg);
+}
+
+static void test_fused_dit_paths(void)
+{
+    int64_t Rr = 21, K = 512, Tn = 3;
+    mm_tensor x = R(MM_BF16, SH(Rr, K), 3), w = R(MM_BF16, SH(K), 1), tab = R(MM_BF16, SH(Tn, 6 * K), 0.5);
+    mm_tensor idx = R(MM_I32, SH(Rr), 1);
+    for (int i = 0; i < Rr; i++)
+        ((int32_t *)idx.data)[i] = (int32_t)(cuda_test_next(&rng) % Tn);
+    mm_tensor gx = G(&x), gw = G(&w), gt = G(&tab), gi = G(&idx);
+    mm_tensor sh = mm_tensor_narrow(&tab, 1, 0, K), sc = mm_tensor_narrow(&tab, 1, K, K);
+    mm_tensor gsh = mm_tensor_narrow(&gt, 1, 0, K), gsc = mm_tensor_narrow(&gt, 1, K, K);
+    /* RMSNorm + modulation + ConvRot */
+    pair h = OUT(MM_BF16, SH(Rr, K)), q = OUT(MM_I8, SH(Rr, K)), sq = OUT(MM_F32, SH(Rr));
+    mm_rmsnorm_modulate(cpu, &h.c, &x, &w, 1e-5f, &sc, &sh, &idx);
+    mm_convrot_quantize(cpu, &q.c, &sq.c, &h.c, 256);
+    mm_cuda_rmsnorm_modulate_convrot(gpu, &q.g, &sq.g, &gx, &gw, 1e-5f, &gsc, &gsh, &gi);
+    if (ctx_ok("rmsnorm_modulate_convrot")) {
+        codes_close("rmsnorm+mod+convrot codes", &q.c, &q.g, 2e-3);
+        cmpg("rmsnorm+mod+convrot scales", &sq.c, &sq.g, ULP, 256, 0);
+    }
+    /* SwiGLU + ConvRot: no reduction before the rounding, so exact */
+    mm_tensor gu = R(MM_BF16, SH(Rr, 2 * K), 3), ggu = G(&gu);
+    mm_tensor g1 = mm_tensor_narrow(&gu, 1, 0, K), u1 = mm_tensor_narrow(&gu, 1, K, K);
+    pair h2 = OUT(MM_BF16, SH(Rr, K)), q2 = OUT(MM_I8, SH(Rr, K)), s2 = OUT(MM_F32, SH(Rr));
+    mm_glu(cpu, &h2.c, &g1, &u1, MM_ACT_SILU);
+    mm_convrot_quantize(cpu, &q2.c, &s2.c, &h2.c, 256);
+    mm_cuda_swiglu_convrot(gpu, &q2.g, &s2.g, &ggu);
+    if (ctx_ok("swiglu_convrot")) {
+        codes_close("swiglu+convrot codes", &q2.c, &q2.g, 1e-3);
+        cmpg("swiglu+convrot scales", &s2.c, &s2.g, ULP, 2, 0);
+    }
+    /* int8 GEMM with the gated residual: exact */
+    int64_t N = 136;
+    mm_tensor wq = R(MM_I8, SH(N, K), 1), sw = R(MM_F32, SH(N), 0.01), res = R(MM_BF16, SH(Rr, N), 2);
+    mm_tensor gtab = R(MM_BF16, SH(Tn, N), 1);
+    mm_tensor gwq = G(&wq), gsw = G(&sw), gres = G(&res), ggtab = G(&gtab);
+    pair y = OUT(MM_BF16, SH(Rr, N));
+    mm_gemm_i8_scaled(cpu, &y.c, &q2.c, &s2.c, &wq, &sw, NULL);
+    mm_gated_residual(cpu, &res, &y.c, &gtab, &idx);
+    mm_tensor cq2 = G(&q2.c), cs2 = G(&s2.c); /* the same codes on both sides */
+    mm_cuda_gemm_i8_scaled_gated(gpu, &gres, &cq2, &cs2, &gwq, &gsw, &ggtab, &gi);
+    if (ctx_ok("gemm_i8_scaled_gated"))
+        cmpg("int8 GEMM + gated residual", &res, &gres, EXACT, 0, 0);
+    /* q/k RMSNorm + RoPE in one pass on views of a fused qkv buffer */
+    int64_t S = 19, H = 4, Dh = 128, rot = 96;
+    mm_tensor qkv = R(MM_BF16, SH(S, 3 * H * Dh), 3), gqkv = G(&qkv);
+    mm_tensor wqn = R(MM_BF16, SH(Dh), 1), wkn = R(MM_F32, SH(Dh), 1), cs = R(MM_BF16, SH(S, rot), 1);
+    mm_tensor sn = R(MM_BF16, SH(S, rot), 1);
+    mm_tensor gwqn = G(&wqn), gwkn = G(&wkn), gcs = G(&cs), gsn = G(&sn);
+    mm_tensor v[2][2];
+    mm_tensor *bufs[2] = {&qkv, &gqkv};
+    for (int i = 0; i < 2; i++) {
+        mm_tensor a = mm_tensor_narrow(bufs[i], 1, 0, H * Dh), b = mm_tensor_narrow(bufs[i], 1, H * Dh, H * Dh);
+        v[i][0] = mm_tensor_unflatten(&a, 1, 2, MM_SHAPE(H, Dh));
+        v[i][1] = mm_tensor_unflatten(&b, 1, 2, MM_SHAPE(H, Dh));
+    }
+    mm_rmsnorm(cpu, &v[0][0], &v[0][0], &wqn, 1e-5f), mm_rmsnorm(cpu, &v[0][1], &v[0][1], &wkn, 1e-5f);
+    mm_rope(cpu, &v[0][0], &v[0][0], &cs, &sn, (int)rot), mm_rope(cpu, &v[0][1], &v[0][1], &cs, &sn, (int)rot);
+    mm_cuda_qk_rmsnorm_rope(gpu, &v[1][0], &v[1][1], &gwqn, &gwkn, 1e-5f, &gcs, &gsn, (int)rot);
+    if (ctx_ok("qk_rmsnorm_rope"))
+        cmpg("q/k RMSNorm + RoPE fused (v untouched)", &qkv, &gqkv, ULP, 2, 0.05);
+    mm_tensor_free(&x), mm_tensor_free(&w), mm_tensor_free(&tab), mm_tensor_free(&idx), mm_tensor_free(&gx);
+    mm_tensor_free(&gw), mm_tensor_free(&gt), mm_tensor_free(&gi), pfree(&h), pfree(&q), pfree(&sq);
+    mm_tensor_free(&gu), mm_tensor_free(&ggu), pfree(&h2), pfree(&q2), pfree(&s2), mm_tensor_free(&wq);
+    mm_tensor_free(&sw), mm_tensor_free(&res), mm_tensor_free(&gtab), mm_tensor_free(&gwq), mm_tensor_free(&gsw);
+    mm_tensor_free(&gres), mm_tensor_free(&ggtab), pfree(&y), mm_tensor_free(&qkv), mm_tensor_free(&gqkv);
+    mm_tensor_free(&cq2), mm_tensor_free(&cs2);
+    mm_tensor_free(&wqn), mm_tensor_free(&wkn), mm_tensor_free(&cs), mm_tensor_free(&sn), mm_tensor_free(&gwqn);
+    mm_tensor_free(&gwkn), mm_tensor_free(&gcs), mm_tensor_free(&gsn);
+}
+
 static void test_unsupported_fails_loudly(void)
 {
     mm_tensor q = R(MM_F16, SH(8, 2, 64), 1), gq = G(&q);
@@ -703,6 +790,7 @@ int main(void)
     CUDA_CASE(test_nvfp4_and_embedding);
     CUDA_CASE(test_conv);
     CUDA_CASE(test_pad_interpolate);
+    CUDA_CASE(test_fused_dit_paths);
     CUDA_CASE(test_unsupported_fails_loudly);
     mm_ctx_destroy(cpu);
     mm_ctx_destroy(gpu);

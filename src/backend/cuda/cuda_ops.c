@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_fused.h"
 #include "backend/cuda/cuda_ops.h"
 #include "kernels/mmk.h"
 
@@ -717,6 +718,215 @@ int mm_cuda_interpolate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int spa
     return mmk_interpolate_run(DEV(ctx), STREAM(ctx), &y, &xv, spatial, (int)mode, align_corners, &e)
                ? kfail(ctx, "mm_interpolate", &e)
                : 0;
+}
+
+/* ------------------------------------------------------------------ fused DiT paths (cuda_fused.h) */
+
+/* A fresh contiguous f32 copy (16-byte aligned, as the fused kernels load
+ * their side vectors 4 floats at a time) of a [n] vector or a [T, C] table. */
+static const float *fresh_f32(mm_ctx *ctx, temps *t, const mm_tensor *v, mm_error *e, int *rc)
+{
+    if (!v || *rc)
+        return NULL;
+    bool table = v->ndim == 2 && !(v->shape[0] == 1 || v->shape[1] == 1);
+    int64_t rows = table ? v->shape[0] : 1, cols = table ? v->shape[1] : mm_tensor_numel(v);
+    float *p = temp_alloc(t, (size_t)(rows * cols) * 4, e);
+    if (!p) {
+        *rc = -1;
+        return NULL;
+    }
+    mmk_ew c;
+    memset(&c, 0, sizeof c);
+    c.op = MMK_EW_COPY;
+    c.y = V2(p, MM_F32, rows, cols, cols);
+    c.a = table ? V2(v->data, v->dtype, rows, cols, v->stride[0]) : V2(v->data, v->dtype, 1, cols, 0);
+    if (!table)
+        c.a.stride[1] = vec_stride(v);
+    if (mmk_ew_run(DEV(ctx), STREAM(ctx), &c, e))
+        *rc = -1;
+    return p;
+}
+
+static int rows_bf16(mm_ctx *ctx, const char *op, const char *name, const mm_tensor *x)
+{
+    if (x->dtype != MM_BF16 || x->ndim != 2 || (x->shape[1] > 1 && x->stride[1] != 1) || x->stride[0] % 8 ||
+        ((uintptr_t)x->data & 15))
+        return mm_ctx_fail(ctx, "%s: %s must be a bf16 [R, C] tensor with unit column stride and 16-byte aligned rows",
+                           op, name);
+    return 0;
+}
+
+static int quant_out(mm_ctx *ctx, const char *op, const mm_tensor *q, const mm_tensor *s, int64_t r, int64_t k)
+{
+    if (q->dtype != MM_I8 || q->ndim != 2 || q->shape[0] != r || q->shape[1] != k || q->stride[1] != 1)
+        return mm_ctx_fail(ctx, "%s: q must be I8 [%lld, %lld] with unit column stride", op, (long long)r, (long long)k);
+    if (s->dtype != MM_F32 || mm_tensor_numel(s) != r)
+        return mm_ctx_fail(ctx, "%s: s must be F32 with %lld elements", op, (long long)r);
+    return 0;
+}
+
+int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_tensor *x,
+                                     const mm_tensor *weight, float eps, const mm_tensor *scale,
+                                     const mm_tensor *shift, const mm_tensor *idx)
+{
+    static const char *op = "mm_cuda_rmsnorm_modulate_convrot";
+    if (mm_ctx_failed(ctx))
+        return -1;
+    if (rows_bf16(ctx, op, "x", x) || quant_out(ctx, op, q, s, x->shape[0], x->shape[1]))
+        return -1;
+    if (!scale || !shift || !idx || scale->ndim != 2 || shift->ndim != 2 || scale->shape[1] != x->shape[1] ||
+        shift->shape[1] != x->shape[1] || idx->dtype != MM_I32 || idx->stride[0] != 1)
+        return mm_ctx_fail(ctx, "%s: scale and shift [T, %lld] tables and a contiguous I32 idx are needed", op,
+                           (long long)x->shape[1]);
+    mm_error e = {{0}};
+    temps t = {DEV(ctx), 0, {0}};
+    int rc = 0;
+    mmk_convrot_quant a;
+    memset(&a, 0, sizeof a);
+    a.rows = (int)x->shape[0];
+    a.K = (int)x->shape[1];
+    a.group = 256;
+    a.pre = MMK_PRE_RMSNORM_MOD;
+    a.x = x->data;
+    a.x_dtype = MM_BF16;
+    a.ldx = x->stride[0];
+    a.norm_w = fresh_f32(ctx, &t, weight, &e, &rc);
+    a.eps = eps;
+    a.scale = fresh_f32(ctx, &t, scale, &e, &rc);
+    a.shift = fresh_f32(ctx, &t, shift, &e, &rc);
+    a.ld_mod = x->shape[1];
+    a.mod_idx = idx->data;
+    a.q = q->data;
+    a.ldq = q->stride[0];
+    a.s = s->data;
+    a.s_stride = vec_stride(s);
+    if (rc == 0)
+        rc = mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e);
+    temps_free(&t);
+    return rc ? kfail(ctx, op, &e) : 0;
+}
+
+int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_tensor *gate_up)
+{
+    static const char *op = "mm_cuda_swiglu_convrot";
+    if (mm_ctx_failed(ctx))
+        return -1;
+    if (rows_bf16(ctx, op, "gate_up", gate_up) || gate_up->shape[1] % 2)
+        return mm_ctx_fail(ctx, "%s: gate_up must be bf16 [R, 2K]", op);
+    int64_t k = gate_up->shape[1] / 2;
+    if (quant_out(ctx, op, q, s, gate_up->shape[0], k))
+        return -1;
+    mmk_convrot_quant a;
+    memset(&a, 0, sizeof a);
+    a.rows = (int)gate_up->shape[0];
+    a.K = (int)k;
+    a.group = 256;
+    a.pre = MMK_PRE_SWIGLU;
+    a.x = gate_up->data;
+    a.x_dtype = MM_BF16;
+    a.ldx = gate_up->stride[0];
+    a.q = q->data;
+    a.ldq = q->stride[0];
+    a.s = s->data;
+    a.s_stride = vec_stride(s);
+    mm_error e = {{0}};
+    return mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, op, &e) : 0;
+}
+
+int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
+                                 const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
+                                 const mm_tensor *idx)
+{
+    static const char *op = "mm_cuda_gemm_i8_scaled_gated";
+    if (mm_ctx_failed(ctx))
+        return -1;
+    if (rows_bf16(ctx, op, "x", x))
+        return -1;
+    int64_t r = q_x->shape[0], n = q_w->shape[0];
+    if (q_x->dtype != MM_I8 || q_w->dtype != MM_I8 || q_x->ndim != 2 || q_w->ndim != 2 || q_x->shape[1] != q_w->shape[1] ||
+        x->shape[0] != r || x->shape[1] != n || q_x->stride[1] != 1 || q_w->stride[1] != 1)
+        return mm_ctx_fail(ctx, "%s: q_x I8 [R, K], q_w I8 [N, K] and x [R, N] expected", op);
+    if (!gate || gate->ndim != 2 || gate->shape[1] != n || (gate->shape[0] != 1 && !idx))
+        return mm_ctx_fail(ctx, "%s: gate must be a [T, %lld] table (with idx when T > 1)", op, (long long)n);
+    mm_error e = {{0}};
+    temps t = {DEV(ctx), 0, {0}};
+    int rc = 0;
+    int32_t *zero_idx = NULL;
+    mmk_qlinear a;
+    memset(&a, 0, sizeof a);
+    a.M = (int)r;
+    a.N = (int)n;
+    a.K = (int)q_x->shape[1];
+    a.xq = q_x->data;
+    a.ldx = q_x->stride[0];
+    a.wq = q_w->data;
+    a.ldw = q_w->stride[0];
+    a.sx = vec_f32(ctx, &t, s_x, r, &e, &rc);
+    a.sw = vec_f32(ctx, &t, s_w, n, &e, &rc);
+    a.y = x->data;
+    a.ldy = x->stride[0];
+    a.y_dtype = MM_BF16;
+    a.gate = fresh_f32(ctx, &t, gate, &e, &rc);
+    a.ld_gate = n;
+    if (idx) {
+        if (idx->dtype != MM_I32 || idx->stride[0] != 1 || mm_tensor_numel(idx) != r)
+            rc = mm_fail(&e, "idx must be a contiguous I32 [%lld]", (long long)r);
+        a.mod_idx = idx->data;
+    } else if (rc == 0) {
+        zero_idx = temp_alloc(&t, (size_t)r * 4, &e);
+        if (!zero_idx || mm_cuda_memset0(DEV(ctx), zero_idx, (size_t)r * 4, &e))
+            rc = -1;
+        a.mod_idx = zero_idx;
+    }
+    if (rc == 0)
+        rc = mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e);
+    temps_free(&t);
+    return rc ? kfail(ctx, op, &e) : 0;
+}
+
+int mm_cuda_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,
+                            float eps, const mm_tensor *cos, const mm_tensor *sin, int rot)
+{
+    static const char *op = "mm_cuda_qk_rmsnorm_rope";
+    if (mm_ctx_failed(ctx))
+        return -1;
+    const mm_tensor *qk[2] = {q, k};
+    for (int i = 0; i < 2; i++) {
+        const mm_tensor *t = qk[i];
+        if (t->dtype != MM_BF16 || t->ndim != 3 || t->shape[2] > 128 || t->stride[2] != 1 ||
+            (t->shape[1] > 1 && t->stride[1] != t->shape[2]) || t->shape[0] != q->shape[0] || t->shape[2] != q->shape[2])
+            return mm_ctx_fail(ctx, "%s: q and k must be bf16 [S, H, D] views (D <= 128, heads D apart)", op);
+    }
+    if ((cos == NULL) != (sin == NULL) ||
+        (cos && (cos->dtype != MM_BF16 || sin->dtype != MM_BF16 || cos->ndim != 2 || cos->shape[0] != q->shape[0] ||
+                 cos->shape[1] != rot || cos->stride[0] != sin->stride[0] || (rot > 1 && (cos->stride[1] != 1 || sin->stride[1] != 1)))))
+        return mm_ctx_fail(ctx, "%s: cos and sin must be bf16 [S, %d] tables with the same row stride", op, rot);
+    mm_error e = {{0}};
+    temps t = {DEV(ctx), 0, {0}};
+    int rc = 0;
+    mmk_qk_norm_rope a;
+    memset(&a, 0, sizeof a);
+    a.rows = (int)q->shape[0];
+    a.heads_q = (int)q->shape[1];
+    a.heads_k = (int)k->shape[1];
+    a.head_dim = (int)q->shape[2];
+    a.q = q->data;
+    a.ldq = q->stride[0];
+    a.k = k->data;
+    a.ldk = k->stride[0];
+    a.wq = fresh_f32(ctx, &t, wq, &e, &rc);
+    a.wk = fresh_f32(ctx, &t, wk, &e, &rc);
+    a.eps = eps;
+    if (cos) {
+        a.cos = cos->data;
+        a.sin = sin->data;
+        a.ld_rope = cos->stride[0];
+        a.rot_dim = rot;
+    }
+    if (rc == 0)
+        rc = mmk_qk_norm_rope_run(DEV(ctx), STREAM(ctx), &a, &e);
+    temps_free(&t);
+    return rc ? kfail(ctx, op, &e) : 0;
 }
 
 #else
