@@ -50,6 +50,22 @@ A_STD = [1.6895524230479284, 2.76263727217653, 1.7945344281264435, 1.68016818473
          1.8661226051202384, 1.5613768203168363]
 
 SPACE_DOWN, TIME_DOWN = (2, 2, 2, 2, 1, 1), (1, 2, 2, 1, 1, 1)
+
+
+def rms_norm(x, shape, w, eps):
+    """F.rms_norm (torch >= 2.4), or the same formula on older torch."""
+    if hasattr(F, 'rms_norm'):
+        return rms_norm(x, shape, w, eps)
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y * w if w is not None else y
+
+
+def sdpa(q, k, v):
+    if hasattr(F, 'scaled_dot_product_attention'):
+        return F.scaled_dot_product_attention(q, k, v)
+    p = torch.softmax((q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1]), -1)
+    return (p @ v.float()).to(q.dtype)
+
 CLIP, DROP, HEAD_DIM, THETA, EPS = 17, 3, 64, 100.0, 1e-5
 
 
@@ -100,9 +116,11 @@ def stitch(rows, ovy, ovx):
 # ----------------------------------------------------------- video: decoder
 
 class VideoVAE:
-    def __init__(self, path, device, tile, overlap):
+    def __init__(self, path, device, tile, overlap, dtype=torch.float16):
         sd = load_file(path, device=str(device))
-        self.w = sd
+        if dtype != torch.float16:  # --compute float32: checking the script where fp16 kernels are missing
+            sd = {k: v.to(dtype) for k, v in sd.items()}
+        self.w, self.dt = sd, dtype
         self.tile, self.overlap = tile, overlap
         self.layers = len({k.split('.')[2] for k in sd if k.startswith('decoder.transformer_blocks.')})
         self.dim = sd['decoder.x_embedder.weight'].shape[0]
@@ -123,14 +141,14 @@ class VideoVAE:
         pos = torch.stack(torch.meshgrid(*axes, indexing='ij'), -1).reshape(-1, 3)
         pos = torch.cat([pos, pos.new_zeros(5, 3)])
         ang = (2.0 * math.pi * pos[:, :, None] * inv).flatten(1).repeat(1, 2)
-        return ang.cos().half()[:, None], ang.sin().half()[:, None]  # [S, 1, rd]: broadcast over heads
+        return ang.cos().to(self.dt)[:, None], ang.sin().to(self.dt)[:, None]  # [S, 1, rd]: over heads
 
     def vit(self, z):
         sd, D, H = self.w, self.dim, self.heads
         b, c, t, h, w = z.shape
-        z = F.conv3d(z.half(), sd['post_quant_conv.weight'], sd['post_quant_conv.bias'])
+        z = F.conv3d(z.to(self.dt), sd['post_quant_conv.weight'], sd['post_quant_conv.bias'])
         tok = z.permute(0, 2, 3, 4, 1).reshape(b, t * h * w, c)
-        x = F.linear(tok.float(), self.emb_w, self.emb_b).half()
+        x = F.linear(tok.float(), self.emb_w, self.emb_b).to(self.dt)
         n = x.shape[1]
         x = torch.cat([x, sd['decoder.register_tokens'].expand(b, -1, -1), x.new_zeros(b, 1, D)], 1)
         cos, sin = self.rope(t, h, w, z.device)
@@ -143,15 +161,15 @@ class VideoVAE:
 
         for i in range(self.layers):
             p = f'decoder.transformer_blocks.{i}.'
-            y = F.rms_norm(x.float(), (D,), sd[p + 'norm1.weight'].float(), EPS).half()
+            y = rms_norm(x.float(), (D,), sd[p + 'norm1.weight'].float(), EPS).to(self.dt)
             qkv = F.linear(y, sd[p + 'attn.to_qkv.weight'], sd[p + 'attn.to_qkv.bias'])
             q, k, v = qkv.view(b, -1, H, 3 * HEAD_DIM).chunk(3, -1)
-            q = rot(F.rms_norm(q.float(), (HEAD_DIM,), None, EPS).half())
-            k = rot(F.rms_norm(k.float(), (HEAD_DIM,), None, EPS).half())
-            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+            q = rot(rms_norm(q.float(), (HEAD_DIM,), None, EPS).to(self.dt))
+            k = rot(rms_norm(k.float(), (HEAD_DIM,), None, EPS).to(self.dt))
+            o = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
             o = F.linear(o.transpose(1, 2).reshape(b, -1, D), sd[p + 'attn.to_out.weight'], sd[p + 'attn.to_out.bias'])
             x = x + o * sd[p + 'scale1']
-            y = F.rms_norm(x.float(), (D,), sd[p + 'norm2.weight'].float(), EPS).half()
+            y = rms_norm(x.float(), (D,), sd[p + 'norm2.weight'].float(), EPS).to(self.dt)
             g, val = F.linear(y, sd[p + 'ff.w1.weight'], sd[p + 'ff.w1.bias']).chunk(2, -1)
             x = x + F.linear(F.silu(g) * val, sd[p + 'ff.w2.weight'], sd[p + 'ff.w2.bias']) * sd[p + 'scale2']
         x = F.layer_norm(x.float(), (D,), sd['decoder.norm_out.weight'].float(), sd['decoder.norm_out.bias'].float(), EPS)
@@ -220,7 +238,7 @@ class VideoVAE:
     def encode_image(self, rgb):
         """uint8 [H, W, 3] -> (normalized seeded latents, posterior mean) [1, 24, 1, h, w]"""
         x = rgb.permute(2, 0, 1)[None, :, None].float() / 255.0
-        x = ((x - self.pmean) / self.pstd).half()
+        x = ((x - self.pmean) / self.pstd).to(self.dt)
         ys, yl, yo = tile_plan(x.shape[-2], self.tile, self.overlap)
         xs, xl, xo = tile_plan(x.shape[-1], self.tile, self.overlap)
         rows = [[self.encoder(x[..., y:y + ly, xx:xx + lx]) for xx, lx in zip(xs, xl)] for y, ly in zip(ys, yl)]
@@ -280,17 +298,27 @@ class AudioVAE:
 
 
 def timed(fn, reps, base):
+    cuda = torch.cuda.is_available()
     ts, out = [], None
     for _ in range(reps):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
         t = time.perf_counter()
         out = fn()
-        torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize()
         ts.append(time.perf_counter() - t)
     ts.sort()
-    peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 30
+    peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 30 if cuda else 0.0
     return out, ts[len(ts) // 2], ts[0], peak
+
+
+def allocated():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated()
+    return 0
 
 
 def main():
@@ -302,17 +330,18 @@ def main():
     ap.add_argument('--what', default='decode,keyframe,audio')
     ap.add_argument('--tile', type=int, default=256)
     ap.add_argument('--overlap', type=int, default=64)
+    ap.add_argument('--device', default='cuda', help='cuda (the benchmark) or cpu (checking the script)')
+    ap.add_argument('--compute', default='float16', help='video compute dtype: float16 (the recipe) or float32')
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dev = torch.device('cuda')
+    dev = torch.device(a.device)
     io = load_file(a.inputs)
     what = a.what.split(',')
 
     if 'decode' in what or 'keyframe' in what:
-        vv = VideoVAE(a.video, dev, a.tile, a.overlap)
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
+        vv = VideoVAE(a.video, dev, a.tile, a.overlap, getattr(torch, a.compute))
+        base = allocated()
         print(f'VAE_REF video_weights_gib {base / 2 ** 30:.3f}', flush=True)
         if 'decode' in what:
             z = io['decode.in.latents'].to(dev)[None]
@@ -337,12 +366,12 @@ def main():
                     rel = ((ours - ref).norm() / ref.norm()).item()
                     print(f'VAE_CMP {key} rel_l2 {rel:.3g} max_abs {(ours - ref).abs().max().item():.3g}')
         del vv
-        torch.cuda.empty_cache()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     if 'audio' in what:
         av = AudioVAE(a.audio, dev)
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
+        base = allocated()
         z = io['audio.in.latents'].to(dev)
         wav, med, mn, peak = timed(lambda: av.decode(z), a.reps, base)
         secs = z.shape[-1] / 40
