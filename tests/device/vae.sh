@@ -17,6 +17,9 @@
 #   device:  bash tests/device/vae.sh [--part kit,bench,ref]   with carry [".carry"]
 #            (reuses build-device/ when another device script built it)
 #
+# Expected on the H200 (16 cores): build reused or ~90 s, kit CUDA + CPU ~30 s, checkpoint generation
+# ~40 s, ours ~40 s, PyTorch ~70 s: about 4 minutes; every step has its own timeout.
+# Checked end to end here with CPU stand-ins (tiny checkpoints, --device cpu, the reference in f32).
 # Logs and outputs go to $OUT (vae.log, vae_kit_{cuda,cpu}.txt and their --out
 # files, vae_bench.txt, vae_ref.txt, vae_io.safetensors); the last lines
 # printed are the summary. Parts are independent so a run can be split over
@@ -92,16 +95,16 @@ status=0
 
 if want kit; then
   step "(kit) conformance kit on CUDA"
-  "$B/mmh3" conformance tests/data/vae --device cuda --out "$OUT/vae_cuda.safetensors" | tee "$OUT/vae_kit_cuda.txt" |
-    grep -v '^PASS'
+  timeout 120 "$B/mmh3" conformance tests/data/vae --device cuda --out "$OUT/vae_cuda.safetensors" |
+    tee "$OUT/vae_kit_cuda.txt" | grep -v '^PASS'
   rc=${PIPESTATUS[0]}
   note "kit --device cuda: $(grep 'passed' "$OUT/vae_kit_cuda.txt" | tail -1) (exit $rc)"
   [ "$rc" = 0 ] || status=1
   step "(kit) the same kit on the CPU, and CUDA vs CPU"
-  "$B/mmh3" conformance tests/data/vae --device cpu --out "$OUT/vae_cpu.safetensors" >"$OUT/vae_kit_cpu.txt" 2>&1
+  timeout 150 "$B/mmh3" conformance tests/data/vae --device cpu --out "$OUT/vae_cpu.safetensors" >"$OUT/vae_kit_cpu.txt" 2>&1
   note "kit --device cpu: $(grep 'passed' "$OUT/vae_kit_cpu.txt" | tail -1)"
   if [ -n "$PY" ] && [ -f "$OUT/vae_cuda.safetensors" ] && [ -f "$OUT/vae_cpu.safetensors" ]; then
-    "$PY" - "$OUT/vae_cuda.safetensors" "$OUT/vae_cpu.safetensors" <<'PYEOF' | tee "$OUT/vae_cuda_vs_cpu.txt"
+    timeout 60 "$PY" - "$OUT/vae_cuda.safetensors" "$OUT/vae_cpu.safetensors" <<'PYEOF' | tee "$OUT/vae_cuda_vs_cpu.txt"
 import sys
 from safetensors.torch import load_file
 a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
@@ -125,11 +128,12 @@ IO=$OUT/vae_io.safetensors
 if want bench; then
   step "(bench) full-size random checkpoints in the released layouts"
   df -h /tmp | tail -1
-  [ -f "$VV" ] || "$B/mmh3-gen-tiny" video-vae --full --out "$VV" || { note "FAIL: generate video VAE"; finish 1; }
-  [ -f "$AV" ] || "$B/mmh3-gen-tiny" audio-vae --full --out "$AV" || { note "FAIL: generate audio VAE"; finish 1; }
+  [ -f "$VV" ] || timeout 240 "$B/mmh3-gen-tiny" video-vae --full --out "$VV" || { note "FAIL: generate video VAE"; finish 1; }
+  [ -f "$AV" ] || timeout 120 "$B/mmh3-gen-tiny" audio-vae --full --out "$AV" || { note "FAIL: generate audio VAE"; finish 1; }
+  note "checkpoints ready ($((SECONDS - t0)) s)"
   ls -la "$VV" "$AV"
   step "(bench) ours on CUDA: decode 124 x 1344x768, one keyframe, 5 s audio"
-  "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames 124 --width 1344 --height 768 \
+  timeout 240 "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames 124 --width 1344 --height 768 \
     --audio-seconds 5 --reps 3 --out "$IO" | tee "$OUT/vae_bench.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: bench_vae"; }
   while read -r l; do note "ours: $l"; done < <(grep '^VAE_' "$OUT/vae_bench.txt")
@@ -142,7 +146,8 @@ if want ref; then
   elif [ ! -f "$IO" ] || [ ! -f "$VV" ]; then
     note "FAIL: run --part bench first (inputs $IO)"; status=1
   else
-    "$PY" bench/reference/vae_ref.py --video "$VV" --audio "$AV" --inputs "$IO" --reps 3 | tee "$OUT/vae_ref.txt"
+    timeout 300 "$PY" bench/reference/vae_ref.py --video "$VV" --audio "$AV" --inputs "$IO" --reps 2 |
+      tee "$OUT/vae_ref.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: vae_ref.py"; }
     while read -r l; do note "torch: $l"; done < <(grep '^VAE_' "$OUT/vae_ref.txt")
     # ratios: torch median / ours median per case
