@@ -14,6 +14,8 @@
 #include "backend/device.h"
 #include "backend/placement.h"
 #include "backend/cuda/cuda_backend.h"
+#include "parallel/nccl_lib.h"
+#include "parallel/transfer.h"
 #include "cli/commands.h"
 #include "io/checkpoint.h"
 #include "io/inspect.h"
@@ -220,6 +222,16 @@ int mm_cmd_check(int argc, char **argv)
 #endif
     }
     failures += !kernels_ok;
+    /* Several GPUs: peer copies checked word by word (some machines return
+     * zeros while reporting success; a broken pair is not fatal, transfers
+     * between those GPUs are staged through host memory), and NCCL for
+     * --gpus N. Owner of this block: multi-GPU (src/parallel/). */
+    char peer[600] = "", nccl[600] = "";
+    int peer_failed = 0;
+    if (n_gpus >= 2) {
+        peer_failed = mm_transfer_probe_all(n_gpus, (size_t)16 << 20, NULL, 0, peer, sizeof peer);
+        mm_nccl_describe(nccl, sizeof nccl);
+    }
     double ms = now_ms() - t0;
 
     if (json) {
@@ -248,6 +260,11 @@ int mm_cmd_check(int argc, char **argv)
         json_object_set_new(root, "gpus", gpus);
         json_object_set_new(root, "placement", json_string(placed ? pl.summary : perr.msg));
         json_object_set_new(root, "kernels", json_string(kernels));
+        if (n_gpus >= 2) {
+            json_object_set_new(root, "peer_copies", json_string(peer));
+            json_object_set_new(root, "peer_copies_ok", json_boolean(peer_failed == 0));
+            json_object_set_new(root, "nccl", json_string(nccl));
+        }
         if (consistency[0])
             json_object_set_new(root, "consistency", json_string(consistency));
         json_object_set_new(root, "ok", json_boolean(failures == 0));
@@ -298,6 +315,9 @@ int mm_cmd_check(int argc, char **argv)
     for (int g = 0; g < n_lines; g++)
         printf("  %s\n", gpu_lines[g]);
     printf("kernels\n  %s  %s\n", kernels_ok ? "ok  " : "FAIL", kernels);
+    if (n_gpus >= 2)
+        printf("multi-gpu\n  %s  %s\n  %s  %s\n", peer_failed ? "WARN" : "ok  ", peer,
+               strncmp(nccl, "NCCL ", 5) == 0 ? "ok  " : "--  ", nccl);
     printf("placement\n");
     if (placed)
         printf("  %s\n  %s\n", pl.summary, pl.reason);

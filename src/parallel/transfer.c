@@ -159,9 +159,10 @@ int mm_transfer_bytes(mm_device dst_dev, void *dst, mm_device src_dev, const voi
 {
     if (bytes == 0)
         return 0;
-    const bool gpu_pair = dst_dev.kind == MM_DEVICE_CUDA && src_dev.kind == MM_DEVICE_CUDA &&
-                          dst_dev.index != src_dev.index;
-    if (gpu_pair && (mode == MM_XFER_HOST || (mode == MM_XFER_AUTO && !peer_allowed(src_dev.index, dst_dev.index))))
+    const bool gpus = dst_dev.kind == MM_DEVICE_CUDA && src_dev.kind == MM_DEVICE_CUDA;
+    /* MM_XFER_HOST stages even within one GPU, so one GPU can test that path. */
+    if (gpus && (mode == MM_XFER_HOST || (mode == MM_XFER_AUTO && dst_dev.index != src_dev.index &&
+                                           !peer_allowed(src_dev.index, dst_dev.index))))
         return staged(dst_dev, dst, src_dev, src, bytes, err);
     return mm_device_memcpy(dst_dev, dst, src_dev, src, bytes, err);
 }

@@ -23,7 +23,7 @@
 typedef enum mm_xfer_mode {
     MM_XFER_AUTO = 0, /* direct where the pair is verified, else through the host */
     MM_XFER_PEER,     /* direct (peer) copy, unverified */
-    MM_XFER_HOST,     /* always through host memory */
+    MM_XFER_HOST,     /* always through host memory (also between two buffers of one GPU) */
 } mm_xfer_mode;
 
 /* Copies `bytes` from src on src_dev to dst on dst_dev (any two devices, the

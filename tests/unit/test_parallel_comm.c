@@ -16,6 +16,7 @@
 
 typedef struct rank_arg {
     mm_world *w;
+    mm_device dev; /* where the rank's buffers live */
     int rank, n;
     int rc;
     mm_error err;
@@ -50,7 +51,24 @@ static void *rank_exchange(void *arg)
     for (int i = 0; i < k; i++)
         for (int64_t e = 0; e < sends[i].count; e++)
             send[sends[i].offset + e] = (float)(1e6 * r + 1e3 * sends[i].peer + 10 * (i % 2) + (double)e);
-    a->rc = mm_comm_exchange(mm_world_comm(a->w, r), ctx, send, sends, k, recv, recvs, k, sizeof(float), &a->err);
+    if (a->dev.kind == MM_DEVICE_CUDA) {
+        /* The same exchange between GPU buffers, on the rank's stream. */
+        mm_ctx *g = NULL;
+        void *ds = NULL, *dr = NULL;
+        a->rc = -1;
+        if (mm_ctx_create(&g, a->dev, 0, &a->err) == 0 && (ds = mm_device_malloc(a->dev, 4 * (size_t)off, &a->err)) &&
+            (dr = mm_device_malloc(a->dev, 4 * (size_t)roff, &a->err)) &&
+            mm_device_memcpy(a->dev, ds, mm_cpu(), send, 4 * (size_t)off, &a->err) == 0 &&
+            mm_device_memset0(a->dev, dr, 4 * (size_t)roff, &a->err) == 0 &&
+            mm_comm_exchange(mm_world_comm(a->w, r), g, ds, sends, k, dr, recvs, k, sizeof(float), &a->err) == 0 &&
+            mm_ctx_sync(g, &a->err) == 0 && mm_device_memcpy(mm_cpu(), recv, a->dev, dr, 4 * (size_t)roff, &a->err) == 0)
+            a->rc = 0;
+        mm_device_free(a->dev, ds);
+        mm_device_free(a->dev, dr);
+        mm_ctx_destroy(g);
+    } else {
+        a->rc = mm_comm_exchange(mm_world_comm(a->w, r), ctx, send, sends, k, recv, recvs, k, sizeof(float), &a->err);
+    }
     if (a->rc == 0)
         for (int i = 0; i < k; i++)
             for (int64_t e = 0; e < recvs[i].count; e++)
@@ -61,24 +79,29 @@ static void *rank_exchange(void *arg)
     return NULL;
 }
 
-static int run_world(int N, bool mismatch, rank_arg *args)
+static int run_world_on(mm_world_kind kind, int N, bool gpus, bool mismatch, rank_arg *args, mm_error *err)
 {
-    mm_device devs[MM_SP_MAX_RANKS];
-    for (int r = 0; r < N; r++)
-        devs[r] = mm_cpu();
+    mm_device devs[MM_SP_MAX_RANKS] = {{0}};
+    for (int r = 0; r < N && r < MM_SP_MAX_RANKS; r++)
+        devs[r] = gpus ? mm_cuda(r) : mm_cpu();
     mm_world *w;
-    mm_error err = {{0}};
-    if (mm_world_create(&w, MM_WORLD_HOST, N, devs, &err) != 0)
+    if (mm_world_create(&w, kind, N, devs, err) != 0)
         return -1;
     pthread_t th[MM_SP_MAX_RANKS];
     for (int r = 0; r < N; r++) {
-        args[r] = (rank_arg){.w = w, .rank = r, .n = N, .mismatch = mismatch};
+        args[r] = (rank_arg){.w = w, .dev = devs[r], .rank = r, .n = N, .mismatch = mismatch};
         pthread_create(&th[r], NULL, rank_exchange, &args[r]);
     }
     for (int r = 0; r < N; r++)
         pthread_join(th[r], NULL);
     mm_world_destroy(w);
     return 0;
+}
+
+static int run_world(int N, bool mismatch, rank_arg *args)
+{
+    mm_error err = {{0}};
+    return run_world_on(MM_WORLD_HOST, N, false, mismatch, args, &err);
 }
 
 static void test_host_world_exchanges_uneven_messages(void)
@@ -170,6 +193,56 @@ static void test_transfer_between_host_buffers(void)
     unsetenv("MMH3_PEER_COPY");
 }
 
+/* On the GPU host: NCCL over every GPU there (one GPU: each rank's messages
+ * to itself go through ncclSend/ncclRecv too), the host world between GPU
+ * buffers, the peer probe and a host-staged copy. Silent without a GPU
+ * unless MMH3_REQUIRE_GPU=1. */
+static void test_gpu_worlds(void)
+{
+    const int gpus = mm_cuda_device_count();
+    if (gpus == 0) {
+        const char *req = getenv("MMH3_REQUIRE_GPU");
+        MM_EXPECT(!(req && strcmp(req, "1") == 0), "MMH3_REQUIRE_GPU=1 but no GPU is usable");
+        return;
+    }
+    const int N = gpus < MM_SP_MAX_RANKS ? gpus : MM_SP_MAX_RANKS;
+    const mm_world_kind kinds[2] = {MM_WORLD_NCCL, MM_WORLD_HOST};
+    for (int k = 0; k < 2; k++) {
+        rank_arg args[MM_SP_MAX_RANKS];
+        mm_error err = {{0}};
+        MM_EXPECT(run_world_on(kinds[k], N, true, false, args, &err) == 0, "%s world over %d GPUs: %s",
+                  k ? "host" : "nccl", N, err.msg);
+        for (int r = 0; r < N && !err.msg[0]; r++)
+            MM_EXPECT(args[r].rc == 0 && args[r].bad == 0, "%s world, rank %d: rc %d, %d wrong values, %s",
+                      k ? "host" : "nccl", r, args[r].rc, args[r].bad, args[r].err.msg);
+        printf("     %s world over %d GPU(s): exchange %s\n", k ? "host" : "nccl", N, err.msg[0] ? err.msg : "checked");
+    }
+    /* Peer probe on every ordered pair (a one-GPU host probes nothing), then a staged copy. */
+    char summary[400];
+    mm_peer_result res[64];
+    int failed = mm_transfer_probe_all(N, 0, res, 64, summary, sizeof summary);
+    printf("     %s\n", summary);
+    MM_EXPECT(failed == 0, "%s", summary);
+    const size_t bytes = (size_t)3 << 20;
+    unsigned char *h = malloc(bytes), *back = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++)
+        h[i] = (unsigned char)(i * 131 + 7);
+    mm_error err = {{0}};
+    const mm_device d0 = mm_cuda(0), d1 = mm_cuda(N > 1 ? 1 : 0);
+    void *a = mm_device_malloc(d0, bytes, &err), *b = mm_device_malloc(d1, bytes, &err);
+    MM_REQUIRE(a && b, "%s", err.msg);
+    int rc = mm_device_memcpy(d0, a, mm_cpu(), h, bytes, &err);
+    if (rc == 0)
+        rc = mm_transfer_bytes(d1, b, d0, a, bytes, MM_XFER_HOST, &err);
+    if (rc == 0)
+        rc = mm_device_memcpy(mm_cpu(), back, d1, b, bytes, &err);
+    MM_EXPECT(rc == 0 && memcmp(h, back, bytes) == 0, "host-staged copy cuda:0 → cuda:%d: %s", d1.index, err.msg);
+    mm_device_free(d0, a);
+    mm_device_free(d1, b);
+    free(h);
+    free(back);
+}
+
 int main(void)
 {
     MM_RUN(test_host_world_exchanges_uneven_messages);
@@ -177,5 +250,6 @@ int main(void)
     MM_RUN(test_abort_wakes_a_waiting_rank);
     MM_RUN(test_nccl_world_needs_distinct_gpus);
     MM_RUN(test_transfer_between_host_buffers);
+    MM_RUN(test_gpu_worlds);
     return mm_test_exit();
 }

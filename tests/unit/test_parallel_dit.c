@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/device.h"
 #include "backend/ops.h"
 #include "conformance/conformance.h"
 #include "conformance/dit_kit.h"
@@ -75,7 +76,7 @@ typedef struct outputs {
 } outputs;
 
 /* One plain forward (N = 0) or a sequence-parallel one over N ranks. */
-static int forward(const char *ckpt, const mm_dit_layout *l, const float *row_t, const mm_tensor *video,
+static int forward_on(mm_ctx *ctx, const char *ckpt, const mm_dit_layout *l, const float *row_t, const mm_tensor *video,
                    const mm_tensor *audio, const mm_tensor *text, int N, int repeats, outputs *o, mm_error *err)
 {
     mm_dit *dit = NULL;
@@ -97,8 +98,27 @@ static int forward(const char *ckpt, const mm_dit_layout *l, const float *row_t,
     o->nv = l->video_rows * c->video_row_width;
     o->na = l->audio_rows * c->audio_row_width;
     o->v = malloc(sizeof(float) * (size_t)(o->nv + o->na + 1));
-    mm_tensor vv = mm_tensor_wrap(o->v, mm_cpu(), MM_F32, 2, MM_SHAPE(l->video_rows, c->video_row_width));
-    mm_tensor va = mm_tensor_wrap(o->v + o->nv, mm_cpu(), MM_F32, 2, MM_SHAPE(l->audio_rows, c->audio_row_width));
+    mm_tensor hvv = mm_tensor_wrap(o->v, mm_cpu(), MM_F32, 2, MM_SHAPE(l->video_rows, c->video_row_width));
+    mm_tensor hva = mm_tensor_wrap(o->v + o->nv, mm_cpu(), MM_F32, 2, MM_SHAPE(l->audio_rows, c->audio_row_width));
+    /* On a GPU the inputs and outputs live there, as the engine keeps them. */
+    const mm_device dev = mm_ctx_device(ctx);
+    const bool gpu = dev.kind != MM_DEVICE_CPU;
+    mm_tensor vv = hvv, va = hva, dvid = *video, daud = *audio, dtext = *text;
+    if (gpu) {
+        if (mm_tensor_alloc(&vv, dev, MM_F32, 2, hvv.shape, err) || mm_tensor_alloc(&va, dev, MM_F32, 2, hva.shape, err) ||
+            mm_tensor_alloc(&dvid, dev, video->dtype, 2, video->shape, err) ||
+            mm_tensor_alloc(&daud, dev, audio->dtype, 2, audio->shape, err) ||
+            mm_tensor_alloc(&dtext, dev, text->dtype, 2, text->shape, err))
+            return -1;
+        mm_copy(ctx, &dvid, video);
+        mm_copy(ctx, &daud, audio);
+        mm_copy(ctx, &dtext, text);
+        if (mm_ctx_sync(ctx, err) != 0)
+            return -1;
+        video = &dvid;
+        audio = &daud;
+        text = &dtext;
+    }
     int rc = -1;
     if (N == 0) {
         mm_dit_request *req;
@@ -119,11 +139,29 @@ static int forward(const char *ckpt, const mm_dit_layout *l, const float *row_t,
         }
         mm_sp_dit_free(sp);
     }
+    if (gpu) {
+        if (rc == 0) {
+            mm_copy(ctx, &hvv, &vv);
+            mm_copy(ctx, &hva, &va);
+            rc = mm_ctx_sync(ctx, err);
+        }
+        mm_tensor_free(&vv);
+        mm_tensor_free(&va);
+        mm_tensor_free(&dvid);
+        mm_tensor_free(&daud);
+        mm_tensor_free(&dtext);
+    }
     if (rc != 0) {
         free(o->v);
         o->v = NULL;
     }
     return rc;
+}
+
+static int forward(const char *ckpt, const mm_dit_layout *l, const float *row_t, const mm_tensor *video,
+                   const mm_tensor *audio, const mm_tensor *text, int N, int repeats, outputs *o, mm_error *err)
+{
+    return forward_on(ctx, ckpt, l, row_t, video, audio, text, N, repeats, o, err);
 }
 
 static double rel_l2(const float *a, const float *b, int64_t n)
@@ -230,6 +268,49 @@ static void test_eight_ranks_on_an_eight_head_model(void)
     unlink(path);
 }
 
+/* On the GPU host: the same decomposition over the GPUs there (N = 1 on one
+ * GPU: pack, NCCL exchange with itself, unpack), against the plain CUDA
+ * forward and the kit. Silent without a GPU unless MMH3_REQUIRE_GPU=1. */
+static void test_gpus_equal_the_plain_cuda_forward(void)
+{
+    const int gpus = mm_cuda_device_count();
+    if (gpus == 0) {
+        const char *req = getenv("MMH3_REQUIRE_GPU");
+        MM_EXPECT(!(req && strcmp(req, "1") == 0), "MMH3_REQUIRE_GPU=1 but no GPU is usable");
+        return;
+    }
+    mm_ctx *g = NULL;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_ctx_create(&g, mm_cuda(0), 0, &err) == 0, "%s", err.msg);
+    const char *names[] = {"t2va_step0", "fl2va_firstlast_step5", "ref2va_step4"};
+    for (size_t c = 0; c < sizeof names / sizeof names[0]; c++) {
+        forward_case f;
+        MM_REQUIRE(case_load(&f, names[c]) == 0, "case");
+        outputs ref, o;
+        MM_REQUIRE(forward_on(g, kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, 0, 1, &ref, &err) == 0, "%s",
+                   err.msg);
+        char key[256];
+        snprintf(key, sizeof key, "%s.out.video", names[c]);
+        const float *kv = kit_f32(mm_st_find(cases, key));
+        for (int N = 1; N <= gpus && N <= 4; N *= 2) {
+            MM_EXPECT(forward_on(g, kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, N, 2, &o, &err) == 0,
+                      "%s over %d GPU(s): %s", names[c], N, err.msg);
+            if (!o.v)
+                continue;
+            const double d = rel_l2(o.v, ref.v, ref.nv + ref.na), dk = kv ? rel_l2(o.v, kv, ref.nv) : 0;
+            MM_EXPECT(d <= 1e-3 && dk <= video_tol, "%s over %d GPU(s): rel_l2 %.3g vs plain CUDA, %.3g vs the kit",
+                      names[c], N, d, dk);
+            printf("     %s over %d GPU(s): rel_l2 %.2g vs the plain CUDA forward%s, video %.3g vs the kit\n",
+                   names[c], N, d, memcmp(o.v, ref.v, sizeof(float) * (size_t)(ref.nv + ref.na)) ? "" : " (bit-identical)",
+                   dk);
+            free(o.v);
+        }
+        free(ref.v);
+        case_free(&f);
+    }
+    mm_ctx_destroy(g);
+}
+
 int main(void)
 {
     char path[1024];
@@ -256,6 +337,7 @@ int main(void)
     MM_RUN(test_ref2va_over_4_ranks);
     MM_RUN(test_ranks_that_do_not_divide_the_heads_are_refused);
     MM_RUN(test_eight_ranks_on_an_eight_head_model);
+    MM_RUN(test_gpus_equal_the_plain_cuda_forward);
     mm_ctx_destroy(ctx);
     mm_st_close(cases);
     json_decref(manifest);
