@@ -19,7 +19,8 @@
  * the CPU, device copies otherwise) and keeps the file open until freed.
  * Results handed back as host arrays are malloc'ed and owned by the caller.
  * Everything runs on the context given at load; the same context (or one on
- * the same device) must be passed to every call.
+ * the same device) must be passed to every call. A model serves one call at
+ * a time (the first one-frame encode caches per-conv weights in it).
  */
 #ifndef MMH3_MODEL_VAE_VAE_H
 #define MMH3_MODEL_VAE_VAE_H
