@@ -9,8 +9,10 @@
 #   device:  bash tests/device/lead.sh STEP...     with carry [".carry"]
 #   steps:   cuda (build + CUDA-vs-CPU op tests), bench (kernel benchmarks vs
 #            torch), dit (kit on CUDA, CUDA vs CPU), rng, ditbench (full-size
-#            forward + PyTorch reference), te (text-encoder kit + full-size
-#            bench), vae (VAE kit + bench). Each as NAME or NAME:SECONDS.
+#            forward + PyTorch reference), kits (the text-encoder and VAE
+#            kits on CUDA and on the CPU, after cuda built build-device/), te
+#            (text-encoder kit + full-size bench), vae (VAE kit + bench).
+#            Each as NAME or NAME:SECONDS.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -37,6 +39,10 @@ for spec in "$@"; do
     dit) run_step dit "$limit" bash tests/device/dit.sh --part conformance ;;
     rng) run_step rng "$limit" bash tests/device/dit.sh --part rng ;;
     ditbench) run_step ditbench "$limit" bash tests/device/dit.sh --part bench,ref ;;
+    kits) run_step kits "$limit" bash -c 'for k in text_encoder vae; do
+            echo "== $k on cuda"; build-device/mmh3 conformance tests/data/$k --device cuda --out "$OUT/${k}_cuda.safetensors" | tail -4
+            echo "== $k on cpu";  build-device/mmh3 conformance tests/data/$k --device cpu --out "$OUT/${k}_cpu.safetensors" | tail -2
+          done' ;;
     te) run_step te "$limit" bash tests/device/text_encoder.sh ;;
     vae) run_step vae "$limit" bash tests/device/vae.sh ;;
     *) echo "unknown step $name" ;;
