@@ -63,6 +63,16 @@ static const mm_engine_ops h3_ops = {
     .destroy = h3_destroy,
 };
 
+/* A reference size from the options, else from the environment (so a
+ * worker started by `mmh3 serve` can be given small references in tests),
+ * else 0 (the pipeline's default). */
+static int ref_edge(int given, const char *env)
+{
+    const char *s = getenv(env);
+    int v = s ? atoi(s) : 0;
+    return given ? given : (v >= 64 && v <= 4096 && v % 32 == 0 ? v : 0);
+}
+
 int mm_engine_h3_create(const mm_engine_options *opt, mm_engine **out, mm_error *err)
 {
     *out = NULL;
@@ -77,8 +87,8 @@ int mm_engine_h3_create(const mm_engine_options *opt, mm_engine **out, mm_error 
     po.offload = opt->offload;
     po.threads = opt->threads;
     po.ref_kv_cache = opt->ref_kv_cache;
-    po.ref_image_short_edge = opt->ref_image_short_edge;
-    po.ref_video_short_edge = opt->ref_video_short_edge;
+    po.ref_image_short_edge = ref_edge(opt->ref_image_short_edge, "MMH3_REF_SHORT_EDGE");
+    po.ref_video_short_edge = ref_edge(opt->ref_video_short_edge, "MMH3_REF_VIDEO_SHORT_EDGE");
     po.layout_dump = opt->layout_dump;
     po.log = opt->log;
     po.log_user = opt->log_user;

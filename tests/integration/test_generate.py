@@ -1,0 +1,515 @@
+#!/usr/bin/env python3
+"""`mmh3 generate` end to end on tiny checkpoints (CPU): the real engine —
+Qwen3-VL conditioner, DiT, sampler, both VAEs, the mp4 writer — on random
+weights in the released layouts written by `mmh3-gen-tiny all`.
+
+    tests/integration/test_generate.py --build BUILD [TEST ...]
+
+Clips are checked with ffprobe (size, frame count, audio stream); the ref2va
+packed layout (--dump-layout) is checked against the reference's packing
+rules (dit.md §5.3–5.4, text-encoder.md §3, §4) computed here, independently
+of the C code. Prints one "PASS name" / "FAIL name: why" line per test.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def check(cond, msg, *args):
+    if not cond:
+        raise AssertionError(msg % args if args else msg)
+
+
+class Env:
+    def __init__(self, build, work):
+        self.build = os.path.abspath(build)
+        self.mmh3 = os.path.join(self.build, "mmh3")
+        self.work = work
+        self.models = os.path.join(work, "models")
+        self.media = os.path.join(work, "media")
+
+    def generate(self, *args, models=True, timeout=300, device=True):
+        cmd = [self.mmh3, "generate"] + list(args)
+        if models:
+            cmd += ["--models-path", self.models]
+        if device:
+            cmd += ["--device", "cpu"]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.work)
+
+    def out(self, name):
+        return os.path.join(self.work, "out", name)
+
+
+QUICK = ["--frames", "22", "--steps", "3", "--preset", "ultrafast", "--plain"]
+
+
+def probe(path):
+    r = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-show_entries",
+                        "stream=codec_type,width,height,nb_read_frames,sample_rate,channels,duration",
+                        "-of", "json", path], capture_output=True, text=True)
+    check(r.returncode == 0, "ffprobe cannot read %s: %s", path, r.stderr.strip())
+    streams = json.loads(r.stdout)["streams"]
+    video = [s for s in streams if s["codec_type"] == "video"]
+    audio = [s for s in streams if s["codec_type"] == "audio"]
+    check(len(video) == 1, "%s: %d video streams", path, len(video))
+    return video[0], (audio[0] if audio else None)
+
+
+def check_clip(path, width, height, frames, audio=True):
+    check(os.path.exists(path), "%s was not written", path)
+    check(not os.path.exists(path + ".part"), "%s.part left behind", path)
+    v, a = probe(path)
+    check((v["width"], v["height"]) == (width, height), "%s is %sx%s, %dx%d expected", path, v["width"],
+          v["height"], width, height)
+    check(int(v["nb_read_frames"]) == frames, "%s has %s frames, %d expected", path, v["nb_read_frames"], frames)
+    if audio:
+        check(a is not None, "%s has no audio stream", path)
+        check(int(a["sample_rate"]) == 32000 and int(a["channels"]) == 2, "audio %r: 32 kHz stereo expected", a)
+        check(abs(float(a["duration"]) - frames / 24.0) < 0.05, "audio lasts %s s for %.3f s of video",
+              a["duration"], frames / 24.0)
+    else:
+        check(a is None, "%s has an audio stream; --no-audio asks for none", path)
+
+
+def ok(r, what):
+    check(r.returncode == 0, "%s: exit %d: %s", what, r.returncode, r.stderr.strip()[-800:])
+
+
+# ------------------------------------------------------------ fixtures
+
+def ffmpeg(*args):
+    subprocess.run(["ffmpeg", "-v", "error", "-y"] + list(args), check=True)
+
+
+def make_media(env):
+    os.makedirs(env.media, exist_ok=True)
+    m = env.media
+    ffmpeg("-f", "lavfi", "-i", "testsrc=size=320x180:rate=1", "-frames:v", "1", m + "/first.png")
+    ffmpeg("-f", "lavfi", "-i", "smptebars=size=240x160:rate=1", "-frames:v", "1", m + "/last.jpg")
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=160x96:rate=30", "-f", "lavfi", "-i",
+           "sine=frequency=440:sample_rate=44100", "-t", "1.5", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+           "-c:a", "aac", "-shortest", m + "/clip.mp4")
+    ffmpeg("-f", "lavfi", "-i", "sine=frequency=660:sample_rate=22050", "-t", "2", m + "/tone.wav")
+
+
+# ------------------------------------------------------------ renders
+
+def canvas_for(w, h, short):
+    """request_rules: short edge N at the reference's aspect, snapped down to 32."""
+    a = w / h
+    if a >= 1:
+        return max(64, int(short * a / 32) * 32), short
+    return short, max(64, int(short / a / 32) * 32)
+
+
+@test
+def t2v_clip_has_size_frames_and_audio(env):
+    out = env.out("t2v.mp4")
+    ok(env.generate("-p", "a red fox runs through fresh snow", "--size", "96x64", "--seed", "7", "-o", out, *QUICK),
+       "t2v")
+    check_clip(out, 96, 64, 22)
+
+
+@test
+def first_frame_sets_the_canvas_aspect(env):
+    out = env.out("first.mp4")
+    r = env.generate("-p", "the test card comes alive", "-i", env.media + "/first.png", "--size", "64", "--seed",
+                     "3", "-o", out, *QUICK)
+    ok(r, "first frame")
+    check_clip(out, *canvas_for(320, 180, 64), 22)
+
+
+@test
+def last_frame_only(env):
+    out = env.out("last.mp4")
+    r = env.generate("-p", "colour bars fade in", "--last-image", env.media + "/last.jpg", "--size", "64", "--seed",
+                     "3", "-o", out, *QUICK)
+    ok(r, "last frame")
+    check_clip(out, *canvas_for(240, 160, 64), 22)
+
+
+@test
+def first_and_last_frames(env):
+    out = env.out("first_last.mp4")
+    r = env.generate("-p", "from the test card to colour bars", "-i", env.media + "/first.png", "--last-image",
+                     env.media + "/last.jpg", "--size", "64", "--frames", "39", "--steps", "3", "--preset",
+                     "ultrafast", "--plain", "--seed", "5", "-o", out, "--dump-layout", env.out("fl.layout"))
+    ok(r, "first + last")
+    check_clip(out, *canvas_for(320, 180, 64), 39)
+    lay = read_safetensors(env.out("fl.layout"))
+    roles = lay["roles"]
+    w, h = canvas_for(320, 180, 64)
+    per_frame = (h // 32) * (w // 32)
+    check(roles.count(3) == 2 * per_frame, "two keyframes pin %d rows; %d condition rows", 2 * per_frame,
+          roles.count(3))
+
+
+@test
+def no_audio_gives_a_silent_clip(env):
+    out = env.out("silent.mp4")
+    ok(env.generate("-p", "a quiet lake", "--size", "64x64", "--no-audio", "--seed", "1", "-o", out, *QUICK),
+       "--no-audio")
+    check_clip(out, 64, 64, 22, audio=False)
+
+
+@test
+def same_seed_same_bytes_other_seed_other_bytes(env):
+    a, b, c = env.out("seed_a.mp4"), env.out("seed_b.mp4"), env.out("seed_c.mp4")
+    for path, seed in ((a, "11"), (b, "11"), (c, "12")):
+        ok(env.generate("-p", "waves on a beach", "--size", "64x64", "--seed", seed, "-o", path, *QUICK),
+           "seed " + seed)
+    with open(a, "rb") as fa, open(b, "rb") as fb, open(c, "rb") as fc:
+        da, db, dc = fa.read(), fb.read(), fc.read()
+    check(da == db, "the same seed and parameters gave different bytes (%d vs %d)", len(da), len(db))
+    check(da != dc, "another seed gave the same clip")
+
+
+@test
+def frames_dir_and_default_output_name(env):
+    frames_dir = env.out("frames")
+    r = env.generate("-p", "Frames, please!", "--size", "64x64", "--seed", "2", "--frames-dir", frames_dir, *QUICK)
+    ok(r, "--frames-dir")
+    pngs = sorted(f for f in os.listdir(frames_dir) if f.endswith(".png"))
+    check(pngs[:1] == ["frame_00000.png"] and len(pngs) == 22, "frames: %r", pngs[:3] + pngs[-1:])
+    path = r.stdout.strip().splitlines()[-1]
+    check(path.startswith("outputs/") and path.endswith("-frames-please.mp4"), "default output %r", path)
+    check_clip(os.path.join(env.work, path), 64, 64, 22)
+
+
+@test
+def fl2va_video_expands_to_four_pictures(env):
+    lay_path = env.out("fl2va_video.layout")
+    out = env.out("fl2va_video.mp4")
+    r = env.generate("-p", "continue the clip", "-i", env.media + "/clip.mp4", "--size", "64", "--seed", "4", "-o",
+                     out, "--dump-layout", lay_path, *QUICK)
+    ok(r, "fl2va with a video")
+    lay = read_safetensors(lay_path)
+    runs = vision_runs(lay["tags"], lay["roles"])
+    check(len(runs) == 4, "4 vision blocks expected, %d found", len(runs))
+    w, h = canvas_for(160, 96, 64)
+    check(lay["roles"].count(3) == (h // 32) * (w // 32), "the first frame is pinned as the first keyframe")
+    check_clip(out, w, h, 22)
+
+
+@test
+def cancel_stops_at_the_next_forward(env):
+    out = env.out("cancelled.mp4")
+    cmd = [env.mmh3, "generate", "-p", "a long render", "--size", "64x64", "--frames", "22", "--steps", "200",
+           "--plain", "--device", "cpu", "--models-path", env.models, "-o", out]
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=env.work)
+    seen = ""
+    for line in p.stderr:
+        seen += line
+        if "denoising step 2/" in line:
+            p.send_signal(signal.SIGINT)
+            break
+    rest = p.stderr.read()
+    rc = p.wait(60)
+    check(rc == 130, "exit %d after Ctrl-C: %s", rc, (seen + rest)[-600:])
+    check("cancelled" in rest, "no 'cancelled' message: %s", rest[-300:])
+    steps = [ln for ln in (seen + rest).splitlines() if "denoising step" in ln]
+    check(len(steps) <= 4, "kept going for %d steps after the cancel", len(steps))
+    check(not os.path.exists(out) and not os.path.exists(out + ".part"), "a file was left behind")
+
+
+@test
+def timing_table_adds_up(env):
+    r = env.generate("-p", "a timing check", "--size", "64x64", "--seed", "9", "-o", env.out("timing.mp4"), *QUICK)
+    ok(r, "timing")
+    rows = {}
+    for line in r.stderr.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[-1].endswith("%") and parts[-2].endswith("s"):
+            rows[" ".join(parts[:-2])] = float(parts[-2][:-1])
+    total = rows.get("total (wall clock)")
+    check(total, "no total row in %s", r.stderr[-1200:])
+    groups = sum(rows.get(g, 0) for g in ("loading", "inference", "encode", "overhead"))
+    check(abs(groups - total) <= 0.02 + 0.01 * total, "rollups %.2f s vs wall %.2f s", groups, total)
+    for key in ("denoise (DiT forwards)", "decode video (VAE)", "encode prompt (Qwen3-VL)", "mux video (H.264)"):
+        check(key in rows, "row %r missing", key)
+    for key in ("per step:", "frames/s:", "realtime factor:", "megapixel-frames/s:", "peak memory"):
+        check(key in r.stderr, "%r missing", key)
+
+
+@test
+def missing_checkpoints_are_named(env):
+    r = env.generate("-p", "x", "--models-path", os.path.join(env.work, "nowhere"), models=False, *QUICK)
+    check(r.returncode == 1, "exit %d", r.returncode)
+    check("nowhere" in r.stderr and "not found" in r.stderr.lower(), "message: %s", r.stderr.strip())
+
+
+# ------------------------------------------------------------ flag rules
+
+BAD = [
+    # (args, flag named in the one-line message)
+    (["-p", "a", "-f", "x.txt"], "--prompt and --file"),
+    ([], "no prompt"),
+    (["-p", "a", "--frames", "22", "--seconds", "2"], "--frames and --seconds"),
+    (["-p", "a", "--size", "64", "--width", "64"], "--size and --width"),
+    (["-p", "a", "--frames", "3"], "--frames 3"),
+    (["-p", "a", "--frames", "abc"], "--frames abc"),
+    (["-p", "a", "--seconds", "40"], "--seconds 40"),
+    (["-p", "a", "--width", "50"], "--width 50"),
+    (["-p", "a", "--size", "64y64"], "--size 64y64"),
+    (["-p", "a", "--steps", "1"], "--steps 1"),
+    (["-p", "a", "--crf", "99"], "--crf 99"),
+    (["-p", "a", "--preset", "fastest"], "--preset fastest"),
+    (["-p", "a", "--seed", "-1"], "--seed -1"),
+    (["-p", "a", "--partition", "t2v"], "--partition t2v"),
+    (["-p", "a", "--dtype", "fp32"], "--dtype fp32"),
+    (["-p", "a", "--device", "gpu7"], "--device gpu7"),
+    (["-p", "a", "--threads", "0"], "--threads 0"),
+    (["-p", "   "], "--prompt"),
+    (["-p", "a", "--bogus"], "--bogus"),
+    (["-p", "a", "--steps"], "--steps needs a value"),
+    (["-p", "a", "--audio", "MEDIA/tone.wav", "--partition", "fl2va"], "--audio needs --partition ref2va"),
+    (["-p", "a", "-i", "MEDIA/first.png", "--last-image", "MEDIA/last.jpg", "--partition", "ref2va"],
+     "--last-image is fl2va only"),
+    (["-p", "a", "-i", "MEDIA/tone.wav"], "--image"),
+    (["-p", "a", "--audio", "MEDIA/first.png"], "--audio"),
+    (["-p", "a", "--last-image", "MEDIA/clip.mp4"], "--last-image"),
+    (["-p", "a", "-i", "MEDIA/missing.png"], "--image"),
+    (["-p", "a", "--ref-short-edge", "100"], "--ref-short-edge 100"),
+]
+
+
+@test
+def bad_values_and_clashes_give_one_clear_line(env):
+    problems = []
+    for args, named in BAD:
+        args = [a.replace("MEDIA", env.media) for a in args]
+        r = env.generate(*args, models=False, device=False)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        if r.returncode != 2 or len(lines) != 1 or named not in lines[0] or not lines[0].startswith("mmh3 generate"):
+            problems.append("%s -> exit %d, %r" % (" ".join(args), r.returncode, lines))
+    check(not problems, "\n  ".join([""] + problems))
+
+
+@test
+def snapped_values_are_warned_and_applied(env):
+    out = env.out("snapped.mp4")
+    r = env.generate("-p", "snap", "--width", "100", "--height", "70", "--frames", "30", "--steps", "3", "--preset",
+                     "ultrafast", "--plain", "--seed", "1", "-o", out)
+    ok(r, "snapping")
+    warnings = [ln for ln in r.stderr.splitlines() if "warning" in ln]
+    check(len(warnings) == 3, "3 warnings (width, height, frames) expected: %r", warnings)
+    check_clip(out, 96, 64, 22)
+
+
+# ------------------------------------------------------------ ref2va layout
+
+DTYPES = {"F64": ("d", 8), "F32": ("f", 4), "I8": ("b", 1), "U8": ("B", 1), "I64": ("q", 8)}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        fmt, size = DTYPES[e["dtype"]]
+        a, b = e["data_offsets"]
+        vals = list(struct.unpack("<%d%s" % ((b - a) // size, fmt), data[a:b]))
+        if len(e["shape"]) == 2:
+            cols = e["shape"][1]
+            vals = [tuple(vals[i:i + cols]) for i in range(0, len(vals), cols)]
+        out[name] = vals
+    return out
+
+
+def vision_runs(tags, roles):
+    """Lengths of the runs of vision rows (tag 0) among the text rows."""
+    runs, cur = [], 0
+    for t, r in zip(tags, roles):
+        if r != 0:
+            break
+        if t == 0:
+            cur += 1
+        elif cur:
+            runs.append(cur)
+            cur = 0
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+def spatial_grid(dm, sqrt_area, patch=2):
+    """dit.md §5.3: numpy linspace(left, left+ratio, n, endpoint=False) x 32."""
+    ratio = dm / sqrt_area
+    left = (1 - ratio) / 2
+    n = dm // patch
+    step = ((left + ratio) - left) / n
+    return [(left + i * step) * 32 for i in range(n)]
+
+
+def frame_times(t_frames, origin):
+    times, c = [], 0.0
+    for k in range(t_frames):
+        times.append(origin + c)
+        c += (5 / 3) * (1 if k % 5 == 0 else 4)
+    return times, c
+
+
+def smart_resize(h, w, factor, lo, hi):
+    """text-encoder.md §3.2 step 1 (Python round = half to even)."""
+    hb, wb = round(h / factor) * factor, round(w / factor) * factor
+    if hb * wb > hi:
+        beta = math.sqrt(h * w / hi)
+        hb, wb = max(factor, math.floor(h / beta / factor) * factor), max(factor, math.floor(w / beta / factor) * factor)
+    elif hb * wb < lo:
+        beta = math.sqrt(lo / (h * w))
+        hb, wb = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    return hb, wb
+
+
+def audio_latents(seconds, rate):
+    """vae.md §3.7 + media: cut at the source rate, resample to 32 kHz, 800 samples per latent."""
+    n = math.floor(seconds * rate)
+    return math.ceil(math.ceil(n * 32000 / rate) / 800)
+
+
+def expected_ref2va_layout(L, frames, target_wh, image_wh, video_wh, video_frames, sound_latents, audio_lat):
+    rows = [((float(r), 0.0, 0.0), 0, 0.0) for r in range(L)]  # (position, role, t at step 0)
+    T = (frames - 5) // 17 * 5 + 2
+    A = round(5 * frames / 3)
+    tw, th = target_wh
+    t_sqrt = math.sqrt((th // 16) * (tw // 16))
+    tgt_h, tgt_w = spatial_grid(th // 16, t_sqrt), spatial_grid(tw // 16, t_sqrt)
+    clock = float(L)
+    # image: one latent frame on its own grid at the clock
+    iw, ih = image_wh
+    s = math.sqrt((ih // 16) * (iw // 16))
+    gh, gw = spatial_grid(ih // 16, s), spatial_grid(iw // 16, s)
+    rows += [((clock, y, x), 3, 0.999) for y in gh for x in gw]
+    clock += 1.0
+    # video: its soundtrack at the clock with its own grid's width extremes, then its frames
+    vw, vh = video_wh
+    s = math.sqrt((vh // 16) * (vw // 16))
+    gh, gw = spatial_grid(vh // 16, s), spatial_grid(vw // 16, s)
+    for ch in range(2):
+        rows += [((clock + a, 0.0, gw[0] if ch == 0 else gw[-1]), 4, 1.0) for a in range(sound_latents)]
+    tr = (video_frames - 5) // 17 * 5 + 2
+    times, span = frame_times(tr, clock)
+    rows += [((t, y, x), 3, 0.999) for t in times for y in gh for x in gw]
+    clock += max(float(sound_latents), span)
+    # audio clip: at the clock with the target grid's width extremes
+    for ch in range(2):
+        rows += [((clock + a, 0.0, tgt_w[0] if ch == 0 else tgt_w[-1]), 4, 1.0) for a in range(audio_lat)]
+    clock += audio_lat
+    # targets
+    for ch in range(2):
+        rows += [((clock + a, 0.0, tgt_w[0] if ch == 0 else tgt_w[-1]), 2, 0.0) for a in range(A)]
+    times, _ = frame_times(T, clock)
+    rows += [((t, y, x), 1, 0.0) for t in times for y in tgt_h for x in tgt_w]
+    return rows
+
+
+@test
+def ref2va_image_video_audio_layout_and_clip(env):
+    lay_path = env.out("ref2va.layout")
+    out = env.out("ref2va.mp4")
+    r = env.generate("-p", "a fox, a test card and a tone", "-i", env.media + "/first.png", "-i",
+                     env.media + "/clip.mp4", "--audio", env.media + "/tone.wav", "--ref-short-edge", "64",
+                     "--ref-video-short-edge", "64", "--size", "64", "--seed", "21", "-o", out, "--dump-layout",
+                     lay_path, *QUICK)
+    ok(r, "ref2va")
+    check("ref2va" in r.stderr.splitlines()[0], "partition: %s", r.stderr.splitlines()[0])
+    target = canvas_for(320, 180, 64)
+    check_clip(out, *target, 22)
+    lay = read_safetensors(lay_path)
+    roles, tags, pos, row_t = lay["roles"], lay["tags"], lay["positions"], lay["row_t0"]
+    L = roles.count(0)
+    # references prepared by the reference's rules
+    image = (round(320 * 64 / 180 / 32) * 32, 64)  # 2048-rule at short edge 64: 128x64
+    video = canvas_for(160, 96, 64)                 # the canvas rule of its own aspect
+    video_frames = 22                               # 1.5 s at 24 fps = 36, cut to the target's 22
+    sound = audio_latents(22 / 24, 44100)
+    clip = audio_latents(min(15.0, 22 / 24), 22050)
+    # Qwen3-VL: the picture block, then one 2-frame block of the 2 fps samples (frames 0 and 12)
+    ih, iw = smart_resize(image[1], image[0], 32, 65536, 16777216)
+    vh, vw = smart_resize(video[1], video[0], 32, 4096, 25165824 // 2)
+    runs = vision_runs(tags, roles)
+    check(runs == [ih * iw // 1024 + 2, vh * vw // 1024 + 2], "vision blocks %r, expected %r", runs,
+          [ih * iw // 1024 + 2, vh * vw // 1024 + 2])
+    exp = expected_ref2va_layout(L, 22, target, image, video, video_frames, sound, clip)
+    check(len(roles) == len(exp), "%d rows, the reference rules give %d", len(roles), len(exp))
+    bad = [i for i, (p, role, t) in enumerate(exp)
+           if role != roles[i] or any(abs(a - b) > 1e-9 * max(1.0, abs(b)) for a, b in zip(pos[i], p))
+           or abs(row_t[i] - t) > 1e-6]
+    check(not bad, "%d rows differ; first %d: got %r role %d t %g, expected %r role %d t %g", len(bad),
+          bad[0] if bad else -1, pos[bad[0]] if bad else None, roles[bad[0]] if bad else -1,
+          row_t[bad[0]] if bad else 0, exp[bad[0]][0] if bad else None, exp[bad[0]][1] if bad else -1,
+          exp[bad[0]][2] if bad else 0)
+    tag_exp = [1 if role == 0 else 2 if role in (2, 4) else 0 for _, role, _ in exp]
+    check(tags[L:] == tag_exp[L:], "media row tags differ from the reference's (video 0, audio 2)")
+    # index maps: pinned rows first, then the targets, in packed order
+    vidx = [i for i, (_, role, _) in enumerate(exp) if role in (1, 3)]
+    aidx = [i for i, (_, role, _) in enumerate(exp) if role in (2, 4)]
+    check(lay["video_index"] == vidx and lay["audio_index"] == aidx, "index maps differ")
+
+
+# ------------------------------------------------------------ runner
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.environ.get("MMH3_BUILD", "build"))
+    ap.add_argument("tests", nargs="*")
+    a = ap.parse_args()
+    for tool in ("ffmpeg", "ffprobe"):
+        if not shutil.which(tool):
+            print("FAIL generate/tools: %s is not installed" % tool)
+            return 1
+    work = tempfile.mkdtemp(prefix="mmh3-generate-test-")
+    env = Env(a.build, work)
+    os.makedirs(env.out(""), exist_ok=True)
+    try:
+        t0 = time.time()
+        gen = subprocess.run([os.path.join(env.build, "mmh3-gen-tiny"), "all", "--out", env.models],
+                             capture_output=True, text=True)
+        if gen.returncode != 0 or not os.path.isdir(os.path.join(env.models, "MiniMax-H3", "FL2VA")):
+            print("FAIL generate/tiny_models: mmh3-gen-tiny all: %s" % (gen.stderr.strip() or gen.stdout.strip()))
+            return 1
+        make_media(env)
+        print("PASS tiny_models_and_media (%.1fs)" % (time.time() - t0))
+        failed = 0
+        for t in TESTS:
+            if a.tests and t.__name__ not in a.tests:
+                continue
+            t0 = time.time()
+            try:
+                t(env)
+                print("PASS %s (%.1fs)" % (t.__name__, time.time() - t0), flush=True)
+            except Exception as e:  # noqa: BLE001
+                detail = str(e) if isinstance(e, AssertionError) else " | ".join(
+                    traceback.format_exc().strip().splitlines()[-3:])
+                print("FAIL %s: %s" % (t.__name__, detail), flush=True)
+                failed += 1
+        return 1 if failed else 0
+    finally:
+        if os.environ.get("MMH3_KEEP_TEST_DIR"):
+            print("(kept %s)" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""The serving stack with the REAL engine (not the mock) on tiny checkpoints:
+`mmh3 serve --checkpoints DIR --device cpu` (PostgreSQL, nginx, mmh3-fcgi, a
+worker running the MiniMax-H3 pipeline on random weights in the released
+layouts written by `mmh3-gen-tiny all`), driven over HTTP.
+
+    tests/integration/test_generate_server.py --build BUILD [TEST ...]
+
+Checks what the worker promises with the real engine: status reports the h3
+engine, residency and placement; a job runs through every stage to a
+decodable mp4 with timings, seed and placement stored; the weights stay
+resident (the second job has no loading stage); cancel stops at the next
+forward; an engine error fails that job with its message and the worker
+keeps serving; ref2va with an image, a video with sound and an audio clip.
+Prints one "PASS name" / "FAIL name: why" line per test.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stack import Stack, short  # noqa: E402
+from test_generate import check, make_media, probe  # noqa: E402
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class RealStack(Stack):
+    """Stack with the h3 engine instead of `--mock`."""
+
+    def __init__(self, build, models):
+        super().__init__(build)
+        self.models = models
+
+    def start(self, timeout=120):
+        log = open(self.log_path, "ab")
+        args = [self.mmh3, "serve", "--checkpoints", self.models, "--device", "cpu", "--listen", self.base,
+                "--outputs", self.outputs]
+        env = dict(os.environ, MMH3_REF_SHORT_EDGE="64", MMH3_REF_VIDEO_SHORT_EDGE="64")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError("mmh3 serve exited (%s):\n%s" % (self.proc.returncode, self.log_tail()))
+            try:
+                st, body = self.get("/api/status")
+                if st == 200 and body["engine"]["state"] == "ready":
+                    return self
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the stack did not become ready:\n" + self.log_tail())
+
+
+def small(**kw):
+    req = dict(prompt="a small real render", frames=22, width=64, height=64, steps=3, preset="ultrafast")
+    req.update(kw)
+    return req
+
+
+def result_file(s, g):
+    url = g["result_url"]
+    check(url and url.startswith("/api/files/"), "bad result_url %r", url)
+    return os.path.join(s.outputs, url[len("/api/files/"):])
+
+
+def finish(s, gid, timeout=120):
+    return s.wait_for(gid, lambda g: g["status"] in TERMINAL, timeout=timeout, what="the end")
+
+
+@test
+def status_reports_the_h3_engine(s):
+    st, body = s.get("/api/status")
+    check(st == 200 and body["engine"]["kind"] == "h3" and body["engine"]["state"] == "ready", "engine %r",
+          body["engine"])
+    details = body["engine"].get("details") or {}
+    check(details.get("placement") == "dit=cpu text_encoder=cpu vae=cpu", "placement %r", details)
+
+
+@test
+def job_runs_to_a_decodable_mp4_with_timings(s):
+    g = s.enqueue(**small(seed=42, prompt="a fox in the snow"))
+    g = finish(s, g["generation_id"])
+    check(g["status"] == "succeeded", "job %s", short(g))
+    v, a = probe(result_file(s, g))
+    check((v["width"], v["height"], int(v["nb_read_frames"])) == (64, 64, 22), "clip %r", v)
+    check(a is not None and int(a["channels"]) == 2, "audio %r", a)
+    check(g["seed"] == 42, "seed %r", g["seed"])
+    timings = g.get("timings") or {}
+    for stage in ("encoding_prompt", "denoising", "decoding_video", "decoding_audio", "writing"):
+        check(timings.get(stage, 0) > 0, "no %s time in %r", stage, timings)
+    check(g.get("placement") in (None, "dit=cpu text_encoder=cpu vae=cpu") or "dit=cpu" in str(g.get("placement")),
+          "placement %r", g.get("placement"))
+    st, body = s.get("/api/status")
+    check(body["engine"].get("resident") is True, "weights resident after a job: %r", body["engine"])
+
+
+@test
+def second_job_finds_the_weights_resident(s):
+    g = s.enqueue(**small(seed=7, prompt="a second render"))
+    g = finish(s, g["generation_id"])
+    check(g["status"] == "succeeded", "job %s", short(g))
+    check("loading" not in (g.get("timings") or {}), "the second job loaded weights again: %r", g.get("timings"))
+
+
+@test
+def cancel_stops_at_the_next_forward_and_the_worker_goes_on(s):
+    g = s.enqueue(**small(steps=200, prompt="cancel me"))
+    gid = g["generation_id"]
+    s.wait_for(gid, lambda g: g["stage"] == "denoising" and g["step"] >= 1, timeout=60, what="denoising")
+    st, body = s.request("DELETE", "/api/ai/queue/%s" % gid)
+    check(st == 200 and body.get("action") == "cancelling", "cancel -> %d %r", st, body)
+    g = finish(s, gid, timeout=30)
+    check(g["status"] == "cancelled" and g["step"] < 20, "after cancel %s", short(g))
+    g = finish(s, s.enqueue(**small(prompt="after the cancel"))["generation_id"])
+    check(g["status"] == "succeeded", "next job %s", short(g))
+
+
+@test
+def engine_error_fails_the_job_and_the_worker_keeps_serving(s):
+    media = os.path.join(s.work, "media")
+    # 0.4 s: too short for a ref2va reference video (22 frames at 24 fps at least)
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=96x64:rate=24", "-t", "0.4",
+                    "-c:v", "libx264", "-pix_fmt", "yuv420p", os.path.join(media, "short.mp4")], check=True)
+    with open(os.path.join(media, "short.mp4"), "rb") as f:
+        st, up = s.upload([("short.mp4", f.read())])
+    check(st == 200, "upload %d %r", st, up)
+    g = s.enqueue(**small(prompt="too short", partition="ref2va", image_ids=up["image_ids"]))
+    g = finish(s, g["generation_id"])
+    check(g["status"] == "failed" and "22" in (g.get("error_message") or ""), "job %s", short(g))
+    g = finish(s, s.enqueue(**small(prompt="after a failure"))["generation_id"])
+    check(g["status"] == "succeeded", "next job %s", short(g))
+
+
+@test
+def ref2va_image_video_with_sound_and_audio(s):
+    media = os.path.join(s.work, "media")
+    ids = []
+    for name in ("first.png", "clip.mp4", "tone.wav"):
+        with open(os.path.join(media, name), "rb") as f:
+            st, up = s.upload([(name, f.read())])
+        check(st == 200, "upload %s: %d %r", name, st, up)
+        ids += up["image_ids"]
+    g = s.enqueue(**small(prompt="a fox, a card and a tone", image_ids=ids, partition="ref2va", width=96))
+    g = finish(s, g["generation_id"])
+    check(g["status"] == "succeeded", "job %s", short(g))
+    check(g.get("timings", {}).get("encoding_references", 0) > 0, "references were encoded: %r", g.get("timings"))
+    v, a = probe(result_file(s, g))
+    check((v["width"], v["height"], int(v["nb_read_frames"])) == (96, 64, 22) and a is not None, "clip %r %r", v, a)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.environ.get("MMH3_BUILD", "build"))
+    ap.add_argument("tests", nargs="*")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    if subprocess.run([os.path.join(build, "mmh3"), "serve", "--help"], capture_output=True).returncode != 0:
+        print("FAIL generate_server/build: no serving stack in this build")
+        return 1
+    work = tempfile.mkdtemp(prefix="mmh3-real-server-")
+    os.chmod(work, 0o755)
+    models = os.path.join(work, "models")
+    gen = subprocess.run([os.path.join(build, "mmh3-gen-tiny"), "all", "--out", models], capture_output=True,
+                         text=True)
+    if gen.returncode != 0:
+        print("FAIL generate_server/tiny_models: %s" % gen.stderr.strip())
+        return 1
+    s = RealStack(build, models)
+    s.work = work
+
+    class M:
+        pass
+    m = M()
+    m.media = os.path.join(work, "media")
+    make_media(m)
+    failed = 0
+    try:
+        s.start()
+        print("PASS real_stack_starts (serve with the h3 engine on %s)" % s.base)
+        for t in TESTS:
+            if a.tests and t.__name__ not in a.tests:
+                continue
+            t0 = time.time()
+            try:
+                t(s)
+                print("PASS %s (%.1fs)" % (t.__name__, time.time() - t0), flush=True)
+            except Exception as e:  # noqa: BLE001
+                detail = str(e) if isinstance(e, AssertionError) else " | ".join(
+                    traceback.format_exc().strip().splitlines()[-3:])
+                print("FAIL %s: %s" % (t.__name__, detail), flush=True)
+                failed += 1
+    except Exception as e:  # noqa: BLE001
+        print("FAIL real_stack_starts: %s" % e)
+        failed += 1
+    finally:
+        s.stop()
+        if failed:
+            print("(worker log tail)\n" + s.log_tail(30))
+        if os.environ.get("MMH3_KEEP_TEST_DIR"):
+            print("(kept %s)" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
