@@ -21,6 +21,15 @@ typedef struct mm_app {
     double lease_seconds;      /* a worker silent this long counts as offline */
     size_t max_upload_bytes;   /* POST /api/images body limit */
     mm_sse_hub *hub;
+    /* Request safety (guard.c, limits.c; docs/SECURITY.md). */
+    bool auth_required;        /* a token (Bearer or login cookie) for every non-public route */
+    bool cookie_secure;        /* mark the login cookie Secure even without HTTPS from nginx */
+    bool any_host;             /* Host allowlist off ("*") */
+    int n_hosts;
+    char **hosts;              /* allowed host names (lower case); IP literals are always allowed */
+    double rate_enqueue;       /* per token per minute (bursts up to as many); 0 = unlimited */
+    double rate_upload;
+    long max_queued;           /* queued generations beyond which enqueue answers 429; 0 = unlimited */
 } mm_app;
 
 typedef struct mm_req {
@@ -33,6 +42,10 @@ typedef struct mm_req {
     const char *query;         /* may be "" */
     bool handed_off;           /* the SSE hub owns fcgx now */
     bool responded;
+    bool has_token;            /* authenticated by a token (set by the guard) */
+    unsigned char token_digest[32];
+    char auth_name[72];        /* the token's name; "" when authentication is off */
+    char extra_headers[512];   /* "Name: value\r\n" lines added to the response */
 } mm_req;
 
 /* The thread's database connection, (re)connected on demand; on failure
@@ -74,6 +87,30 @@ void mm_api_settings_get(mm_req *r);
 void mm_api_settings_put(mm_req *r);
 void mm_api_docs(mm_req *r);
 void mm_api_events(mm_req *r);
+
+/* Request safety in front of every route (guard.c): the Host allowlist,
+ * Origin / Sec-Fetch-Site on unsafe methods, and, when `needs_token`, a valid
+ * token. False after it answered the refusal itself. */
+bool mm_guard(mm_req *r, bool needs_token);
+/* Limits (limits.c): per-token rates and the queue bound; false after answering 429. */
+bool mm_limit_enqueue(mm_req *r);
+bool mm_limit_upload(mm_req *r);
+/* Tokens (auth.c): the process's cache of active token hashes. */
+void mm_auth_invalidate(void);
+int mm_auth_refresh(PGconn *db, mm_error *err);
+/* 1 and the name when the digest is an active token's, 0 when not, -1 on database trouble. */
+int mm_auth_lookup(PGconn *db, const unsigned char digest[32], char *name, size_t n, mm_error *err);
+/* The token a request carries (Authorization: Bearer, else the login cookie); false when none. */
+bool mm_auth_credential(mm_req *r, char *token, size_t n);
+/* Adds a response header line (e.g. "Retry-After: 3"). */
+void mm_req_add_header(mm_req *r, const char *fmt, ...) MM_PRINTF(2, 3);
+
+/* Login (login.c): the page, the cookie, who is asking; and nginx's auth_request. */
+void mm_page_login(mm_req *r);
+void mm_api_login(mm_req *r);
+void mm_api_logout(mm_req *r);
+void mm_api_session(mm_req *r);
+void mm_api_auth_check(mm_req *r);
 
 void mm_route(mm_req *r);
 

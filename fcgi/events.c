@@ -52,6 +52,8 @@ typedef struct client {
     FCGX_Request *req;
     long long last_seq; /* the largest event id written to it */
     bool catch_up;      /* sent Last-Event-ID */
+    bool has_token;     /* opened with a token: the stream ends when it is revoked */
+    unsigned char token_digest[32];
     struct client *next;
 } client;
 
@@ -223,6 +225,7 @@ typedef struct batch {
     pending_event ev[FLOOD_ROWS];
     int n;
     bool status;   /* a worker changed state */
+    bool tokens;   /* access tokens changed */
     bool overflow; /* more rows than FLOOD_ROWS */
 } batch;
 
@@ -234,7 +237,9 @@ static void take_notifies(PGconn *db, batch *b)
         const char *kind = json_string_value(json_object_get(j, "kind"));
         const char *id = json_string_value(json_object_get(j, "generation_id"));
         long long seq = json_integer_value(json_object_get(j, "seq"));
-        if (b->overflow) {
+        if (kind && strcmp(kind, "tokens") == 0) {
+            b->tokens = true;
+        } else if (b->overflow) {
             /* counting is all that is left to do */
         } else if (kind && strcmp(kind, "worker") == 0) {
             b->status = true;
@@ -307,6 +312,30 @@ static void send_batch(mm_sse_hub *h, PGconn *db, batch *b)
         broadcast_status(h, db);
 }
 
+/* Access tokens changed: the process's cache is reloaded, and the streams
+ * of tokens no longer active end (their clients reconnect and are refused). */
+static void revalidate_streams(mm_sse_hub *h, PGconn *db)
+{
+    mm_auth_invalidate();
+    mm_error err = {{0}};
+    if (mm_auth_refresh(db, &err) < 0) {
+        mm_log("events: %s", err.msg);
+        return;
+    }
+    int ended = 0;
+    for (client **link = &h->clients; *link;) {
+        char name[80];
+        if ((*link)->has_token && mm_auth_lookup(db, (*link)->token_digest, name, sizeof name, &err) == 0) {
+            drop(h, link);
+            ended++;
+        } else {
+            link = &(*link)->next;
+        }
+    }
+    if (ended)
+        mm_log("events: ended %d stream(s) of revoked tokens", ended);
+}
+
 /* Reads NOTIFYs until the database has been quiet for a moment (so a burst
  * becomes one batch and one query), then relays them. A flood (a bulk
  * UPDATE or DELETE of thousands of rows) is not relayed row by row: the
@@ -323,6 +352,8 @@ static void relay_notifies(mm_sse_hub *h, PGconn *db)
             break;
         take_notifies(db, &b);
     }
+    if (b.tokens)
+        revalidate_streams(h, db);
     if (b.overflow) {
         if (!h->flooding)
             mm_log("events: more than %d rows changed at once; streams will get a resync", FLOOD_ROWS);
@@ -465,6 +496,8 @@ void mm_api_events(mm_req *r)
     c->req = r->fcgx;
     c->last_seq = last >= 0 ? last : 0;
     c->catch_up = last >= 0;
+    c->has_token = r->has_token;
+    memcpy(c->token_digest, r->token_digest, sizeof c->token_digest);
     mm_sse_hub *h = r->app->hub;
     pthread_mutex_lock(&h->mu);
     c->next = h->pending;

@@ -15,13 +15,18 @@ static const char *reason(int status)
 {
     switch (status) {
     case 200: return "OK";
+    case 204: return "No Content";
+    case 303: return "See Other";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 411: return "Length Required";
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Status";
@@ -135,12 +140,27 @@ bool mm_req_query(mm_req *r, const char *name, char *buf, size_t n)
     return false;
 }
 
+void mm_req_add_header(mm_req *r, const char *fmt, ...)
+{
+    size_t used = strlen(r->extra_headers);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->extra_headers + used, sizeof r->extra_headers - used, fmt, ap);
+    va_end(ap);
+    if (n < 0 || used + (size_t)n + 2 >= sizeof r->extra_headers) {
+        r->extra_headers[used] = '\0'; /* does not fit: dropped whole, never cut */
+        mm_log("%s %s: a response header was dropped (too long)", r->method, r->path);
+        return;
+    }
+    strcat(r->extra_headers, "\r\n");
+}
+
 static void put_headers(mm_req *r, int status, const char *content_type)
 {
     FCGX_FPrintF(r->fcgx->out,
                  "Status: %d %s\r\nContent-Type: %s\r\nCache-Control: no-store\r\n"
-                 "X-Content-Type-Options: nosniff\r\n\r\n",
-                 status, reason(status), content_type);
+                 "X-Content-Type-Options: nosniff\r\n%s\r\n",
+                 status, reason(status), content_type, r->extra_headers);
 }
 
 void mm_reply_text(mm_req *r, int status, const char *content_type, const char *text, size_t len)

@@ -8,7 +8,10 @@
  */
 #include "config.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
@@ -24,6 +27,7 @@
 
 #include <fcgiapp.h>
 
+#include "auth/tokens.h"
 #include "fcgi/app.h"
 #include "media/probe.h"
 #include "queue/db.h"
@@ -107,8 +111,73 @@ static void usage(FILE *out)
             "  --db URL            database; default $MMH3_DATABASE_URL, else \"%s\"\n"
             "  --outputs DIR       outputs folder (default $MMH3_OUTPUTS, else ./outputs)\n"
             "  --lease S           worker heartbeat age that counts as offline (default 30)\n"
-            "  --max-upload-mb N   POST /api/images body limit (default 200)\n",
+            "  --max-upload-mb N   POST /api/images body limit (default 200)\n"
+            "\n"
+            "Request safety (docs/SECURITY.md):\n"
+            "  --auth on|off       require an access token (default on, or $MMH3_AUTH); `mmh3 serve` turns it\n"
+            "                      off only when nginx listens on loopback\n"
+            "  --allow-host NAMES  host names the server answers to besides localhost and this host's name\n"
+            "                      (comma-separated, repeatable, or $MMH3_ALLOWED_HOSTS; '*' = any)\n"
+            "  --cookie-secure     mark the login cookie Secure (TLS in front of nginx)\n"
+            "  --rate-enqueue N    enqueue requests per minute per token (default 60; 0 = no limit)\n"
+            "  --rate-upload N     upload requests per minute per token (default 120; 0 = no limit)\n"
+            "  --max-queued N      queued generations beyond which enqueue answers 429 (default 1000; 0 = none)\n",
             MM_DB_DEFAULT_URL);
+}
+
+/* Adds the names of a comma/space-separated list to the Host allowlist. */
+static void allow_hosts(const char *list)
+{
+    char *copy = strdup(list ? list : ""), *save = NULL;
+    for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+        if (strcmp(t, "*") == 0) {
+            app.any_host = true;
+            continue;
+        }
+        for (char *c = t; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+        char **grown = realloc(app.hosts, (size_t)(app.n_hosts + 1) * sizeof *grown);
+        if (!grown)
+            break;
+        app.hosts = grown;
+        app.hosts[app.n_hosts++] = strdup(t);
+    }
+    free(copy);
+}
+
+static bool parse_count(const char *flag, const char *text, double max, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (*end || !(v >= 0) || v > max) {
+        fprintf(stderr, "mmh3-fcgi: %s %s: accepted: 0..%g\n", flag, text, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Spool files of uploads cut short (the process was killed mid-request):
+ * hidden, never served, removed once clearly abandoned. */
+static void sweep_upload_leftovers(const char *uploads)
+{
+    DIR *d = opendir(uploads);
+    if (!d)
+        return;
+    struct dirent *e;
+    time_t now = time(NULL);
+    int removed = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, ".body-", 6) != 0 && strncmp(e->d_name, ".incoming-", 10) != 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && now - st.st_mtime > 600 &&
+            unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    if (removed)
+        mm_log("removed %d abandoned upload spool file(s)", removed);
 }
 
 int main(int argc, char **argv)
@@ -117,11 +186,25 @@ int main(int argc, char **argv)
     int threads = 16;
     app.lease_seconds = 30;
     app.max_upload_bytes = 200u << 20;
-    enum { O_LISTEN = 256, O_THREADS, O_DB, O_OUTPUTS, O_LEASE, O_UPLOAD };
+    const char *auth = getenv("MMH3_AUTH");
+    app.auth_required = !(auth && strcmp(auth, "off") == 0);
+    app.rate_enqueue = 60;
+    app.rate_upload = 120;
+    double max_queued = 1000;
+    allow_hosts(getenv("MMH3_ALLOWED_HOSTS"));
+    enum {
+        O_LISTEN = 256, O_THREADS, O_DB, O_OUTPUTS, O_LEASE, O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE,
+        O_RATE_ENQUEUE, O_RATE_UPLOAD, O_MAX_QUEUED
+    };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"threads", required_argument, 0, O_THREADS},
         {"db", required_argument, 0, O_DB},         {"outputs", required_argument, 0, O_OUTPUTS},
         {"lease", required_argument, 0, O_LEASE},   {"max-upload-mb", required_argument, 0, O_UPLOAD},
+        {"auth", required_argument, 0, O_AUTH},     {"allow-host", required_argument, 0, O_ALLOW_HOST},
+        {"cookie-secure", no_argument, 0, O_COOKIE_SECURE},
+        {"rate-enqueue", required_argument, 0, O_RATE_ENQUEUE},
+        {"rate-upload", required_argument, 0, O_RATE_UPLOAD},
+        {"max-queued", required_argument, 0, O_MAX_QUEUED},
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
     };
     int c;
@@ -139,8 +222,41 @@ int main(int argc, char **argv)
         case O_OUTPUTS: outputs = optarg; break;
         case O_LEASE: app.lease_seconds = atof(optarg); break;
         case O_UPLOAD: app.max_upload_bytes = (size_t)atol(optarg) << 20; break;
+        case O_AUTH:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "mmh3-fcgi: --auth %s: accepted: on, off\n", optarg);
+                return 2;
+            }
+            app.auth_required = strcmp(optarg, "on") == 0;
+            break;
+        case O_ALLOW_HOST: allow_hosts(optarg); break;
+        case O_COOKIE_SECURE: app.cookie_secure = true; break;
+        case O_RATE_ENQUEUE:
+            if (!parse_count("--rate-enqueue", optarg, 1e6, &app.rate_enqueue))
+                return 2;
+            break;
+        case O_RATE_UPLOAD:
+            if (!parse_count("--rate-upload", optarg, 1e6, &app.rate_upload))
+                return 2;
+            break;
+        case O_MAX_QUEUED:
+            if (!parse_count("--max-queued", optarg, 1e12, &max_queued))
+                return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
+        }
+    }
+    app.max_queued = (long)max_queued;
+    /* The names this machine answers to, besides IP addresses and --allow-host. */
+    char self[256] = "";
+    allow_hosts("localhost");
+    if (gethostname(self, sizeof self - 8) == 0 && self[0]) {
+        self[sizeof self - 8] = '\0';
+        allow_hosts(self);
+        if (!strchr(self, '.')) {
+            strcat(self, ".local");
+            allow_hosts(self);
         }
     }
     mm_log_init("fcgi");
@@ -158,6 +274,7 @@ int main(int argc, char **argv)
     char uploads[PATH_MAX + 16];
     snprintf(uploads, sizeof uploads, "%s/uploads", outputs_abs);
     mkdir(uploads, 0755);
+    sweep_upload_leftovers(uploads);
 
     /* Bring the schema up to date (a no-op when the worker or serve did). */
     mm_error err = {{0}};
@@ -178,6 +295,10 @@ int main(int argc, char **argv)
         PQfinish(conn);
         return 1;
     }
+    long tokens_total = 0, tokens_active = 0;
+    if (app.auth_required && mm_token_count(conn, &tokens_total, &tokens_active, &err) == 0 && tokens_active == 0)
+        mm_log("access tokens are required and none is active: nobody can use the API until one is made "
+               "(mmh3 token create NAME)");
     PQfinish(conn);
 
     signal(SIGPIPE, SIG_IGN);
@@ -217,8 +338,8 @@ int main(int argc, char **argv)
             mm_log("cannot start request thread %d", i);
             return 1;
         }
-    mm_log("listening on %s with %d threads (outputs %s)", listen_addr ? listen_addr : "fd 0", threads,
-           app.outputs);
+    mm_log("listening on %s with %d threads (outputs %s; access tokens %s)", listen_addr ? listen_addr : "fd 0",
+           threads, app.outputs, app.auth_required ? "required" : "not required");
     int sig = 0;
     sigwait(&stop, &sig);
     mm_log("stopping (signal %d)", sig);

@@ -1,5 +1,8 @@
 /* Method + path -> handler. Paths arrive from nginx already normalised
- * ($document_uri: decoded, dot segments resolved). */
+ * ($document_uri: decoded, dot segments resolved). Every request passes the
+ * guard first (guard.c: Host allowlist, cross-site checks, the token where
+ * the server requires one); only the login flow and the API description are
+ * public. */
 #include "fcgi/app.h"
 
 #include <string.h>
@@ -31,14 +34,49 @@ static void not_allowed(mm_req *r, const char *allowed)
     mm_reply_error(r, 405, NULL, allowed, "%s is not allowed on %s", r->method, r->path);
 }
 
+static bool is_docs(const char *p)
+{
+    return is(p, "/docs") || is(p, "/docs/") || is(p, "/docs/openapi.json") || is(p, "/api/openapi.json");
+}
+
+static bool is_public(const char *p)
+{
+    return is(p, "/login") || is(p, "/api/login") || is(p, "/api/logout") || is(p, "/api/session") || is_docs(p);
+}
+
 void mm_route(mm_req *r)
 {
     const char *m = r->method, *p = r->path;
     char id[64];
 
-    if (is(p, "/api/ai/queue") || is(p, "/api/ai/queue/")) {
-        if (is(m, "POST"))
-            mm_api_enqueue(r);
+    if (!mm_guard(r, !is_public(p)))
+        return;
+
+    if (is(p, "/_mmh3_auth")) {
+        /* nginx's auth_request (files, uploads): the guard above was the check. */
+        mm_api_auth_check(r);
+    } else if (is(p, "/login")) {
+        if (is(m, "GET") || is(m, "HEAD"))
+            mm_page_login(r);
+        else
+            not_allowed(r, "GET");
+    } else if (is(p, "/api/login") || is(p, "/api/logout")) {
+        if (!is(m, "POST"))
+            not_allowed(r, "POST");
+        else if (is(p, "/api/login"))
+            mm_api_login(r);
+        else
+            mm_api_logout(r);
+    } else if (is(p, "/api/session")) {
+        if (is(m, "GET"))
+            mm_api_session(r);
+        else
+            not_allowed(r, "GET");
+    } else if (is(p, "/api/ai/queue") || is(p, "/api/ai/queue/")) {
+        if (is(m, "POST")) {
+            if (mm_limit_enqueue(r))
+                mm_api_enqueue(r);
+        }
         else if (is(m, "GET"))
             mm_api_list(r);
         else
@@ -55,8 +93,10 @@ void mm_route(mm_req *r)
         else
             not_allowed(r, "GET, PATCH, DELETE");
     } else if (is(p, "/api/images") || is(p, "/api/images/")) {
-        if (is(m, "POST"))
-            mm_api_upload(r);
+        if (is(m, "POST")) {
+            if (mm_limit_upload(r))
+                mm_api_upload(r);
+        }
         else
             not_allowed(r, "POST");
     } else if (match_id(p, "/api/images/", id, sizeof id)) {
@@ -83,7 +123,7 @@ void mm_route(mm_req *r)
             mm_api_settings_put(r);
         else
             not_allowed(r, "GET, PUT");
-    } else if (is(p, "/docs") || is(p, "/docs/") || is(p, "/docs/openapi.json") || is(p, "/api/openapi.json")) {
+    } else if (is_docs(p)) {
         if (is(m, "GET") || is(m, "HEAD"))
             mm_api_docs(r);
         else

@@ -15,6 +15,7 @@ export default defineConfig({
     proxy: {
       '/api': { target: api, changeOrigin: false },
       '/docs': { target: api },
+      '/login': { target: api },
     },
   },
   test: {

@@ -34,7 +34,30 @@ static void usage(FILE *out)
             "  --threads N         FastCGI request threads (default 16)\n"
             "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
             "  --lease S           seconds without a worker heartbeat before its job is recovered (default 30)\n"
-            "  --upload-mb N       largest upload request (default 200)\n");
+            "  --upload-mb N       largest upload request (default 200)\n"
+            "\n"
+            "Request safety (docs/SECURITY.md):\n"
+            "  --auth auto|on|off  access tokens: auto (default) requires them unless --listen is loopback;\n"
+            "                      off is accepted on loopback only. The first start prints a token;\n"
+            "                      `mmh3 token` makes more and revokes them\n"
+            "  --allow-host NAMES  host names the server answers to besides localhost, this host's name and\n"
+            "                      IP addresses (comma-separated; '*' = any, e.g. behind a proxy that checks)\n"
+            "  --cookie-secure     mark the login cookie Secure (TLS terminated in front of nginx)\n"
+            "  --rate-enqueue N    enqueue requests per minute per token (default 60; 0 = no limit)\n"
+            "  --rate-upload N     upload requests per minute per token (default 120; 0 = no limit)\n"
+            "  --max-queued N      queued generations beyond which enqueue answers 429 (default 1000; 0 = none)\n");
+}
+
+static int parse_limit(const char *flag, const char *text, double max, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (*end || !(v >= 0) || v > max) {
+        fprintf(stderr, "mmh3 serve: %s %s: accepted: 0..%g\n", flag, text, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 int mm_cmd_serve(int argc, char **argv)
@@ -46,7 +69,8 @@ int mm_cmd_serve(int argc, char **argv)
         o.db_url = NULL;
     enum {
         O_LISTEN = 256, O_OUTPUTS, O_DB, O_MOCK, O_MOCK_SECONDS, O_NO_WORKER, O_CKPT, O_DEVICE, O_PRELOAD, O_WEB,
-        O_THREADS, O_ATTEMPTS, O_LEASE, O_UPLOAD
+        O_THREADS, O_ATTEMPTS, O_LEASE, O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE, O_RATE_ENQUEUE,
+        O_RATE_UPLOAD, O_MAX_QUEUED
     };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN},   {"outputs", required_argument, 0, O_OUTPUTS},
@@ -57,6 +81,11 @@ int mm_cmd_serve(int argc, char **argv)
         {"web", required_argument, 0, O_WEB},         {"web-root", required_argument, 0, O_WEB},         {"threads", required_argument, 0, O_THREADS},
         {"max-attempts", required_argument, 0, O_ATTEMPTS}, {"lease", required_argument, 0, O_LEASE},
         {"upload-mb", required_argument, 0, O_UPLOAD}, {"help", no_argument, 0, 'h'},
+        {"auth", required_argument, 0, O_AUTH},       {"allow-host", required_argument, 0, O_ALLOW_HOST},
+        {"cookie-secure", no_argument, 0, O_COOKIE_SECURE},
+        {"rate-enqueue", required_argument, 0, O_RATE_ENQUEUE},
+        {"rate-upload", required_argument, 0, O_RATE_UPLOAD},
+        {"max-queued", required_argument, 0, O_MAX_QUEUED},
         {0, 0, 0, 0},
     };
     int c;
@@ -107,6 +136,27 @@ int mm_cmd_serve(int argc, char **argv)
                 fprintf(stderr, "mmh3 serve: --upload-mb %s: accepted: 1..16384\n", optarg);
                 return 2;
             }
+            break;
+        case O_AUTH:
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "mmh3 serve: --auth %s: accepted: auto, on, off\n", optarg);
+                return 2;
+            }
+            o.auth = optarg;
+            break;
+        case O_ALLOW_HOST: o.allow_hosts = optarg; break;
+        case O_COOKIE_SECURE: o.cookie_secure = true; break;
+        case O_RATE_ENQUEUE:
+            if (parse_limit("--rate-enqueue", optarg, 1e6, &o.rate_enqueue) < 0)
+                return 2;
+            break;
+        case O_RATE_UPLOAD:
+            if (parse_limit("--rate-upload", optarg, 1e6, &o.rate_upload) < 0)
+                return 2;
+            break;
+        case O_MAX_QUEUED:
+            if (parse_limit("--max-queued", optarg, 1e12, &o.max_queued) < 0)
+                return 2;
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

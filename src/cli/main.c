@@ -15,6 +15,7 @@ static const struct command {
     {"generate", mm_cmd_generate, "render one clip (video + audio) to mp4"},
     {"serve", mm_cmd_serve, "run the web app: PostgreSQL, FastCGI pool, GPU worker, nginx"},
     {"worker", mm_cmd_worker, "the GPU worker process (started by serve; one per GPU host)"},
+    {"token", mm_cmd_token, "access tokens of the HTTP API: create, list, revoke"},
     {"tokenize", mm_cmd_tokenize, "JSON lines of text on stdin -> token id arrays on stdout"},
     {"conformance", mm_cmd_conformance, "run a conformance kit against the engine"},
     {"bench", mm_cmd_bench, "measure the engine (speed, memory) next to the reference"},

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth/tokens.h"
 #include "queue/db.h"
 #include "queue/log.h"
 #include "queue/migrate.h"
@@ -46,6 +47,58 @@ void mm_serve_options_defaults(mm_serve_options *o)
     o->lease_seconds = 30;
     o->threads = 16;
     o->upload_mb = 200;
+    o->auth = "auto";
+    o->rate_enqueue = 60;
+    o->rate_upload = 120;
+    o->max_queued = 1000;
+}
+
+bool mm_serve_listen_is_loopback(const char *listen)
+{
+    if (strncmp(listen, "unix:", 5) == 0)
+        return true;
+    char host[256];
+    const char *colon = listen[0] == '[' ? strstr(listen, "]:") : strrchr(listen, ':');
+    if (!colon)
+        return false; /* a bare port: every interface */
+    size_t n = (size_t)(colon - listen) + (listen[0] == '[');
+    if (n >= sizeof host)
+        return false;
+    memcpy(host, listen, n);
+    host[n] = '\0';
+    if (strcmp(host, "localhost") == 0 || strcmp(host, "[::1]") == 0)
+        return true;
+    struct in_addr a;
+    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* The first start of a server that needs tokens makes one and shows it (once). */
+static int first_token(PGconn *db, const char *listen, bool loopback, mm_error *err)
+{
+    bool created = false;
+    char secret[MM_TOKEN_LEN + 1];
+    if (mm_token_ensure_first(db, &created, secret, err) < 0)
+        return -1;
+    if (created) {
+        printf("\n"
+               "  Access tokens are required: nginx listens on %s%s.\n"
+               "  The first token, named 'default' (shown only now; `mmh3 token` makes more and revokes):\n"
+               "\n"
+               "      %s\n"
+               "\n"
+               "  Log in at http://%s/login, or send `Authorization: Bearer <token>`.\n\n",
+               listen, loopback ? " (--auth on)" : ", beyond loopback", secret, listen);
+        fflush(stdout);
+        memset(secret, 0, sizeof secret);
+        return 0;
+    }
+    long total = 0, active = 0;
+    if (mm_token_count(db, &total, &active, err) < 0)
+        return -1;
+    if (active == 0)
+        mm_log("access tokens are required and none is active (all %ld revoked): make one with "
+               "`mmh3 token create NAME --outputs %s`", total, getenv("MMH3_OUTPUTS") ? getenv("MMH3_OUTPUTS") : "DIR");
+    return 0;
 }
 
 static double now_seconds(void)
@@ -227,6 +280,14 @@ static void self_dir(char *out, size_t n)
 
 int mm_serve_run(const mm_serve_options *o, mm_error *err)
 {
+    /* Tokens: required unless nginx answers on loopback only. */
+    bool loopback = mm_serve_listen_is_loopback(o->listen);
+    bool auth_required = strcmp(o->auth, "on") == 0 || (strcmp(o->auth, "auto") == 0 && !loopback);
+    if (strcmp(o->auth, "off") == 0 && !loopback)
+        return mm_fail(err, "--auth off: nginx would listen on %s, beyond loopback, where access tokens are "
+                            "required; accepted: --auth off only with a loopback --listen (127.0.0.1:PORT, "
+                            "[::1]:PORT)", o->listen);
+
     char outputs[PATH_MAX], state[PATH_MAX + 16], run_dir[PATH_MAX + 32], log_dir[PATH_MAX + 32];
     if (make_dir(o->outputs, 0755, err) < 0)
         return -1;
@@ -276,7 +337,7 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
     int applied = 0;
     if (mm_db_connect(db_url, "mmh3-serve", &db, err) < 0)
         goto fail_pg;
-    if (mm_db_migrate(db, &applied, err) < 0) {
+    if (mm_db_migrate(db, &applied, err) < 0 || (auth_required && first_token(db, o->listen, loopback, err) < 0)) {
         PQfinish(db);
         goto fail_pg;
     }
@@ -369,6 +430,10 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
     child kids[C_COUNT];
     memset(kids, 0, sizeof kids);
     char threads[16], lease[32], attempts[16], mock_seconds[32], upload_mb[16];
+    char rate_enqueue[32], rate_upload[32], max_queued[32];
+    snprintf(rate_enqueue, sizeof rate_enqueue, "%g", o->rate_enqueue);
+    snprintf(rate_upload, sizeof rate_upload, "%g", o->rate_upload);
+    snprintf(max_queued, sizeof max_queued, "%.0f", o->max_queued);
     snprintf(threads, sizeof threads, "%d", o->threads);
     snprintf(lease, sizeof lease, "%g", o->lease_seconds);
     snprintf(attempts, sizeof attempts, "%d", o->max_attempts);
@@ -390,6 +455,20 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
     k->argv[a++] = lease;
     k->argv[a++] = "--max-upload-mb";
     k->argv[a++] = upload_mb;
+    k->argv[a++] = "--auth";
+    k->argv[a++] = auth_required ? "on" : "off";
+    k->argv[a++] = "--rate-enqueue";
+    k->argv[a++] = rate_enqueue;
+    k->argv[a++] = "--rate-upload";
+    k->argv[a++] = rate_upload;
+    k->argv[a++] = "--max-queued";
+    k->argv[a++] = max_queued;
+    if (o->allow_hosts) {
+        k->argv[a++] = "--allow-host";
+        k->argv[a++] = (char *)o->allow_hosts;
+    }
+    if (o->cookie_secure)
+        k->argv[a++] = "--cookie-secure";
     k->argv[a] = NULL;
 
     k = &kids[C_WORKER];
@@ -479,8 +558,8 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
         }
     }
     if (!stop_signal)
-        mm_log("ready: http://%s/ (engine: %s%s; outputs: %s)", o->listen, o->engine_kind,
-               o->worker ? "" : ", no local worker", outputs);
+        mm_log("ready: http://%s/ (engine: %s%s; outputs: %s; access tokens %s)", o->listen, o->engine_kind,
+               o->worker ? "" : ", no local worker", outputs, auth_required ? "required" : "not required (loopback)");
 
     /* Supervise: restart what dies, with a growing pause. */
     while (!stop_signal) {

@@ -27,7 +27,17 @@ typedef struct mm_serve_options {
     double lease_seconds;
     int threads;
     int upload_mb;
+    /* Request safety (docs/SECURITY.md). */
+    const char *auth;        /* "auto" (tokens unless nginx listens on loopback only), "on", "off" (loopback only) */
+    const char *allow_hosts; /* extra host names (comma-separated), or NULL */
+    bool cookie_secure;
+    double rate_enqueue, rate_upload; /* per token per minute; 0 = no limit */
+    double max_queued;                /* 0 = no bound */
 } mm_serve_options;
+
+/* Whether an nginx listen address (host:port, [v6]:port, port, unix:path)
+ * accepts connections from this machine only. */
+bool mm_serve_listen_is_loopback(const char *listen);
 
 void mm_serve_options_defaults(mm_serve_options *o);
 int mm_serve_run(const mm_serve_options *o, mm_error *err);

@@ -2,11 +2,16 @@
 PostgreSQL cluster, nginx, the FastCGI pool and a mock-engine worker) on a free
 loopback port in a temporary folder, plus small HTTP, SSE and psql helpers.
 Python 3 standard library only.
+
+A stack that requires access tokens (`--auth on`, or a listen address beyond
+loopback) prints its first token at start; Stack picks it up from the log
+and sends it as `Authorization: Bearer` (request(..., auth=False) sends none).
 """
 import http.client
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -24,14 +29,16 @@ def free_port():
 
 
 class Stack:
-    def __init__(self, build, mock_seconds=1.0, extra=(), work=None):
+    def __init__(self, build, mock_seconds=1.0, extra=(), work=None, listen_host="127.0.0.1", token=None):
         self.build = os.path.abspath(build)
         self.mmh3 = os.path.join(self.build, "mmh3")
         self.work = work or tempfile.mkdtemp(prefix="mmh3-server-test-")
         os.chmod(self.work, 0o755)
         self.outputs = os.path.join(self.work, "outputs")
         self.port = free_port()
+        self.listen = "%s:%d" % (listen_host, self.port)
         self.base = "127.0.0.1:%d" % self.port
+        self.token = token
         self.log_path = os.path.join(self.work, "serve-%d.log" % self.port)
         self.mock_seconds = mock_seconds
         self.extra = list(extra)
@@ -42,12 +49,14 @@ class Stack:
     def start(self, timeout=90):
         log = open(self.log_path, "ab")
         args = [self.mmh3, "serve", "--mock", "--mock-seconds", str(self.mock_seconds),
-                "--listen", self.base, "--outputs", self.outputs] + self.extra
+                "--listen", self.listen, "--outputs", self.outputs] + self.extra
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         end = time.time() + timeout
         while time.time() < end:
             if self.proc.poll() is not None:
                 raise RuntimeError("mmh3 serve exited (%s):\n%s" % (self.proc.returncode, self.log_tail()))
+            if self.token is None:
+                self.token = self.first_token()
             try:
                 st, body = self.get("/api/status")
                 if st == 200 and body["engine"]["state"] == "ready":
@@ -82,6 +91,15 @@ class Stack:
             return
         shutil.rmtree(self.work, ignore_errors=True)
 
+    def first_token(self):
+        """The token a first start printed (None if it printed none)."""
+        try:
+            with open(self.log_path) as f:
+                m = re.search(r"^\s+(mmh3_[0-9a-f]{64})\s*$", f.read(), re.M)
+            return m.group(1) if m else None
+        except OSError:
+            return None
+
     def log_tail(self, n=40):
         try:
             with open(self.log_path, "rb") as f:
@@ -114,9 +132,11 @@ class Stack:
         return out.stdout.strip()
 
     # ------------------------------------------------------------ HTTP
-    def request(self, method, path, body=None, headers=None, raw=False):
+    def request(self, method, path, body=None, headers=None, raw=False, auth=True):
         conn = http.client.HTTPConnection(self.base, timeout=30)
         h = dict(headers or {})
+        if auth and self.token and not any(k.lower() in ("authorization", "cookie") for k in h):
+            h["Authorization"] = "Bearer " + self.token
         data = body
         if body is not None and not isinstance(body, (bytes, str)):
             data = json.dumps(body)
@@ -155,7 +175,7 @@ class Stack:
             time.sleep(0.05)
         raise AssertionError("timed out waiting for %s on %s; last: %s" % (what, gid, short(g)))
 
-    def upload(self, files):
+    def upload(self, files, headers=None, auth=True):
         """files: [(filename, bytes)]; returns (status, body)."""
         boundary = "mmh3test%d" % int(time.time() * 1000)
         parts = []
@@ -163,8 +183,14 @@ class Stack:
             parts.append(("--%s\r\nContent-Disposition: form-data; name=\"files\"; filename=\"%s\"\r\n"
                           "Content-Type: application/octet-stream\r\n\r\n" % (boundary, name)).encode() + data + b"\r\n")
         body = b"".join(parts) + ("--%s--\r\n" % boundary).encode()
-        return self.request("POST", "/api/images", body,
-                            {"Content-Type": "multipart/form-data; boundary=" + boundary})
+        h = {"Content-Type": "multipart/form-data; boundary=" + boundary}
+        h.update(headers or {})
+        return self.request("POST", "/api/images", body, h, auth=auth)
+
+    def mmh3_cli(self, *args):
+        """Runs `mmh3 ARGS --outputs <this stack's>`; returns the CompletedProcess."""
+        return subprocess.run([self.mmh3] + list(args) + ["--outputs", self.outputs], capture_output=True,
+                              text=True, timeout=60)
 
 
 def short(g):
@@ -177,17 +203,20 @@ def short(g):
 class Events:
     """An SSE client on a thread: every event goes into a list (and a queue)."""
 
-    def __init__(self, base, last_event_id=None):
+    def __init__(self, base, last_event_id=None, headers=None, token=None):
         self.events = []
         self.comments = []
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.closed = False
         self.conn = http.client.HTTPConnection(base, timeout=120)
-        headers = {"Accept": "text/event-stream"}
+        h = {"Accept": "text/event-stream"}
+        h.update(headers or {})
+        if token:
+            h["Authorization"] = "Bearer " + token
         if last_event_id is not None:
-            headers["Last-Event-ID"] = str(last_event_id)
-        self.conn.request("GET", "/api/events", headers=headers)
+            h["Last-Event-ID"] = str(last_event_id)
+        self.conn.request("GET", "/api/events", headers=h)
         self.resp = self.conn.getresponse()
         self.status = self.resp.status
         self.headers = dict((k.lower(), v) for k, v in self.resp.getheaders())

@@ -23,8 +23,10 @@ fuzz_target() {
     echo "FAIL fuzz/$name: build failed (see tests/out/fuzz/$name.build.log)"; return
   fi
   cp "$MMH3_SRC/tests/fuzz/corpus/$short/"* "$dir/$short.corpus/" 2>/dev/null
+  local dict=()
+  [ -f "$MMH3_SRC/tests/fuzz/$short.dict" ] && dict=(-dict="$MMH3_SRC/tests/fuzz/$short.dict")
   if "$dir/$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$out/$name-" \
-      -print_final_stats=1 "$dir/$short.corpus" >"$out/$name.log" 2>&1; then
+      "${dict[@]}" -print_final_stats=1 "$dir/$short.corpus" >"$out/$name.log" 2>&1; then
     echo "PASS fuzz/$name ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$name.log" | grep -o '[0-9]*$') runs in ${secs}s)"
   else
     echo "FAIL fuzz/$name: $(grep -m1 -E 'ERROR|runtime error|SUMMARY' "$out/$name.log") (see tests/out/fuzz/$name.log)"

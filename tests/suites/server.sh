@@ -18,3 +18,13 @@ server_integration() {
 }
 
 run_one server/integration server_integration
+
+# Security: tokens, login cookie, Host/Origin checks, traversal, hostile
+# uploads, rate limits and the queue bound, against `serve --auth on`
+# (tests/integration/security_test.py; docs/SECURITY.md).
+server_security() {
+  "$MMH3_BUILD/mmh3" serve --help >/dev/null 2>&1 || { echo "FAIL server/security: no serving stack in this build"; return 1; }
+  "$server_python" "$MMH3_SRC/tests/integration/security_test.py" --build "$MMH3_BUILD"
+}
+
+run_one server/security server_security

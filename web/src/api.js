@@ -36,6 +36,16 @@ async function readBody(res) {
   try { return JSON.parse(text); } catch { return text; }
 }
 
+/**
+ * A server that requires access tokens answers 401 without the login cookie
+ * (docs/SECURITY.md): go to its login page, which comes back here after.
+ */
+export function loginRedirect(loc = typeof window !== 'undefined' ? window.location : null) {
+  if (!loc || loc.pathname === '/login') return false;
+  loc.assign(`/login?next=${encodeURIComponent(loc.pathname + loc.search)}`);
+  return true;
+}
+
 export async function request(method, path, body, { signal, headers } = {}) {
   const init = { method, signal, headers: { Accept: 'application/json', ...headers } };
   if (body instanceof FormData) init.body = body;
@@ -50,6 +60,7 @@ export async function request(method, path, body, { signal, headers } = {}) {
     if (e.name === 'AbortError') throw e;
     throw new ApiError(0, `The server cannot be reached (${method} ${path}): ${e.message}`);
   }
+  if (res.status === 401) loginRedirect();
   const data = await readBody(res);
   if (!res.ok) throw new ApiError(res.status, errorMessage(res.status, data, `${method} ${path} failed: HTTP ${res.status} ${res.statusText}`), data);
   return data;

@@ -1,5 +1,5 @@
 // Server-sent events.
-import { ApiError, errorMessage } from './api.js';
+import { ApiError, errorMessage, loginRedirect } from './api.js';
 //
 // 1. parseSSE: an incremental parser of the text/event-stream format for
 //    streams read with fetch (POST /api/rewrite cannot use EventSource).
@@ -53,6 +53,7 @@ export async function postSSE(path, body, onEvent, { signal } = {}) {
     signal,
   });
   const type = res.headers.get('content-type') || '';
+  if (res.status === 401) loginRedirect();
   if (!res.ok || !type.includes('text/event-stream')) {
     const text = await res.text();
     let parsed = text;

@@ -1,0 +1,155 @@
+/* Limits on what one client can pile up: per-token rates of enqueue and
+ * upload requests (token buckets: N per minute, in bursts of up to N), and a
+ * bound on the number of queued generations. Each refusal is a 429 whose
+ * JSON says which limit and when to retry, with a Retry-After header.
+ *
+ * Rates are per token, so they apply where tokens are required; on a
+ * loopback-only server (one user, no tokens) only the queue bound does.
+ * The buckets live in this process (mmh3-fcgi is one process with many
+ * threads; a second front end on the same database keeps its own). The
+ * queue length comes from generation_counts (sql/002_counts.sql), one index
+ * lookup; concurrent enqueues may overshoot the bound by a few.
+ */
+#include "fcgi/app.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "queue/db.h"
+#include "queue/log.h"
+
+#define BUCKETS 256
+
+typedef struct bucket {
+    char who[72];
+    double level;   /* requests still allowed now */
+    double updated; /* monotonic seconds */
+} bucket;
+
+typedef struct limiter {
+    pthread_mutex_t mu;
+    bucket b[BUCKETS];
+} limiter;
+
+static limiter enqueue_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static limiter upload_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Takes one request from who's bucket; 0 when allowed, else the seconds until one is. */
+static double take(limiter *l, const char *who, double per_minute)
+{
+    double now = now_seconds(), rate = per_minute / 60.0, wait = 0;
+    pthread_mutex_lock(&l->mu);
+    bucket *b = NULL, *oldest = &l->b[0];
+    for (int i = 0; i < BUCKETS && !b; i++) {
+        if (l->b[i].who[0] && strcmp(l->b[i].who, who) == 0)
+            b = &l->b[i];
+        else if (!l->b[i].who[0] || l->b[i].updated < oldest->updated)
+            oldest = &l->b[i];
+    }
+    if (!b) {
+        /* A new client, or one idle the longest (its bucket is full again by now anyway). */
+        b = oldest;
+        snprintf(b->who, sizeof b->who, "%s", who);
+        b->level = per_minute;
+        b->updated = now;
+    }
+    b->level = fmin(per_minute, b->level + (now - b->updated) * rate);
+    b->updated = now;
+    if (b->level >= 1) {
+        b->level -= 1;
+    } else {
+        wait = (1 - b->level) / rate;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return wait;
+}
+
+static void too_many(mm_req *r, const char *limit, int retry_after, const char *accepted, const char *fmt, ...)
+    MM_PRINTF(5, 6);
+
+static void too_many(mm_req *r, const char *limit, int retry_after, const char *accepted, const char *fmt, ...)
+{
+    char msg[512], full[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "%s; accepted: %s; retry in %d s", msg, accepted, retry_after);
+    mm_req_add_header(r, "Retry-After: %d", retry_after);
+    mm_reply_json(r, 429,
+                  json_pack("{s:s, s:s, s:{s:n, s:s, s:s}, s:s, s:i}", "status", "error", "status_message", full,
+                            "error", "field", "message", msg, "accepted", accepted, "limit", limit, "retry_after",
+                            retry_after));
+}
+
+static const char *who(mm_req *r)
+{
+    return r->auth_name;
+}
+
+static bool rate_ok(mm_req *r, limiter *l, double per_minute, const char *limit, const char *what)
+{
+    if (per_minute <= 0 || !r->has_token)
+        return true; /* no tokens (loopback): one user, nothing to share fairly */
+    double wait = take(l, who(r), per_minute);
+    if (wait <= 0)
+        return true;
+    char accepted[160];
+    snprintf(accepted, sizeof accepted, "at most %g %s per minute per token, in bursts of up to %g", per_minute,
+             what, per_minute);
+    mm_log("rate limit %s: token %s", limit, who(r));
+    too_many(r, limit, (int)ceil(wait), accepted, "too many %s from token '%s'", what, who(r));
+    return false;
+}
+
+bool mm_limit_upload(mm_req *r)
+{
+    return rate_ok(r, &upload_limiter, r->app->rate_upload, "upload_rate", "uploads");
+}
+
+bool mm_limit_enqueue(mm_req *r)
+{
+    if (!rate_ok(r, &enqueue_limiter, r->app->rate_enqueue, "enqueue_rate", "enqueue requests"))
+        return false;
+    if (r->app->max_queued <= 0)
+        return true;
+    PGconn *db = mm_req_db(r);
+    if (!db)
+        return false;
+    PGresult *res;
+    mm_error err = {{0}};
+    /* When full: retry once a job is likely done (the recent average render). */
+    if (mm_db_query(db,
+                    "SELECT (SELECT n FROM generation_counts WHERE status = 'queued'),"
+                    "       (SELECT ceil(avg(total_seconds)) FROM (SELECT total_seconds FROM generations"
+                    "          WHERE status = 'succeeded' AND total_seconds IS NOT NULL"
+                    "          ORDER BY completed_at DESC LIMIT 20) recent)",
+                    0, NULL, &res, &err) < 0) {
+        mm_log("%s", err.msg);
+        mm_reply_error(r, 503, NULL, NULL, "the queue length cannot be read; try again shortly");
+        return false;
+    }
+    long queued = atol(PQgetvalue(res, 0, 0));
+    double typical = PQgetisnull(res, 0, 1) ? 60 : atof(PQgetvalue(res, 0, 1));
+    PQclear(res);
+    if (queued < r->app->max_queued)
+        return true;
+    int retry = (int)fmin(3600, fmax(5, typical));
+    char accepted[128];
+    snprintf(accepted, sizeof accepted, "at most %ld queued generations", r->app->max_queued);
+    mm_log("queue full: %ld queued", queued);
+    too_many(r, "queue_length", retry, accepted, "the queue is full (%ld generations waiting)", queued);
+    return false;
+}
