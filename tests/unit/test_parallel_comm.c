@@ -217,6 +217,19 @@ static void test_gpu_worlds(void)
                       k ? "host" : "nccl", r, args[r].rc, args[r].bad, args[r].err.msg);
         printf("     %s world over %d GPU(s): exchange %s\n", k ? "host" : "nccl", N, err.msg[0] ? err.msg : "checked");
     }
+    /* One process per GPU: a group joined by id (here a group of one, rank 0). */
+    {
+        char id[257];
+        mm_world *w = NULL;
+        mm_error err = {{0}};
+        int rc = mm_world_nccl_new_id(id, &err);
+        if (rc == 0)
+            rc = mm_world_join_nccl(&w, id, 1, 0, 0, &err);
+        MM_EXPECT(rc == 0 && mm_world_comm(w, 0) && mm_comm_rank(mm_world_comm(w, 0)) == 0 &&
+                      mm_world_comm(w, 1) == NULL,
+                  "joining an NCCL group by id: %s", err.msg);
+        mm_world_destroy(w);
+    }
     /* Peer probe on every ordered pair (a one-GPU host probes nothing), then a staged copy. */
     char summary[400];
     mm_peer_result res[64];
