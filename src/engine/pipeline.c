@@ -17,6 +17,7 @@
 #include "engine/pipeline_internal.h"
 #include "engine/request_rules.h"
 #include "model/vae/vae.h"
+#include "parallel/transfer.h"
 
 void mm_pipeline_options_defaults(mm_pipeline_options *o)
 {
@@ -112,8 +113,13 @@ int pl_stage_copy(mm_ctx *dst_ctx, mm_tensor *dst, mm_ctx *src_ctx, const mm_ten
     }
     int rc = mm_tensor_alloc(dst, dd, src->dtype, src->ndim, src->shape, err);
     if (rc == 0) {
-        mm_copy(dst_ctx, dst, from);
-        rc = mm_ctx_sync(dst_ctx, err);
+        if (cross) {
+            /* GPU pairs whose peer copies are not verified go through the host */
+            rc = mm_transfer(dst, from, MM_XFER_AUTO, err);
+        } else {
+            mm_copy(dst_ctx, dst, from);
+            rc = mm_ctx_sync(dst_ctx, err);
+        }
         if (rc != 0)
             mm_tensor_free(dst);
     }

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "engine/pipeline_internal.h"
+#include "engine/pipeline_refkv.h"
 #include "io/safetensors.h"
 #include "model/vae/vae.h"
 #include "model/dit/patchify.h"
@@ -166,16 +168,59 @@ static int dump_layout(const pl_job *j, const mm_sigma_schedule *sv, const mm_si
 typedef struct loop_state {
     pl_job *j;
     mm_ctx *ctx;
+    mm_dit *dit;
     mm_dit_request *dreq;
     mm_tensor video, audio, vv, va; /* device rows and velocities */
     float *row_t;
+    /* reference KV cache: forwards after the first run the reduced layout */
+    pl_refkv *kv;
+    mm_tensor refined;
+    mm_dit_request *rreq;
 } loop_state;
+
+/* A forward on the reduced layout: target rows only; the pinned rows'
+ * velocities (ignored by the sampler) are zero. */
+static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm_flow_stream *video,
+                           const mm_flow_stream *audio, float *v_video, float *v_audio, mm_error *err)
+{
+    const mm_dit_layout *r = pl_refkv_reduced(s->kv);
+    if (!s->rreq) {
+        /* the full request's workspace goes before the reduced one comes */
+        mm_dit_request_end(s->dreq);
+        s->dreq = NULL;
+        mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
+        if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
+            return mm_error_prefix(err, "reference KV cache: reduced request");
+    }
+    const int vw = video->width, aw = audio->width;
+    const int64_t nv = video->n_rows - video->cond_rows, na = audio->n_rows - audio->cond_rows;
+    mm_dit_row_timesteps(r, t_video, t_audio, PL_CONDITION_T, s->row_t);
+    mm_tensor dv = mm_tensor_narrow(&s->video, 0, 0, nv), da = mm_tensor_narrow(&s->audio, 0, 0, na);
+    mm_tensor ov = mm_tensor_narrow(&s->vv, 0, 0, nv), oa = mm_tensor_narrow(&s->va, 0, 0, na);
+    mm_tensor hv = mm_tensor_wrap(video->rows + video->cond_rows * vw, mm_cpu(), MM_F32, 2, dv.shape);
+    mm_tensor ha = mm_tensor_wrap(audio->rows + audio->cond_rows * aw, mm_cpu(), MM_F32, 2, da.shape);
+    mm_copy(s->ctx, &dv, &hv);
+    mm_copy(s->ctx, &da, &ha);
+    pl_refkv_begin_forward(s->kv);
+    if (mm_ctx_error(s->ctx, err) != 0 || mm_dit_forward(s->rreq, s->row_t, &dv, &da, &ov, &oa, err) != 0)
+        return -1;
+    memset(v_video, 0, sizeof(float) * (size_t)(video->cond_rows * vw));
+    memset(v_audio, 0, sizeof(float) * (size_t)(audio->cond_rows * aw));
+    mm_tensor rv = mm_tensor_wrap(v_video + video->cond_rows * vw, mm_cpu(), MM_F32, 2, ov.shape);
+    mm_tensor ra = mm_tensor_wrap(v_audio + audio->cond_rows * aw, mm_cpu(), MM_F32, 2, oa.shape);
+    mm_copy(s->ctx, &rv, &ov);
+    mm_copy(s->ctx, &ra, &oa);
+    return mm_ctx_sync(s->ctx, err);
+}
 
 static int velocity(void *user, int step, float t_video, float t_audio, const mm_flow_stream *video,
                     const mm_flow_stream *audio, float *v_video, float *v_audio, mm_error *err)
 {
-    (void)step;
     loop_state *s = user;
+    if (s->kv && step > 0)
+        return velocity_cached(s, t_video, t_audio, video, audio, v_video, v_audio, err);
+    if (s->kv)
+        pl_refkv_begin_forward(s->kv);
     mm_dit_row_timesteps(&s->j->layout, t_video, t_audio, PL_CONDITION_T, s->row_t);
     mm_tensor hv = mm_tensor_wrap(video->rows, mm_cpu(), MM_F32, 2, s->video.shape);
     mm_tensor ha = mm_tensor_wrap(audio->rows, mm_cpu(), MM_F32, 2, s->audio.shape);
@@ -200,6 +245,23 @@ static void on_progress(void *user, int done, int total)
 
 static bool on_cancel(void *user) { return pl_cancelled(((loop_state *)user)->j); }
 
+/* The cache needs its bytes beside the weights and workspace; where they
+ * are not free on the DiT's GPU, the request runs without it. */
+static bool use_ref_kv(mm_pipeline *p, const mm_dit_config *cfg, const mm_dit_layout *l)
+{
+    mm_device d = mm_ctx_device(p->dit_ctx);
+    size_t need = pl_refkv_bytes(cfg, l);
+    if (d.kind != MM_DEVICE_CUDA)
+        return true;
+    mm_cuda_device_info info;
+    mm_error e = {{0}};
+    if (mm_cuda_device_info_get(d.index, &info, &e) != 0 || info.free_bytes > need + ((size_t)8 << 30))
+        return true;
+    pl_log(p, "reference KV cache: %.1f GiB needed, %.1f GiB free on the DiT's GPU; running without it",
+           need / 1073741824.0, info.free_bytes / 1073741824.0);
+    return false;
+}
+
 int pl_denoise(pl_job *j, mm_error *err)
 {
     mm_pipeline *p = j->p;
@@ -211,7 +273,7 @@ int pl_denoise(pl_job *j, mm_error *err)
     mm_dit *dit = p->dit[j->partition];
     const mm_dit_config *cfg = mm_dit_get_config(dit);
     mm_sigma_schedule sv = {0}, sa = {0};
-    loop_state s = {.j = j, .ctx = p->dit_ctx};
+    loop_state s = {.j = j, .ctx = p->dit_ctx, .dit = dit};
     mm_tensor text = {0};
     const mm_tensor *text_rows = &j->cond.rows;
     int rc = -1;
@@ -243,8 +305,20 @@ int pl_denoise(pl_job *j, mm_error *err)
         mm_tensor_alloc(&s.vv, dd, MM_F32, 2, (int64_t[]){l->video_rows, vw}, err) != 0 ||
         mm_tensor_alloc(&s.va, dd, MM_F32, 2, (int64_t[]){l->audio_rows, aw}, err) != 0)
         goto done;
-    if (mm_dit_request_begin(dit, p->dit_ctx, l, text_rows, NULL, &s.dreq, err) != 0)
+    if (p->o.ref_kv_cache && l->cond_video_rows + l->cond_audio_rows > 0 && use_ref_kv(p, cfg, l)) {
+        mm_dit_request_opts o;
+        if (pl_refkv_create(&s.kv, p->dit_ctx, cfg, l, err) != 0 ||
+            mm_tensor_alloc(&s.refined, dd, MM_BF16, 2, (int64_t[]){l->text_rows, cfg->hidden}, err) != 0 ||
+            mm_dit_refine_text(dit, p->dit_ctx, text_rows, &s.refined, err) != 0)
+            goto done;
+        o = pl_refkv_capture_opts(s.kv, &s.refined);
+        if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, NULL, &o, NULL, &s.dreq, err) != 0)
+            goto done;
+        pl_log(p, "reference KV cache: %lld pinned rows kept per block after the first forward (%.2f GiB)",
+               (long long)pl_refkv_rows(s.kv), pl_refkv_bytes(cfg, l) / 1073741824.0);
+    } else if (mm_dit_request_begin(dit, p->dit_ctx, l, text_rows, NULL, &s.dreq, err) != 0) {
         goto done;
+    }
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);
     pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards", (long long)l->rows,
@@ -258,7 +332,9 @@ int pl_denoise(pl_job *j, mm_error *err)
     mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0);
 done:
     mm_dit_request_end(s.dreq);
-    mm_tensor *all[] = {&text, &s.video, &s.audio, &s.vv, &s.va};
+    mm_dit_request_end(s.rreq);
+    pl_refkv_free(s.kv);
+    mm_tensor *all[] = {&text, &s.video, &s.audio, &s.vv, &s.va, &s.refined};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
     free(s.row_t);

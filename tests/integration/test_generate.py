@@ -467,6 +467,18 @@ def ref2va_image_video_audio_layout_and_clip(env):
     check(lay["video_index"] == vidx and lay["audio_index"] == aidx, "index maps differ")
 
 
+@test
+def ref2va_with_the_reference_kv_cache(env):
+    out = env.out("ref2va_kv.mp4")
+    r = env.generate("-p", "a card, kept", "-i", env.media + "/first.png", "--audio", env.media + "/tone.wav",
+                     "--ref-short-edge", "64", "--size", "64", "--seed", "21", "--ref-kv-cache", "-v", "-o", out,
+                     *QUICK)
+    ok(r, "--ref-kv-cache")
+    check("reference KV cache:" in r.stderr and "pinned rows kept" in r.stderr, "the cache was not used: %s",
+          r.stderr[-800:])
+    check_clip(out, *canvas_for(320, 180, 64), 22)
+
+
 # ------------------------------------------------------------ runner
 
 def main():
