@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "oxen/rewrite_prompt.h"
 #include "queue/db.h"
 #include "queue/log.h"
 
@@ -38,7 +39,7 @@ void mm_api_status(mm_req *r)
 
 /* ---------------------------------------------------------------- settings */
 
-#define DEFAULT_REWRITE_MODEL "claude-sonnet-4-6"
+#define DEFAULT_REWRITE_MODEL MM_REWRITE_MODEL_DEFAULT
 
 static void settings_reply(mm_req *r, PGconn *db)
 {
@@ -51,8 +52,9 @@ static void settings_reply(mm_req *r, PGconn *db)
         mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
         return;
     }
-    json_t *o = json_pack("{s:b, s:b, s:s, s:s}", "has_oxen_api_key", 0, "rewrite_enabled", 0, "rewrite_model",
-                          DEFAULT_REWRITE_MODEL, "rewrite_system_prompt", "");
+    json_t *o = json_pack("{s:b, s:b, s:s, s:s, s:s}", "has_oxen_api_key", 0, "rewrite_enabled", 0, "rewrite_model",
+                          DEFAULT_REWRITE_MODEL, "rewrite_system_prompt", "", "rewrite_system_prompt_default",
+                          mm_rewrite_default_system_prompt());
     for (int i = 0; i < PQntuples(res); i++) {
         const char *key = PQgetvalue(res, i, 0);
         json_t *v = json_loads(PQgetvalue(res, i, 1), JSON_DECODE_ANY, NULL);

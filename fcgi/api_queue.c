@@ -17,7 +17,7 @@
 #define JSON_BODY_MAX (1 << 20)
 
 /* Reads and parses a JSON request body; answers the error itself on failure. */
-static json_t *json_body(mm_req *r)
+json_t *mm_req_json(mm_req *r)
 {
     const char *ct = mm_req_header(r, "CONTENT_TYPE");
     if (!ct || strncasecmp(ct, "application/json", 16) != 0 || (ct[16] && ct[16] != ';' && ct[16] != ' ')) {
@@ -58,22 +58,39 @@ typedef struct ref_info {
 
 void mm_api_enqueue(mm_req *r)
 {
-    json_t *body = json_body(r);
+    json_t *body = mm_req_json(r);
     if (!body)
         return;
+    char *rows = NULL;
+    if (mm_enqueue_insert(r, body, &rows) == 0) {
+        size_t n = strlen(rows) + 32;
+        char *out = malloc(n);
+        if (out) {
+            snprintf(out, n, "{\"generations\":%s}", rows);
+            mm_reply_raw_json(r, 200, out);
+            free(out);
+        } else {
+            mm_reply_error(r, 500, NULL, NULL, "out of memory");
+        }
+        free(rows);
+    }
+    json_decref(body);
+}
+
+int mm_enqueue_insert(mm_req *r, json_t *body, char **rows_out)
+{
+    *rows_out = NULL;
     mm_enqueue q;
     mm_field_error fe;
     if (mm_enqueue_parse(body, &q, &fe) < 0) {
         mm_reply_error(r, 400, fe.field[0] ? fe.field : NULL, fe.accepted, "%s", fe.message);
-        json_decref(body);
-        return;
+        return -1;
     }
     PGconn *db = mm_req_db(r);
-    if (!db) {
-        json_decref(body);
-        return;
-    }
+    if (!db)
+        return -1;
     mm_error err = {{0}};
+    int result = -1;
 
     /* The references: they must exist; their kinds decide limits, partition and canvas. */
     ref_info refs[MM_MAX_REFERENCES + 1];
@@ -92,8 +109,7 @@ void mm_api_enqueue(mm_req *r)
                             "  FROM uploads WHERE id = ANY($1::uuid[])",
                         1, p, &res, &err) < 0) {
             db_failed(r, &err);
-            json_decref(body);
-            return;
+            return -1;
         }
         for (int row = 0; row < PQntuples(res); row++)
             for (int i = 0; i < n_lookup; i++)
@@ -156,16 +172,15 @@ void mm_api_enqueue(mm_req *r)
             q.canvas.ref_height = refs[i].height;
             break;
         }
+    if (q.aspect_w) {
+        /* An explicit aspect_ratio wins over the references' aspect. */
+        q.canvas.ref_width = q.aspect_w;
+        q.canvas.ref_height = q.aspect_h;
+    }
     int width, height;
     mm_canvas_resolve(&q.canvas, &width, &height);
     int frames = q.frames ? q.frames : MM_FRAMES_DEFAULT;
     bool drawn = !q.has_seed;
-    if (drawn) {
-        uint32_t s = 0;
-        if (getrandom(&s, sizeof s, 0) != sizeof s)
-            s = (uint32_t)rand();
-        q.seed = s;
-    }
 
     json_t *warnings = json_array();
     for (int i = 0; i < q.notes.n; i++)
@@ -178,7 +193,6 @@ void mm_api_enqueue(mm_req *r)
     snprintf(s_w, sizeof s_w, "%d", width);
     snprintf(s_h, sizeof s_h, "%d", height);
     snprintf(s_steps, sizeof s_steps, "%d", q.steps);
-    snprintf(s_seed, sizeof s_seed, "%lld", q.seed);
     snprintf(s_crf, sizeof s_crf, "%d", q.crf);
     char only_refs[MM_MAX_REFERENCES * 38 + 4] = "{";
     for (int i = 0; i < q.n_refs; i++) {
@@ -186,35 +200,84 @@ void mm_api_enqueue(mm_req *r)
         strcat(only_refs, q.ref_ids[i]);
     }
     strcat(only_refs, "}");
-    const char *p[] = {q.prompt, q.partition, only_refs, q.has_last_image ? q.last_image_id : NULL,
-                       s_frames, s_w, s_h, s_steps, s_seed, drawn ? "t" : "f", q.no_audio ? "t" : "f",
-                       q.fast ? "t" : "f", s_crf, q.preset, warnings_text ? warnings_text : "[]"};
-    PGresult *res;
-    int rc = mm_db_query(db,
-                         "INSERT INTO generations AS g (prompt, partition, image_ids, last_image_id, frames, width,"
-                         "  height, steps, seed, seed_drawn, no_audio, fast, crf, preset, warnings)"
-                         " VALUES ($1, $2, $3::uuid[], $4::uuid, $5::int, $6::int, $7::int, $8::int, $9::bigint,"
-                         "  $10::boolean, $11::boolean, $12::boolean, $13::int, $14, $15::jsonb)"
-                         " RETURNING generation_json(g)::text",
-                         15, p, &res, &err);
+    /* num_generations rows, all or none; the answer is their objects as SQL wrote them. */
+    size_t rows_len = 1, rows_cap = 4096;
+    char *rows = malloc(rows_cap);
+    if (!rows || mm_db_exec(db, "BEGIN", &err) < 0) {
+        free(warnings_text);
+        free(rows);
+        if (rows)
+            db_failed(r, &err);
+        else
+            mm_reply_error(r, 500, NULL, NULL, "out of memory");
+        goto done;
+    }
+    strcpy(rows, "[");
+    for (int k = 0; k < q.count; k++) {
+        long long seed = q.seed + k;
+        if (drawn) {
+            uint32_t s = 0;
+            if (getrandom(&s, sizeof s, 0) != sizeof s)
+                s = (uint32_t)rand();
+            seed = s;
+        } else if (seed > MM_SEED_MAX) {
+            seed -= MM_SEED_MAX + 1;
+        }
+        snprintf(s_seed, sizeof s_seed, "%lld", seed);
+        const char *p[] = {q.prompt, q.partition, only_refs, q.has_last_image ? q.last_image_id : NULL,
+                           s_frames, s_w, s_h, s_steps, s_seed, drawn ? "t" : "f", q.no_audio ? "t" : "f",
+                           q.fast ? "t" : "f", s_crf, q.preset, warnings_text ? warnings_text : "[]"};
+        PGresult *res;
+        int rc = mm_db_query(db,
+                             "INSERT INTO generations AS g (prompt, partition, image_ids, last_image_id, frames, width,"
+                             "  height, steps, seed, seed_drawn, no_audio, fast, crf, preset, warnings)"
+                             " VALUES ($1, $2, $3::uuid[], $4::uuid, $5::int, $6::int, $7::int, $8::int, $9::bigint,"
+                             "  $10::boolean, $11::boolean, $12::boolean, $13::int, $14, $15::jsonb)"
+                             " RETURNING generation_json(g)::text",
+                             15, p, &res, &err);
+        if (rc < 0) {
+            PQclear(PQexec(db, "ROLLBACK"));
+            free(warnings_text);
+            free(rows);
+            db_failed(r, &err);
+            goto done;
+        }
+        const char *g = PQgetvalue(res, 0, 0);
+        size_t gl = strlen(g);
+        if (rows_len + gl + 3 > rows_cap) {
+            while (rows_len + gl + 3 > rows_cap)
+                rows_cap *= 2;
+            char *grown = realloc(rows, rows_cap);
+            if (!grown) {
+                PQclear(res);
+                PQclear(PQexec(db, "ROLLBACK"));
+                free(warnings_text);
+                free(rows);
+                mm_reply_error(r, 500, NULL, NULL, "out of memory");
+                goto done;
+            }
+            rows = grown;
+        }
+        if (k)
+            rows[rows_len++] = ',';
+        memcpy(rows + rows_len, g, gl);
+        rows_len += gl;
+        rows[rows_len] = '\0';
+        PQclear(res);
+    }
     free(warnings_text);
-    if (rc < 0) {
+    if (mm_db_exec(db, "COMMIT", &err) < 0) {
+        PQclear(PQexec(db, "ROLLBACK"));
+        free(rows);
         db_failed(r, &err);
         goto done;
     }
-    const char *g = PQgetvalue(res, 0, 0);
-    size_t n = strlen(g) + 32;
-    char *out = malloc(n);
-    if (out) {
-        snprintf(out, n, "{\"generations\":[%s]}", g);
-        mm_reply_raw_json(r, 200, out);
-        free(out);
-    } else {
-        mm_reply_error(r, 500, NULL, NULL, "out of memory");
-    }
-    PQclear(res);
+    rows[rows_len++] = ']';
+    rows[rows_len] = '\0';
+    *rows_out = rows;
+    result = 0;
 done:
-    json_decref(body);
+    return result;
 }
 
 /* ---------------------------------------------------------------- list */
@@ -352,7 +415,7 @@ void mm_api_get(mm_req *r, const char *id)
 void mm_api_patch(mm_req *r, const char *id)
 {
     static const char accept[] = "{\"rating\": \"approved\" | \"rejected\" | null}";
-    json_t *body = json_body(r);
+    json_t *body = mm_req_json(r);
     if (!body)
         return;
     json_t *rating = json_object_get(body, "rating");

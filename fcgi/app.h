@@ -71,6 +71,19 @@ void mm_reply_error(mm_req *r, int status, const char *field, const char *accept
  * json/jsonb output has spaces); caller frees. */
 char *mm_json_compact(const char *text);
 
+/* Reads and parses a JSON request body (Content-Type: application/json,
+ * at most 1 MiB); NULL after answering the error itself. */
+json_t *mm_req_json(mm_req *r);
+
+/* POST /api/ai/queue's work for a parsed body: validates it (fcgi/enqueue.c),
+ * checks the references and inserts its rows (num_generations) in one
+ * transaction. 0 with *rows the JSON array text of the new generation
+ * objects (caller frees), or -1 after answering the error itself. */
+int mm_enqueue_insert(mm_req *r, json_t *body, char **rows);
+
+/* The rewrite model when the settings name none. */
+#define MM_REWRITE_MODEL_DEFAULT "claude-sonnet-4-6"
+
 /* Decodes %xx and '+' in place; false on malformed escapes or NUL. */
 bool mm_url_decode(char *s);
 
@@ -87,6 +100,10 @@ void mm_api_settings_get(mm_req *r);
 void mm_api_settings_put(mm_req *r);
 void mm_api_docs(mm_req *r);
 void mm_api_events(mm_req *r);
+void mm_api_rewrite(mm_req *r);
+void mm_api_video_create(mm_req *r);
+void mm_api_video_get(mm_req *r, const char *id);
+void mm_api_video_content(mm_req *r, const char *id);
 
 /* Request safety in front of every route (guard.c): the Host allowlist,
  * Origin / Sec-Fetch-Site on unsafe methods, and, when `needs_token`, a valid

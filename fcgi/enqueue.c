@@ -45,9 +45,12 @@ static int get_bool(json_t *v, const char *field, bool *out, mm_field_error *fe)
 
 static bool known_field(const char *key)
 {
-    static const char *const fields[] = {"prompt", "image_ids", "last_image_id", "frames",    "seconds",
-                                         "width",  "height",    "size",          "steps",     "seed",
-                                         "partition", "no_audio", "fast",        "crf",       "preset"};
+    static const char *const fields[] = {"prompt",    "image_ids", "last_image_id", "frames",       "seconds",
+                                         "width",     "height",    "size",          "steps",        "seed",
+                                         "partition", "no_audio",  "fast",          "crf",          "preset",
+                                         /* Oxen.ai's QueueCreateRequest */
+                                         "model",     "duration",  "aspect_ratio",  "num_generations",
+                                         "generate_audio"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (strcmp(key, fields[i]) == 0)
             return true;
@@ -58,6 +61,7 @@ int mm_enqueue_parse(json_t *body, mm_enqueue *q, mm_field_error *fe)
 {
     memset(q, 0, sizeof *q);
     memset(fe, 0, sizeof *fe);
+    q->count = 1;
     q->steps = MM_STEPS_DEFAULT;
     q->crf = MM_CRF_DEFAULT;
     snprintf(q->preset, sizeof q->preset, "%s", MM_PRESET_DEFAULT);
@@ -120,8 +124,18 @@ int mm_enqueue_parse(json_t *body, mm_enqueue *q, mm_field_error *fe)
     }
 
     json_t *frames = json_object_get(body, "frames"), *seconds = json_object_get(body, "seconds");
+    json_t *duration = json_object_get(body, "duration");
     if (frames && seconds)
         return field_fail(fe, "seconds", "either frames or seconds", "cannot be given together with frames");
+    if (duration && (frames || seconds))
+        return field_fail(fe, "duration", "one of frames, seconds or duration (Oxen's name for seconds)",
+                          "cannot be given together with %s", frames ? "frames" : "seconds");
+    if (duration) {
+        if (!json_is_number(duration))
+            return field_fail(fe, "duration", MM_ACCEPT_SECONDS, "must be a number of seconds");
+        if (mm_rule_seconds(json_number_value(duration), &q->frames, &q->notes, &err) < 0)
+            return rule_fail(fe, "duration", MM_ACCEPT_SECONDS, &err);
+    }
     if (frames) {
         if (get_int(frames, "frames", MM_ACCEPT_FRAMES, &v, fe) < 0)
             return -1;
@@ -159,6 +173,17 @@ int mm_enqueue_parse(json_t *body, mm_enqueue *q, mm_field_error *fe)
             return rule_fail(fe, "size", MM_ACCEPT_SIZE, &err);
     }
 
+    json_t *aspect = json_object_get(body, "aspect_ratio");
+    if (aspect && !json_is_null(aspect)) {
+        if (!json_is_string(aspect))
+            return field_fail(fe, "aspect_ratio", MM_ACCEPT_ASPECT, "must be a string");
+        if (mm_rule_aspect_ratio(json_string_value(aspect), &q->aspect_w, &q->aspect_h, &err) < 0)
+            return rule_fail(fe, "aspect_ratio", MM_ACCEPT_ASPECT, &err);
+        if (q->canvas.width && q->canvas.height)
+            return field_fail(fe, "aspect_ratio", "aspect_ratio with at most one of width/height, or size \"N\"",
+                              "cannot be given together with a full width and height");
+    }
+
     json_t *steps = json_object_get(body, "steps");
     if (steps) {
         if (get_int(steps, "steps", MM_ACCEPT_STEPS, &v, fe) < 0)
@@ -184,6 +209,34 @@ int mm_enqueue_parse(json_t *body, mm_enqueue *q, mm_field_error *fe)
             return field_fail(fe, "partition", MM_ACCEPT_PARTITION, "is not a partition");
         snprintf(q->partition, sizeof q->partition, "%s", s);
     }
+    json_t *model = json_object_get(body, "model");
+    if (model && !json_is_null(model)) {
+        const char *m = json_string_value(model);
+        const char *implied = NULL;
+        if (m && (strcasecmp(m, "minimax-h3") == 0 || strcasecmp(m, "MiniMaxAI/MiniMax-H3") == 0))
+            implied = "";
+        else if (m && strcasecmp(m, "minimax-h3-fl2va") == 0)
+            implied = "fl2va";
+        else if (m && strcasecmp(m, "minimax-h3-ref2va") == 0)
+            implied = "ref2va";
+        if (!m)
+            return field_fail(fe, "model", MM_ACCEPT_MODEL, "must be a string");
+        if (!implied)
+            return field_fail(fe, "model", MM_ACCEPT_MODEL, "'%.100s' is not served here", m);
+        if (*implied && q->partition[0] && strcmp(implied, q->partition) != 0)
+            return field_fail(fe, "model", MM_ACCEPT_MODEL, "'%s' contradicts partition %s", m, q->partition);
+        if (*implied)
+            snprintf(q->partition, sizeof q->partition, "%s", implied);
+    }
+
+    json_t *n = json_object_get(body, "num_generations");
+    if (n && !json_is_null(n)) {
+        if (get_int(n, "num_generations", MM_ACCEPT_NUM_GENERATIONS, &v, fe) < 0)
+            return -1;
+        if (v < 1 || v > MM_NUM_GENERATIONS_MAX)
+            return field_fail(fe, "num_generations", MM_ACCEPT_NUM_GENERATIONS, "%lld is out of range", v);
+        q->count = (int)v;
+    }
     if (q->has_last_image && strcmp(q->partition, "ref2va") == 0)
         return field_fail(fe, "last_image_id", accept_last, "is only used by fl2va, and partition is ref2va");
 
@@ -192,6 +245,15 @@ int mm_enqueue_parse(json_t *body, mm_enqueue *q, mm_field_error *fe)
         return -1;
     if ((b = json_object_get(body, "fast")) && get_bool(b, "fast", &q->fast, fe) < 0)
         return -1;
+    if ((b = json_object_get(body, "generate_audio")) && !json_is_null(b)) {
+        bool audio = true;
+        if (get_bool(b, "generate_audio", &audio, fe) < 0)
+            return -1;
+        if (json_object_get(body, "no_audio") && q->no_audio == audio)
+            return field_fail(fe, "generate_audio", "generate_audio or no_audio, not contradicting each other",
+                              "contradicts no_audio");
+        q->no_audio = !audio;
+    }
 
     json_t *crf = json_object_get(body, "crf");
     if (crf) {

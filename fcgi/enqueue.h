@@ -35,12 +35,20 @@ typedef struct mm_enqueue {
     bool no_audio, fast;
     int crf;
     char preset[16];
+    int count;              /* num_generations: rows to insert, 1..4 */
+    int aspect_w, aspect_h; /* aspect_ratio, 0 = not given; the canvas follows it like a reference's */
     mm_rule_notes notes;
 } mm_enqueue;
 
+/* Oxen.ai / OpenAI-style clients' fields, accepted beside ours: model,
+ * duration (= seconds), aspect_ratio, num_generations, generate_audio. */
+#define MM_NUM_GENERATIONS_MAX 4
+#define MM_ACCEPT_MODEL "\"minimax-h3\" (or \"minimax-h3-fl2va\" / \"minimax-h3-ref2va\", which pick the partition)"
+#define MM_ACCEPT_NUM_GENERATIONS "integer 1..4 (one generation each; a given seed counts up per generation)"
+
 #define MM_ENQUEUE_FIELDS \
     "prompt, image_ids, last_image_id, frames, seconds, width, height, size, steps, seed, partition, no_audio, " \
-    "fast, crf, preset"
+    "fast, crf, preset, and from Oxen clients model, duration, aspect_ratio, num_generations, generate_audio"
 
 /* 0, or -1 with *fe saying which field is wrong and what is accepted. */
 int mm_enqueue_parse(json_t *body, mm_enqueue *q, mm_field_error *fe);

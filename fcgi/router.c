@@ -29,6 +29,21 @@ static bool match_id(const char *path, const char *prefix, char *buf, size_t n)
     return true;
 }
 
+/* Matches "/v1/videos/<id>/content". */
+static bool match_video_content(const char *path, char *buf, size_t n)
+{
+    static const char prefix[] = "/v1/videos/", suffix[] = "/content";
+    size_t pl = sizeof prefix - 1, sl = sizeof suffix - 1, len = strlen(path);
+    if (len <= pl + sl || strncmp(path, prefix, pl) != 0 || strcmp(path + len - sl, suffix) != 0)
+        return false;
+    size_t idl = len - pl - sl;
+    if (idl >= n || memchr(path + pl, '/', idl))
+        return false;
+    memcpy(buf, path + pl, idl);
+    buf[idl] = '\0';
+    return true;
+}
+
 static void not_allowed(mm_req *r, const char *allowed)
 {
     mm_reply_error(r, 405, NULL, allowed, "%s is not allowed on %s", r->method, r->path);
@@ -123,6 +138,30 @@ void mm_route(mm_req *r)
             mm_api_settings_put(r);
         else
             not_allowed(r, "GET, PUT");
+    } else if (is(p, "/api/rewrite")) {
+        if (is(m, "POST"))
+            mm_api_rewrite(r);
+        else
+            not_allowed(r, "POST");
+    } else if (is(p, "/v1/videos") || is(p, "/v1/videos/")) {
+        if (is(m, "POST"))
+            mm_api_video_create(r);
+        else
+            not_allowed(r, "POST");
+    } else if (match_video_content(p, id, sizeof id)) {
+        if (!mm_is_uuid(id))
+            mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
+        else if (is(m, "GET") || is(m, "HEAD"))
+            mm_api_video_content(r, id);
+        else
+            not_allowed(r, "GET");
+    } else if (match_id(p, "/v1/videos/", id, sizeof id)) {
+        if (!mm_is_uuid(id))
+            mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
+        else if (is(m, "GET"))
+            mm_api_video_get(r, id);
+        else
+            not_allowed(r, "GET");
     } else if (is_docs(p)) {
         if (is(m, "GET") || is(m, "HEAD"))
             mm_api_docs(r);

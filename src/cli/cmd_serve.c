@@ -11,6 +11,7 @@
 
 #ifdef MMH3_HAVE_SERVER
 #include "queue/log.h"
+#include "oxen/agent.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out)
@@ -45,7 +46,16 @@ static void usage(FILE *out)
             "  --cookie-secure     mark the login cookie Secure (TLS terminated in front of nginx)\n"
             "  --rate-enqueue N    enqueue requests per minute per token (default 60; 0 = no limit)\n"
             "  --rate-upload N     upload requests per minute per token (default 120; 0 = no limit)\n"
-            "  --max-queued N      queued generations beyond which enqueue answers 429 (default 1000; 0 = none)\n");
+            "  --max-queued N      queued generations beyond which enqueue answers 429 (default 1000; 0 = none)\n"
+            "\n"
+            "Oxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):\n"
+            "  --oxen-remote URL   hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE):\n"
+            "                      renders are mirrored there, idle workers claim hub jobs, and the prompt\n"
+            "                      rewrite talks to this hub\n"
+            "  --oxen-token TOKEN  API key ($MMH3_OXEN_TOKEN); default: the key stored through /api/settings\n"
+            "  --oxen-model NAME   hub model name whose queued jobs are claimed (default minimax-h3)\n"
+            "  --oxen-poll S       claim loop interval while idle (default 10; 0 disables claiming)\n"
+            "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n");
 }
 
 static int parse_limit(const char *flag, const char *text, double max, double *out)
@@ -70,7 +80,8 @@ int mm_cmd_serve(int argc, char **argv)
     enum {
         O_LISTEN = 256, O_OUTPUTS, O_DB, O_MOCK, O_MOCK_SECONDS, O_NO_WORKER, O_CKPT, O_DEVICE, O_PRELOAD, O_WEB,
         O_THREADS, O_ATTEMPTS, O_LEASE, O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE, O_RATE_ENQUEUE,
-        O_RATE_UPLOAD, O_MAX_QUEUED
+        O_RATE_UPLOAD, O_MAX_QUEUED,
+        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT
     };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN},   {"outputs", required_argument, 0, O_OUTPUTS},
@@ -86,6 +97,9 @@ int mm_cmd_serve(int argc, char **argv)
         {"rate-enqueue", required_argument, 0, O_RATE_ENQUEUE},
         {"rate-upload", required_argument, 0, O_RATE_UPLOAD},
         {"max-queued", required_argument, 0, O_MAX_QUEUED},
+        {"oxen-remote", required_argument, 0, O_OXEN_REMOTE}, {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
+        {"oxen-model", required_argument, 0, O_OXEN_MODEL},   {"oxen-poll", required_argument, 0, O_OXEN_POLL},
+        {"oxen-timeout", required_argument, 0, O_OXEN_TIMEOUT},
         {0, 0, 0, 0},
     };
     int c;
@@ -158,6 +172,16 @@ int mm_cmd_serve(int argc, char **argv)
             if (parse_limit("--max-queued", optarg, 1e12, &o.max_queued) < 0)
                 return 2;
             break;
+        /* The children (worker, mmh3-fcgi) read these from the environment:
+         * the key never appears on a command line. */
+        case O_OXEN_REMOTE: setenv("MMH3_OXEN_REMOTE", optarg, 1); break;
+        case O_OXEN_TOKEN:
+            setenv("MMH3_OXEN_TOKEN", optarg, 1);
+            memset(optarg, 'x', strlen(optarg));
+            break;
+        case O_OXEN_MODEL: setenv("MMH3_OXEN_MODEL", optarg, 1); break;
+        case O_OXEN_POLL: setenv("MMH3_OXEN_POLL", optarg, 1); break;
+        case O_OXEN_TIMEOUT: setenv("MMH3_OXEN_TIMEOUT", optarg, 1); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -165,6 +189,16 @@ int mm_cmd_serve(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "mmh3 serve: unexpected argument '%s'\n", argv[optind]);
         return 2;
+    }
+    {
+        /* Refuse a bad Oxen configuration here, not in a restarting worker. */
+        mm_oxen_options ox;
+        mm_oxen_options_from_env(&ox);
+        mm_error oerr = {{0}};
+        if (mm_oxen_options_check(&ox, &oerr) < 0) {
+            fprintf(stderr, "mmh3 serve: %s\n", oerr.msg);
+            return 2;
+        }
     }
     mm_log_init("serve");
     mm_error err = {{0}};

@@ -31,7 +31,16 @@ static void usage(FILE *out)
             "  --preload           load the model at start instead of on the first job\n"
             "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
             "  --lease S           seconds without a heartbeat before a worker is presumed dead (default 30)\n"
-            "  --name ID           worker id (default host:pid:random)\n",
+            "  --name ID           worker id (default host:pid:random)\n"
+            "\n"
+            "Oxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):\n"
+            "  --oxen-remote URL   hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE):\n"
+            "                      renders are mirrored there, and idle workers claim hub jobs\n"
+            "  --oxen-token TOKEN  API key ($MMH3_OXEN_TOKEN, preferred: a flag shows in ps);\n"
+            "                      default: the key stored through /api/settings\n"
+            "  --oxen-model NAME   the hub model name whose queued jobs we claim (default minimax-h3)\n"
+            "  --oxen-poll S       claim loop interval while idle (default 10; 0 disables claiming)\n"
+            "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n",
             MM_DB_DEFAULT_URL);
 }
 
@@ -42,7 +51,10 @@ int mm_cmd_worker(int argc, char **argv)
     const char *db = NULL;
     if (getenv("MMH3_OUTPUTS"))
         o.outputs = getenv("MMH3_OUTPUTS");
-    enum { O_DB = 256, O_OUTPUTS, O_MOCK, O_MOCK_SECONDS, O_CKPT, O_DEVICE, O_PRELOAD, O_ATTEMPTS, O_LEASE, O_NAME };
+    enum {
+        O_DB = 256, O_OUTPUTS, O_MOCK, O_MOCK_SECONDS, O_CKPT, O_DEVICE, O_PRELOAD, O_ATTEMPTS, O_LEASE, O_NAME,
+        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT
+    };
     static const struct option opts[] = {
         {"db", required_argument, 0, O_DB},
         {"outputs", required_argument, 0, O_OUTPUTS},
@@ -54,6 +66,11 @@ int mm_cmd_worker(int argc, char **argv)
         {"max-attempts", required_argument, 0, O_ATTEMPTS},
         {"lease", required_argument, 0, O_LEASE},
         {"name", required_argument, 0, O_NAME},
+        {"oxen-remote", required_argument, 0, O_OXEN_REMOTE},
+        {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
+        {"oxen-model", required_argument, 0, O_OXEN_MODEL},
+        {"oxen-poll", required_argument, 0, O_OXEN_POLL},
+        {"oxen-timeout", required_argument, 0, O_OXEN_TIMEOUT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -90,6 +107,28 @@ int mm_cmd_worker(int argc, char **argv)
             }
             break;
         case O_NAME: o.name = optarg; break;
+        case O_OXEN_REMOTE: o.oxen.remote = optarg; break;
+        case O_OXEN_TOKEN:
+            /* Kept, then blanked on the command line (ps shows argv). */
+            o.oxen.token = strdup(optarg);
+            memset(optarg, 'x', strlen(optarg));
+            break;
+        case O_OXEN_MODEL: o.oxen.model = optarg; break;
+        case O_OXEN_POLL:
+            o.oxen.poll_seconds = strtod(optarg, &end);
+            if (*end) {
+                fprintf(stderr, "mmh3 worker: --oxen-poll %s: accepted: seconds 0..86400 (0 disables claiming)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case O_OXEN_TIMEOUT:
+            o.oxen.timeout = strtod(optarg, &end);
+            if (*end) {
+                fprintf(stderr, "mmh3 worker: --oxen-timeout %s: accepted: seconds 0.1..3600\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -101,6 +140,10 @@ int mm_cmd_worker(int argc, char **argv)
     o.db_url = mm_db_url(db);
     mm_log_init("worker");
     mm_error err = {{0}};
+    if (mm_oxen_options_check(&o.oxen, &err) < 0) {
+        fprintf(stderr, "mmh3 worker: %s\n", err.msg);
+        return 2;
+    }
     if (mm_worker_run(&o, &err) < 0) {
         mm_log("%s", err.msg);
         return 1;

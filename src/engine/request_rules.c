@@ -147,6 +147,26 @@ int mm_rule_size(const char *size, mm_canvas_spec *spec, mm_rule_notes *notes, m
     return 0;
 }
 
+int mm_rule_aspect_ratio(const char *ratio, int *aspect_w, int *aspect_h, mm_error *err)
+{
+    char *end;
+    if (!ratio || *ratio < '0' || *ratio > '9')
+        return mm_fail(err, "'%s' is not an aspect ratio", ratio ? ratio : "");
+    long w = strtol(ratio, &end, 10);
+    if (*end != ':' || end[1] < '0' || end[1] > '9')
+        return mm_fail(err, "'%s' is not an aspect ratio", ratio);
+    long h = strtol(end + 1, &end, 10);
+    if (*end != '\0')
+        return mm_fail(err, "'%s' is not an aspect ratio", ratio);
+    if (w < 1 || h < 1 || w > 64 || h > 64)
+        return mm_fail(err, "'%s' has a term outside 1..64", ratio);
+    if (w > 4 * h || h > 4 * w)
+        return mm_fail(err, "'%s' is more extreme than 4:1", ratio);
+    *aspect_w = (int)w;
+    *aspect_h = (int)h;
+    return 0;
+}
+
 static int grid_clamp(double v)
 {
     int g = (int)(v / MM_DIM_GRID) * MM_DIM_GRID;

@@ -52,6 +52,7 @@
 #define MM_ACCEPT_PROMPT "string of 1..8000 characters, not only whitespace"
 #define MM_ACCEPT_SEED "integer 0..9007199254740991, or null for a drawn seed"
 #define MM_ACCEPT_PARTITION "\"fl2va\" or \"ref2va\""
+#define MM_ACCEPT_ASPECT "\"W:H\" with integers 1..64 and a ratio between 1:4 and 4:1 (e.g. \"16:9\", \"9:16\", \"1:1\")"
 
 /* Adjustments made to a request, reported back as warnings. */
 #define MM_NOTES_MAX 8
@@ -83,6 +84,12 @@ typedef struct mm_canvas_spec {
     int short_edge;            /* "size N", on the grid, 0 = not given */
     int ref_width, ref_height; /* first reference image/video, 0 = none */
 } mm_canvas_spec;
+
+/* "W:H" (Oxen's and OpenAI-style clients' aspect_ratio) -> the aspect. Put it
+ * in spec.ref_width/ref_height: the canvas then follows the reference rule
+ * (short edge 768 at that aspect, area capped at 1344x768; "size N" or one
+ * given axis at that aspect), e.g. 16:9 -> 1344x768, 9:16 -> 768x1344. */
+int mm_rule_aspect_ratio(const char *ratio, int *aspect_w, int *aspect_h, mm_error *err);
 
 /* "WxH" or "N" -> spec fields (validated and snapped like width/height). */
 int mm_rule_size(const char *size, mm_canvas_spec *spec, mm_rule_notes *notes, mm_error *err);

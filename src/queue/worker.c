@@ -65,6 +65,7 @@ void mm_worker_options_defaults(mm_worker_options *o)
     o->lease_seconds = 30;
     o->poll_seconds = 2;
     o->outputs = "outputs";
+    mm_oxen_options_from_env(&o->oxen);
 }
 
 static void set_current(const char *id)
@@ -355,6 +356,7 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
     atomic_store(&cancel_requested, false);
     atomic_store(&job_lost, false);
     set_current(job->id);
+    mm_oxen_render_started(db, job->id);
     mm_log("%s: claimed (attempt %d), %dx%d, %d frames, %d steps", job->id, job->attempts, job->width, job->height,
            job->frames, job->steps);
     if (mm_worker_set_state(db, worker_id, "busy", "rendering", NULL, job->id, &err) < 0)
@@ -364,6 +366,7 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
         out.error_message = claim_err->msg;
         finish(&r, &out, NULL, NULL);
         set_current(NULL);
+        mm_oxen_render_ended(job->id);
         return JOB_DONE;
     }
 
@@ -390,6 +393,7 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
             mm_queue_requeue(db, job, worker_id, reason, &err);
             free(rel), free(tmp_name), free(path);
             set_current(NULL);
+            mm_oxen_render_ended(job->id);
             return JOB_ENGINE_DEAD;
         }
         *loaded = true;
@@ -461,6 +465,7 @@ static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worke
     free(pub.poster_rel);
     free(rel), free(tmp_name), free(path);
     set_current(NULL);
+    mm_oxen_render_ended(job->id);
     return JOB_DONE;
 }
 
@@ -556,10 +561,18 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
     }
     mm_log("worker %s started (engine %s, outputs %s)", worker_id, o->engine_kind, o->outputs);
 
+    /* Oxen.ai (only when configured): mirroring and the claim loop, on a thread
+     * of their own so the hub's speed never touches a render. */
+    if (mm_oxen_agent_start(&o->oxen, o->db_url, o->outputs, worker_id, err) < 0) {
+        PQfinish(db);
+        return mm_error_prefix(err, "starting the Oxen agent");
+    }
+
     pthread_t hb;
     heartbeat_ctx hctx = {.o = o, .worker_id = worker_id};
     atomic_store(&heartbeat_quit, false);
     if (pthread_create(&hb, NULL, heartbeat_main, &hctx) != 0) {
+        mm_oxen_agent_stop();
         PQfinish(db);
         return mm_fail(err, "cannot start the heartbeat thread");
     }
@@ -646,6 +659,7 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
     }
 
     mm_log("worker %s stopping", worker_id);
+    mm_oxen_agent_stop();
     mm_worker_set_state(db, worker_id, "stopped", "stopped", NULL, NULL, err);
     atomic_store(&heartbeat_quit, true);
     pthread_join(hb, NULL);

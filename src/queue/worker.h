@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "engine/engines.h"
+#include "oxen/agent.h"
 
 typedef struct mm_worker_options {
     const char *db_url;
@@ -21,6 +22,7 @@ typedef struct mm_worker_options {
     double lease_seconds;    /* a worker silent this long is presumed dead (30) */
     double poll_seconds;     /* idle re-check interval besides NOTIFY wake-ups (2) */
     const char *name;        /* worker id; default host:pid:random */
+    mm_oxen_options oxen;    /* Oxen.ai mirroring + claim loop; off without a remote */
 } mm_worker_options;
 
 void mm_worker_options_defaults(mm_worker_options *o);

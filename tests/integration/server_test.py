@@ -852,8 +852,10 @@ def uploads_checked_stored_and_served(s):
 @test
 def settings_never_return_the_key(s):
     st, body = s.get("/api/settings")
+    default_prompt = body.pop("rewrite_system_prompt_default", "") if st == 200 else ""
     check(st == 200 and body == {"has_oxen_api_key": False, "rewrite_enabled": False,
                                  "rewrite_model": "claude-sonnet-4-6", "rewrite_system_prompt": ""}, "%r", body)
+    check("integrated_multimodal_description" in default_prompt, "no default rewriter prompt: %r", default_prompt[:80])
     secret = "sk-test-" + uuid.uuid4().hex
     st, body = s.request("PUT", "/api/settings", {"oxen_api_key": secret, "rewrite_enabled": True})
     check(st == 200 and body["has_oxen_api_key"] and body["rewrite_enabled"], "%r", body)

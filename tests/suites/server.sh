@@ -28,3 +28,12 @@ server_security() {
 }
 
 run_one server/security server_security
+
+# The Oxen.ai integration and the client-compatibility APIs (/v1/videos,
+# Oxen-style enqueue, /api/rewrite) against a fake Oxen hub on loopback.
+server_oxen() {
+  "$MMH3_BUILD/mmh3" serve --help >/dev/null 2>&1 || { echo "FAIL server/oxen: no serving stack in this build"; return 1; }
+  "$server_python" "$MMH3_SRC/tests/integration/oxen_test.py" --build "$MMH3_BUILD"
+}
+
+run_one server/oxen server_oxen
