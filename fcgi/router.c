@@ -144,9 +144,10 @@ void mm_route(mm_req *r)
         else
             not_allowed(r, "POST");
     } else if (is(p, "/v1/videos") || is(p, "/v1/videos/")) {
-        if (is(m, "POST"))
-            mm_api_video_create(r);
-        else
+        if (is(m, "POST")) {
+            if (mm_limit_enqueue(r)) /* the same queue as POST /api/ai/queue, the same limits */
+                mm_api_video_create(r);
+        } else
             not_allowed(r, "POST");
     } else if (match_video_content(p, id, sizeof id)) {
         if (!mm_is_uuid(id))
