@@ -14,11 +14,17 @@
  * CPU twin: src/backend/cpu/ (exact softmax in fp32/double).
  */
 #include <float.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
+
+extern "C" {
+#include "backend/cuda/cuda_backend.h"
+}
 
 namespace {
 
@@ -839,7 +845,99 @@ bool sm90_usable(int dev)
     return cached[dev] == 1;
 }
 
-/* 80: portable; 90: Hopper; 91: Hopper, pipelined; 92: pipelined + ping-pong. */
+/* The Hopper kernel the device uses by default: the first of the pipelined
+ * and the plain variant that agrees with the portable kernel on a problem
+ * that exercises every tile path (6 key tiles, the last partial; causal and
+ * not; 2 heads), checked once per device on first use and announced on
+ * stderr. A variant that disagrees is never used unless asked for by name. */
+int hopper_default(int dev)
+{
+    static int cached[64];
+    if (dev < 0 || dev >= 64)
+        return 80;
+    if (cached[dev])
+        return cached[dev];
+    const int S = 700, H = 2, D = 128, W = 3 * H * D;
+    cudaStream_t s = (cudaStream_t)mm_cuda_stream(dev);
+    mm_error err = {{0}};
+    size_t n = (size_t)S * W, no = (size_t)S * H * D;
+    bf16 *qkv = (bf16 *)mm_cuda_malloc(dev, n * 2, &err), *o80 = (bf16 *)mm_cuda_malloc(dev, no * 2, &err),
+         *o90 = (bf16 *)mm_cuda_malloc(dev, no * 2, &err);
+    uint16_t *h80 = (uint16_t *)malloc(no * 2), *h90 = (uint16_t *)malloc(no * 2);
+    int choice = 80;
+    double worst = 0;
+    const char *tried = "";
+    if (s && qkv && o80 && o90 && h80 && h90 && mmk_fill_random(dev, s, qkv, MM_BF16, (int64_t)n, 0x5eed, 2.f, &err) == 0) {
+        const int variants[2] = {91, 90};
+        for (int vi = 0; vi < 2 && choice == 80; vi++) {
+            bool ok = true;
+            worst = 0;
+            tried = variants[vi] == 91 ? "sm90p" : "sm90";
+            for (int causal = 0; causal < 2 && ok; causal++) {
+                AttnParams p;
+                memset(&p, 0, sizeof p);
+                p.q = qkv;
+                p.k = qkv + H * D;
+                p.v = qkv + 2 * H * D;
+                p.ldq = p.ldk = p.ldv = W;
+                p.hsq = p.hsk = p.hsv = p.hso = D;
+                p.ldo = H * D;
+                p.seq_q = p.seq_k = S;
+                p.heads_q = p.heads_kv = H;
+                p.D = D;
+                p.scale_log2 = 0.08838834764831845f * 1.4426950408889634f;
+                p.causal = causal;
+                mmk_attention a;
+                memset(&a, 0, sizeof a);
+                a.seq_k = S;
+                a.heads_kv = H;
+                p.o = o80;
+                if (launch_sm80_any<bf16>(p, S, 1, s, &err)) {
+                    ok = false;
+                    break;
+                }
+                p.o = o90;
+                if (launch_sm90(p, &a, S, 1, dev, s, variants[vi] - 90, &err) || cudaStreamSynchronize(s) != cudaSuccess ||
+                    cudaMemcpy(h80, o80, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                    cudaMemcpy(h90, o90, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                    cudaGetLastError();
+                    ok = false;
+                    break;
+                }
+                double num = 0, den = 0;
+                for (size_t i = 0; i < no; i++) {
+                    double x = mm_bf16_to_f32(h80[i]), y = mm_bf16_to_f32(h90[i]);
+                    num += (x - y) * (x - y);
+                    den += x * x;
+                }
+                double rel = den > 0 ? sqrt(num / den) : 1.0;
+                if (!(rel < 1e-2))
+                    ok = false;
+                worst = rel > worst || rel != rel ? rel : worst;
+            }
+            if (ok)
+                choice = variants[vi];
+            else
+                fprintf(stderr, "mmh3: cuda:%d attention: the %s kernel disagrees with the portable one (rel_l2 %.3g%s%s); "
+                                "not used\n",
+                        dev, tried, worst, err.msg[0] ? ", " : "", err.msg);
+        }
+    }
+    if (choice != 80)
+        fprintf(stderr, "mmh3: cuda:%d attention: %s kernel (self-check against the portable one: rel_l2 %.2g)\n", dev,
+                tried, worst);
+    mm_cuda_free(dev, qkv);
+    mm_cuda_free(dev, o80);
+    mm_cuda_free(dev, o90);
+    free(h80);
+    free(h90);
+    cached[dev] = choice;
+    return choice;
+}
+
+/* 80: portable; 90: Hopper; 91: Hopper, pipelined; 92: pipelined + ping-pong.
+ * MMH3_ATTN=sm80|sm90|sm90p|sm90pp forces one (the Hopper ones only where
+ * they can run); by default the self-checked Hopper kernel, else sm80. */
 int attn_choice(int dev)
 {
     const char *e = getenv("MMH3_ATTN");
@@ -847,14 +945,13 @@ int attn_choice(int dev)
         return 80;
     if (!sm90_usable(dev))
         return 80;
-    /* default: the portable kernel until the Hopper ones are verified on the device */
     if (e && strcmp(e, "sm90") == 0)
         return 90;
     if (e && strcmp(e, "sm90p") == 0)
         return 91;
     if (e && strcmp(e, "sm90pp") == 0)
         return 92;
-    return 80;
+    return hopper_default(dev);
 }
 
 bool al4(const void *p) { return ((uintptr_t)p & 15) == 0; }

@@ -87,28 +87,30 @@ __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int6
     bool active = c0 < K;
     float v[16];
 
-    if (!active) {
+    /* Every thread reaches the block reductions from the same place (a
+     * partial last warp must not call them from a divergent branch: the
+     * shuffles and the barrier inside would deadlock). */
 #pragma unroll
-        for (int i = 0; i < 16; i++)
-            v[i] = 0.f;
-        if (pre == MMK_PRE_RMSNORM_MOD)
-            mmk_block_sum(0.f, scratch);
-    } else if (pre == MMK_PRE_SWIGLU) {
-        float u[16];
+    for (int i = 0; i < 16; i++)
+        v[i] = 0.f;
+    if (active) {
         load16_bf16(xr + c0, v);
-        load16_bf16(xr + K + c0, u);
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            v[i] = mmk_round_bf16(__fmul_rn(mmk_silu(v[i]), u[i]));
-    } else {
-        load16_bf16(xr + c0, v);
-        if (pre == MMK_PRE_RMSNORM_MOD) {
-            float ss = 0.f;
+        if (pre == MMK_PRE_SWIGLU) {
+            float u[16];
+            load16_bf16(xr + K + c0, u);
 #pragma unroll
             for (int i = 0; i < 16; i++)
-                ss += v[i] * v[i];
-            ss = mmk_block_sum(ss, scratch);
-            float rs = 1.f / sqrtf(ss / (float)K + eps);
+                v[i] = mmk_round_bf16(__fmul_rn(mmk_silu(v[i]), u[i]));
+        }
+    }
+    if (pre == MMK_PRE_RMSNORM_MOD) {
+        float ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            ss += v[i] * v[i];
+        ss = mmk_block_sum(ss, scratch);
+        float rs = 1.f / sqrtf(ss / (float)K + eps);
+        if (active) {
             float w[16], sh[16], sc[16];
             if (norm_w)
                 load16_f32(norm_w + c0, w);
