@@ -846,10 +846,11 @@ bool sm90_usable(int dev)
 }
 
 /* The Hopper kernel the device uses by default: the first of the pipelined
- * and the plain variant that agrees with the portable kernel on a problem
- * that exercises every tile path (6 key tiles, the last partial; causal and
- * not; 2 heads), checked once per device on first use and announced on
- * stderr. A variant that disagrees is never used unless asked for by name. */
+ * and the plain variant that agrees with the portable kernel on problems
+ * that exercise every tile path (6 key tiles, the last partial; causal with
+ * GQA and two packed sequences, and plain), checked once per device on first
+ * use and announced on stderr. A variant that disagrees is never used unless
+ * asked for by name. */
 int hopper_default(int dev)
 {
     static int cached[64];
@@ -857,17 +858,20 @@ int hopper_default(int dev)
         return 80;
     if (cached[dev])
         return cached[dev];
-    const int S = 700, H = 2, D = 128, W = 3 * H * D;
+    const int S = 700, H = 4, D = 128, W = 3 * H * D; /* q: 4 heads; k, v: 4 (run 1) or the first 2 (run 2, GQA) */
     cudaStream_t s = (cudaStream_t)mm_cuda_stream(dev);
     mm_error err = {{0}};
     size_t n = (size_t)S * W, no = (size_t)S * H * D;
     bf16 *qkv = (bf16 *)mm_cuda_malloc(dev, n * 2, &err), *o80 = (bf16 *)mm_cuda_malloc(dev, no * 2, &err),
          *o90 = (bf16 *)mm_cuda_malloc(dev, no * 2, &err);
+    int32_t *cu = (int32_t *)mm_cuda_malloc(dev, 3 * sizeof(int32_t), &err);
+    const int32_t cu_host[3] = {0, 300, S}; /* two packed sequences, the first ending mid-tile */
     uint16_t *h80 = (uint16_t *)malloc(no * 2), *h90 = (uint16_t *)malloc(no * 2);
     int choice = 80;
     double worst = 0;
     const char *tried = "";
-    if (s && qkv && o80 && o90 && h80 && h90 && mmk_fill_random(dev, s, qkv, MM_BF16, (int64_t)n, 0x5eed, 2.f, &err) == 0) {
+    if (s && qkv && o80 && o90 && h80 && h90 && cu && mmk_fill_random(dev, s, qkv, MM_BF16, (int64_t)n, 0x5eed, 2.f, &err) == 0 &&
+        cudaMemcpy(cu, cu_host, sizeof cu_host, cudaMemcpyHostToDevice) == cudaSuccess) {
         const int variants[2] = {91, 90};
         for (int vi = 0; vi < 2 && choice == 80; vi++) {
             bool ok = true;
@@ -883,21 +887,26 @@ int hopper_default(int dev)
                 p.hsq = p.hsk = p.hsv = p.hso = D;
                 p.ldo = H * D;
                 p.seq_q = p.seq_k = S;
-                p.heads_q = p.heads_kv = H;
+                /* run 1: plain; run 2: causal, GQA (4 query heads on 2 kv heads), two packed sequences */
+                p.heads_q = H;
+                p.heads_kv = causal ? H / 2 : H;
                 p.D = D;
                 p.scale_log2 = 0.08838834764831845f * 1.4426950408889634f;
                 p.causal = causal;
+                p.cu_q = p.cu_k = causal ? cu : nullptr;
+                int n_seqs = causal ? 2 : 1, max_q = causal ? 400 : S;
                 mmk_attention a;
                 memset(&a, 0, sizeof a);
                 a.seq_k = S;
-                a.heads_kv = H;
+                a.heads_kv = p.heads_kv;
+                a.cu_seqlens_k = p.cu_k;
                 p.o = o80;
-                if (launch_sm80_any<bf16>(p, S, 1, s, &err)) {
+                if (launch_sm80_any<bf16>(p, max_q, n_seqs, s, &err)) {
                     ok = false;
                     break;
                 }
                 p.o = o90;
-                if (launch_sm90(p, &a, S, 1, dev, s, variants[vi] - 90, &err) || cudaStreamSynchronize(s) != cudaSuccess ||
+                if (launch_sm90(p, &a, max_q, n_seqs, dev, s, variants[vi] - 90, &err) || cudaStreamSynchronize(s) != cudaSuccess ||
                     cudaMemcpy(h80, o80, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
                     cudaMemcpy(h90, o90, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
                     cudaGetLastError();
@@ -929,6 +938,7 @@ int hopper_default(int dev)
     mm_cuda_free(dev, qkv);
     mm_cuda_free(dev, o80);
     mm_cuda_free(dev, o90);
+    mm_cuda_free(dev, cu);
     free(h80);
     free(h90);
     cached[dev] = choice;
