@@ -82,7 +82,8 @@ static void usage(FILE *f)
             "  -v, --verbose            engine events (files found, loads, cache hits)\n"
             "  -q, --quiet              errors only\n"
             "      --plain              plain progress lines even on a terminal\n"
-            "      --dump-layout FILE   write the packed DiT layout (safetensors) for inspection\n",
+            "      --dump-layout FILE   write the packed DiT layout (safetensors) for inspection\n"
+            "      --dump-latents FILE  write the final target rows (safetensors) to compare runs\n",
             MM_ACCEPT_FRAMES, MM_ACCEPT_SECONDS, MM_ACCEPT_DIM, MM_ACCEPT_SIZE, MM_ACCEPT_STEPS, MM_ACCEPT_SEED,
             MM_ACCEPT_CRF);
 }
@@ -231,7 +232,7 @@ static mm_device dit_device(const char *device)
 enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
     O_PRESET, O_FRAMES_DIR, O_DEVICE, O_TE_DEVICE, O_OFFLOAD, O_DTYPE, O_THREADS, O_REF_KV, O_NO_REF_KV, O_REF_EDGE,
-    O_REF_VIDEO_EDGE, O_MODELS, O_DIT, O_TE, O_VVAE, O_AVAE, O_CONFIG, O_DOWNLOAD, O_PLAIN, O_DUMP_LAYOUT,
+    O_REF_VIDEO_EDGE, O_MODELS, O_DIT, O_TE, O_VVAE, O_AVAE, O_CONFIG, O_DOWNLOAD, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS,
 };
 
 int mm_cmd_generate(int argc, char **argv)
@@ -276,6 +277,7 @@ int mm_cmd_generate(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},
         {"plain", no_argument, 0, O_PLAIN},
         {"dump-layout", required_argument, 0, O_DUMP_LAYOUT},
+        {"dump-latents", required_argument, 0, O_DUMP_LATENTS},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -389,6 +391,7 @@ int mm_cmd_generate(int argc, char **argv)
         case 'q': verbosity = 0; break;
         case O_PLAIN: plain_lines = true; break;
         case O_DUMP_LAYOUT: eo.layout_dump = optarg; break;
+        case O_DUMP_LATENTS: eo.latents_dump = optarg; break;
         case 'h': usage(stdout); return 0;
         case ':':
             fprintf(stderr, PROG ": %s needs a value\n", argv[optind - 1]);

@@ -32,6 +32,7 @@ typedef struct mm_engine_options {
     int ref_image_short_edge; /* ref2va pictures (0 = 2048, the reference's) */
     int ref_video_short_edge; /* ref2va video canvases (0 = 768) */
     const char *layout_dump;  /* debugging/tests: the packed layout of each request to this safetensors file */
+    const char *latents_dump; /* debugging/benchmarks: the final target rows of each request (safetensors) */
     void (*log)(void *user, const char *line); /* notable events, one line each */
     void *log_user;
 } mm_engine_options;

@@ -39,6 +39,9 @@ typedef struct mm_pipeline_options {
     /* Tests and debugging: each request's packed layout (positions, tags,
      * roles, the first forward's row timesteps, index maps) to this file. */
     const char *layout_dump;
+    /* Benchmarks: each request's final target rows ("video_rows" [rows, 96],
+     * "audio_rows" [2A, 32], f32) to this file, to compare two runs. */
+    const char *latents_dump;
     /* One line per notable event (files found, weights loaded, fallbacks). */
     void (*log)(void *user, const char *line);
     void *log_user;

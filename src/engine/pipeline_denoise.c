@@ -330,6 +330,17 @@ int pl_denoise(pl_job *j, mm_error *err)
     mm_flow_callbacks fcb = {.progress = on_progress, .should_cancel = on_cancel, .user = &s};
     rc = mm_flow_sample(&vstream, &astream, velocity, &s, &fcb, err);
     mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0);
+    if (rc == 0 && p->o.latents_dump) {
+        const char *names[] = {"video_rows", "audio_rows"};
+        mm_tensor t[] = {
+            mm_tensor_wrap(j->video_rows + l->cond_video_rows * vw, mm_cpu(), MM_F32, 2,
+                           (int64_t[]){l->video_rows - l->cond_video_rows, vw}),
+            mm_tensor_wrap(j->audio_rows + l->cond_audio_rows * aw, mm_cpu(), MM_F32, 2,
+                           (int64_t[]){l->audio_rows - l->cond_audio_rows, aw}),
+        };
+        if (mm_st_save(p->o.latents_dump, 2, names, t, err) != 0)
+            rc = mm_error_prefix(err, "latents dump %s", p->o.latents_dump);
+    }
 done:
     mm_dit_request_end(s.dreq);
     mm_dit_request_end(s.rreq);

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# The whole product on the GPU host: full-size random weights in the released
+# layouts for all five components, rendered through the real CLI.
+#
+#   (build)  build-engine/: CUDA + the minimal static FFmpeg of .carry/ffmpeg (so the
+#            product's own mp4 writer runs; the host has no FFmpeg), --without-server
+#   (gen)    $MODELS (default /tmp/mmh3-engine-models) laid out like $MODELS_PATH:
+#            mmh3-gen-tiny dit|text-encoder|video-vae|audio-vae --full (19.5 + ~15 + 5.2 + 0.6 GB;
+#            files other device steps already wrote in /tmp are linked, not rewritten) and the
+#            release config folder from .carry/minimax-h3
+#   (t2v)    mmh3 generate 1344x768, 124 frames, 28 steps (STEPS=N to change), seed 1, through the
+#            real CLI: its progress lines and the timing table; the mp4 checked from its boxes
+#   (ref2va) a ref2va render (a 1920x1080 picture, a 1 s clip with sound, a 3 s audio clip; the
+#            released 2048-px picture rule), without and with --ref-kv-cache (REF_STEPS grid
+#            points, default 5): per-step times, the speed-up, the rel_l2 of the final latents
+#
+#   here:    bash tests/device/prepare.sh && bash tests/device/prepare_engine.sh
+#   device:  bash tests/device/engine.sh --part build,gen     (~6 min)   carry [".carry"]
+#            bash tests/device/engine.sh --part t2v           (~8 min at 12.6 s/forward; STEPS=N)
+#            bash tests/device/engine.sh --part ref2va        (~7 min, optional)
+#            (the parts need the same warm machine: build-engine/ and /tmp survive between calls)
+#
+# Expected on one H200 (16 cores): build ~2 min, model files ~3-4 min (disk bound; files other
+# device steps wrote in /tmp are linked), t2v: loads ~30-60 s, 27 forwards at the DiT's current
+# 12.6 s (docs/PERFORMANCE.md; MMH3_ATTN=sm90 is faster), VAE decode ~30-40 s → ~7-8 min.
+# Every step has its own timeout; progress lines "=== [Ns] step" on stdout; everything is logged
+# to $OUT/engine.log, the tables to $OUT/engine_t2v.txt / engine_ref2va_{nokv,kv}.txt, the
+# summary to $OUT/engine_summary.txt (its last lines), the t2v clip to $OUT/engine_t2v.mp4.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+OUT=${OUT:-$top/tests/out/device}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/engine.log") 2>&1
+
+part=build,gen,t2v
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --part) part=$2; shift 2 ;;
+    *) echo "engine.sh: unknown argument $1"; exit 2 ;;
+  esac
+done
+want() { [[ ",$part," == *",$1,"* ]]; }
+M=${MODELS:-/tmp/mmh3-engine-models}
+STEPS=${STEPS:-28}
+REF_STEPS=${REF_STEPS:-5}
+# Dry runs elsewhere (CPU stand-ins): CUDA=no GEN_FLAGS= SIZE=64x64 FRAMES=22 STEPS=3 REF_STEPS=3
+# MMH3_REF_SHORT_EDGE=64 MMH3_REF_VIDEO_SHORT_EDGE=64 bash tests/device/engine.sh --part build,gen,t2v,ref2va
+CUDA=${CUDA:-yes}
+GEN_FLAGS=${GEN_FLAGS---full}
+SIZE=${SIZE:-1344x768}
+FRAMES=${FRAMES:-124}
+
+t0=$SECONDS
+step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
+summary=()
+note() { summary+=("$*"); echo ">> $*"; }
+finish() {
+  echo; echo "================ engine summary ($((SECONDS - t0)) s)"
+  printf '%s\n' "${summary[@]}" | tee -a "$OUT/engine_summary.txt"
+  exit "${1:-0}"
+}
+
+step "host"
+nvidia-smi --query-gpu=name,memory.total,driver_version,temperature.gpu --format=csv,noheader 2>&1 || true
+df -h /tmp | tail -1
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+PY=$(command -v python3 || true)
+
+# ---------------------------------------------------------------- build
+P=/tmp/mmh3-deps
+if ls .carry/debs/*.deb >/dev/null 2>&1; then
+  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
+  LIBDIR=$P/usr/lib/x86_64-linux-gnu
+  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
+  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
+  if [ -f "$P/usr/include/utf8proc.h" ]; then
+    export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
+  fi
+  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
+fi
+B=$top/build-engine
+if want build; then
+  step "(build) build-engine/ with CUDA and the static FFmpeg"
+  ffmpeg_flag=--without-ffmpeg
+  if [ -f .carry/ffmpeg/flags.sh ]; then
+    FF=$top/.carry/ffmpeg . .carry/ffmpeg/flags.sh
+    ffmpeg_flag=--with-ffmpeg
+  else
+    note "WARNING: no .carry/ffmpeg (run tests/device/prepare_engine.sh here): no mp4 can be written"
+  fi
+  if [ ! -f "$B/Makefile" ]; then
+    if [ -f .carry/autotools.tar.gz ]; then
+      tar -xzf .carry/autotools.tar.gz
+      touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
+      find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
+    elif command -v autoreconf >/dev/null; then
+      autoreconf -fi 2>&1 | tail -3
+    else
+      note "FAIL: no configure (run tests/device/prepare.sh here and carry .carry)"; finish 1
+    fi
+    mkdir -p "$B"
+    (cd "$B" && timeout 120 ../configure --with-cuda="$CUDA" --without-server "$ffmpeg_flag" >"$OUT/engine_configure.log" 2>&1) ||
+      { tail -30 "$OUT/engine_configure.log"; note "FAIL: configure"; finish 1; }
+  fi
+  if ! (cd "$B" && timeout 400 make -j"$(nproc)" mmh3 mmh3-gen-tiny) >"$OUT/engine_build.log" 2>&1; then
+    grep -E -B2 -A6 'error|Error' "$OUT/engine_build.log" | head -60; note "FAIL: build"; finish 1
+  fi
+  note "build ok ($((SECONDS - t0)) s; media: $(grep -o 'media (FFmpeg): [a-z]*' "$B/config.log" "$OUT/engine_configure.log" 2>/dev/null | tail -1))"
+fi
+[ -x "$B/mmh3" ] || { note "FAIL: $B/mmh3 missing (run --part build first)"; finish 1; }
+
+# ---------------------------------------------------------------- model files
+DIT=$M/diffusion_models/minimax_h3_fl2va_pruned_int8_convrot.safetensors
+TE=$M/text_encoders/qwen3vl_32b_minimax_h3_nvfp4_awq.safetensors
+VV=$M/vae/minimax_h3_video_vae_fp16.safetensors
+AV=$M/vae/minimax_h3_audio_vae_fp32.safetensors
+if want gen; then
+  step "(gen) full-size random checkpoints in the released layouts -> $M"
+  mkdir -p "$M/diffusion_models" "$M/text_encoders" "$M/vae"
+  gen() { # FILE KIND REUSE LIMIT
+    if [ -s "$1" ]; then echo "have $1"; return 0; fi
+    if [ "$GEN_FLAGS" = --full ] && [ -n "$3" ] && [ -s "$3" ]; then ln -sf "$3" "$1"; echo "linked $3"; return 0; fi
+    local s=$SECONDS
+    # shellcheck disable=SC2086
+    timeout "$4" "$B/mmh3-gen-tiny" "$2" $GEN_FLAGS --out "$1.part" >/dev/null && mv "$1.part" "$1" ||
+      { rm -f "$1.part"; note "FAIL: mmh3-gen-tiny $2 $GEN_FLAGS"; finish 1; }
+    echo "wrote $1 in $((SECONDS - s)) s"
+  }
+  gen "$DIT" dit /tmp/mmh3-dit-full-random.safetensors 420
+  gen "$TE" text-encoder "" 300
+  gen "$VV" video-vae /tmp/vae_video_full.safetensors 240
+  gen "$AV" audio-vae /tmp/vae_audio_full.safetensors 120
+  if [ -d .carry/minimax-h3/FL2VA ]; then
+    rm -rf "$M/MiniMax-H3"; cp -r .carry/minimax-h3 "$M/MiniMax-H3"
+  else
+    note "FAIL: no .carry/minimax-h3 (run tests/device/prepare_engine.sh here)"; finish 1
+  fi
+  ls -laL "$DIT" "$TE" "$VV" "$AV"; df -h /tmp | tail -1
+  note "model files ready ($((SECONDS - t0)) s)"
+fi
+
+status=0
+gen_run() { # NAME LIMIT ARGS...
+  local name=$1 limit=$2; shift 2
+  step "($name) mmh3 generate $*"
+  timeout --kill-after=10 "$limit" "$B/mmh3" generate --models-path "$M" --plain -v "$@" 2>&1 |
+    tee "$OUT/engine_$name.txt" | grep -v '^  .*: /'
+  return "${PIPESTATUS[0]}"
+}
+figure() { grep -m1 "$1" "$OUT/engine_$2.txt" | sed 's/^ *//'; }
+
+if want t2v; then
+  gen_run t2v 560 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
+    --size "$SIZE" --frames "$FRAMES" --steps "$STEPS" --seed 1 -o "$OUT/engine_t2v.mp4"
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    note "t2v ${SIZE}x$FRAMES, $STEPS steps: $(figure 'total (wall clock)' t2v)"
+    for k in 'per step:' 'frames/s:' 'realtime factor:' 'megapixel-frames/s:' 'peak memory' 'denoise (DiT' \
+      'decode video' 'load DiT' 'load text encoder' 'encode prompt' 'mux video'; do
+      note "  $(figure "$k" t2v)"
+    done
+    [ -n "$PY" ] && { "$PY" tests/device/mp4_info.py "$OUT/engine_t2v.mp4" --expect "${SIZE}x$FRAMES" --audio yes ||
+      status=1; note "  $("$PY" tests/device/mp4_info.py "$OUT/engine_t2v.mp4" --expect "${SIZE}x$FRAMES" --audio yes | tail -1)"; }
+  else
+    note "FAIL: t2v generate (exit $rc; see $OUT/engine_t2v.txt)"; status=1
+  fi
+fi
+
+if want ref2va; then
+  R=.carry/engine-media
+  refs=(-i "$R/ref_image.jpg" -i "$R/ref_clip.mp4" --audio "$R/ref_audio.wav")
+  common=(-p "The fox from the picture walks into the clip while the tone plays." --partition ref2va
+    --dit-path "$DIT" --size "$SIZE" --frames "$FRAMES" --steps "$REF_STEPS" --seed 1 --no-audio)
+  gen_run ref2va_nokv 280 "${common[@]}" "${refs[@]}" -o /tmp/engine_ref_nokv.mp4 \
+    --dump-latents /tmp/engine_ref_nokv.safetensors; rc1=$?
+  gen_run ref2va_kv 280 "${common[@]}" "${refs[@]}" --ref-kv-cache -o /tmp/engine_ref_kv.mp4 \
+    --dump-latents /tmp/engine_ref_kv.safetensors; rc2=$?
+  if [ "$rc1" = 0 ] && [ "$rc2" = 0 ]; then
+    note "ref2va rows: $(grep -m1 'denoise: ' "$OUT/engine_ref2va_nokv.txt" | sed 's/^ *//')"
+    note "ref2va KV cache: $(grep -m1 'reference KV cache' "$OUT/engine_ref2va_kv.txt" | sed 's/^ *//')"
+    a=$(figure 'per step:' ref2va_nokv | awk '{print $3}'); b=$(figure 'per step:' ref2va_kv | awk '{print $3}')
+    note "ref2va per step: uncached $a s, cached $b s (mean over $REF_STEPS-1 forwards, forward 1 full in both)"
+    [ -n "$a" ] && [ -n "$b" ] && note "ref2va denoise speed-up with --ref-kv-cache: $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2fx", a/b}')"
+    if [ -n "$PY" ]; then
+      timeout 120 "$PY" - /tmp/engine_ref_nokv.safetensors /tmp/engine_ref_kv.safetensors <<'PYEOF' | tee -a "$OUT/engine_ref2va_kv.txt"
+import json, struct, sys, array, math
+def load(p):
+    with open(p, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
+    out = {}
+    for k, e in h.items():
+        if k == "__metadata__": continue
+        a, b = e["data_offsets"]; x = array.array("f"); x.frombytes(d[a:b]); out[k] = x
+    return out
+u, c = load(sys.argv[1]), load(sys.argv[2])
+for k in ("video_rows", "audio_rows"):
+    num = sum((p - q) * (p - q) for p, q in zip(c[k], u[k])); den = sum(q * q for q in u[k])
+    print("KV_DEVIATION %s rel_l2 %.4g (cached vs uncached final latents, same seed)" % (k, math.sqrt(num / max(den, 1e-30))))
+PYEOF
+      while read -r l; do note "$l"; done < <(grep '^KV_DEVIATION' "$OUT/engine_ref2va_kv.txt")
+    fi
+  else
+    note "FAIL: ref2va runs (exit $rc1 / $rc2; see $OUT/engine_ref2va_*.txt)"; status=1
+  fi
+  rm -f /tmp/engine_ref_nokv.mp4 /tmp/engine_ref_kv.mp4
+fi
+finish $status
