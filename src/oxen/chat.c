@@ -52,8 +52,9 @@ static int on_event(void *user, const char *event, const char *data, size_t len)
         mm_fail(s->err, "the hub streamed a frame that is not JSON (%s at column %d)", je.text, je.column);
         return -1;
     }
-    const char *hub_error = strcmp(event, "error") == 0 || json_object_get(j, "error") ? mm_oxen_error_message(j) : NULL;
-    if (hub_error || strcmp(event, "error") == 0) {
+    bool is_error = strcmp(event, "error") == 0 || json_object_get(j, "error");
+    const char *hub_error = is_error ? mm_oxen_error_message(j) : NULL;
+    if (is_error) {
         s->failed = true;
         mm_fail(s->err, "the hub reported an error mid-stream: %.300s", hub_error ? hub_error : "(no message)");
         json_decref(j);

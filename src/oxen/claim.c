@@ -214,8 +214,9 @@ int mm_oxen_claim_poll(mm_oxen_agent *a, mm_error *err)
         rc = claim_one(a, hub_id, gen_id, job, err);
         /* One job per poll: a busy local queue is not the place to hoard work. */
         const char *p2[] = {hub_id};
-        if (rc == 0 && mm_db_query(a->db, "SELECT 1 FROM oxen_claims WHERE hub_generation_id = $1 AND state = 'claimed'",
-                                   1, p2, &r, err) == 0) {
+        if (rc == 0 &&
+            mm_db_query(a->db, "SELECT 1 FROM oxen_claims WHERE hub_generation_id = $1 AND state = 'claimed'", 1, p2,
+                        &r, err) == 0) {
             bool claimed = PQntuples(r) > 0;
             PQclear(r);
             if (claimed)

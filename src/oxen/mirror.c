@@ -212,11 +212,14 @@ int mm_oxen_mirror_next(mm_oxen_agent *a, bool *did, mm_error *err)
     if (job) {
         /* A job claimed from the hub's queue: report its outcome. */
         bool success = rc == 0 && ok;
+        const char *outcome = success                                       ? "succeeded"
+                              : rc == 0 && strcmp(status, "cancelled") == 0 ? "cancelled"
+                                                                            : "failed";
         char why[MM_ERROR_MAX + 64];
         snprintf(why, sizeof why, "%s", rc < 0 ? herr.msg : error_copy ? error_copy : status);
         mm_error cerr = {{0}};
-        if (mm_hub_queue_complete(&a->client, job, id, success ? "succeeded" : strcmp(status, "cancelled") == 0 && rc == 0 ? "cancelled" : "failed",
-                                  success ? url : NULL, success ? NULL : why, &cerr) < 0) {
+        if (mm_hub_queue_complete(&a->client, job, id, outcome, success ? url : NULL, success ? NULL : why, &cerr) <
+            0) {
             char both[MM_ERROR_MAX];
             if (rc == 0)
                 snprintf(both, sizeof both, "reporting the outcome of hub job %.200s: %.700s", job, cerr.msg);

@@ -75,8 +75,8 @@ int mm_oxen_remote_parse(const char *url, mm_oxen_remote *out, mm_error *err)
                 user ? "a user name" : query ? "a query" : "a fragment", MM_OXEN_ACCEPT_REMOTE);
         goto done;
     }
-    int n = snprintf(out->origin, sizeof out->origin, "%s://%s%s%s", strcasecmp(scheme, "https") == 0 ? "https" : "http",
-                     host, port ? ":" : "", port ? port : "");
+    const char *sch = strcasecmp(scheme, "https") == 0 ? "https" : "http";
+    int n = snprintf(out->origin, sizeof out->origin, "%s://%s%s%s", sch, host, port ? ":" : "", port ? port : "");
     if (n < 0 || (size_t)n >= sizeof out->origin) {
         mm_fail(err, "the Oxen remote's host is too long");
         goto done;
