@@ -6,8 +6,14 @@
  *   mmh3-bench-dit --write-random dit.safetensors            # ~19.5 GiB, then benchmark it
  *   mmh3-bench-dit --checkpoint dit.safetensors --device cuda --width 1344 --height 768 --frames 124 --text-rows 300
  *
- * The last line is machine-readable:
- *   RESULT mmh3 s_per_forward=4.31 tflops=822.1 pflop=3.54 rows=38010 peak_gib=27.1 weights_gib=19.5
+ * Modes (issue 9): --modes exact,fast runs the timed forwards in each mode
+ * on the same request (fast = e4m3 attention, backend/cuda/cuda_speed.h) and
+ * prints the fast velocities' error against the exact ones; --profile-block N
+ * times every stage of main block N with device events in one more forward
+ * (CUDA; the per-kernel breakdown of one block) and prints the table.
+ *
+ * One machine-readable line per mode:
+ *   RESULT mmh3 mode=exact s_per_forward=4.31 tflops=822.1 pflop=3.54 rows=38010 peak_gib=27.1 weights_gib=19.5 attention=fa3-bf16
  *
  * FLOPs count the dense work the way dit.md §8.1 does (1 multiply-add = 2):
  * the four block linears per row, QKᵀ and PV over the full sequence, the patch
@@ -19,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
@@ -245,11 +252,90 @@ static int write_random(const char *path, const shape_cfg *c, mm_ctx *cpu, mm_er
 
 /* --------------------------------------------------------------- benchmark */
 
+/* Stage marks of one block → device events (mm_dit_profile). */
+#define MAX_MARKS 40
+typedef struct stage_timer {
+    int dev, n;
+    const char *name[MAX_MARKS];
+    mm_cuda_event *ev[MAX_MARKS];
+} stage_timer;
+
+static void stage_mark(void *user, const char *stage)
+{
+    stage_timer *t = user;
+    if (t->n >= MAX_MARKS)
+        return;
+    if (!t->ev[t->n])
+        t->ev[t->n] = mm_cuda_event_create(t->dev, NULL);
+    if (t->ev[t->n])
+        mm_cuda_event_record(t->ev[t->n], NULL);
+    t->name[t->n++] = stage;
+}
+
+/* Dense work of a stage of one block at S rows, for its rate (0: glue). */
+static double stage_flop(const char *name, double S, double H, double A, double F)
+{
+    if (strstr(name, "qkv int8"))
+        return 2.0 * S * H * 3 * A;
+    if (strstr(name, "out int8"))
+        return 2.0 * S * A * H;
+    if (strstr(name, "fc1 int8"))
+        return 2.0 * S * H * 2 * F;
+    if (strstr(name, "fc2 int8"))
+        return 2.0 * S * F * H;
+    if (strcmp(name, "attention") == 0)
+        return 4.0 * S * S * A;
+    return 0;
+}
+
+static void print_breakdown(const stage_timer *t, int block, int layers, double S, double H, double A, double F)
+{
+    double total = 0, ms[MAX_MARKS] = {0};
+    for (int i = 0; i + 1 < t->n; i++) {
+        float m = 0;
+        if (t->ev[i] && t->ev[i + 1] && mm_cuda_event_elapsed_ms(t->ev[i], t->ev[i + 1], &m, NULL) == 0)
+            ms[i] = m;
+        total += ms[i];
+    }
+    printf("per-kernel breakdown of main block %d (device events, one forward):\n", block);
+    printf("  %-40s %10s %7s %12s\n", "stage", "ms", "share", "TFLOP/s|TOPS");
+    for (int i = 0; i + 1 < t->n; i++) {
+        double f = stage_flop(t->name[i], S, H, A, F);
+        char rate[32] = "";
+        if (f > 0 && ms[i] > 0)
+            snprintf(rate, sizeof rate, "%.0f", f / (ms[i] * 1e-3) * 1e-12);
+        printf("  %-40s %10.3f %6.1f%% %12s\n", t->name[i], ms[i], total > 0 ? 100.0 * ms[i] / total : 0.0, rate);
+    }
+    printf("  %-40s %10.3f  (x %d blocks = %.2f s per forward)\n", "block total", total, layers, total * layers * 1e-3);
+    printf("BREAKDOWN block=%d total_ms=%.3f", block, total);
+    for (int i = 0; i + 1 < t->n; i++) {
+        char key[48];
+        int k = 0;
+        for (const char *c = t->name[i]; *c && k < 47; c++)
+            key[k++] = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ? *c : '_';
+        key[k] = 0;
+        printf(" %s=%.3f", key, ms[i]);
+    }
+    printf("\n");
+}
+
+/* rel_l2 of a against b over n floats. */
+static double rel_l2(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: mmh3-bench-dit [--checkpoint FILE | --write-random FILE] [--device cpu|cuda[:N]]\n"
                "         [--width 1344] [--height 768] [--frames 124] [--text-rows 300] [--keyframes 0|1|2]\n"
-               "         [--warmup 1] [--iters 2]\n"
+               "         [--warmup 1] [--iters 2] [--modes exact|fast|exact,fast] [--profile-block N|-1]\n"
                "       random checkpoint shape: [--layers 50] [--hidden 5376] [--heads 56] [--ffn 14336]\n"
                "         [--text-dim 5120] [--write-only]\n");
 }
@@ -261,7 +347,8 @@ int main(int argc, char **argv)
     shape_cfg sc = {5376, 56, 128, 14336, 50, 2, 5120, 96, 32, 1025, 8, 16, 256};
     const char *ckpt = NULL, *device = NULL;
     int write = 0, write_only = 0, width = 1344, height = 768, frames = 124, text_rows = 300, keyframes = 0;
-    int warmup = 1, iters = 2;
+    int warmup = 1, iters = 2, profile_block = -2;
+    const char *modes = "exact";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(flag, dst)                  \
@@ -283,12 +370,17 @@ int main(int argc, char **argv)
             device = argv[++i];
             continue;
         }
+        if (strcmp(a, "--modes") == 0 && v) {
+            modes = argv[++i];
+            continue;
+        }
         if (strcmp(a, "--write-only") == 0) {
             write_only = 1;
             continue;
         }
         OPT("--width", width) OPT("--height", height) OPT("--frames", frames) OPT("--text-rows", text_rows)
         OPT("--keyframes", keyframes) OPT("--warmup", warmup) OPT("--iters", iters) OPT("--layers", sc.layers)
+        OPT("--profile-block", profile_block)
         OPT("--hidden", sc.hidden) OPT("--heads", sc.heads) OPT("--ffn", sc.ffn) OPT("--text-dim", sc.text_dim)
 #undef OPT
         usage(strcmp(a, "--help") == 0 ? stdout : stderr);
@@ -383,57 +475,106 @@ int main(int argc, char **argv)
     if (mm_dit_request_begin(dit, ctx, &l, &text, NULL, &req, &err) != 0)
         goto fail;
     const double refine_s = now() - t0;
-    double best = INFINITY, sum = 0;
-    for (int i = 0; i < warmup + iters; i++) {
-        t0 = now();
-        if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
-            goto fail;
-        const double s = now() - t0;
-        if (i >= warmup) {
-            best = s < best ? s : best;
-            sum += s;
-        }
-        printf("forward %d%s: %.3f s\n", i + 1, i < warmup ? " (warm-up)" : "", s);
-        fflush(stdout);
-    }
-    mm_device_memory_stats(dev, &ms);
-
-    /* Sanity: the velocities are finite. */
-    float *out = malloc(sizeof(float) * (size_t)nv);
-    mm_tensor ot = mm_tensor_wrap(out, mm_cpu(), MM_F32, 2, vv.shape);
-    mm_copy(ctx, &ot, &vv);
-    mm_ctx_sync(ctx, NULL);
-    int64_t bad = 0;
-    double rms = 0;
-    for (int64_t i = 0; i < nv; i++) {
-        bad += !isfinite(out[i]);
-        rms += (double)out[i] * out[i];
-    }
-    rms = sqrt(rms / (double)nv);
-
     const double S = (double)l.rows, Hd = c->hidden, Ad = (double)c->heads * c->head_dim, Fd = c->ffn;
     const double per_row = 2.0 * Hd * (3 * Ad) + 2.0 * Ad * Hd + 2.0 * Hd * (2 * Fd) + 2.0 * Fd * Hd;
     const double flop = c->layers * (per_row * S + 4.0 * S * S * Ad) +
                         2.0 * Hd * (double)(l.video_rows * c->video_row_width * 2 + l.audio_rows * c->audio_row_width * 2);
-    const double sec = iters > 0 ? best : NAN;
     char devname[32];
     printf("device %s | S = %lld rows (text %lld, video %lld incl. %lld condition, audio %lld) | %d blocks, hidden %d\n",
            mm_device_name(dev, devname, sizeof devname), (long long)l.rows, (long long)l.text_rows,
            (long long)l.video_rows, (long long)l.cond_video_rows, (long long)l.audio_rows, c->layers, c->hidden);
     printf("load %.1f s (%.2f GiB on the device) | refiner + request setup %.3f s | workspace %.2f GiB\n", load_s,
            gib(weights_bytes), refine_s, gib(mm_dit_request_bytes(req)));
-    printf("forward: %.3f s best, %.3f s mean of %d | %.1f TFLOP/s (%.3f PFLOP per forward) | peak device memory "
-           "%.2f GiB\n",
-           sec, iters ? sum / iters : NAN, iters, flop / sec * 1e-12, flop * 1e-15, gib(ms.peak));
-    printf("output: video velocity rms %.4g, %lld non-finite values\n", rms, (long long)bad);
-    printf("RESULT mmh3 s_per_forward=%.4f tflops=%.1f pflop=%.4f rows=%lld peak_gib=%.2f weights_gib=%.2f "
-           "nonfinite=%lld\n",
-           sec, flop / sec * 1e-12, flop * 1e-15, (long long)l.rows, gib(ms.peak), gib(weights_bytes),
-           (long long)bad);
+    fflush(stdout);
+
+    /* Timed forwards per mode, on the same request and inputs. */
+    float *out = malloc(sizeof(float) * (size_t)nv), *exact_out = NULL;
+    mm_tensor ot = mm_tensor_wrap(out, mm_cpu(), MM_F32, 2, vv.shape);
+    int64_t bad_total = 0;
+    char mode_list[64];
+    snprintf(mode_list, sizeof mode_list, "%s", modes);
+    for (char *save = NULL, *mode = strtok_r(mode_list, ",", &save); mode; mode = strtok_r(NULL, ",", &save)) {
+        const bool fast = strcmp(mode, "fast") == 0;
+        if (!fast && strcmp(mode, "exact") != 0) {
+            fprintf(stderr, "mmh3-bench-dit: unknown mode %s (exact, fast)\n", mode);
+            return 2;
+        }
+        mm_dit_request_set_fast(req, fast);
+        printf("mode %s: attention %s\n", mode, mm_dit_attention_kind(req));
+        fflush(stdout);
+        mm_device_reset_peak(dev);
+        double best = INFINITY, sum = 0;
+        for (int i = 0; i < warmup + iters; i++) {
+            t0 = now();
+            if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
+                goto fail;
+            const double sec = now() - t0;
+            if (i >= warmup) {
+                best = sec < best ? sec : best;
+                sum += sec;
+            }
+            printf("forward %d%s (%s): %.3f s\n", i + 1, i < warmup ? " (warm-up)" : "", mode, sec);
+            fflush(stdout);
+        }
+        mm_device_memory_stats(dev, &ms);
+
+        /* Sanity: the velocities are finite; fast mode against exact mode. */
+        mm_copy(ctx, &ot, &vv);
+        mm_ctx_sync(ctx, NULL);
+        int64_t bad = 0;
+        double rms = 0;
+        for (int64_t i = 0; i < nv; i++) {
+            bad += !isfinite(out[i]);
+            rms += (double)out[i] * out[i];
+        }
+        rms = sqrt(rms / (double)nv);
+        bad_total += bad;
+        const double sec = iters > 0 ? best : NAN;
+        printf("forward (%s): %.3f s best, %.3f s mean of %d | %.1f TFLOP/s (%.3f PFLOP per forward) | peak device "
+               "memory %.2f GiB\n",
+               mode, sec, iters ? sum / iters : NAN, iters, flop / sec * 1e-12, flop * 1e-15, gib(ms.peak));
+        printf("output (%s): video velocity rms %.4g, %lld non-finite values\n", mode, rms, (long long)bad);
+        if (!fast && !exact_out) {
+            exact_out = malloc(sizeof(float) * (size_t)nv);
+            memcpy(exact_out, out, sizeof(float) * (size_t)nv);
+        } else if (fast && exact_out) {
+            printf("QUALITY fast_vs_exact video_velocity_rel_l2=%.4g (same inputs, one forward)\n",
+                   rel_l2(out, exact_out, nv));
+        }
+        char kind[96];
+        snprintf(kind, sizeof kind, "%s", mm_dit_attention_kind(req));
+        for (char *k = kind; *k; k++)
+            *k = *k == ' ' ? '_' : *k;
+        printf("RESULT mmh3 mode=%s s_per_forward=%.4f tflops=%.1f pflop=%.4f rows=%lld peak_gib=%.2f weights_gib=%.2f "
+               "nonfinite=%lld attention=%s\n",
+               mode, sec, flop / sec * 1e-12, flop * 1e-15, (long long)l.rows, gib(ms.peak), gib(weights_bytes),
+               (long long)bad, kind);
+        fflush(stdout);
+
+        /* One more forward with stage events on one block (CUDA). */
+        if (dev.kind == MM_DEVICE_CUDA && profile_block != -1) {
+            int pb = profile_block >= 0 ? profile_block : (c->layers > 1 ? 1 : 0);
+            if (pb >= c->layers)
+                pb = c->layers - 1;
+            stage_timer tm = {.dev = dev.index};
+            mm_dit_profile prof = {pb, stage_mark, &tm};
+            mm_dit_request_set_profile(req, &prof);
+            if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
+                goto fail;
+            mm_dit_request_set_profile(req, NULL);
+            printf("(%s) ", mode);
+            print_breakdown(&tm, pb, c->layers, S, Hd, Ad, Fd);
+            for (int i = 0; i < MAX_MARKS; i++)
+                mm_cuda_event_destroy(tm.ev[i]);
+            fflush(stdout);
+        }
+    }
+    const int64_t bad = bad_total;
     if (bad)
         printf("FAIL mmh3-bench-dit: %lld non-finite velocities\n", (long long)bad);
     else
         printf("PASS mmh3-bench-dit %s forward (%lld rows)\n", ckpt, (long long)l.rows);
+    free(exact_out);
     free(out);
     mm_dit_request_end(req);
     mm_tensor_free(&video);

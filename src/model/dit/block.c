@@ -9,6 +9,8 @@
 
 int mm_dit_block(mm_dit_request *r, int block)
 {
+    if (r->cuda_path)
+        return mm_dit_block_cuda(r, block);
     const mm_dit *d = r->dit;
     const mm_dit_block_weights *bw = &d->blocks[block];
     mm_ctx *ctx = r->ctx;

@@ -71,6 +71,9 @@ typedef struct mm_dit_request_opts {
     const mm_tensor *refined_text;
     mm_dit_attention_fn attention; /* NULL: mm_attention over the request's rows */
     void *attention_user;
+    /* Fast mode (issue 9): the main blocks' attention in e4m3 with per-block
+     * scales where the GPU runs that kernel (Hopper), exact elsewhere. */
+    bool fast;
 } mm_dit_request_opts;
 
 /* mm_dit_request_begin with hooks (opts may be NULL). */
@@ -89,6 +92,28 @@ int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tenso
  * row, condition rows included. */
 int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
                    mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);
+
+/* Speed controls (issue 9; src/model/dit/dit_block_cuda.c). On a CUDA
+ * context the main blocks run through the fused kernels (norm + modulation +
+ * rotation + int8 quantization in one pass, int8 GEMM with the gated
+ * residual in its epilogue, q/k norm + RoPE in one pass) unless
+ * MMH3_DIT_FUSED=0; attention runs the Hopper kernel of
+ * backend/cuda/cuda_speed.h when MMH3_DIT_ATTN=fa3 (mm_attention otherwise)
+ * and, in fast mode, always where the GPU has it. */
+void mm_dit_request_set_fast(mm_dit_request *req, bool fast);
+/* What the main blocks' attention runs now, e.g. "fa3-e4m3 (fast)",
+ * "fa3-bf16", "mm_attention (sm80-mma)". */
+const char *mm_dit_attention_kind(const mm_dit_request *req);
+/* Stage timing of one main block for benchmarks: mark(user, stage) is called
+ * on the host before each stage of block `block` (stage names such as
+ * "attention", "fc1 int8 GEMM") and with NULL after its last stage, in
+ * stream order — record a device event there. NULL turns it off. */
+typedef struct mm_dit_profile {
+    int block;
+    void (*mark)(void *user, const char *stage);
+    void *user;
+} mm_dit_profile;
+void mm_dit_request_set_profile(mm_dit_request *req, const mm_dit_profile *p);
 
 /* Views of one ConvRot linear of main block `block` (which: 0 qkv, 1 out,
  * 2 fc1, 3 fc2): its int8 weight [N, K] and f32 row scales [N]; *group is

@@ -221,7 +221,9 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
     if (opts) {
         r->attention = opts->attention;
         r->attention_user = opts->attention_user;
+        r->fast = opts->fast;
     }
+    r->cuda_path = mm_dit_cuda_path_applies(r);
     r->rows = layout->rows;
     r->text_rows = layout->text_rows;
     r->video_rows = layout->video_rows;

@@ -69,6 +69,10 @@ struct mm_dit_request {
     mm_dit_attention_fn attention; /* main blocks' SDPA hook (mm_dit_request_opts), or NULL */
     void *attention_user;
     size_t bytes;
+    /* dit_block_cuda.c (issue 9) */
+    bool cuda_path;        /* main blocks through the fused CUDA kernels */
+    bool fast;             /* e4m3 attention where the GPU runs it */
+    mm_dit_profile profile; /* stage marks of one block (benchmarks) */
 };
 
 /* weights.c */
@@ -99,6 +103,12 @@ int mm_dit_adaln_final(mm_dit_request *r, int m);
 
 /* rope.c: host cos/sin [S, rope_dim] in f32 (before bf16). */
 void mm_dit_rope_tables(const mm_dit *dit, const double *positions, int64_t rows, float *cos_out, float *sin_out);
+
+/* dit_block_cuda.c: whether the fused CUDA block applies to this request
+ * (CUDA context, int8 ConvRot group-256 linears without bias, not turned off
+ * by MMH3_DIT_FUSED=0), and that block. */
+bool mm_dit_cuda_path_applies(const mm_dit_request *r);
+int mm_dit_block_cuda(mm_dit_request *r, int block);
 
 /* block.c, final_layer.c */
 int mm_dit_block(mm_dit_request *r, int block);

@@ -1,0 +1,158 @@
+/* One main block on a CUDA context (issue 9): the composition of block.c,
+ * attention.c and linear.c, with the memory-bound glue fused into the
+ * kernels of backend/cuda/cuda_fused.h so that the bf16 intermediates the
+ * composition writes and reads again (h, y, glu) never exist:
+ *
+ *   q8, s  = quant(rot(RMSNorm1(x)·(1 + scale_msa) + shift_msa))      one pass
+ *   qkv    = int8 GEMM (q8, W_qkv) · s · s_w                          bf16
+ *   q, k   = RoPE(RMSNorm_q(q)), RoPE(RMSNorm_k(k))                   one pass, in place
+ *   attn   = SDPA(q, k, v)                                            Hopper kernel or mm_attention
+ *   q8, s  = quant(rot(attn))
+ *   x     += gate_msa · (int8 GEMM (q8, W_out) · s · s_w)             residual in the GEMM's epilogue
+ *   q8, s  = quant(rot(RMSNorm2(x)·(1 + scale_mlp) + shift_mlp))
+ *   fc1    = int8 GEMM (q8, W_fc1) · s · s_w                          [gate | up], bf16
+ *   q8, s  = quant(rot(silu(gate)·up))                                one pass
+ *   x     += gate_mlp · (int8 GEMM (q8, W_fc2) · s · s_w)
+ *
+ * Each fused kernel rounds where the composition rounds (cuda_fused.h), so
+ * the block computes the same function; the conformance kit on CUDA runs
+ * this path. Everything is queued on the context's stream: no host
+ * synchronization and no allocation besides the caching allocator's reuse.
+ * The CPU and other layouts keep block.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_fused.h"
+#include "backend/cuda/cuda_speed.h"
+#include "model/dit/model.h"
+
+static bool env_is(const char *name, const char *value)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, value) == 0;
+}
+
+bool mm_dit_cuda_path_applies(const mm_dit_request *r)
+{
+    const mm_dit *d = r->dit;
+    const mm_dit_config *c = &d->cfg;
+    if (mm_ctx_device(r->ctx).kind != MM_DEVICE_CUDA || env_is("MMH3_DIT_FUSED", "0"))
+        return false;
+    const int64_t A = (int64_t)c->heads * c->head_dim;
+    if (c->hidden % 256 || A % 256 || c->ffn % 256)
+        return false;
+    for (int b = 0; b < c->layers; b++)
+        for (int i = 0; i < 4; i++) {
+            const mm_linear *lin = &d->blocks[b].lin[i];
+            if (lin->format != MM_WEIGHT_CONVROT_I8 || lin->group != 256 || lin->bias.data)
+                return false;
+        }
+    return true;
+}
+
+void mm_dit_request_set_fast(mm_dit_request *r, bool fast) { r->fast = fast; }
+
+void mm_dit_request_set_profile(mm_dit_request *r, const mm_dit_profile *p)
+{
+    if (p)
+        r->profile = *p;
+    else
+        memset(&r->profile, 0, sizeof r->profile);
+}
+
+/* The Hopper kernel runs in fast mode (e4m3) and, once selected with
+ * MMH3_DIT_ATTN=fa3, in exact mode (bf16); mm_attention otherwise. */
+static bool use_fa3(const mm_dit_request *r) { return r->fast || env_is("MMH3_DIT_ATTN", "fa3"); }
+
+const char *mm_dit_attention_kind(const mm_dit_request *r)
+{
+    if (r->attention)
+        return "hook (sequence-parallel)";
+    if (!r->cuda_path)
+        return r->fast ? "mm_attention (fast mode needs the fused CUDA path: exact)" : "mm_attention";
+    const mm_dit_config *c = &r->dit->cfg;
+    /* The views the blocks pass: [S, heads, head_dim] thirds of the fused qkv buffer. */
+    const int64_t A = (int64_t)c->heads * c->head_dim;
+    mm_tensor qkv = mm_dit_rows(&r->ws.qkv, r->rows);
+    mm_tensor q3 = mm_tensor_narrow(&qkv, 1, 0, A), k3 = mm_tensor_narrow(&qkv, 1, A, A);
+    mm_tensor v3 = mm_tensor_narrow(&qkv, 1, 2 * A, A), o2 = mm_dit_rows(&r->ws.attn, r->rows);
+    const int64_t head[2] = {c->heads, c->head_dim};
+    mm_tensor qh = mm_tensor_unflatten(&q3, 1, 2, head), kh = mm_tensor_unflatten(&k3, 1, 2, head);
+    mm_tensor vh = mm_tensor_unflatten(&v3, 1, 2, head), oh = mm_tensor_unflatten(&o2, 1, 2, head);
+    if (use_fa3(r) && mm_cuda_fa3_fits(r->ctx, &oh, &qh, &kh, &vh))
+        return r->fast ? "fa3-e4m3 (fast)" : "fa3-bf16";
+    return r->fast ? "mm_attention (no e4m3 kernel for this GPU/shape: exact)" : "mm_attention";
+}
+
+static void mark(const mm_dit_request *r, int block, const char *stage)
+{
+    if (r->profile.mark && r->profile.block == block)
+        r->profile.mark(r->profile.user, stage);
+}
+
+static int attention(mm_dit_request *r, mm_tensor *o, mm_tensor *q, mm_tensor *k, mm_tensor *v)
+{
+    if (r->attention)
+        return r->attention(r->attention_user, r->ctx, o, q, k, v);
+    if (use_fa3(r) && mm_cuda_fa3_fits(r->ctx, o, q, k, v))
+        return mm_cuda_attention_fa3(r->ctx, o, q, k, v, 0.0f, r->fast);
+    return mm_attention(r->ctx, o, q, k, v, NULL);
+}
+
+int mm_dit_block_cuda(mm_dit_request *r, int block)
+{
+    const mm_dit *d = r->dit;
+    const mm_dit_config *c = &d->cfg;
+    const mm_dit_block_weights *bw = &d->blocks[block];
+    mm_ctx *ctx = r->ctx;
+    mm_dit_workspace *ws = &r->ws;
+    const int64_t S = r->rows, H = c->hidden, A = (int64_t)c->heads * c->head_dim, F = c->ffn;
+    const int64_t head[2] = {c->heads, c->head_dim};
+
+    /* The block's AdaLN rows as [timesteps·modalities, 6H]; chunk i is a column view. */
+    const int64_t trows = (int64_t)r->m * c->modalities;
+    mm_tensor table = mm_tensor_wrap(ws->mod.data, ws->mod.device, MM_BF16, 2, (int64_t[]){trows, 6 * H});
+    mm_tensor shift_msa = mm_tensor_narrow(&table, 1, 0, H), scale_msa = mm_tensor_narrow(&table, 1, H, H);
+    mm_tensor gate_msa = mm_tensor_narrow(&table, 1, 2 * H, H), shift_mlp = mm_tensor_narrow(&table, 1, 3 * H, H);
+    mm_tensor scale_mlp = mm_tensor_narrow(&table, 1, 4 * H, H), gate_mlp = mm_tensor_narrow(&table, 1, 5 * H, H);
+    const mm_tensor *idx = &ws->adaln_idx;
+
+    /* int8 codes and row scales of the current GEMM's input, in the request's scratch */
+    mm_tensor s8 = mm_tensor_wrap(ws->s8.data, ws->s8.device, MM_F32, 1, (int64_t[]){S});
+    mm_tensor q8h = mm_tensor_wrap(ws->q8.data, ws->q8.device, MM_I8, 2, (int64_t[]){S, H});
+    mm_tensor q8a = mm_tensor_wrap(ws->q8.data, ws->q8.device, MM_I8, 2, (int64_t[]){S, A});
+    mm_tensor q8f = mm_tensor_wrap(ws->q8.data, ws->q8.device, MM_I8, 2, (int64_t[]){S, F});
+    const mm_linear *qkv_w = &bw->lin[MM_DIT_QKV], *out_w = &bw->lin[MM_DIT_OUT];
+    const mm_linear *fc1_w = &bw->lin[MM_DIT_FC1], *fc2_w = &bw->lin[MM_DIT_FC2];
+
+    mm_tensor qkv = mm_dit_rows(&ws->qkv, S), o2 = mm_dit_rows(&ws->attn, S), fc1 = mm_dit_rows(&ws->fc1, S);
+    mm_tensor q3 = mm_tensor_narrow(&qkv, 1, 0, A), k3 = mm_tensor_narrow(&qkv, 1, A, A);
+    mm_tensor v3 = mm_tensor_narrow(&qkv, 1, 2 * A, A);
+    mm_tensor q = mm_tensor_unflatten(&q3, 1, 2, head), k = mm_tensor_unflatten(&k3, 1, 2, head);
+    mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, head), o = mm_tensor_unflatten(&o2, 1, 2, head);
+    mm_tensor cs = mm_dit_rows(&r->rope_cos, S), sn = mm_dit_rows(&r->rope_sin, S);
+
+    mark(r, block, "norm1 + modulation + ConvRot quant");
+    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm1, c->norm_eps, &scale_msa, &shift_msa, idx);
+    mark(r, block, "qkv int8 GEMM");
+    mm_gemm_i8_scaled(ctx, &qkv, &q8h, &s8, &qkv_w->weight, &qkv_w->weight_scale, NULL);
+    mark(r, block, "q/k norm + RoPE");
+    mm_cuda_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
+    mark(r, block, "attention");
+    attention(r, &o, &q, &k, &v);
+    mark(r, block, "attn ConvRot quant");
+    mm_convrot_quantize(ctx, &q8a, &s8, &o2, out_w->group);
+    mark(r, block, "out int8 GEMM + gated residual");
+    mm_cuda_gemm_i8_scaled_gated(ctx, &ws->x, &q8a, &s8, &out_w->weight, &out_w->weight_scale, &gate_msa, idx);
+    mark(r, block, "norm2 + modulation + ConvRot quant");
+    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp, &shift_mlp, idx);
+    mark(r, block, "fc1 int8 GEMM");
+    mm_gemm_i8_scaled(ctx, &fc1, &q8h, &s8, &fc1_w->weight, &fc1_w->weight_scale, NULL);
+    mark(r, block, "SwiGLU + ConvRot quant");
+    mm_cuda_swiglu_convrot(ctx, &q8f, &s8, &fc1);
+    mark(r, block, "fc2 int8 GEMM + gated residual");
+    mm_cuda_gemm_i8_scaled_gated(ctx, &ws->x, &q8f, &s8, &fc2_w->weight, &fc2_w->weight_scale, &gate_mlp, idx);
+    mark(r, block, NULL);
+    return mm_ctx_failed(ctx) ? -1 : 0;
+}
