@@ -103,19 +103,6 @@ static int on_token(void *user, const char *token, size_t len)
     return send_event(rl, "token", json_pack("{s:s%}", "token", token, len));
 }
 
-/* A message without the key in it (a hub might echo what it was sent). */
-static void redact(char *msg, const char *key)
-{
-    if (!key || strlen(key) < 4)
-        return;
-    size_t kl = strlen(key);
-    for (char *p = strstr(msg, key); p; p = strstr(p, key)) {
-        memmove(p + 5, p + kl, strlen(p + kl) + 1);
-        memcpy(p, "<key>", 5);
-        p += 5;
-    }
-}
-
 void mm_api_rewrite(mm_req *r)
 {
     static const char accept[] = "{\"prompt\": \"text\", \"model\": optional, the rewrite model of the settings}";
@@ -199,7 +186,7 @@ void mm_api_rewrite(mm_req *r)
         send_event(&rl, "done", json_pack("{s:s}", "prompt", text));
         mm_log("rewrite: %zu -> %zu bytes with %s", prompt_chars, strlen(text), set.model);
     } else if (!rl.broken) {
-        redact(err.msg, set.key);
+        mm_oxen_redact(err.msg, set.key);
         send_event(&rl, "error", json_pack("{s:s}", "message", err.msg));
         mm_log("rewrite with %s failed: %s", set.model, err.msg);
     } else {

@@ -71,10 +71,13 @@ int mm_oxen_options_check(const mm_oxen_options *o, mm_error *err)
 
 void mm_oxen_complain(mm_oxen_agent *a, const char *msg)
 {
-    if (strncmp(a->last_complaint, msg, sizeof a->last_complaint - 1) == 0)
+    char clean[MM_ERROR_MAX];
+    snprintf(clean, sizeof clean, "%s", msg);
+    mm_oxen_redact(clean, a->client.token);
+    if (strncmp(a->last_complaint, clean, sizeof a->last_complaint - 1) == 0)
         return;
-    snprintf(a->last_complaint, sizeof a->last_complaint, "%.255s", msg);
-    mm_log("oxen: %s", msg);
+    snprintf(a->last_complaint, sizeof a->last_complaint, "%.255s", clean);
+    mm_log("oxen: %s", clean);
 }
 
 static void wait_wake(mm_oxen_agent *a, double seconds)
@@ -272,13 +275,16 @@ void mm_oxen_render_started(PGconn *db, const char *generation_id)
     if (!a)
         return;
     atomic_store(&a->busy, true);
-    if (!atomic_load(&a->active))
-        return;
-    const char *p[] = {generation_id};
+    /* Marked only when a key is there: given, or stored (checked here, not
+     * from the agent's once-a-second view, so a key stored just now counts). */
+    const char *p[] = {generation_id, a->token ? "t" : "f"};
     mm_error err = {{0}};
-    if (mm_db_query(db, "UPDATE generations SET oxen_status = 'starting', oxen_message = NULL"
-                        " WHERE id = $1::uuid AND oxen_status IS NULL",
-                    1, p, NULL, &err) < 0)
+    if (mm_db_query(db,
+                    "UPDATE generations SET oxen_status = 'starting', oxen_message = NULL"
+                    " WHERE id = $1::uuid AND oxen_status IS NULL"
+                    "   AND ($2::boolean OR EXISTS (SELECT 1 FROM settings WHERE key = 'oxen_api_key'"
+                    "                                  AND value #>> '{}' <> ''))",
+                    2, p, NULL, &err) < 0)
         mm_log("oxen: %s: cannot mark the render for mirroring: %s", generation_id, err.msg);
     wake(a);
 }

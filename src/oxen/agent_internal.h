@@ -19,7 +19,7 @@ typedef struct mm_oxen_agent {
     mm_oxen_client client;   /* its token refreshed from the settings when none was given */
     atomic_bool quit;        /* also the client's cancel flag */
     atomic_bool busy;        /* the worker is rendering */
-    atomic_bool active;      /* a key is known: renders are marked for mirroring */
+    atomic_bool active;      /* a key is known: the agent talks to the hub */
     pthread_mutex_t mu;
     pthread_cond_t cond;
     bool woken;

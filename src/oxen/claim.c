@@ -149,6 +149,7 @@ static int claim_one(mm_oxen_agent *a, const char *hub_id, const char *gen_id, j
     bool taken = false, gone = false;
     mm_error herr = {{0}};
     if (mm_hub_queue_claim(&a->client, hub_id, gen_id, a->worker_id, &taken, &gone, &herr) < 0) {
+        mm_oxen_redact(herr.msg, a->client.token);
         if (taken || gone)
             return set_claim(a, hub_id, "lost", herr.msg, err);
         return mm_fail(err, "claiming hub job %s: %s", hub_id, herr.msg);

@@ -61,6 +61,18 @@ const char *mm_oxen_error_message(const json_t *j)
     return s;
 }
 
+void mm_oxen_redact(char *text, const char *secret)
+{
+    size_t kl = secret ? strlen(secret) : 0;
+    if (kl < 4)
+        return;
+    for (char *p = strstr(text, secret); p; p = strstr(p, secret)) {
+        memmove(p + 5, p + kl, strlen(p + kl) + 1); /* "<key>" is never longer than the key here */
+        memcpy(p, "<key>", 5);
+        p += 5;
+    }
+}
+
 char *mm_oxen_escape_path(const char *s, bool keep_slash)
 {
     size_t n = strlen(s);

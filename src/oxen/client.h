@@ -86,6 +86,11 @@ int mm_oxen_stream(const mm_oxen_client *c, const char *path, const json_t *body
  * {"error":"..."}, {"message"}), or NULL. Borrowed from json. */
 const char *mm_oxen_error_message(const json_t *json);
 
+/* Replaces every occurrence of secret (the API key) in text by "<key>", in
+ * place: hub error messages are quoted to users and logs, and a hub (or a
+ * proxy) might echo what it was sent. Secrets shorter than 4 bytes are left. */
+void mm_oxen_redact(char *text, const char *secret);
+
 /* "a/b c" -> "a%2Fb%20c" for one path segment (slashes kept when keep_slash). */
 char *mm_oxen_escape_path(const char *s, bool keep_slash);
 

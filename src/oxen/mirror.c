@@ -186,6 +186,7 @@ int mm_oxen_mirror_next(mm_oxen_agent *a, bool *did, mm_error *err)
         PQclear(r);
         if (rc == 0)
             return set_state(a, id, from, "pending", done_msg, err);
+        mm_oxen_redact(herr.msg, a->client.token);
         mm_log("oxen: %s: %s", id, herr.msg);
         return set_state(a, id, from, "failed", herr.msg, err);
     }
@@ -232,6 +233,7 @@ int mm_oxen_mirror_next(mm_oxen_agent *a, bool *did, mm_error *err)
     }
     free(error_copy);
     if (rc < 0) {
+        mm_oxen_redact(herr.msg, a->client.token);
         mm_log("oxen: %s: %s", id, herr.msg);
         return set_state(a, id, from, "failed", herr.msg, err);
     }

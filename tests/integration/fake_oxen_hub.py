@@ -155,8 +155,8 @@ class HubHandler(BaseHTTPRequestHandler):
             time.sleep(hub.slow_seconds)
         if auth != "Bearer " + hub.token:
             return self.fail(401, "Unauthorized: bad API key")
-        if mode == "http401":
-            return self.fail(401, "Unauthorized: your API key was revoked")
+        if mode == "http401":  # echoes what it was sent, as some servers do
+            return self.fail(401, "Unauthorized: your API key was revoked (%s)" % auth)
         if mode == "http500":
             return self.fail(500, "Internal Server Error: the hub fell over")
         if mode == "malformed":
@@ -342,7 +342,7 @@ class HubHandler(BaseHTTPRequestHandler):
             hub.chat_bodies.append({"body": body, "authorization": auth})
             mode, tokens, gap = hub.chat_mode, list(hub.chat_tokens), hub.chat_gap
         if auth != "Bearer " + hub.token or mode == "http401":
-            return self.answer(401, {"error": {"message": "Invalid API key provided", "type": "auth"}})
+            return self.answer(401, {"error": {"message": "Invalid API key provided: %s" % auth, "type": "auth"}})
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()

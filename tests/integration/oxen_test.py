@@ -538,6 +538,8 @@ def unconfigured_worker_makes_no_hub_traffic(c):
     check(g["status"] == "succeeded" and g["oxen_status"] is None, "%s %r", short(g), g["oxen_status"])
     check(len(c.hub.requests) == n, "hub calls: %r", c.hub.requests[n:])
     check(c.hub.jobs[hub_id]["status"] == "queued", "the hub job was claimed")
+    with c.hub.lock:
+        c.hub.jobs.pop(hub_id)
     c.stop_worker()
     c.start_worker()
 

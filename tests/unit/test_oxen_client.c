@@ -348,6 +348,20 @@ static void test_escape_and_messages(void)
     json_decref(j);
 }
 
+static void test_redaction(void)
+{
+    char msg[256] = "HTTP 401: bad key oxk-secret-9 (Bearer oxk-secret-9) end";
+    mm_oxen_redact(msg, "oxk-secret-9");
+    MM_EXPECT(strcmp(msg, "HTTP 401: bad key <key> (Bearer <key>) end") == 0, "%s", msg);
+    char short_one[32] = "abc abc";
+    mm_oxen_redact(short_one, "abc");
+    MM_EXPECT(strcmp(short_one, "abc abc") == 0, "a 3-byte secret was redacted: %s", short_one);
+    char none[32] = "nothing here";
+    mm_oxen_redact(none, "");
+    mm_oxen_redact(none, NULL);
+    MM_EXPECT(strcmp(none, "nothing here") == 0, "%s", none);
+}
+
 int main(void)
 {
     MM_RUN(test_remotes);
@@ -363,5 +377,6 @@ int main(void)
     MM_RUN(test_connection_refused);
     MM_RUN(test_cancel_stops_calls);
     MM_RUN(test_escape_and_messages);
+    MM_RUN(test_redaction);
     return mm_test_exit();
 }
