@@ -72,6 +72,7 @@ static void usage(FILE *f)
             "      --offload            load the text encoder and VAEs per use and free them after\n"
             "      --dtype bf16         compute dtype of the DiT's residual stream (bf16, the checkpoint's)\n"
             "      --threads N          CPU worker threads (default: one per core)\n"
+            "      --gpus N             the DiT sequence-parallel over N GPUs from its device (H3: 1, 2, 4, 7, 8)\n"
             "      --ref-kv-cache       ref2va: reuse the reference rows' K/V after the first forward\n"
             "      --ref-short-edge N   ref2va picture short edge (default 2048, the reference's)\n"
             "      --ref-video-short-edge N  ref2va video canvas short edge (default 768)\n"
@@ -233,6 +234,7 @@ enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
     O_PRESET, O_FRAMES_DIR, O_DEVICE, O_TE_DEVICE, O_OFFLOAD, O_DTYPE, O_THREADS, O_REF_KV, O_NO_REF_KV, O_REF_EDGE,
     O_REF_VIDEO_EDGE, O_MODELS, O_DIT, O_TE, O_VVAE, O_AVAE, O_CONFIG, O_DOWNLOAD, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS,
+    O_GPUS,
 };
 
 int mm_cmd_generate(int argc, char **argv)
@@ -262,6 +264,7 @@ int mm_cmd_generate(int argc, char **argv)
         {"offload", no_argument, 0, O_OFFLOAD},
         {"dtype", required_argument, 0, O_DTYPE},
         {"threads", required_argument, 0, O_THREADS},
+        {"gpus", required_argument, 0, O_GPUS},
         {"ref-kv-cache", no_argument, 0, O_REF_KV},
         {"no-ref-kv-cache", no_argument, 0, O_NO_REF_KV},
         {"ref-short-edge", required_argument, 0, O_REF_EDGE},
@@ -370,6 +373,12 @@ int mm_cmd_generate(int argc, char **argv)
             if (!parse_ll(optarg, &v) || v < 1 || v > 1024)
                 return bad("--threads", optarg, "out of range", "integer 1..1024");
             eo.threads = (int)v;
+            break;
+        case O_GPUS:
+            if (!parse_ll(optarg, &v) || v < 1 || v > 64)
+                return bad("--gpus", optarg, "out of range",
+                           "1..64 GPUs dividing the DiT's head count (H3: 1, 2, 4, 7, 8)");
+            eo.gpus = (int)v;
             break;
         case O_REF_KV: eo.ref_kv_cache = true; break;
         case O_NO_REF_KV: eo.ref_kv_cache = false; break;

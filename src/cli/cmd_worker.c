@@ -28,6 +28,7 @@ static void usage(FILE *out)
             "  --mock-seconds S    mock engine: wall time of one job (default 5)\n"
             "  --checkpoints DIR   real engine: the checkpoint folder\n"
             "  --device DEV        real engine: device placement (e.g. cuda:0, cpu)\n"
+            "  --gpus N            real engine: the DiT sequence-parallel over N GPUs from its device\n"
             "  --preload           load the model at start instead of on the first job\n"
             "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
             "  --lease S           seconds without a heartbeat before a worker is presumed dead (default 30)\n"
@@ -53,7 +54,7 @@ int mm_cmd_worker(int argc, char **argv)
         o.outputs = getenv("MMH3_OUTPUTS");
     enum {
         O_DB = 256, O_OUTPUTS, O_MOCK, O_MOCK_SECONDS, O_CKPT, O_DEVICE, O_PRELOAD, O_ATTEMPTS, O_LEASE, O_NAME,
-        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT
+        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT, O_GPUS
     };
     static const struct option opts[] = {
         {"db", required_argument, 0, O_DB},
@@ -66,6 +67,7 @@ int mm_cmd_worker(int argc, char **argv)
         {"max-attempts", required_argument, 0, O_ATTEMPTS},
         {"lease", required_argument, 0, O_LEASE},
         {"name", required_argument, 0, O_NAME},
+        {"gpus", required_argument, 0, O_GPUS},
         {"oxen-remote", required_argument, 0, O_OXEN_REMOTE},
         {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
         {"oxen-model", required_argument, 0, O_OXEN_MODEL},
@@ -107,6 +109,14 @@ int mm_cmd_worker(int argc, char **argv)
             }
             break;
         case O_NAME: o.name = optarg; break;
+        case O_GPUS:
+            o.engine.gpus = (int)strtol(optarg, &end, 10);
+            if (*end || o.engine.gpus < 1 || o.engine.gpus > 64) {
+                fprintf(stderr, "mmh3 worker: --gpus %s: accepted: 1..64 GPUs dividing the DiT's head count "
+                                "(H3: 1, 2, 4, 7, 8)\n", optarg);
+                return 2;
+            }
+            break;
         case O_OXEN_REMOTE: o.oxen.remote = optarg; break;
         case O_OXEN_TOKEN:
             /* Kept, then blanked on the command line (ps shows argv). */

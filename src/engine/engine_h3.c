@@ -91,6 +91,7 @@ int mm_engine_h3_create(const mm_engine_options *opt, mm_engine **out, mm_error 
     po.ref_video_short_edge = ref_edge(opt->ref_video_short_edge, "MMH3_REF_VIDEO_SHORT_EDGE");
     po.layout_dump = opt->layout_dump;
     po.latents_dump = opt->latents_dump;
+    po.gpus = opt->gpus;
     po.log = opt->log;
     po.log_user = opt->log_user;
     h3_engine *h = calloc(1, sizeof *h);

@@ -33,6 +33,7 @@ typedef struct mm_engine_options {
     int ref_video_short_edge; /* ref2va video canvases (0 = 768) */
     const char *layout_dump;  /* debugging/tests: the packed layout of each request to this safetensors file */
     const char *latents_dump; /* debugging/benchmarks: the final target rows of each request (safetensors) */
+    int gpus;                 /* the DiT sequence-parallel over this many GPUs from its device (0/1: one) */
     void (*log)(void *user, const char *line); /* notable events, one line each */
     void *log_user;
 } mm_engine_options;

@@ -307,18 +307,27 @@ int pl_load_dit(mm_pipeline *p, int part, mm_timing *t, mm_error *err)
                        "its DiT checkpoint was not found (see `mmh3 check --partition ...`)");
     int other = 1 - part;
     if (p->dit[other] && !p->gpu_fits_both_dits) {
-        mm_ctx_sync(p->dit_ctx, NULL);
-        mm_dit_free(p->dit[other]);
-        p->dit[other] = NULL;
+        pl_free_dit(p, other);
         pl_log(p, "DiT (%s) freed to make room for %s", partition_name(other), partition_name(part));
     }
     double t0 = mm_timing_now();
-    if (mm_dit_load(&p->dit[part], p->files[c].path, p->dit_ctx, NULL, err) != 0)
+    if (p->o.gpus > 1) {
+        /* Sequence parallel: one replica per GPU (src/parallel/sp_dit.h). */
+        mm_sp_options so;
+        mm_sp_options_defaults(&so);
+        so.ranks = p->o.gpus;
+        if (mm_sp_dit_load(&p->sp[part], p->files[c].path, p->dit_ctx, &so, NULL, err) != 0)
+            return mm_error_prefix(err, "DiT %s over %d GPUs", p->files[c].path, p->o.gpus);
+        p->dit[part] = mm_sp_dit_replica(p->sp[part], 0);
+        char desc[800];
+        mm_sp_dit_describe(p->sp[part], desc, sizeof desc);
+        pl_log(p, "DiT %s sequence-parallel: %s", partition_name(part), desc);
+    } else if (mm_dit_load(&p->dit[part], p->files[c].path, p->dit_ctx, NULL, err) != 0) {
         return mm_error_prefix(err, "DiT %s", p->files[c].path);
+    }
     const mm_dit_config *cfg = mm_dit_get_config(p->dit[part]);
     if (cfg->text_dim != p->te_config.text.hidden && p->te_config.text.hidden) {
-        mm_dit_free(p->dit[part]);
-        p->dit[part] = NULL;
+        pl_free_dit(p, part);
         return mm_fail(err, "the DiT reads %d-wide text features but the text encoder is %d wide: files of "
                             "different models",
                        cfg->text_dim, p->te_config.text.hidden);
@@ -335,8 +344,12 @@ void pl_free_dit(mm_pipeline *p, int part)
 {
     if (p->dit[part]) {
         mm_ctx_sync(p->dit_ctx, NULL);
-        mm_dit_free(p->dit[part]);
+        if (p->sp[part])
+            mm_sp_dit_free(p->sp[part]); /* owns dit[part] */
+        else
+            mm_dit_free(p->dit[part]);
         p->dit[part] = NULL;
+        p->sp[part] = NULL;
     }
 }
 

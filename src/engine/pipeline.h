@@ -42,6 +42,9 @@ typedef struct mm_pipeline_options {
     /* Benchmarks: each request's final target rows ("video_rows" [rows, 96],
      * "audio_rows" [2A, 32], f32) to this file, to compare two runs. */
     const char *latents_dump;
+    /* The DiT sequence-parallel over this many GPUs, starting at its placed
+     * device (0/1: one GPU; src/parallel/sp_dit.h). */
+    int gpus;
     /* One line per notable event (files found, weights loaded, fallbacks). */
     void (*log)(void *user, const char *line);
     void *log_user;

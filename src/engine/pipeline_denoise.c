@@ -170,6 +170,7 @@ typedef struct loop_state {
     mm_ctx *ctx;
     mm_dit *dit;
     mm_dit_request *dreq;
+    mm_sp_request *sreq; /* --gpus N: the sequence-parallel request instead */
     mm_tensor video, audio, vv, va; /* device rows and velocities */
     float *row_t;
     /* reference KV cache: forwards after the first run the reduced layout */
@@ -227,7 +228,8 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     mm_copy(s->ctx, &s->video, &hv);
     mm_copy(s->ctx, &s->audio, &ha);
     if (mm_ctx_error(s->ctx, err) != 0 ||
-        mm_dit_forward(s->dreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err) != 0)
+        (s->sreq ? mm_sp_forward(s->sreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)
+                 : mm_dit_forward(s->dreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)) != 0)
         return -1;
     mm_tensor ov = mm_tensor_wrap(v_video, mm_cpu(), MM_F32, 2, s->vv.shape);
     mm_tensor oa = mm_tensor_wrap(v_audio, mm_cpu(), MM_F32, 2, s->va.shape);
@@ -305,7 +307,11 @@ int pl_denoise(pl_job *j, mm_error *err)
         mm_tensor_alloc(&s.vv, dd, MM_F32, 2, (int64_t[]){l->video_rows, vw}, err) != 0 ||
         mm_tensor_alloc(&s.va, dd, MM_F32, 2, (int64_t[]){l->audio_rows, aw}, err) != 0)
         goto done;
-    if (p->o.ref_kv_cache && l->cond_video_rows + l->cond_audio_rows > 0 && use_ref_kv(p, cfg, l)) {
+    if (p->sp[j->partition]) {
+        /* --gpus N: the sequence-parallel DiT (its ranks use the attention hook, so no reference KV cache) */
+        if (mm_sp_request_begin(p->sp[j->partition], l, text_rows, &s.sreq, err) != 0)
+            goto done;
+    } else if (p->o.ref_kv_cache && l->cond_video_rows + l->cond_audio_rows > 0 && use_ref_kv(p, cfg, l)) {
         mm_dit_request_opts o;
         if (pl_refkv_create(&s.kv, p->dit_ctx, cfg, l, err) != 0 ||
             mm_tensor_alloc(&s.refined, dd, MM_BF16, 2, (int64_t[]){l->text_rows, cfg->hidden}, err) != 0 ||
@@ -344,6 +350,7 @@ int pl_denoise(pl_job *j, mm_error *err)
 done:
     mm_dit_request_end(s.dreq);
     mm_dit_request_end(s.rreq);
+    mm_sp_request_end(s.sreq);
     pl_refkv_free(s.kv);
     mm_tensor *all[] = {&text, &s.video, &s.audio, &s.vv, &s.va, &s.refined};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

@@ -13,6 +13,7 @@
 #include "model/dit/dit.h"
 #include "model/text/conditioner.h"
 #include "model/text/text_tokenizer.h"
+#include "parallel/sp_dit.h"
 
 enum { PL_FL2VA = 0, PL_REF2VA = 1, PL_PARTITIONS = 2 };
 
@@ -43,7 +44,8 @@ struct mm_pipeline {
     int n_ctx;
     mm_ctx *dit_ctx, *te_ctx, *vae_ctx;
     /* resident models */
-    mm_dit *dit[PL_PARTITIONS];
+    mm_dit *dit[PL_PARTITIONS]; /* with --gpus N: rank 0's replica of sp[] (owned there) */
+    mm_sp_dit *sp[PL_PARTITIONS];
     mm_conditioner *cond;
     mm_qwen3vl_config te_config;
     mm_text_tokenizer tok;

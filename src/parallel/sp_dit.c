@@ -329,6 +329,7 @@ void mm_sp_dit_free(mm_sp_dit *sp)
 int mm_sp_dit_ranks(const mm_sp_dit *sp) { return sp->n; }
 const mm_dit_config *mm_sp_dit_config(const mm_sp_dit *sp) { return mm_dit_get_config(sp->ranks[0].dit); }
 size_t mm_sp_dit_weight_bytes(const mm_sp_dit *sp) { return mm_dit_weight_bytes(sp->ranks[0].dit); }
+mm_dit *mm_sp_dit_replica(mm_sp_dit *sp, int rank) { return rank >= 0 && rank < sp->n ? sp->ranks[rank].dit : NULL; }
 
 void mm_sp_dit_describe(const mm_sp_dit *sp, char *buf, size_t n)
 {

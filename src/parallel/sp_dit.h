@@ -50,6 +50,9 @@ int mm_sp_dit_ranks(const mm_sp_dit *sp);
 const mm_dit_config *mm_sp_dit_config(const mm_sp_dit *sp);
 /* Device bytes of one replica's weights. */
 size_t mm_sp_dit_weight_bytes(const mm_sp_dit *sp);
+/* The model replica of a rank (owned by sp; for its configuration, or as the
+ * "is loaded" marker of code written for one mm_dit). */
+mm_dit *mm_sp_dit_replica(mm_sp_dit *sp, int rank);
 /* "4 ranks on cuda:0..3, nccl (NCCL 2.28.9 ...)". */
 void mm_sp_dit_describe(const mm_sp_dit *sp, char *buf, size_t n);
 

@@ -193,6 +193,27 @@ def frames_dir_and_default_output_name(env):
 
 
 @test
+def gpus_sequence_parallel_renders_the_same_frames(env):
+    """--gpus N: the DiT split over N ranks (CPU ranks with --device cpu; GPUs on
+    a GPU host) renders exactly the frames of the one-device DiT (docs/MULTIGPU.md)."""
+    frames = {}
+    for g in ("1", "2", "4"):
+        d = env.out("gpus%s" % g)
+        ok(env.generate("-p", "a red fox runs through fresh snow", "--size", "96x64", "--seed", "7", "--gpus", g,
+                        "--frames-dir", d, "-o", env.out("gpus%s.mp4" % g), *QUICK), "--gpus %s" % g)
+        frames[g] = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
+    check(len(frames["1"]) == 22, "%d frames", len(frames["1"]))
+    for g in ("2", "4"):
+        differ = [f for f in frames["1"] if frames[g].get(f) != frames["1"][f]]
+        check(not differ, "--gpus %s: %d of 22 frames differ from --gpus 1 (first %s)", g, len(differ),
+              differ[:1])
+    r = env.generate("-p", "a", "--size", "64x64", "--gpus", "3", "-o", env.out("gpus3.mp4"), *QUICK)
+    check(r.returncode != 0 and "heads" in r.stderr and "1, 2, 4" in r.stderr,
+          "--gpus 3 on a 4-head DiT must be refused with the accepted counts: exit %d: %s", r.returncode,
+          r.stderr.strip()[-400:])
+
+
+@test
 def fl2va_video_expands_to_four_pictures(env):
     lay_path = env.out("fl2va_video.layout")
     out = env.out("fl2va_video.mp4")
