@@ -93,7 +93,8 @@ int mm_sse_feed(mm_sse_reader *r, const char *bytes, size_t n)
         }
         if (c != '\n' && c != '\r')
             continue;
-        if (append(&r->line, &r->line_len, &r->line_cap, bytes + start, i - start) < 0 || end_line(r) < 0)
+        if (r->line_len + (i - start) > r->max_line ||
+            append(&r->line, &r->line_len, &r->line_cap, bytes + start, i - start) < 0 || end_line(r) < 0)
             return r->failed = true, -1;
         r->cr_pending = c == '\r';
         start = i + 1;

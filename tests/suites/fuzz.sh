@@ -53,6 +53,9 @@ fuzz_run_all() {
   fuzz_target fuzz_multipart "${MMH3_FUZZ_SECONDS:-30}" fcgi/multipart.c src/core/error.c
   fuzz_target fuzz_enqueue "${MMH3_FUZZ_SECONDS:-30}" \
     fcgi/enqueue.c fcgi/uuid.c src/engine/request_rules.c src/core/error.c
+  # oxen: the hub's streamed answers (event-stream reader, chat frames) and --oxen-remote URLs
+  FUZZ_PKGS="libcurl" fuzz_target fuzz_oxen_stream "${MMH3_FUZZ_SECONDS:-30}" \
+    src/oxen/sse.c src/oxen/remote.c src/core/error.c
   # other areas: add one fuzz_target line per target here
 }
 
