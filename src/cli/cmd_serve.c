@@ -12,6 +12,7 @@
 #ifdef MMH3_HAVE_SERVER
 #include "queue/log.h"
 #include "oxen/agent.h"
+#include "backend/device.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out)
@@ -31,6 +32,9 @@ static void usage(FILE *out)
             "  --checkpoints DIR   real engine: the checkpoint folder\n"
             "  --device DEV        real engine: device placement\n"
             "  --preload           load the model at start\n"
+            "  --gpu-workers N|all one worker per GPU (worker i on cuda:i), all claiming from the same queue\n"
+            "  --gpus N            each worker's DiT sequence-parallel over N GPUs (with --gpu-workers:\n"
+            "                      worker i on cuda:i*N..i*N+N-1)\n"
             "  --web DIR           (or --web-root) the built web app (default: next to the binary, else the installed one)\n"
             "  --threads N         FastCGI request threads (default 16)\n"
             "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
@@ -81,7 +85,7 @@ int mm_cmd_serve(int argc, char **argv)
         O_LISTEN = 256, O_OUTPUTS, O_DB, O_MOCK, O_MOCK_SECONDS, O_NO_WORKER, O_CKPT, O_DEVICE, O_PRELOAD, O_WEB,
         O_THREADS, O_ATTEMPTS, O_LEASE, O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE, O_RATE_ENQUEUE,
         O_RATE_UPLOAD, O_MAX_QUEUED,
-        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT
+        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT, O_GPU_WORKERS, O_GPUS
     };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN},   {"outputs", required_argument, 0, O_OUTPUTS},
@@ -100,6 +104,7 @@ int mm_cmd_serve(int argc, char **argv)
         {"oxen-remote", required_argument, 0, O_OXEN_REMOTE}, {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
         {"oxen-model", required_argument, 0, O_OXEN_MODEL},   {"oxen-poll", required_argument, 0, O_OXEN_POLL},
         {"oxen-timeout", required_argument, 0, O_OXEN_TIMEOUT},
+        {"gpu-workers", required_argument, 0, O_GPU_WORKERS}, {"gpus", required_argument, 0, O_GPUS},
         {0, 0, 0, 0},
     };
     int c;
@@ -122,6 +127,29 @@ int mm_cmd_serve(int argc, char **argv)
         case O_CKPT: o.checkpoints = optarg; break;
         case O_DEVICE: o.device = optarg; break;
         case O_PRELOAD: o.preload = true; break;
+        case O_GPU_WORKERS:
+            if (strcmp(optarg, "all") == 0) {
+                o.gpu_workers = mm_cuda_device_count();
+                if (o.gpu_workers < 1) {
+                    fprintf(stderr, "mmh3 serve: --gpu-workers all: no usable GPU on this host\n");
+                    return 2;
+                }
+                break;
+            }
+            o.gpu_workers = (int)strtol(optarg, &end, 10);
+            if (*end || o.gpu_workers < 1 || o.gpu_workers > 16) {
+                fprintf(stderr, "mmh3 serve: --gpu-workers %s: accepted: 1..16 or all\n", optarg);
+                return 2;
+            }
+            break;
+        case O_GPUS:
+            o.gpus = (int)strtol(optarg, &end, 10);
+            if (*end || o.gpus < 1 || o.gpus > 64) {
+                fprintf(stderr, "mmh3 serve: --gpus %s: accepted: 1..64 GPUs dividing the DiT's head count "
+                                "(H3: 1, 2, 4, 7, 8)\n", optarg);
+                return 2;
+            }
+            break;
         case O_WEB: o.web_root = optarg; break;
         case O_THREADS:
             o.threads = (int)strtol(optarg, &end, 10);

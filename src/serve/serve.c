@@ -167,7 +167,9 @@ static char *render(const char *tpl, const subst *s, int n)
 
 /* ---------------------------------------------------------------- children */
 
-enum { C_FCGI, C_WORKER, C_NGINX, C_COUNT };
+/* Extra workers (--gpu-workers N) follow nginx: worker i > 0 is C_FIXED + i - 1. */
+#define MAX_GPU_WORKERS 16
+enum { C_FCGI, C_WORKER, C_NGINX, C_FIXED, C_COUNT = C_FIXED + MAX_GPU_WORKERS - 1 };
 
 typedef struct child {
     const char *name;
@@ -498,7 +500,33 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
     }
     if (o->preload)
         k->argv[a++] = "--preload";
+    /* Several GPUs: each worker gets its own GPU (or group of GPUs). */
+    const int n_workers = o->gpu_workers > 1 ? o->gpu_workers : 1, per = o->gpus > 1 ? o->gpus : 1;
+    char gpus_arg[16], worker_names[MAX_GPU_WORKERS][16], worker_devs[MAX_GPU_WORKERS][24];
+    snprintf(gpus_arg, sizeof gpus_arg, "%d", per);
+    if (per > 1) {
+        k->argv[a++] = "--gpus";
+        k->argv[a++] = gpus_arg;
+    }
+    const int dev_slot = o->gpu_workers > 1 ? a : -1;
+    if (dev_slot >= 0) {
+        k->argv[a++] = "--device";
+        a++; /* filled per worker below */
+    }
     k->argv[a] = NULL;
+    for (int w = 0; w < n_workers && w < MAX_GPU_WORKERS; w++) {
+        child *kw = w == 0 ? &kids[C_WORKER] : &kids[C_FIXED + w - 1];
+        if (w > 0) {
+            memcpy(kw->argv, kids[C_WORKER].argv, sizeof kw->argv);
+            snprintf(worker_names[w], sizeof worker_names[w], "worker-%d", w);
+            kw->name = worker_names[w];
+            kw->wanted = o->worker;
+        }
+        if (dev_slot >= 0) {
+            snprintf(worker_devs[w], sizeof worker_devs[w], "cuda:%d", w * per);
+            kw->argv[dev_slot + 1] = worker_devs[w];
+        }
+    }
 
     k = &kids[C_NGINX];
     k->name = "nginx";
@@ -614,6 +642,13 @@ stop:
      * then the API, then the database. */
     if (kids[C_NGINX].pid)
         mm_proc_stop(kids[C_NGINX].pid, SIGQUIT, 5);
+    /* Every worker re-queues its job on SIGTERM: signal them all, then wait. */
+    for (int i = C_FIXED; i < C_COUNT; i++)
+        if (kids[i].pid)
+            kill(kids[i].pid, SIGTERM);
+    for (int i = C_FIXED; i < C_COUNT; i++)
+        if (kids[i].pid)
+            mm_proc_stop(kids[i].pid, SIGTERM, 30);
     if (kids[C_WORKER].pid)
         mm_proc_stop(kids[C_WORKER].pid, SIGTERM, 30);
     if (kids[C_FCGI].pid)

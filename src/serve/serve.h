@@ -23,6 +23,10 @@ typedef struct mm_serve_options {
     double mock_seconds;
     const char *checkpoints, *device;
     bool preload;
+    /* Several GPUs (docs/MULTIGPU.md): gpu_workers > 1 starts that many
+     * workers, worker i on cuda:(i * gpus); gpus > 1 makes each worker's DiT
+     * sequence-parallel over that many GPUs. 0/1: one worker, one GPU. */
+    int gpu_workers, gpus;
     int max_attempts;
     double lease_seconds;
     int threads;

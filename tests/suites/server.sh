@@ -37,3 +37,12 @@ server_oxen() {
 }
 
 run_one server/oxen server_oxen
+
+# Several GPUs: `serve --gpu-workers N [--gpus K]` starts one worker per GPU
+# (group), all claiming from the same queue (mock engine; no GPU needed).
+server_gpu_workers() {
+  "$MMH3_BUILD/mmh3" serve --help >/dev/null 2>&1 || { echo "FAIL server/gpu-workers: no serving stack in this build"; return 1; }
+  "$server_python" "$MMH3_SRC/tests/integration/gpu_workers_test.py" --build "$MMH3_BUILD"
+}
+
+run_one server/gpu-workers server_gpu_workers
