@@ -30,7 +30,6 @@
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device.
  */
-#include <cuda.h> /* CUtensorMap; the encoder is fetched from the driver at run time */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +37,7 @@
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/mmk_fa3.h"
+#include "kernels/tma_host.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MMK_FA3_DEVICE 1
@@ -518,49 +518,6 @@ __global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ 
 
 /* ------------------------------------------------------------------ host */
 
-typedef CUresult (*EncodeTiledFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiledFn encode_fn(mm_error *err)
-{
-    static EncodeTiledFn fn;
-    if (fn)
-        return fn;
-    void *p = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p) {
-        cudaGetLastError();
-        mm_fail(err, "attention (fa3): the driver has no cuTensorMapEncodeTiled (CUDA 12+ driver needed)");
-        return nullptr;
-    }
-    fn = (EncodeTiledFn)p;
-    return fn;
-}
-
-/* A 2-D row-major tensor [rows, cols] (row stride row_bytes) read in boxes of
- * box_rows × 128 bytes into 128-byte-swizzled shared memory; reads past the
- * edges fill zeros. */
-int make_map(CUtensorMap *m, bool u8, const void *base, uint64_t cols, uint64_t rows, uint64_t row_bytes, int box_cols,
-             int box_rows, mm_error *err)
-{
-    EncodeTiledFn enc = encode_fn(err);
-    if (!enc)
-        return -1;
-    cuuint64_t dims[2] = {cols, rows};
-    cuuint64_t strides[1] = {row_bytes};
-    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
-    cuuint32_t es[2] = {1, 1};
-    CUresult r = enc(m, u8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base),
-                     dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        return mm_fail(err, "attention (fa3): cuTensorMapEncodeTiled failed (%d) for a [%llu, %llu] tensor, row %llu "
-                       "bytes", (int)r, (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)row_bytes);
-    return 0;
-}
-
 template <bool FP8, bool PP>
 int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
            cudaStream_t s, mm_error *err)
@@ -653,9 +610,9 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         k_fa3_vt_bf16<<<tg, 256, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq, vt, ld_vt);
         if (mmk_launched(err, "k_fa3_vt_bf16"))
             return -1;
-        if (make_map(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
-            make_map(&mk, false, a->k, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->ldk * 2, 64, kBN, err) ||
-            make_map(&mv, false, vt, (uint64_t)a->seq, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt * 2, 64, kD, err))
+        if (mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
+            mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->ldk * 2, 64, kBN, err) ||
+            mmk_tma_map_2d(&mv, false, vt, (uint64_t)a->seq, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt * 2, 64, kD, err))
             return -1;
         return pp ? launch<false, true>(mq, mk, mv, p, n_kb, s, err) : launch<false, false>(mq, mk, mv, p, n_kb, s, err);
     }
@@ -688,9 +645,9 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.q_scale = qs;
     p.k_scale = ks;
     p.v_amax = vamax;
-    if (make_map(&mq, true, q8, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->heads * kD, 128, kBM, err) ||
-        make_map(&mk, true, k8, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->heads_kv * kD, 128, kBN, err) ||
-        make_map(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
+    if (mmk_tma_map_2d(&mq, true, q8, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->heads * kD, 128, kBM, err) ||
+        mmk_tma_map_2d(&mk, true, k8, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->heads_kv * kD, 128, kBN, err) ||
+        mmk_tma_map_2d(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
         return -1;
     return pp ? launch<true, true>(mq, mk, mv, p, n_kb, s, err) : launch<true, false>(mq, mk, mv, p, n_kb, s, err);
 }

@@ -4,6 +4,9 @@
 #   build     configure (if build-device/ is not there yet) + make the programs below
 #   fa3       tests/unit/test_speed_attention: the FA3-style Hopper attention (bf16 and
 #             e4m3) against its CPU twin, 12 cases              → decides MMH3_DIT_ATTN=fa3
+#   qgemm     tests/unit/test_speed_qgemm: the Hopper int8 GEMM with the fused epilogue, bit
+#             for bit against the cuBLASLt path and the CPU twin → decides MMH3_DIT_GEMM=sm90;
+#             then bench/mmh3-bench-qgemm: the four linears at S=38010, both paths, timed
 #   kit       the DiT conformance kit with --device cuda through the fused CUDA block
 #             (dit_block_cuda.c: fused norm/quant, int8 GEMM + gated residual, q/k norm + RoPE)
 #   attn      bench/mmh3-bench-attn at S=38010, 56 heads: every attention kernel, timed,
@@ -20,6 +23,7 @@
 #
 #   here:    bash tests/device/prepare.sh
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS]     carry [".carry"]
+#            (parts: build,fa3,qgemm,kit,attn,forward,ref,quality,kernels; default all)
 #
 # Every step runs under `timeout` (its own limit, cut to what is left of the
 # budget, default 350 s; steps that no longer fit are skipped and say so).
@@ -80,7 +84,7 @@ echo "python with torch: ${PY:-none}"
 status=0
 
 B=$top/build-device
-BIN="mmh3 bench/mmh3-bench-dit bench/mmh3-bench-attn bench/mmh3-bench-dit-quality tests/unit/test_speed_attention tests/unit/test_cuda_kernels"
+BIN="mmh3 bench/mmh3-bench-dit bench/mmh3-bench-attn bench/mmh3-bench-qgemm bench/mmh3-bench-dit-quality tests/unit/test_speed_attention tests/unit/test_speed_qgemm tests/unit/test_cuda_kernels"
 step "dependencies, configure (if needed) and build: $BIN"
 P=/tmp/mmh3-deps
 if ls .carry/debs/*.deb >/dev/null 2>&1; then
@@ -135,6 +139,29 @@ if want fa3; then
 fi
 [ "$fa3_ok" = 1 ] && export MMH3_DIT_ATTN=fa3
 
+gemm_ok=0
+if want qgemm; then
+  step "qgemm: Hopper int8 GEMM + fused epilogue vs the cuBLASLt path (tests/unit/test_speed_qgemm)"
+  secs=$(limit 60)
+  [ "$secs" -gt 0 ] || skipped qgemm
+  if [ "$secs" -gt 0 ]; then
+    run qgemm "$secs" "$OUT/speed_qgemm.txt" env MMH3_REQUIRE_GPU=1 "$B/tests/unit/test_speed_qgemm"
+    rc=$?
+    grep -E '^(PASS|FAIL|SKIP)|differ' "$OUT/speed_qgemm.txt" | tail -20
+    p=$(grep -c '^PASS ' "$OUT/speed_qgemm.txt"); f=$(grep -c '^FAIL ' "$OUT/speed_qgemm.txt")
+    if [ "$rc" = 0 ] && [ "$f" = 0 ] && [ "$p" -gt 0 ]; then gemm_ok=1; fi
+    note "qgemm device test: $p passed, $f failed (exit $rc)$( [ $gemm_ok = 1 ] && echo ' -> MMH3_DIT_GEMM=sm90 for the forward')"
+    [ "$gemm_ok" = 1 ] || status=1
+  fi
+  secs=$(limit 60)
+  [ "$secs" -gt 0 ] || skipped qgemm-bench
+  if [ "$secs" -gt 0 ]; then
+    run qgemm-bench "$secs" "$OUT/speed_qgemm_bench.txt" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2
+    while read -r line; do note "$line"; done < <(grep '^QGEMM' "$OUT/speed_qgemm_bench.txt")
+  fi
+fi
+[ "$gemm_ok" = 1 ] && export MMH3_DIT_GEMM=sm90
+
 if want kit; then
   step "kit: DiT conformance on CUDA through the fused block"
   secs=$(limit 90)
@@ -162,7 +189,7 @@ fi
 
 CKPT=${MMH3_DIT_RANDOM:-/tmp/mmh3-dit-full-random.safetensors}
 if want forward; then
-  step "forward: 1344x768x124 t2va L=300, exact + fast, breakdown of block 1 (attention: ${MMH3_DIT_ATTN:-mm_attention})"
+  step "forward: 1344x768x124 t2va L=300, exact + fast, breakdown of block 1 (attention: ${MMH3_DIT_ATTN:-mm_attention}, int8 GEMM: ${MMH3_DIT_GEMM:-cublaslt})"
   secs=$(limit 150)
   [ "$secs" -gt 0 ] || skipped forward
   if [ "$secs" -gt 0 ]; then

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_speed.h"
 #include "kernels/mmk_fa3.h"
+#include "kernels/mmk_qgemm.h"
 
 static bool head_view(const mm_tensor *t, mm_device dev, int64_t rows)
 {
@@ -56,6 +57,67 @@ int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const
     a.pingpong = pp ? atoi(pp) != 0 : -1;
     mm_error e = {{0}};
     if (mmk_fa3_run(mm_ctx_device(ctx).index, (mmk_stream)mm_ctx_stream(ctx), &a, &e) != 0)
+        return mm_ctx_fail(ctx, "%s", e.msg);
+    return 0;
+}
+static bool aligned(const void *p, uintptr_t n) { return ((uintptr_t)p & (n - 1)) == 0; }
+
+static bool i8_rows(const mm_tensor *t, mm_device dev)
+{
+    return t->dtype == MM_I8 && t->ndim == 2 && mm_device_eq(t->device, dev) && t->stride[1] == 1 &&
+           t->stride[0] % 16 == 0 && t->shape[1] % 16 == 0 && aligned(t->data, 16);
+}
+
+static bool f32_vec(const mm_tensor *t, int64_t n)
+{
+    return t->dtype == MM_F32 && mm_tensor_numel(t) == n && mm_tensor_is_contiguous(t) && aligned(t->data, 8);
+}
+
+bool mm_cuda_qgemm_fits(mm_ctx *ctx, const mm_tensor *y, const mm_tensor *q_x, const mm_tensor *q_w)
+{
+    mm_device dev = mm_ctx_device(ctx);
+    if (dev.kind != MM_DEVICE_CUDA || !mmk_qgemm_usable(dev.index))
+        return false;
+    return i8_rows(q_x, dev) && i8_rows(q_w, dev) && q_x->shape[1] == q_w->shape[1] && y->dtype == MM_BF16 &&
+           y->ndim == 2 && mm_device_eq(y->device, dev) && y->shape[0] == q_x->shape[0] &&
+           y->shape[1] == q_w->shape[0] && y->shape[1] % 8 == 0 && y->stride[1] == 1 && y->stride[0] % 2 == 0 &&
+           aligned(y->data, 4) && q_x->shape[0] <= INT32_MAX && q_w->shape[0] <= INT32_MAX;
+}
+
+int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
+                  const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx)
+{
+    if (mm_ctx_failed(ctx))
+        return -1;
+    const int64_t R = q_x->shape[0], N = q_w->shape[0];
+    if (!mm_cuda_qgemm_fits(ctx, y, q_x, q_w) || !f32_vec(s_x, R) || !f32_vec(s_w, N))
+        return mm_ctx_fail(ctx, "int8 GEMM (sm90): needs I8 q_x [R, K] and q_w [N, K] (16-byte aligned rows, K %% 16 "
+                           "== 0), contiguous F32 s_x [R] and s_w [N], bf16 y [R, N] (N %% 8 == 0) on an sm_90 GPU");
+    if (gate && (gate->dtype != MM_F32 || gate->ndim != 2 || gate->shape[1] != N || gate->stride[1] != 1 ||
+                 gate->stride[0] % 2 || !aligned(gate->data, 8) || !idx || idx->dtype != MM_I32 ||
+                 mm_tensor_numel(idx) != R || !mm_tensor_is_contiguous(idx)))
+        return mm_ctx_fail(ctx, "int8 GEMM (sm90): the gate must be an F32 [T, %lld] table (even row stride, 8-byte "
+                           "aligned) with a contiguous I32 idx [%lld]", (long long)N, (long long)R);
+    mmk_qgemm a;
+    memset(&a, 0, sizeof a);
+    a.M = (int)R;
+    a.N = (int)N;
+    a.K = (int)q_x->shape[1];
+    a.xq = q_x->data;
+    a.ldx = q_x->stride[0];
+    a.sx = s_x->data;
+    a.wq = q_w->data;
+    a.ldw = q_w->stride[0];
+    a.sw = s_w->data;
+    a.y = y->data;
+    a.ldy = y->stride[0];
+    if (gate) {
+        a.gate = gate->data;
+        a.ld_gate = gate->stride[0];
+        a.mod_idx = idx->data;
+    }
+    mm_error e = {{0}};
+    if (mmk_qgemm_run(mm_ctx_device(ctx).index, (mmk_stream)mm_ctx_stream(ctx), &a, &e) != 0)
         return mm_ctx_fail(ctx, "%s", e.msg);
     return 0;
 }

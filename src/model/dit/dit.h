@@ -99,7 +99,9 @@ int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *vid
  * residual in its epilogue, q/k norm + RoPE in one pass) unless
  * MMH3_DIT_FUSED=0; attention runs the Hopper kernel of
  * backend/cuda/cuda_speed.h when MMH3_DIT_ATTN=fa3 (mm_attention otherwise)
- * and, in fast mode, always where the GPU has it. */
+ * and, in fast mode, always where the GPU has it; the int8 linears run the
+ * Hopper GEMM with the scales and the gated residual in its epilogue when
+ * MMH3_DIT_GEMM=sm90 (bit for bit the cuBLASLt path's values). */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);
 /* What the main blocks' attention runs now, e.g. "fa3-e4m3 (fast)",
  * "fa3-bf16", "mm_attention (sm80-mma)". */

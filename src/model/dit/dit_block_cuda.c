@@ -51,6 +51,20 @@ bool mm_dit_cuda_path_applies(const mm_dit_request *r)
     return true;
 }
 
+int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err)
+{
+    if (!r->cuda_path)
+        return 0;
+    const mm_dit_config *c = &r->dit->cfg;
+    const int64_t shape[2] = {(int64_t)MM_DIT_MAX_TIMESTEPS * c->modalities, 6 * (int64_t)c->hidden};
+    if (mm_tensor_alloc(&r->mod_f32, mm_ctx_device(r->ctx), MM_F32, 2, shape, err) != 0)
+        return -1;
+    r->bytes += mm_tensor_nbytes(&r->mod_f32);
+    return 0;
+}
+
+void mm_dit_cuda_teardown(mm_dit_request *r) { mm_tensor_free(&r->mod_f32); }
+
 void mm_dit_request_set_fast(mm_dit_request *r, bool fast) { r->fast = fast; }
 
 void mm_dit_request_set_profile(mm_dit_request *r, const mm_dit_profile *p)
@@ -100,6 +114,25 @@ static int attention(mm_dit_request *r, mm_tensor *o, mm_tensor *q, mm_tensor *k
     return mm_attention(r->ctx, o, q, k, v, NULL);
 }
 
+/* The int8 linears: the Hopper kernel with the epilogue fused once selected
+ * with MMH3_DIT_GEMM=sm90 (bit for bit the same values), cuBLASLt + the
+ * epilogue kernel otherwise. gate: the block's f32 AdaLN column view, or NULL
+ * for a plain store. */
+static void qlinear(mm_dit_request *r, mm_tensor *y, const mm_tensor *q, const mm_tensor *s, const mm_linear *w,
+                    const mm_tensor *gate32, const mm_tensor *gate16)
+{
+    mm_ctx *ctx = r->ctx;
+    const mm_tensor *idx = &r->ws.adaln_idx;
+    if (env_is("MMH3_DIT_GEMM", "sm90") && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
+        mm_cuda_qgemm(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? idx : NULL);
+        return;
+    }
+    if (gate16)
+        mm_cuda_gemm_i8_scaled_gated(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, idx);
+    else
+        mm_gemm_i8_scaled(ctx, y, q, s, &w->weight, &w->weight_scale, NULL);
+}
+
 int mm_dit_block_cuda(mm_dit_request *r, int block)
 {
     const mm_dit *d = r->dit;
@@ -117,6 +150,11 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_tensor gate_msa = mm_tensor_narrow(&table, 1, 2 * H, H), shift_mlp = mm_tensor_narrow(&table, 1, 3 * H, H);
     mm_tensor scale_mlp = mm_tensor_narrow(&table, 1, 4 * H, H), gate_mlp = mm_tensor_narrow(&table, 1, 5 * H, H);
     const mm_tensor *idx = &ws->adaln_idx;
+    /* the same rows as f32 (exact), for the gated epilogues of the Hopper GEMM */
+    mm_tensor table32 = mm_tensor_wrap(r->mod_f32.data, r->mod_f32.device, MM_F32, 2, (int64_t[]){trows, 6 * H});
+    if (env_is("MMH3_DIT_GEMM", "sm90"))
+        mm_copy(ctx, &table32, &table);
+    mm_tensor gate_msa32 = mm_tensor_narrow(&table32, 1, 2 * H, H), gate_mlp32 = mm_tensor_narrow(&table32, 1, 5 * H, H);
 
     /* int8 codes and row scales of the current GEMM's input, in the request's scratch */
     mm_tensor s8 = mm_tensor_wrap(ws->s8.data, ws->s8.device, MM_F32, 1, (int64_t[]){S});
@@ -136,7 +174,7 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mark(r, block, "norm1 + modulation + ConvRot quant");
     mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm1, c->norm_eps, &scale_msa, &shift_msa, idx);
     mark(r, block, "qkv int8 GEMM");
-    mm_gemm_i8_scaled(ctx, &qkv, &q8h, &s8, &qkv_w->weight, &qkv_w->weight_scale, NULL);
+    qlinear(r, &qkv, &q8h, &s8, qkv_w, NULL, NULL);
     mark(r, block, "q/k norm + RoPE");
     mm_cuda_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
     mark(r, block, "attention");
@@ -144,15 +182,15 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mark(r, block, "attn ConvRot quant");
     mm_convrot_quantize(ctx, &q8a, &s8, &o2, out_w->group);
     mark(r, block, "out int8 GEMM + gated residual");
-    mm_cuda_gemm_i8_scaled_gated(ctx, &ws->x, &q8a, &s8, &out_w->weight, &out_w->weight_scale, &gate_msa, idx);
+    qlinear(r, &ws->x, &q8a, &s8, out_w, &gate_msa32, &gate_msa);
     mark(r, block, "norm2 + modulation + ConvRot quant");
     mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp, &shift_mlp, idx);
     mark(r, block, "fc1 int8 GEMM");
-    mm_gemm_i8_scaled(ctx, &fc1, &q8h, &s8, &fc1_w->weight, &fc1_w->weight_scale, NULL);
+    qlinear(r, &fc1, &q8h, &s8, fc1_w, NULL, NULL);
     mark(r, block, "SwiGLU + ConvRot quant");
     mm_cuda_swiglu_convrot(ctx, &q8f, &s8, &fc1);
     mark(r, block, "fc2 int8 GEMM + gated residual");
-    mm_cuda_gemm_i8_scaled_gated(ctx, &ws->x, &q8f, &s8, &fc2_w->weight, &fc2_w->weight_scale, &gate_mlp, idx);
+    qlinear(r, &ws->x, &q8f, &s8, fc2_w, &gate_mlp32, &gate_mlp);
     mark(r, block, NULL);
     return mm_ctx_failed(ctx) ? -1 : 0;
 }

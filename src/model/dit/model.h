@@ -73,6 +73,7 @@ struct mm_dit_request {
     bool cuda_path;        /* main blocks through the fused CUDA kernels */
     bool fast;             /* e4m3 attention where the GPU runs it */
     mm_dit_profile profile; /* stage marks of one block (benchmarks) */
+    mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */
 };
 
 /* weights.c */
@@ -108,6 +109,8 @@ void mm_dit_rope_tables(const mm_dit *dit, const double *positions, int64_t rows
  * (CUDA context, int8 ConvRot group-256 linears without bias, not turned off
  * by MMH3_DIT_FUSED=0), and that block. */
 bool mm_dit_cuda_path_applies(const mm_dit_request *r);
+int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err); /* its buffers (nothing off the path) */
+void mm_dit_cuda_teardown(mm_dit_request *r);
 int mm_dit_block_cuda(mm_dit_request *r, int block);
 
 /* block.c, final_layer.c */

@@ -1,0 +1,221 @@
+/* mmh3-bench-qgemm: the DiT's four int8 ConvRot linears at full size on one
+ * GPU (issue 9): the cuBLASLt path (int32 GEMM + epilogue kernel: what
+ * mm_gemm_i8_scaled and mm_cuda_gemm_i8_scaled_gated run) against the
+ * Hopper kernel with the epilogue fused (kernels/qgemm_sm90.cu), timed with
+ * device events, outputs compared bit for bit.
+ *
+ *   mmh3-bench-qgemm [--rows 38010] [--reps 3]
+ *
+ * One line per shape and path:
+ *   QGEMM op=qkv path=sm90 ms=7.41 tops=1185.3 equal=yes
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_fused.h"
+#include "backend/cuda/cuda_speed.h"
+#include "backend/ops.h"
+#include "core/dtype.h"
+
+typedef struct shape {
+    const char *name;
+    int N, K;
+    int gated;
+} shape;
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+typedef struct fill_job {
+    void *p;
+    mm_dtype dt;
+    uint64_t seed;
+    float scale;
+} fill_job;
+
+static void fill(void *user, int64_t i0, int64_t i1)
+{
+    const fill_job *j = user;
+    for (int64_t i = i0; i < i1; i++) {
+        uint64_t h = mix(j->seed ^ (uint64_t)i);
+        float u = (float)((h >> 40) * 0x1p-24);
+        if (j->dt == MM_I8)
+            ((int8_t *)j->p)[i] = (int8_t)((int)(h % 255) - 127);
+        else if (j->dt == MM_F32)
+            ((float *)j->p)[i] = (0.5f + u) * j->scale;
+        else
+            ((uint16_t *)j->p)[i] = mm_f32_to_bf16((u * 2.0f - 1.0f) * j->scale);
+    }
+}
+
+static int make(mm_ctx *gpu, mm_ctx *cpu, mm_tensor *t, mm_dtype dt, int64_t r, int64_t c, uint64_t seed, float scale,
+                mm_error *err)
+{
+    const int64_t shape[2] = {r, c};
+    if (mm_tensor_alloc(t, mm_cuda(0), dt, c ? 2 : 1, shape, err) != 0)
+        return -1;
+    int64_t n = r * (c ? c : 1);
+    void *h = malloc((size_t)mm_dtype_nbytes(dt, n));
+    if (!h)
+        return mm_fail(err, "out of memory");
+    fill_job j = {h, dt, seed, scale};
+    mm_parallel_for(cpu, n, 1 << 16, fill, &j);
+    mm_tensor ht = mm_tensor_wrap(h, mm_cpu(), dt, c ? 2 : 1, shape);
+    mm_copy(gpu, t, &ht);
+    int rc = mm_ctx_sync(gpu, err);
+    free(h);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int M = 38010, reps = 3;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc)
+            M = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: mmh3-bench-qgemm [--rows M] [--reps R]\n");
+            return 2;
+        }
+    }
+    mm_error err = {{0}};
+    mm_ctx *gpu = NULL, *cpu = NULL;
+    if (mm_cuda_count() == 0 || mm_ctx_create(&gpu, mm_cuda(0), 0, &err) != 0 ||
+        mm_ctx_create(&cpu, mm_cpu(), 0, &err) != 0) {
+        printf("FAIL mmh3-bench-qgemm: %s\n", err.msg[0] ? err.msg : "no CUDA device");
+        return 1;
+    }
+    const shape shapes[4] = {{"qkv", 21504, 5376, 0}, {"out", 5376, 7168, 1}, {"fc1", 28672, 5376, 0},
+                             {"fc2", 5376, 14336, 1}};
+    mm_cuda_event *e0 = mm_cuda_event_create(0, &err), *e1 = mm_cuda_event_create(0, &err);
+    int failures = 0;
+    double total[2] = {0, 0};
+    for (int si = 0; si < 4; si++) {
+        const shape *sh = &shapes[si];
+        mm_tensor x = {0}, w = {0}, sx = {0}, sw = {0}, gate = {0}, gate16 = {0}, idx = {0}, y0 = {0}, y1 = {0};
+        int32_t *hidx = malloc(4 * (size_t)M);
+        for (int i = 0; i < M; i++)
+            hidx[i] = i % 3;
+        if (make(gpu, cpu, &x, MM_I8, M, sh->K, 1 + si, 0, &err) || make(gpu, cpu, &w, MM_I8, sh->N, sh->K, 11 + si, 0, &err) ||
+            make(gpu, cpu, &sx, MM_F32, M, 0, 21 + si, 0.02f, &err) ||
+            make(gpu, cpu, &sw, MM_F32, sh->N, 0, 31 + si, 1e-3f, &err) ||
+            make(gpu, cpu, &gate16, MM_BF16, 3, sh->N, 41 + si, 1.0f, &err) ||
+            make(gpu, cpu, &y0, MM_BF16, M, sh->N, 51 + si, 2.0f, &err) ||
+            mm_tensor_alloc(&y1, mm_cuda(0), MM_BF16, 2, y0.shape, &err) ||
+            mm_tensor_alloc(&gate, mm_cuda(0), MM_F32, 2, gate16.shape, &err) ||
+            mm_tensor_alloc(&idx, mm_cuda(0), MM_I32, 1, (int64_t[]){M}, &err)) {
+            printf("FAIL mmh3-bench-qgemm: %s\n", err.msg);
+            return 1;
+        }
+        mm_tensor hi = mm_tensor_wrap(hidx, mm_cpu(), MM_I32, 1, (int64_t[]){M});
+        mm_copy(gpu, &idx, &hi);
+        mm_copy(gpu, &gate, &gate16);
+        mm_copy(gpu, &y1, &y0); /* the same residual for both paths */
+        mm_ctx_sync(gpu, NULL);
+        const double ops = 2.0 * M * (double)sh->N * sh->K;
+        float best[2] = {INFINITY, INFINITY};
+        for (int path = 0; path < 2; path++) {
+            if (path == 1 && !mm_cuda_qgemm_fits(gpu, &y1, &x, &w)) {
+                printf("QGEMM op=%s path=sm90 skipped (no sm_90a kernel)\n", sh->name);
+                continue;
+            }
+            mm_tensor *y = path ? &y1 : &y0;
+            /* gated calls accumulate into y: they are compared below, from one fresh residual */
+            for (int r = 0; r <= reps; r++) {
+                mm_cuda_event_record(e0, NULL);
+                if (path == 0) {
+                    if (sh->gated)
+                        mm_cuda_gemm_i8_scaled_gated(gpu, y, &x, &sx, &w, &sw, &gate16, &idx);
+                    else
+                        mm_gemm_i8_scaled(gpu, y, &x, &sx, &w, &sw, NULL);
+                } else {
+                    mm_cuda_qgemm(gpu, y, &x, &sx, &w, &sw, sh->gated ? &gate : NULL, sh->gated ? &idx : NULL);
+                }
+                mm_cuda_event_record(e1, NULL);
+                float ms = 0;
+                if (mm_ctx_sync(gpu, &err) != 0 || mm_cuda_event_elapsed_ms(e0, e1, &ms, &err) != 0) {
+                    printf("QGEMM op=%s path=%s FAILED: %s\n", sh->name, path ? "sm90" : "cublaslt", err.msg);
+                    failures++;
+                    break;
+                }
+                if (r > 0 || reps == 0)
+                    best[path] = ms < best[path] ? ms : best[path];
+                if (r == 0 && path == 1) {
+                    /* after one call each (the gated ones from the same residual): bit for bit? */
+                    const int64_t n = (int64_t)M * sh->N;
+                    uint16_t *a = malloc(2 * (size_t)n), *b = malloc(2 * (size_t)n);
+                    mm_tensor ha = mm_tensor_wrap(a, mm_cpu(), MM_BF16, 2, y0.shape);
+                    mm_tensor hb = mm_tensor_wrap(b, mm_cpu(), MM_BF16, 2, y1.shape);
+                    int64_t diff = 0;
+                    if (!sh->gated) {
+                        mm_copy(gpu, &ha, &y0);
+                        mm_copy(gpu, &hb, &y1);
+                        mm_ctx_sync(gpu, NULL);
+                        for (int64_t i = 0; i < n; i++)
+                            diff += a[i] != b[i];
+                        printf("QGEMM op=%s compare: %lld of %lld outputs differ\n", sh->name, (long long)diff,
+                               (long long)n);
+                        failures += diff != 0;
+                    }
+                    free(a);
+                    free(b);
+                }
+            }
+        }
+        if (sh->gated) {
+            /* gated: compare one call each from the same starting residual */
+            mm_tensor base = {0};
+            if (make(gpu, cpu, &base, MM_BF16, M, sh->N, 61 + si, 2.0f, &err) == 0) {
+                mm_copy(gpu, &y0, &base);
+                mm_copy(gpu, &y1, &base);
+                mm_cuda_gemm_i8_scaled_gated(gpu, &y0, &x, &sx, &w, &sw, &gate16, &idx);
+                if (mm_cuda_qgemm_fits(gpu, &y1, &x, &w))
+                    mm_cuda_qgemm(gpu, &y1, &x, &sx, &w, &sw, &gate, &idx);
+                const int64_t n = (int64_t)M * sh->N;
+                uint16_t *a = malloc(2 * (size_t)n), *b = malloc(2 * (size_t)n);
+                mm_tensor ha = mm_tensor_wrap(a, mm_cpu(), MM_BF16, 2, y0.shape);
+                mm_tensor hb = mm_tensor_wrap(b, mm_cpu(), MM_BF16, 2, y1.shape);
+                mm_copy(gpu, &ha, &y0);
+                mm_copy(gpu, &hb, &y1);
+                int64_t diff = 0;
+                if (mm_ctx_sync(gpu, &err) == 0)
+                    for (int64_t i = 0; i < n; i++)
+                        diff += a[i] != b[i];
+                printf("QGEMM op=%s compare (gated residual): %lld of %lld outputs differ\n", sh->name,
+                       (long long)diff, (long long)n);
+                failures += diff != 0;
+                free(a);
+                free(b);
+                mm_tensor_free(&base);
+            }
+        }
+        for (int path = 0; path < 2; path++)
+            if (isfinite(best[path])) {
+                printf("QGEMM op=%s path=%s ms=%.3f tops=%.1f\n", sh->name, path ? "sm90" : "cublaslt", best[path],
+                       ops / (best[path] * 1e-3) * 1e-12);
+                total[path] += best[path];
+            }
+        fflush(stdout);
+        mm_tensor *all[] = {&x, &w, &sx, &sw, &gate, &gate16, &idx, &y0, &y1};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            mm_tensor_free(all[i]);
+        free(hidx);
+    }
+    printf("QGEMM block total: cublaslt %.3f ms, sm90 %.3f ms (x 50 blocks: %.2f s vs %.2f s per forward)\n", total[0],
+           total[1], total[0] * 0.05, total[1] * 0.05);
+    mm_cuda_event_destroy(e0);
+    mm_cuda_event_destroy(e1);
+    mm_ctx_destroy(gpu);
+    mm_ctx_destroy(cpu);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,233 @@
+/* The DiT's int8 ConvRot linears on Hopper with the epilogue fused (issue 9;
+ * contract in kernels/mmk_qgemm.h).
+ *
+ * One CTA = a 128 × 256 output tile, 384 threads in three warpgroups:
+ *   - warpgroup 0, the producer: one thread streams 128-wide K slices of the
+ *     activation tile (128 rows) and the weight tile (256 rows) through a
+ *     four-stage ring with TMA, completing on mbarriers;
+ *   - warpgroups 1 and 2, the consumers: 64 rows each, wgmma m64n256k32
+ *     s8·s8 → s32 from shared memory, one K slice in flight while the
+ *     previous one's stage is handed back; then the epilogue on the int32
+ *     accumulators in registers: · (sx·sw), bf16, optionally the gated
+ *     residual into y, stored straight from registers.
+ * Tiles are visited in groups of G row blocks (all column tiles of a group
+ * before the next group), so that what the running CTAs read — G activation
+ * blocks and a band of weight tiles — stays in L2.
+ *
+ * CPU twin: src/backend/cpu/quant.c (mm_gemm_i8_scaled, then
+ * mm_gated_residual); tests/unit/test_speed_qgemm.c demands bit equality
+ * with the cuBLASLt path (mmk_qlinear_i8) on the device.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/common.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/mmk_qgemm.h"
+#include "kernels/tma_host.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MMK_QGEMM_DEVICE 1
+#include "kernels/wgmma.cuh"
+#endif
+
+namespace {
+
+constexpr int kBM = 128, kBN = 256, kBK = 128, kStages = 4, kThreads = 384;
+constexpr int kTileA = kBM * kBK, kTileB = kBN * kBK; /* bytes */
+constexpr int kSmem = kStages * (kTileA + kTileB) + 1024;
+
+struct QgParams {
+    int M, N, K, n_mt, n_nt, group_m, n_kb;
+    const float *sx, *sw;
+    bf16 *y;
+    int64_t ldy;
+    const float *gate;
+    int64_t ld_gate;
+    const int32_t *mod_idx;
+};
+
+template <bool GATED>
+__global__ void __launch_bounds__(kThreads, 1)
+    k_qgemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
+{
+#ifdef MMK_QGEMM_DEVICE
+    extern __shared__ __align__(1024) unsigned char qg_smem[];
+    __shared__ __align__(8) uint64_t bars[2 * kStages];
+    unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
+    const uint32_t sA = mmk_smem_addr(base), sB = sA + kStages * kTileA;
+    const uint32_t b0 = mmk_smem_addr(&bars[0]);
+#define FULL(s) (b0 + 8u * (s))
+#define EMPTY(s) (b0 + 8u * (kStages + (s)))
+
+    /* grouped raster: G row blocks × all column tiles, column-major inside a group */
+    const int pid = blockIdx.x, per_group = p.group_m * p.n_nt;
+    const int first_m = (pid / per_group) * p.group_m;
+    const int gsize = p.n_mt - first_m < p.group_m ? p.n_mt - first_m : p.group_m;
+    const int mt = first_m + (pid % per_group) % gsize, nt = (pid % per_group) / gsize;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; s++) {
+            mmk_mbar_init(FULL(s), 1);
+            mmk_mbar_init(EMPTY(s), 256);
+        }
+        mmk_mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        mmk_regs_dealloc<40>();
+        if (threadIdx.x == 0) {
+            mmk_tma_prefetch_map(&tmA);
+            mmk_tma_prefetch_map(&tmB);
+            for (int kb = 0; kb < p.n_kb; kb++) {
+                const int s = kb % kStages;
+                mmk_mbar_wait(EMPTY(s), ((kb / kStages) & 1) ^ 1);
+                mmk_mbar_expect_tx(FULL(s), kTileA + kTileB);
+                mmk_tma_load_2d(sA + s * kTileA, &tmA, FULL(s), kb * kBK, mt * kBM);
+                mmk_tma_load_2d(sB + s * kTileB, &tmB, FULL(s), kb * kBK, nt * kBN);
+            }
+        }
+        return;
+    }
+
+    mmk_regs_alloc<232>();
+    const int cw = wg - 1;
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int32_t acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        acc[i] = 0;
+
+    for (int kb = 0; kb < p.n_kb; kb++) {
+        const int s = kb % kStages;
+        mmk_mbar_wait(FULL(s), (kb / kStages) & 1);
+        const uint32_t a_addr = sA + s * kTileA + cw * 64 * 128, b_addr = sB + s * kTileB;
+        mmk_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
+        mmk_wgmma_commit();
+        /* the previous slice's products are done: hand its stage back */
+        mmk_wgmma_wait<1>();
+        if (kb > 0)
+            mmk_mbar_arrive(EMPTY((kb - 1) % kStages));
+    }
+    mmk_wgmma_wait<0>();
+    mmk_fence_regs(acc);
+
+    /* epilogue: row r = tile row, column pairs c, c + 1 per 8-column group */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = mt * kBM + cw * 64 + warp * 16 + g + 8 * r;
+        if (row >= p.M)
+            continue;
+        const float sx = p.sx[row];
+        bf16 *yrow = p.y + (int64_t)row * p.ldy;
+        const float *grow = GATED ? p.gate + (int64_t)p.mod_idx[row] * p.ld_gate : nullptr;
+#pragma unroll
+        for (int n8 = 0; n8 < kBN / 8; n8++) {
+            const int col = nt * kBN + n8 * 8 + 2 * t;
+            if (col >= p.N)
+                continue;
+            const float2 sw = *reinterpret_cast<const float2 *>(p.sw + col);
+            float o0 = (float)acc[n8 * 4 + 2 * r] * __fmul_rn(sx, sw.x);
+            float o1 = (float)acc[n8 * 4 + 2 * r + 1] * __fmul_rn(sx, sw.y);
+            __nv_bfloat162 *yp = reinterpret_cast<__nv_bfloat162 *>(yrow + col);
+            if (GATED) {
+                const float2 gt = *reinterpret_cast<const float2 *>(grow + col);
+                const float2 x = __bfloat1622float2(*yp);
+                o0 = __fadd_rn(x.x, __fmul_rn(gt.x, mmk_round_bf16(o0)));
+                o1 = __fadd_rn(x.y, __fmul_rn(gt.y, mmk_round_bf16(o1)));
+            }
+            *yp = __floats2bfloat162_rn(o0, o1);
+        }
+    }
+#undef FULL
+#undef EMPTY
+#else
+    (void)p;
+    __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
+#endif
+}
+
+bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+bool al8(const void *p) { return ((uintptr_t)p & 7) == 0; }
+
+template <bool GATED> int launch(const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s, mm_error *err)
+{
+    MMK_TRY(cudaFuncSetAttribute(k_qgemm<GATED>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), err,
+            "raising the shared-memory limit of the int8 GEMM kernel");
+    k_qgemm<GATED><<<p.n_mt * p.n_nt, kThreads, kSmem, s>>>(a, b, p);
+    return mmk_launched(err, GATED ? "k_qgemm (gated residual)" : "k_qgemm");
+}
+
+} // namespace
+
+extern "C" int mmk_qgemm_usable(int dev)
+{
+    static int cached[64];
+    if (dev < 0 || dev >= 64)
+        return 0;
+    if (!cached[dev]) {
+        cudaDeviceProp prop;
+        cudaFuncAttributes fa;
+        bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major == 9 &&
+                  cudaFuncGetAttributes(&fa, k_qgemm<false>) == cudaSuccess && fa.binaryVersion >= 90;
+        cudaGetLastError();
+        cached[dev] = ok ? 1 : 2;
+    }
+    return cached[dev] == 1;
+}
+
+extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_error *err)
+{
+    if (mmk_device_enter(dev, err))
+        return -1;
+    if (!mmk_qgemm_usable(dev))
+        return mm_fail(err, "int8 GEMM (sm90): needs an sm_90 GPU and sm_90a code in this build");
+    if (a->M <= 0 || a->N <= 0 || a->K <= 0)
+        return a->M == 0 ? 0 : mm_fail(err, "int8 GEMM (sm90): sizes must be positive (M=%d N=%d K=%d)", a->M, a->N, a->K);
+    if (a->K % 16 || a->N % 8 || !al16(a->xq) || !al16(a->wq) || a->ldx % 16 || a->ldw % 16 || a->ldy % 2 ||
+        !al8(a->sw) || ((uintptr_t)a->y & 3))
+        return mm_fail(err, "int8 GEMM (sm90): needs K %% 16 == 0, N %% 8 == 0, 16-byte aligned int8 rows, an "
+                       "8-byte aligned sw and 4-byte aligned bf16 pairs in y");
+    if (a->gate && (!a->mod_idx || a->ld_gate % 2 || !al8(a->gate)))
+        return mm_fail(err, "int8 GEMM (sm90): the gate table needs mod_idx and 8-byte aligned rows");
+    CUtensorMap ma, mb;
+    if (mmk_tma_map_2d(&ma, true, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, kBK, kBM, err) ||
+        mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, kBN, err))
+        return -1;
+    QgParams p;
+    memset(&p, 0, sizeof p);
+    p.M = a->M;
+    p.N = a->N;
+    p.K = a->K;
+    p.n_mt = (a->M + kBM - 1) / kBM;
+    p.n_nt = (a->N + kBN - 1) / kBN;
+    p.n_kb = (a->K + kBK - 1) / kBK;
+    /* G row blocks of activations ≈ 12 MB, so they and a band of weight tiles stay in L2 */
+    int64_t g = ((int64_t)12 << 20) / ((int64_t)kBM * a->K);
+    p.group_m = (int)(g < 4 ? 4 : g > 16 ? 16 : g);
+    p.sx = a->sx;
+    p.sw = a->sw;
+    p.y = (bf16 *)a->y;
+    p.ldy = a->ldy;
+    p.gate = a->gate;
+    p.ld_gate = a->ld_gate;
+    p.mod_idx = a->mod_idx;
+    cudaStream_t s = (cudaStream_t)st;
+    return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
+}
+
+static const mmk_kernel_entry g_qgemm_kernels[] = {
+    {"qgemm_sm90", (const void *)k_qgemm<false>, 90},
+    {"qgemm_sm90_gated", (const void *)k_qgemm<true>, 90},
+};
+
+extern "C" const mmk_kernel_entry *mmk_kernels_qgemm(int *n)
+{
+    *n = (int)(sizeof g_qgemm_kernels / sizeof g_qgemm_kernels[0]);
+    return g_qgemm_kernels;
+}
