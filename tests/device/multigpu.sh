@@ -12,9 +12,12 @@
 #       efficiency and equality with the one-GPU output.
 #
 #   here:    bash tests/device/prepare.sh          (fills .carry/: debs, configure)
-#   device:  bash tests/device/multigpu.sh [--part unit,check,bench] [--layers 50] [--gpus 1,2,4,8]
+#   device:  bash tests/device/multigpu.sh [--part unit,check,bench[,placement]] [--layers 50] [--gpus 1,2,4,8]
 #            with carry [".carry"]; NCCL_NVLS_ENABLE=0 is set here and again by mmh3 itself.
 #
+# placement (optional, needs `bash tests/device/prepare_engine.sh` here too): the real CLI at
+# 1344x768x124 with the default placement (2+ GPUs: DiT cuda:0, text encoder + VAEs cuda:1), then
+# --gpus N, final latents compared (≈ engine.sh build,gen + one short render per group size).
 # Expected durations on H200s (build-device/ reused when present): build ≈ 15-90 s, unit ≈ 30 s,
 # check ≈ 10 s, bench: writing the random checkpoint ≈ 20 s per 10 blocks on 16 cores (skipped
 # when $MMH3_DIT_RANDOM exists), then per group size one load (≈ 5-20 s) + 3 forwards.
@@ -135,5 +138,40 @@ if want bench; then
   awk '$1 == "RESULT" && $2 == "sp" { printf "| %s | %s | %s | %s | %s |\n", $3, $4, $5, $6, $7 }' \
       "$OUT/bench_sp.txt" | sed 's/[a-z_0-9]*=//g' >"$OUT/bench_sp_table.md"
   note "table (gpus | s/forward | speed-up | efficiency | rel_l2 video) in bench_sp_table.md ($layers blocks)"
+fi
+if want placement; then
+  # The whole product through the real CLI (tests/device/engine.sh builds build-engine/ with a static
+  # FFmpeg and writes the full-size models): default placement (2+ GPUs: DiT on cuda:0, text encoder
+  # and VAEs on cuda:1, hand-offs through mm_transfer), then --gpus N, final latents compared.
+  step "placement: engine build + full-size models (tests/device/engine.sh --part build,gen)"
+  timeout 900 bash tests/device/engine.sh --part build,gen >"$OUT/placement_engine_setup.log" 2>&1 ||
+    { tail -20 "$OUT/placement_engine_setup.log"; note "FAIL: engine build/models (placement_engine_setup.log)"; finish 1; }
+  EB=$top/build-engine; M=${MODELS:-/tmp/mmh3-engine-models}
+  PY=""; for p in python3 /opt/torch/.venv/bin/python3; do "$p" -c 'import torch, safetensors' 2>/dev/null && { PY=$p; break; }; done
+  steps=${PLACEMENT_STEPS:-3}
+  for g in 1 $(echo "$gpus" | tr ',' ' '); do
+    [ "$g" -le "$ngpu" ] || continue
+    [ -f "$OUT/placement_latents_g$g.safetensors" ] && continue
+    step "placement: mmh3 generate 1344x768x124, $steps steps, --gpus $g"
+    timeout --kill-after=10 560 "$EB/mmh3" generate --models-path "$M" --plain -v --gpus "$g" \
+      -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." --size 1344x768 \
+      --frames 124 --steps "$steps" --seed 1 --dump-latents "$OUT/placement_latents_g$g.safetensors" \
+      -o "$OUT/placement_g$g.mp4" >"$OUT/placement_g$g.txt" 2>&1
+    rc=$?
+    note "generate --gpus $g: exit $rc; $(grep -m1 'placement:' "$OUT/placement_g$g.txt" | sed 's/^ *//')"
+    note "  $(grep -m1 'denoise (DiT' "$OUT/placement_g$g.txt" | sed 's/^ *//')"
+    [ "$rc" = 0 ] || status=1
+    if [ "$g" != 1 ] && [ -n "$PY" ] && [ -f "$OUT/placement_latents_g1.safetensors" ]; then
+      "$PY" - "$OUT/placement_latents_g1.safetensors" "$OUT/placement_latents_g$g.safetensors" <<'PYEOF' | tee -a "$OUT/placement_compare.txt"
+import sys
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+for k in sorted(set(a) & set(b)):
+    x, y = a[k].double(), b[k].double()
+    print(f"{sys.argv[2].rsplit('_', 1)[-1]} {k}: rel_l2 {float((x - y).norm() / y.norm().clamp_min(1e-30)):.3g} vs --gpus 1")
+PYEOF
+      while read -r line; do note "  $line"; done < <(grep "g$g.safetensors" "$OUT/placement_compare.txt")
+    fi
+  done
 fi
 finish $status
