@@ -154,8 +154,13 @@ static void one_round(mm_oxen_agent *a)
     PQclear(r);
     if (!locked)
         return; /* another worker's agent is writing to the hub */
-    if (mm_oxen_claims_resume(a, &err) < 0)
-        mm_oxen_complain(a, err.msg);
+    /* Claims a killed worker left half done: at start, then at the poll's pace
+     * (a hub that is down is not asked every second). */
+    if (now_seconds() >= a->next_resume && !atomic_load(&a->quit)) {
+        a->next_resume = now_seconds() + (a->poll_seconds > 0 ? a->poll_seconds : 10);
+        if (mm_oxen_claims_resume(a, &err) < 0)
+            mm_oxen_complain(a, err.msg);
+    }
     bool did = true;
     while (did && !atomic_load(&a->quit)) {
         if (mm_oxen_mirror_next(a, &did, &err) < 0) {

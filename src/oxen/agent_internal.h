@@ -24,7 +24,7 @@ typedef struct mm_oxen_agent {
     pthread_cond_t cond;
     bool woken;
     pthread_t thread;
-    double next_poll;
+    double next_poll, next_resume;
     char last_complaint[256]; /* logged once until it changes */
 } mm_oxen_agent;
 
