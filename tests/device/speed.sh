@@ -19,11 +19,15 @@
 #             (per-step velocity error, final latent PSNR, decoded-frame PSNR through
 #             the kit's small video VAE) at 1344x768x22, 8 steps, full-size weights
 #   kernels   tests/unit/test_cuda_kernels (the CUDA helper's kernel tests; includes the
-#             fused RMSNorm+modulation+ConvRot case that hung in run #3, fixed here)
+#             fused RMSNorm+modulation+ConvRot case that hung in runs #2/#3)
+#   clips     (not in "all": ~4-5 min on its own) 10 s and 15 s clips at 1344x768 (243 and 362
+#             frames: S = 73,586 and 109,262): one forward each in exact and fast mode, peak
+#             memory, and the PyTorch reference at the same sizes; run it as
+#             `--part fa3,qgemm,clips --budget 330` so the verified kernels are selected
 #
 #   here:    bash tests/device/prepare.sh
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS]     carry [".carry"]
-#            (parts: build,fa3,qgemm,kit,attn,forward,ref,quality,kernels; default all)
+#            (parts: build,fa3,qgemm,kit,attn,forward,ref,quality,kernels,clips; all = every part but clips)
 #
 # Every step runs under `timeout` (its own limit, cut to what is left of the
 # budget, default 350 s; steps that no longer fit are skipped and say so).
@@ -45,7 +49,7 @@ while [ $# -gt 0 ]; do
     *) echo "speed.sh: unknown argument $1"; exit 2 ;;
   esac
 done
-want() { [ "$part" = all ] || [[ ",$part," == *",$1,"* ]]; }
+want() { { [ "$part" = all ] && [ "$1" != clips ]; } || [[ ",$part," == *",$1,"* ]]; }
 
 t0=$SECONDS
 step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
@@ -240,6 +244,28 @@ if want kernels; then
     note "test_cuda_kernels: $(grep -c '^PASS' "$OUT/speed_kernels.txt") passed, $(grep -c '^FAIL' "$OUT/speed_kernels.txt") failed (exit $rc)"
     grep -E '^FAIL|TIMEOUT' "$OUT/speed_kernels.txt" | head -8
   fi
+fi
+
+if want clips; then
+  for frames in 243 362; do
+    step "clips: 1344x768x$frames t2va L=300, one forward exact + fast (attention: ${MMH3_DIT_ATTN:-mm_attention}, int8 GEMM: ${MMH3_DIT_GEMM:-cublaslt})"
+    secs=$(limit 150)
+    [ "$secs" -gt 0 ] || skipped "clips $frames"
+    if [ "$secs" -gt 0 ]; then
+      gen=(--checkpoint "$CKPT"); [ -f "$CKPT" ] || gen=(--write-random "$CKPT")
+      run "clips-$frames" "$secs" "$OUT/speed_clip_$frames.txt" "$B/bench/mmh3-bench-dit" "${gen[@]}" --device cuda \
+          --width 1344 --height 768 --frames "$frames" --text-rows 300 --warmup 0 --iters 1 --modes exact,fast \
+          --profile-block -1
+      while read -r line; do note "frames $frames: $line"; done < <(grep -E '^(RESULT|QUALITY)' "$OUT/speed_clip_$frames.txt")
+    fi
+    secs=$(limit 120)
+    if [ "$secs" -gt 0 ] && [ -n "$PY" ]; then
+      run "clips-ref-$frames" "$secs" "$OUT/speed_clip_ref_$frames.txt" env PYTHONUNBUFFERED=1 "$PY" \
+          bench/reference/dit_ref.py --width 1344 --height 768 --frames "$frames" --text-rows 300 --linear int8 \
+          --warmup 0 --iters 1
+      while read -r line; do note "frames $frames: $line"; done < <(grep -E '^RESULT' "$OUT/speed_clip_ref_$frames.txt")
+    fi
+  done
 fi
 
 # ratios: PyTorch s/forward / mmh3 s/forward (> 1: mmh3 faster)
