@@ -22,6 +22,7 @@ import uuid
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fake_oxen_hub import Hub  # noqa: E402
+from server_test import schema_errors  # noqa: E402
 from stack import Stack, short  # noqa: E402
 
 KEY = "oxk-test-" + uuid.uuid4().hex  # the API key; must never show up anywhere but the hub's header
@@ -542,6 +543,27 @@ def unconfigured_worker_makes_no_hub_traffic(c):
         c.hub.jobs.pop(hub_id)
     c.stop_worker()
     c.start_worker()
+
+
+@test
+def responses_match_the_openapi_document(c):
+    _, doc = c.s.get("/docs")
+    for path in ("/api/rewrite", "/v1/videos", "/v1/videos/{id}", "/v1/videos/{id}/content"):
+        check(path in doc["paths"], "%s is not documented", path)
+    st, page = c.s.get("/api/ai/queue?limit=50")
+    mirrored = [g for g in page["generations"] if g["oxen_status"] == "mirrored"]
+    failed = [g for g in page["generations"] if g["oxen_status"] == "failed"]
+    claimed = [g for g in page["generations"] if g["oxen_job_id"]]
+    check(mirrored and failed and claimed, "the earlier tests left no mirrored/failed/claimed rows to check")
+    st, video = c.s.get("/v1/videos/" + mirrored[0]["generation_id"])
+    st, settings = c.s.get("/api/settings")
+    st, err = c.s.request("POST", "/v1/videos", {"prompt": "x", "task": "nope"})
+    cases = [("Generation", mirrored[0]), ("Generation", failed[0]), ("Generation", claimed[0]), ("Video", video),
+             ("Settings", settings), ("Error", err)]
+    problems = []
+    for name, value in cases:
+        problems += schema_errors(doc, {"$ref": "#/components/schemas/" + name}, value, name)
+    check(not problems, "%d mismatches:\n    %s", len(problems), "\n    ".join(problems[:20]))
 
 
 @test
