@@ -11,7 +11,8 @@
 #            torch), dit (kit on CUDA, CUDA vs CPU), rng, ditbench (full-size
 #            forward + PyTorch reference), kits (the text-encoder and VAE
 #            kits on CUDA and on the CPU, after cuda built build-device/), te
-#            (text-encoder kit + full-size bench), vae (VAE kit + bench).
+#            (text-encoder kit + full-size bench), vae (VAE kit + bench), speed,
+#            multigpu, engine (their scripts; arguments in $MMH3_<STEP>_ARGS).
 #            Each as NAME or NAME:SECONDS.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,6 +45,9 @@ for spec in "$@"; do
             echo "== $k on cpu";  build-device/mmh3 conformance tests/data/$k --device cpu | tail -2
           done' ;;
     te) run_step te "$limit" bash tests/device/text_encoder.sh ;;
+    speed) run_step speed "$limit" bash tests/device/speed.sh ${MMH3_SPEED_ARGS:-} ;;
+    multigpu) run_step multigpu "$limit" bash tests/device/multigpu.sh ${MMH3_MULTIGPU_ARGS:-} ;;
+    engine) run_step engine "$limit" bash tests/device/engine.sh ${MMH3_ENGINE_ARGS:-} ;;
     vae) run_step vae "$limit" bash tests/device/vae.sh ;;
     *) echo "unknown step $name" ;;
   esac
