@@ -20,6 +20,10 @@ e2e_stack_start() {
   mkdir -p "$work"
   local port
   port=$(e2e_free_port) || return 1
+  # The rewrite test stores a made-up Oxen key: point the stack at a closed
+  # loopback port so no test ever reaches hub.oxen.ai (the sheet then shows the
+  # "cannot connect" error event).
+  MMH3_OXEN_REMOTE="http://127.0.0.1:9/e2e/no-hub" \
   "$mmh3" serve --mock --mock-seconds 4 --listen "127.0.0.1:$port" --outputs "$work/outputs" --web "$build/web/dist" \
     >"$work/serve.log" 2>&1 &
   E2E_STACK_PID=$!
