@@ -640,6 +640,7 @@ int mm_cmd_generate(int argc, char **argv)
     mm_engine *engine = NULL;
     double t0 = mm_timing_now();
     if (mm_engine_create("h3", &eo, &engine, &e) != 0) {
+        mm_progress_view_finish(&view.view);
         fprintf(stderr, PROG ": %s\n", e.msg);
         rc = 1;
         goto out;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "backend/device.h"
 #include "engine/timing.h"
@@ -82,6 +83,25 @@ static const char *stage_title(mm_stage s)
     }
 }
 
+static void draw(mm_progress_view *v, double now);
+
+static void *tick_main(void *arg)
+{
+    mm_progress_view *v = arg;
+    for (;;) {
+        struct timespec ts = {0, 250 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&v->lock);
+        bool stop = v->stop;
+        double now = mm_timing_now();
+        if (!stop && v->line_open && now - v->last_draw > 0.2)
+            draw(v, now);
+        pthread_mutex_unlock(&v->lock);
+        if (stop)
+            return NULL;
+    }
+}
+
 void mm_progress_view_init(mm_progress_view *v, mm_progress_mode mode, FILE *out, mm_device gpu, double t0)
 {
     memset(v, 0, sizeof *v);
@@ -90,6 +110,9 @@ void mm_progress_view_init(mm_progress_view *v, mm_progress_mode mode, FILE *out
     v->gpu = gpu;
     v->t0 = t0;
     v->stage = MM_STAGE_QUEUED;
+    pthread_mutex_init(&v->lock, NULL);
+    if (mode == MM_PROGRESS_BARS)
+        v->ticking = pthread_create(&v->ticker, NULL, tick_main, v) == 0;
 }
 
 /* " VRAM 45.2/139.8 GiB, 71°C, 98%" or " RSS 2.1 GiB" */
@@ -155,11 +178,20 @@ static void end_stage(mm_progress_view *v, double now)
     }
 }
 
+static void update_locked(mm_progress_view *v, const mm_progress *p);
+
 void mm_progress_view_update(void *user, const mm_progress *p)
 {
     mm_progress_view *v = user;
     if (v->mode == MM_PROGRESS_QUIET)
         return;
+    pthread_mutex_lock(&v->lock);
+    update_locked(v, p);
+    pthread_mutex_unlock(&v->lock);
+}
+
+static void update_locked(mm_progress_view *v, const mm_progress *p)
+{
     double now = mm_timing_now();
     char what[200];
     if (p->stage != v->stage) {
@@ -198,17 +230,28 @@ void mm_progress_view_update(void *user, const mm_progress *p)
 void mm_progress_view_stage(void *user, mm_stage stage, int done, int total)
 {
     mm_progress_view *v = user;
-    if (v->mode != MM_PROGRESS_BARS || stage != v->stage)
+    if (v->mode != MM_PROGRESS_BARS)
         return;
-    v->sub_done = done;
-    v->sub_total = total;
-    double now = mm_timing_now();
-    if (now - v->last_draw > 0.1 || done == total)
-        draw(v, now);
+    pthread_mutex_lock(&v->lock);
+    if (stage == v->stage) {
+        v->sub_done = done;
+        v->sub_total = total;
+        double now = mm_timing_now();
+        if (now - v->last_draw > 0.1 || done == total)
+            draw(v, now);
+    }
+    pthread_mutex_unlock(&v->lock);
 }
 
 void mm_progress_view_finish(mm_progress_view *v)
 {
+    if (v->ticking) {
+        pthread_mutex_lock(&v->lock);
+        v->stop = true;
+        pthread_mutex_unlock(&v->lock);
+        pthread_join(v->ticker, NULL);
+        v->ticking = false;
+    }
     if (v->mode == MM_PROGRESS_BARS)
         end_stage(v, mm_timing_now());
     v->stage = MM_STAGE_QUEUED;
@@ -218,10 +261,12 @@ void mm_progress_view_line(mm_progress_view *v, const char *line)
 {
     if (v->mode == MM_PROGRESS_QUIET)
         return;
+    pthread_mutex_lock(&v->lock);
     if (v->line_open)
         fprintf(v->out, "\r\033[K");
     fprintf(v->out, "%s\n", line);
     if (v->line_open)
         draw(v, mm_timing_now());
     fflush(v->out);
+    pthread_mutex_unlock(&v->lock);
 }

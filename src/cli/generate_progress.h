@@ -5,6 +5,7 @@
 #ifndef MMH3_CLI_GENERATE_PROGRESS_H
 #define MMH3_CLI_GENERATE_PROGRESS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -33,13 +34,18 @@ typedef struct mm_progress_view {
     int step, total;
     int sub_done, sub_total;
     bool line_open;      /* a bar is drawn and not yet ended with a newline */
+    /* bars: a ticker redraws the current bar every 250 ms, so a long stage
+     * without steps (loading, a VAE decode) still shows its time running */
+    pthread_mutex_t lock;
+    pthread_t ticker;
+    bool ticking, stop;
 } mm_progress_view;
 
 void mm_progress_view_init(mm_progress_view *v, mm_progress_mode mode, FILE *out, mm_device gpu, double t0);
 /* The engine's callbacks (user = the view). */
 void mm_progress_view_update(void *user, const mm_progress *p);
 void mm_progress_view_stage(void *user, mm_stage stage, int done, int total);
-/* Ends the current bar; then a line of text may follow. */
+/* Ends the current bar and the ticker; then a line of text may follow. */
 void mm_progress_view_finish(mm_progress_view *v);
 /* A message line (engine log, warnings) that does not tear a bar. */
 void mm_progress_view_line(mm_progress_view *v, const char *line);

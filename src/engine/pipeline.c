@@ -18,6 +18,7 @@
 #include "engine/request_rules.h"
 #include "model/vae/vae.h"
 #include "parallel/transfer.h"
+#include "sampler/sigmas.h"
 
 void mm_pipeline_options_defaults(mm_pipeline_options *o)
 {
@@ -450,7 +451,9 @@ void pl_report(pl_job *j, mm_stage stage, int step, int total)
         j->stage_t0 = now;
     }
     if (j->cb && j->cb->progress) {
-        mm_progress pr = {.stage = stage, .step = step, .total_steps = total, .elapsed = now - j->t0};
+        /* every report carries the request's forward count, as the mock's do */
+        mm_progress pr = {.stage = stage, .step = step, .total_steps = total ? total : j->total_forwards,
+                          .elapsed = now - j->t0};
         j->cb->progress(j->cb->user, &pr);
     }
 }
@@ -535,6 +538,11 @@ int mm_pipeline_run(mm_pipeline *p, const mm_gen_request *req, const mm_gen_call
     int rc = -1;
     if (parse_partition(req->partition, &j->partition, err) != 0 || validate(req, j->partition, err) != 0)
         goto done;
+    mm_sigma_schedule sv = {0};
+    if (mm_sigma_schedule_build(req->steps, p->video_shift, &sv, err) != 0)
+        goto done;
+    j->total_forwards = sv.points - 1;
+    mm_sigma_schedule_free(&sv);
     j->width = req->width;
     j->height = req->height;
     j->frames = req->frames;

@@ -287,7 +287,9 @@ static int ref_video(pl_job *j, pl_item *it, mm_error *err)
     int n = mm_video_planned_frames(r);
     if (n < 22) {
         mm_video_close(r);
-        return mm_fail(err, "%d frames on the 24 fps grid; a reference video needs at least 22 (0.92 s)", n);
+        return mm_fail(err, "%d frames on the 24 fps grid (cut to the render's %d); a reference video needs at least "
+                            "22 (0.92 s), and the render as many",
+                       n, j->frames);
     }
     int se = j->p->o.ref_video_short_edge ? j->p->o.ref_video_short_edge : PL_REF_VIDEO_SHORT_EDGE, cw, ch;
     pl_ref_canvas(info->width, info->height, se, &cw, &ch);

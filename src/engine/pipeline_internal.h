@@ -117,7 +117,7 @@ typedef struct pl_job {
     mm_dit_config dit_cfg; /* of the DiT that denoised (it may be freed before decoding) */
     mm_dit_layout layout;
     float *video_rows, *audio_rows; /* host f32 state of the sampler */
-    int forwards;
+    int forwards, total_forwards;
     double t0, stage_t0;
     mm_stage stage;
 } pl_job;

@@ -30,6 +30,7 @@ rm -rf .carry/minimax-h3
 mkdir -p .carry/minimax-h3/FL2VA
 cp -r "$shared/minimax-h3/FL2VA/text_encoder" "$shared/minimax-h3/FL2VA/processor" \
   "$shared/minimax-h3/FL2VA/tokenizer" .carry/minimax-h3/FL2VA/
+chmod -R u+w .carry/minimax-h3
 rm -f .carry/minimax-h3/FL2VA/text_encoder/*.index.json
 for s in scheduler audio_scheduler; do
   [ -d "$shared/minimax-h3/$s" ] && cp -r "$shared/minimax-h3/$s" .carry/minimax-h3/

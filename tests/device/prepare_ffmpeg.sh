@@ -11,11 +11,12 @@
 # through a private source list; nothing of the system configuration is
 # changed). Components: the H.264 (libx264) and AAC encoders, the mp4 muxer,
 # swscale, swresample, and for reference inputs the JPEG/H.264/AAC/PCM/MP3/
-# FLAC decoders with the mov/mp4, image2, wav, mp3, flac demuxers (no zlib, so
+# FLAC decoders with the mov/mp4, jpeg_pipe, wav, mp3, flac, aac demuxers (the media
+# readers' allowlist) (no zlib, so
 # no PNG: device fixtures are JPEG). --disable-autodetect keeps every other
 # system library out, so the archives need only libc, libm and libpthread.
 #
-# Takes ~6 min on 2 cores; run once (re-run only to change the set).
+# Takes ~12 min on 2 shared cores (9 MB of archives); run once (re-run only to change the set).
 # Then the device scripts pick it up: tests/device/engine.sh.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,20 +39,23 @@ mkdir -p "$P"
 
 echo "prepare_ffmpeg: x264"
 (cd x264-*/ && ./configure --prefix="$P" --enable-static --enable-pic --disable-cli --disable-opencl --disable-lavf \
-  --disable-swscale --disable-ffms --disable-gpac --disable-lsmash >/dev/null && make -j"$(nproc)" >/dev/null &&
-  make install >/dev/null)
+  --disable-swscale --disable-ffms --disable-gpac --disable-lsmash >/dev/null && make -j"$(nproc)" >build.log 2>&1 &&
+  make install >/dev/null) || { tail -20 x264-*/build.log; exit 1; }
 
 echo "prepare_ffmpeg: FFmpeg (minimal)"
 (cd ffmpeg-*/ && PKG_CONFIG_PATH="$P/lib/pkgconfig" ./configure --prefix="$P" --enable-static --disable-shared \
   --enable-pic --enable-gpl --disable-programs --disable-doc --disable-network --disable-autodetect \
+  --disable-avdevice --disable-avfilter --disable-postproc \
   --disable-everything --enable-libx264 --enable-avformat --enable-avcodec --enable-swscale --enable-swresample \
   --enable-encoder=libx264,aac --enable-muxer=mp4,mov \
   --enable-decoder=h264,aac,mjpeg,pcm_s16le,pcm_s24le,pcm_f32le,mp3,mp3float,flac \
-  --enable-demuxer=mov,image2,wav,mp3,aac,flac --enable-parser=h264,aac,mjpeg,mpegaudio,flac \
+  --enable-demuxer=mov,image_jpeg_pipe,wav,mp3,aac,flac --enable-parser=h264,aac,mjpeg,mpegaudio,flac \
   --enable-bsf=h264_mp4toannexb,aac_adtstoasc --enable-protocol=file --extra-cflags="-I$P/include" \
-  --extra-ldflags="-L$P/lib" >/dev/null && make -j"$(nproc)" >/dev/null && make install >/dev/null)
+  --extra-ldflags="-L$P/lib" >/dev/null && make -j"$(nproc)" >build.log 2>&1 && make install >/dev/null) ||
+  { tail -20 ffmpeg-*/build.log; exit 1; }
 
 rm -rf "$P/share" "$P/lib/pkgconfig"
+strip -g "$P"/lib/*.a # debug info is 3/4 of the archives; the carry is limited
 cat >"$P/flags.sh" <<'EOF'
 # sourced by the device scripts: link mmh3 against the static FFmpeg of .carry/ffmpeg
 FF=${FF:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}

@@ -172,6 +172,25 @@ static void test_failed_job_then_next_one_succeeds(void)
               err.msg);
 }
 
+/* A failure on the writer thread (here: the PNG dump) fails the job with its
+ * message and leaves no partial mp4. */
+static void test_writer_failure_fails_the_job_cleanly(void)
+{
+    char out[512], part[600];
+    snprintf(out, sizeof out, "%s/writer_failure.mp4", dir);
+    snprintf(part, sizeof part, "%s.part", out);
+    mm_gen_request r = request(out, 5);
+    r.frames_dir = "/nonexistent-mmh3-dir/frames";
+    watch w = {0};
+    mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_cancel, .user = &w};
+    mm_gen_result res;
+    memset(&res, 0, sizeof res);
+    mm_error err = {{0}};
+    MM_EXPECT(mm_engine_generate(engine, &r, &cb, &res, &err) == -1 && strstr(err.msg, "--frames-dir"),
+              "the dump's failure is the job's: %s", err.msg);
+    MM_EXPECT(!exists(out) && !exists(part), "no partial mp4");
+}
+
 static void test_cancel_stops_at_the_next_forward(void)
 {
     char out[512];
@@ -225,6 +244,7 @@ int main(void)
     MM_RUN(test_status_before_and_after_load);
     MM_RUN(test_resident_jobs_report_stages_and_reuse_references);
     MM_RUN(test_failed_job_then_next_one_succeeds);
+    MM_RUN(test_writer_failure_fails_the_job_cleanly);
     MM_RUN(test_cancel_stops_at_the_next_forward);
     mm_engine_destroy(engine);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
