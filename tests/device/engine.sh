@@ -47,6 +47,7 @@ REF_STEPS=${REF_STEPS:-5}
 # Dry runs elsewhere (CPU stand-ins): CUDA=no GEN_FLAGS= SIZE=64x64 FRAMES=22 STEPS=3 REF_STEPS=3
 # MMH3_REF_SHORT_EDGE=64 MMH3_REF_VIDEO_SHORT_EDGE=64 bash tests/device/engine.sh --part build,gen,t2v,ref2va
 CUDA=${CUDA:-yes}
+export CUDA_ARCH=${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a} # the H200 only: a faster build
 GEN_FLAGS=${GEN_FLAGS---full}
 SIZE=${SIZE:-1344x768}
 FRAMES=${FRAMES:-124}
