@@ -16,13 +16,13 @@
 #
 #   here:    bash tests/device/prepare.sh && bash tests/device/prepare_engine.sh
 #   device:  bash tests/device/engine.sh --part build,gen     (~6 min)   carry [".carry"]
-#            bash tests/device/engine.sh --part t2v           (~8 min at 12.6 s/forward; STEPS=N)
-#            bash tests/device/engine.sh --part ref2va        (~7 min, optional)
+#            bash tests/device/engine.sh --part t2v           (~4-5 min at ~5 s/forward; STEPS=N)
+#            bash tests/device/engine.sh --part ref2va        (~5-6 min, optional)
 #            (the parts need the same warm machine: build-engine/ and /tmp survive between calls)
 #
 # Expected on one H200 (16 cores): build ~2 min, model files ~3-4 min (disk bound; files other
-# device steps wrote in /tmp are linked), t2v: loads ~30-60 s, 27 forwards at the DiT's current
-# 12.6 s (docs/PERFORMANCE.md; MMH3_ATTN=sm90 is faster), VAE decode ~30-40 s → ~7-8 min.
+# device steps wrote in /tmp are linked), t2v: loads ~30-60 s, 27 forwards at the DiT's measured
+# 5.0 s (docs/PERFORMANCE.md, device run #5), VAE decode ~30-40 s → ~4-5 min (limit 560 s).
 # Every step has its own timeout; progress lines "=== [Ns] step" on stdout; everything is logged
 # to $OUT/engine.log, the tables to $OUT/engine_t2v.txt / engine_ref2va_{nokv,kv}.txt, the
 # summary to $OUT/engine_summary.txt (its last lines), the t2v clip to $OUT/engine_t2v.mp4.
