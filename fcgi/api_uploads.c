@@ -105,6 +105,13 @@ static int write_file(const char *path, const uint8_t *data, size_t len, mm_erro
         }
         done += (size_t)k;
     }
+    /* On disk before it gets its public name (a crash must not leave a
+     * short file where nginx serves it). */
+    if (fsync(fd) < 0 && errno != EINVAL) {
+        close(fd);
+        unlink(path);
+        return mm_fail_errno(err, "writing %s", path);
+    }
     if (close(fd) < 0) {
         unlink(path);
         return mm_fail_errno(err, "writing %s", path);
@@ -331,7 +338,11 @@ void mm_api_upload(mm_req *r)
     }
     if (record(db, files, n_stored, images, &err) < 0) {
         unstore(r, files, n_stored);
-        mm_reply_error(r, 500, NULL, NULL, "recording the upload: %s", err.msg);
+        if (PQstatus(db) != CONNECTION_OK)
+            mm_reply_error(r, 503, NULL, NULL, "the database went away while recording the upload; nothing was "
+                                               "kept, send it again");
+        else
+            mm_reply_error(r, 500, NULL, NULL, "recording the upload: %s", err.msg);
         goto done;
     }
     for (int i = 0; i < n_stored; i++)

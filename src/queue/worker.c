@@ -347,6 +347,45 @@ static void remove_attempt_files(const char *dir, const char *id)
     closedir(d);
 }
 
+/* At start: attempt files (generations/.<id>.<attempt>.mp4[.part]) that no
+ * render will finish — their job ended, is gone, or is waiting for a later
+ * attempt — left by workers that were killed mid-render. A file of an
+ * attempt in progress (here or on another host) stays. */
+static void sweep_attempt_files(PGconn *db, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    int removed = 0;
+    while ((e = readdir(d))) {
+        char id[40];
+        int attempt = 0, used = 0;
+        if (e->d_name[0] != '.' || strlen(e->d_name) < 40 ||
+            sscanf(e->d_name, ".%36[0-9a-f-].%d.mp4%n", id, &attempt, &used) != 2 ||
+            (e->d_name[used] != '\0' && strcmp(e->d_name + used, ".part") != 0))
+            continue;
+        char a[16];
+        snprintf(a, sizeof a, "%d", attempt);
+        const char *p[] = {id, a};
+        PGresult *r;
+        mm_error err = {{0}};
+        if (mm_db_query(db,
+                        "SELECT NOT EXISTS (SELECT 1 FROM generations WHERE id = $1::uuid"
+                        "   AND ((status = 'processing' AND attempts <= $2::int)"
+                        "        OR (status = 'queued' AND attempts < $2::int)))",
+                        2, p, &r, &err) < 0)
+            continue; /* not a UUID after all, or the database is away: keep it */
+        bool stale = PQgetvalue(r, 0, 0)[0] == 't';
+        PQclear(r);
+        if (stale && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    if (removed)
+        mm_log("removed %d file(s) of interrupted renders", removed);
+}
+
 static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worker_id, mm_engine *engine,
                        bool *loaded, mm_job *job, int claim_rc, const mm_error *claim_err, mm_error *engine_err)
 {
@@ -555,6 +594,7 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
     }
     if (applied)
         mm_log("database schema: applied %d migration(s)", applied);
+    sweep_attempt_files(db, dir);
     if (mm_worker_register(db, worker_id, host, (int)getpid(), o->engine_kind, err) < 0) {
         PQfinish(db);
         return -1;

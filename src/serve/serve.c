@@ -590,6 +590,8 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
                o->worker ? "" : ", no local worker", outputs, auth_required ? "required" : "not required (loopback)");
 
     /* Supervise: restart what dies, with a growing pause. */
+    bool db_owned_elsewhere = o->db_url != NULL;
+    double pg_restart_at = 0;
     while (!stop_signal) {
         struct timespec tick = {0, 200 * 1000 * 1000};
         siginfo_t info;
@@ -597,15 +599,17 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
         int status;
         pid_t p;
         while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+            /* Each child leads its own process group: what it leaves behind
+             * when killed (nginx's workers, which would keep the port;
+             * PostgreSQL's backends, which would keep its shared memory)
+             * goes with it, so the restart starts clean. */
+            kill(-p, SIGKILL);
             if (p == pg.pid && pg.pid) {
                 char how[128];
                 mm_proc_describe(status, how, sizeof how);
                 mm_log("postgres %s; restarting it", how);
                 pg.pid = 0;
-                if (mm_pg_start(&pg, err) < 0)
-                    mm_log("%s", err->msg);
-                else
-                    write_pid(run_dir, "postgres", pg.pid);
+                pg_restart_at = now_seconds();
                 continue;
             }
             for (int i = 0; i < C_COUNT; i++) {
@@ -623,6 +627,15 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
                 kids[i].restart_at = now_seconds() + kids[i].backoff;
                 kids[i].pid = 0;
                 mm_log("%s %s; restarting it in %g s", kids[i].name, how, kids[i].backoff);
+            }
+        }
+        if (!db_owned_elsewhere && pg.pid == 0 && now_seconds() >= pg_restart_at && !stop_signal) {
+            if (mm_pg_start(&pg, err) < 0) {
+                mm_log("%s (retrying in 1 s)", err->msg);
+                pg_restart_at = now_seconds() + 1;
+            } else {
+                write_pid(run_dir, "postgres", pg.pid);
+                mm_log("postgres is back");
             }
         }
         for (int i = 0; i < C_COUNT; i++)

@@ -191,8 +191,13 @@ def enqueue_progress_over_sse_to_decodable_mp4(s):
             if e["json"]["status"] == "processing" and (not stages or stages[-1] != e["json"]["stage"]):
                 stages.append(e["json"]["stage"])
         check(stages == [x for x in STAGES if x in stages], "stages out of order: %r", stages)
-        for needed in ("encoding_prompt", "denoising", "decoding_video", "decoding_audio", "writing"):
+        # The mock's short stages (40-60 ms) can share a relay batch with their
+        # neighbour when the machine is slow (a sanitizer build), and a batch
+        # carries the newest snapshot: most, not all, must be seen.
+        for needed in ("denoising", "writing"):
             check(needed in stages, "stage %s never reported (saw %r)", needed, stages)
+        seen = [x for x in ("encoding_prompt", "decoding_video", "decoding_audio") if x in stages]
+        check(len(seen) >= 2, "only %r of the short stages reported (saw %r)", seen, stages)
         # Steps are stored at most every 100 ms and a relay batch carries the
         # newest snapshot, so a fast mock job shows a subset of its steps.
         steps = [e["json"]["step"] for e in updates if e["json"]["stage"] == "denoising"]

@@ -1,4 +1,5 @@
-# fuzz suite — short libFuzzer smoke runs (clang -fsanitize=fuzzer,address,undefined).
+# fuzz suite — short libFuzzer smoke runs (clang -fsanitize=fuzzer,address,undefined),
+# MMH3_FUZZ_SECONDS each (default 20; the 10-minute runs are in docs/SECURITY.md).
 #
 # fuzz_target NAME SECONDS SOURCES... builds tests/fuzz/NAME.c with the listed
 # project sources (linking jansson and the pkg-config packages in $FUZZ_PKGS)
@@ -34,24 +35,24 @@ fuzz_target() {
 }
 
 fuzz_run_all() {
-  fuzz_target fuzz_safetensors "${MMH3_FUZZ_SECONDS:-30}" \
+  fuzz_target fuzz_safetensors "${MMH3_FUZZ_SECONDS:-20}" \
     src/io/safetensors.c src/core/error.c src/core/dtype.c src/core/tensor.c \
     src/backend/device.c src/backend/cuda/cuda_stub.c
-  FUZZ_PKGS="libpcre2-8 libutf8proc" fuzz_target fuzz_tokenizer "${MMH3_FUZZ_SECONDS:-30}" \
+  FUZZ_PKGS="libpcre2-8 libutf8proc" fuzz_target fuzz_tokenizer "${MMH3_FUZZ_SECONDS:-20}" \
     src/model/text/tokenizer.c src/model/text/tokenizer_load.c src/model/text/bpe.c \
     src/model/text/pretokenize.c src/model/text/normalize.c src/core/error.c
   # media: the upload probe on arbitrary bytes (FFmpeg libraries, our allowlists and limits)
   FUZZ_PKGS="libavformat libavcodec libavutil libswscale libswresample" \
-    fuzz_target fuzz_media_probe "${MMH3_FUZZ_SECONDS:-30}" \
+    fuzz_target fuzz_media_probe "${MMH3_FUZZ_SECONDS:-20}" \
     src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
   # media: the reference readers the worker runs (image, video frames, audio) on arbitrary bytes
   FUZZ_PKGS="libavformat libavcodec libavutil libswscale libswresample" \
-    fuzz_target fuzz_media_readers "${MMH3_FUZZ_SECONDS:-30}" \
+    fuzz_target fuzz_media_readers "${MMH3_FUZZ_SECONDS:-20}" \
     src/media/image_read.c src/media/video_reader.c src/media/audio_reader.c src/media/resample.c \
     src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
   # server: the upload body parser and the enqueue request validation
-  fuzz_target fuzz_multipart "${MMH3_FUZZ_SECONDS:-30}" fcgi/multipart.c src/core/error.c
-  fuzz_target fuzz_enqueue "${MMH3_FUZZ_SECONDS:-30}" \
+  fuzz_target fuzz_multipart "${MMH3_FUZZ_SECONDS:-20}" fcgi/multipart.c src/core/error.c
+  fuzz_target fuzz_enqueue "${MMH3_FUZZ_SECONDS:-20}" \
     fcgi/enqueue.c fcgi/uuid.c src/engine/request_rules.c src/core/error.c
   # oxen: the hub's streamed answers (event-stream reader, chat frames) and --oxen-remote URLs
   FUZZ_PKGS="libcurl" fuzz_target fuzz_oxen_stream "${MMH3_FUZZ_SECONDS:-30}" \
