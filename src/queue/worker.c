@@ -667,8 +667,10 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
         int recovered = 0;
         if (mm_queue_recover(db, o->max_attempts, o->lease_seconds, &recovered, err) < 0)
             mm_log("%s", err->msg);
-        else if (recovered)
+        else if (recovered) {
             mm_log("recovered %d interrupted job(s)", recovered);
+            sweep_attempt_files(db, dir); /* their attempts' files, if they are ours to see */
+        }
         if (now_seconds() - last_prune > 3600) {
             if (mm_queue_prune(db, err) < 0)
                 mm_log("%s", err->msg);

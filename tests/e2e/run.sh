@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the gallery's end-to-end tests (gallery.e2e.mjs) in Debian's Chromium
 # against the real stack: PostgreSQL, nginx, the FastCGI pool and a worker
-# with the mock engine, started here and stopped on exit.
+# with the mock engine, started here and stopped on exit; then the same app
+# behind access tokens (auth.e2e.mjs, its own `serve --auth on`).
 #
 #   tests/e2e/run.sh [name filter]
 #
@@ -43,3 +44,9 @@ if [ -z "$base" ]; then
   export MMH3_E2E_RUN_DIR="$out/stack/outputs/.mmh3/run" # pid files, for the reconnect test
 fi
 node "$here/tests/e2e/gallery.e2e.mjs" "$base" "$out" "$@"
+rc=$?
+# Behind access tokens (its own stack, `serve --auth on`): login, cookie, revocation.
+if [ -z "${MMH3_E2E_BASE:-}" ]; then
+  node "$here/tests/e2e/auth.e2e.mjs" "$build" "$out" "$@" || rc=1
+fi
+exit $rc

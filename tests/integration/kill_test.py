@@ -296,6 +296,25 @@ def run(build, rounds):
     finally:
         load.finish()
 
+    # A job that takes the worker down with it, three times over, is failed with a
+    # message instead of crash-looping (serve restarts the worker each time).
+    poison_problem = None
+    try:
+        g = s.enqueue(**dict(JOB, prompt="a job that kills its worker", steps=200))
+        gid = g["generation_id"]
+        for attempt in (1, 2, 3):
+            s.wait_for(gid, lambda g: g["attempts"] == attempt and g["status"] == "processing"
+                       and g["stage"] == "denoising", timeout=90, what="attempt %d" % attempt)
+            pid, _ = pid_and_age(s, "worker")
+            os.kill(pid, signal.SIGKILL)
+        g = s.wait_for(gid, lambda g: g["status"] in ("succeeded", "failed"), timeout=60, what="the verdict")
+        if not (g["status"] == "failed" and g["attempts"] == 3 and "3 times" in (g["error_message"] or "")):
+            poison_problem = "after 3 crashes: %s, attempts %s, %r" % (g["status"], g["attempts"], g["error_message"])
+        else:
+            log("  info: the poison job: %s" % g["error_message"])
+    except Exception as e:  # noqa: BLE001
+        poison_problem = str(e)
+
     # ------------------------------------------------------------ settle
     end = time.time() + 240
     left = None
@@ -330,6 +349,8 @@ def run(build, rounds):
             not problems and all(kills[t]["kills"] >= rounds and kills[t]["render"] >= rounds for t in TARGETS),
             "; ".join(problems) or "kills that did not find all three in flight: %r"
             % {t: kills[t]["kills"] - kills[t]["render"] for t in TARGETS})
+
+    verdict("job_crashing_the_worker_3_times_fails_with_a_message", poison_problem is None, poison_problem or "")
 
     # Every job ends, and none is lost.
     rows = psql_try(s, "SELECT json_agg(json_build_object('id', id, 'status', status, 'error', error_message,"

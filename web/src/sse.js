@@ -74,6 +74,17 @@ export async function postSSE(path, body, onEvent, { signal } = {}) {
 
 const EVENT_TYPES = ['generation_update', 'generation_deleted', 'status_update', 'resync'];
 
+/** After a refused stream: to the login page when the server wants a token we no longer have. */
+export async function checkSession(fetchFn = typeof fetch !== 'undefined' ? fetch : null, loc) {
+  if (!fetchFn) return false;
+  try {
+    const res = await fetchFn('/api/session', { headers: { Accept: 'application/json' } });
+    const s = res.ok ? await res.json() : null;
+    if (s && s.auth_required && !s.authenticated) return loginRedirect(loc);
+  } catch { /* the server is away: the stream's own retries cover it */ }
+  return false;
+}
+
 export class EventHub {
   constructor({ url = '/api/events', channel = 'mmh3-events', lockName = 'mmh3-events-leader' } = {}) {
     this.url = url;
@@ -149,7 +160,10 @@ export class EventHub {
     es.onerror = () => {
       if (es.readyState === EventSource.CLOSED) {
         // The browser gave up (HTTP error, wrong type): retry with backoff.
+        // EventSource hides the status; a server that requires tokens says
+        // whether ours is gone (revoked, expired cookie): then log in again.
         es.close();
+        checkSession();
         this.setState('reconnecting');
         const wait = this.retry;
         this.retry = Math.min(this.retry * 2, 15000);

@@ -34,3 +34,27 @@ describe('login redirect', () => {
     expect(err.message).toBe('this server requires an access token');
   });
 });
+
+describe('a refused event stream', () => {
+  const answer = (body) => vi.fn(async () => new Response(JSON.stringify(body), { status: 200 }));
+
+  it('goes to the login page when the server wants a token we no longer have', async () => {
+    const { checkSession } = await import('../src/sse.js');
+    const loc = fakeLocation('/g/abc');
+    const f = answer({ auth_required: true, authenticated: false, token_name: null });
+    expect(await checkSession(f, loc)).toBe(true);
+    expect(f).toHaveBeenCalledWith('/api/session', expect.anything());
+    expect(loc.assign).toHaveBeenCalledWith('/login?next=%2Fg%2Fabc');
+  });
+
+  it('stays when the session is fine or no token is needed', async () => {
+    const { checkSession } = await import('../src/sse.js');
+    for (const body of [{ auth_required: true, authenticated: true }, { auth_required: false, authenticated: true }]) {
+      const loc = fakeLocation('/');
+      expect(await checkSession(answer(body), loc)).toBe(false);
+      expect(loc.assign).not.toHaveBeenCalled();
+    }
+    const loc = fakeLocation('/');
+    expect(await checkSession(vi.fn(async () => { throw new TypeError('network'); }), loc)).toBe(false);
+  });
+});
