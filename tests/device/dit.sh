@@ -17,11 +17,9 @@
 # printed are the summary. Parts are independent so a run can be split over
 # several 10-minute calls; the build directory build-device/ is reused.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/dit.log") 2>&1
+. "$(dirname "$0")/lib.sh"
+device_log dit.log
+device_summary dit summary_dit.txt
 
 part=all
 ref_linear=int8
@@ -34,53 +32,16 @@ while [ $# -gt 0 ]; do
 done
 want() { [ "$part" = all ] || [[ ",$part," == *",$1,"* ]]; }
 
-t0=$SECONDS
-step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
-summary=()
-note() { summary+=("$*"); echo ">> $*"; }
-finish() {
-  echo; echo "================ dit summary ($((SECONDS - t0)) s)"
-  printf '%s\n' "${summary[@]}" | tee "$OUT/summary_dit.txt"
-  exit "${1:-0}"
-}
-
 step "host"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-PY=""
-for p in python3 /opt/torch/.venv/bin/python3; do
-  if "$p" -c 'import torch, safetensors' 2>/dev/null; then PY=$p; break; fi
-done
+device_python "torch, safetensors"
 echo "python with torch: ${PY:-none}"
 
 step "dependencies and build (build-device/)"
-P=/tmp/mmh3-deps
-if ls .carry/debs/*.deb >/dev/null 2>&1; then
-  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
-  LIBDIR=$P/usr/lib/x86_64-linux-gnu
-  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
-  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
-  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
-fi
+device_deps
 B=$top/build-device
-if [ ! -f "$B/Makefile" ]; then
-  if [ -f .carry/autotools.tar.gz ]; then
-    tar -xzf .carry/autotools.tar.gz
-    touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
-    find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
-  elif command -v autoreconf >/dev/null; then
-    autoreconf -fi 2>&1 | tail -3
-  else
-    note "FAIL: no configure (run tests/device/prepare.sh here and carry .carry)"; finish 1
-  fi
-  mkdir -p "$B"
-  (cd "$B" && ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/configure_dit.log" 2>&1) ||
-    { tail -30 "$OUT/configure_dit.log"; note "FAIL: configure"; finish 1; }
-fi
-if ! (cd "$B" && make -j"$(nproc)" mmh3 bench/mmh3-bench-dit) >"$OUT/build_dit.log" 2>&1; then
-  grep -E -B2 -A6 'error|Error' "$OUT/build_dit.log" | head -80; note "FAIL: build"; finish 1
-fi
+device_configure "$B" configure_dit.log --with-cuda=yes --without-server --without-ffmpeg || finish 1
+device_make "$B" build_dit.log mmh3 bench/mmh3-bench-dit || finish 1
 note "build ok"
 status=0
 

@@ -27,11 +27,9 @@
 # to $OUT/engine.log, the tables to $OUT/engine_t2v.txt / engine_ref2va_{nokv,kv}.txt, the
 # summary to $OUT/engine_summary.txt (its last lines), the t2v clip to $OUT/engine_t2v.mp4.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/engine.log") 2>&1
+. "$(dirname "$0")/lib.sh"
+device_log engine.log
+device_summary engine engine_summary.txt -a
 
 part=build,gen,t2v
 while [ $# -gt 0 ]; do
@@ -52,35 +50,13 @@ GEN_FLAGS=${GEN_FLAGS---full}
 SIZE=${SIZE:-1344x768}
 FRAMES=${FRAMES:-124}
 
-t0=$SECONDS
-step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
-summary=()
-note() { summary+=("$*"); echo ">> $*"; }
-finish() {
-  echo; echo "================ engine summary ($((SECONDS - t0)) s)"
-  printf '%s\n' "${summary[@]}" | tee -a "$OUT/engine_summary.txt"
-  exit "${1:-0}"
-}
-
 step "host"
 nvidia-smi --query-gpu=name,memory.total,driver_version,temperature.gpu --format=csv,noheader 2>&1 || true
 df -h /tmp | tail -1
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 PY=$(command -v python3 || true)
 
 # ---------------------------------------------------------------- build
-P=/tmp/mmh3-deps
-if ls .carry/debs/*.deb >/dev/null 2>&1; then
-  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
-  LIBDIR=$P/usr/lib/x86_64-linux-gnu
-  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
-  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
-  if [ -f "$P/usr/include/utf8proc.h" ]; then
-    export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
-  fi
-  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
-fi
+device_deps
 B=$top/build-engine
 if want build; then
   step "(build) build-engine/ with CUDA and the static FFmpeg"
@@ -91,23 +67,9 @@ if want build; then
   else
     note "WARNING: no .carry/ffmpeg (run tests/device/prepare_engine.sh here): no mp4 can be written"
   fi
-  if [ ! -f "$B/Makefile" ]; then
-    if [ -f .carry/autotools.tar.gz ]; then
-      tar -xzf .carry/autotools.tar.gz
-      touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
-      find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
-    elif command -v autoreconf >/dev/null; then
-      autoreconf -fi 2>&1 | tail -3
-    else
-      note "FAIL: no configure (run tests/device/prepare.sh here and carry .carry)"; finish 1
-    fi
-    mkdir -p "$B"
-    (cd "$B" && timeout 120 ../configure --with-cuda="$CUDA" --without-server "$ffmpeg_flag" >"$OUT/engine_configure.log" 2>&1) ||
-      { tail -30 "$OUT/engine_configure.log"; note "FAIL: configure"; finish 1; }
-  fi
-  if ! (cd "$B" && timeout 400 make -j"$(nproc)" mmh3 mmh3-gen-tiny) >"$OUT/engine_build.log" 2>&1; then
-    grep -E -B2 -A6 'error|Error' "$OUT/engine_build.log" | head -60; note "FAIL: build"; finish 1
-  fi
+  configure_limit=120 device_configure "$B" engine_configure.log --with-cuda="$CUDA" --without-server "$ffmpeg_flag" ||
+    finish 1
+  make_limit=400 device_make "$B" engine_build.log mmh3 mmh3-gen-tiny || finish 1
   note "build ok ($((SECONDS - t0)) s; media: $(grep -o 'media (FFmpeg): [a-z]*' "$B/config.log" "$OUT/engine_configure.log" 2>/dev/null | tail -1))"
 fi
 [ -x "$B/mmh3" ] || { note "FAIL: $B/mmh3 missing (run --part build first)"; finish 1; }

@@ -23,11 +23,9 @@
 # when $MMH3_DIT_RANDOM exists), then per group size one load (≈ 5-20 s) + 3 forwards.
 # Every step runs under `timeout`; logs and results go straight to $OUT; progress lines on stdout.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/multigpu.log") 2>&1
+. "$(dirname "$0")/lib.sh"
+device_log multigpu.log
+device_summary multigpu summary_multigpu.txt
 
 # NVLink multicast must stay off on these shared hosts (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -46,57 +44,23 @@ while [ $# -gt 0 ]; do
 done
 want() { [[ ",$part," == *",$1,"* ]]; }
 
-t0=$SECONDS
-step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
-summary=()
-note() { summary+=("$*"); echo ">> $*"; }
-finish() {
-  echo; echo "================ multigpu summary ($((SECONDS - t0)) s)"
-  printf '%s\n' "${summary[@]}" | tee "$OUT/summary_multigpu.txt"
-  exit "${1:-0}"
-}
-
 step "host"
 nvidia-smi -L 2>&1 | tee "$OUT/gpus.txt"
 ngpu=$(grep -c '^GPU ' "$OUT/gpus.txt" || true)
 nvidia-smi topo -m >"$OUT/topology.txt" 2>&1 || true
 note "GPUs: $ngpu"
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 # NCCL: mmh3 searches PyTorch's venv by itself; name the file for the log.
 nccl=$(ls /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 2>/dev/null | head -1)
 [ -n "$nccl" ] && [ -z "${MMH3_NCCL_LIB:-}" ] && export MMH3_NCCL_LIB=$nccl
 note "NCCL: ${MMH3_NCCL_LIB:-searched by mmh3 (none named)}"
 
 step "dependencies and build (build-device/)"
-P=/tmp/mmh3-deps
-if ls .carry/debs/*.deb >/dev/null 2>&1; then
-  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
-  LIBDIR=$P/usr/lib/x86_64-linux-gnu
-  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
-  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
-  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
-fi
+device_deps
 export CUDA_ARCH=${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}
 B=$top/build-device
-if [ ! -f "$B/Makefile" ]; then
-  if [ -f .carry/autotools.tar.gz ]; then
-    tar -xzf .carry/autotools.tar.gz
-    touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
-    find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
-  elif command -v autoreconf >/dev/null; then
-    autoreconf -fi 2>&1 | tail -3
-  else
-    note "FAIL: no configure (run tests/device/prepare.sh here and carry .carry)"; finish 1
-  fi
-  mkdir -p "$B"
-  (cd "$B" && timeout 300 ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/configure_multigpu.log" 2>&1) ||
-    { tail -30 "$OUT/configure_multigpu.log"; note "FAIL: configure"; finish 1; }
-fi
-targets="mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-sp tests/unit/test_parallel_partition tests/unit/test_parallel_comm tests/unit/test_parallel_dit"
-if ! (cd "$B" && timeout 600 make -j"$(nproc)" $targets) >"$OUT/build_multigpu.log" 2>&1; then
-  grep -E -B2 -A6 'error|Error' "$OUT/build_multigpu.log" | head -80; note "FAIL: build"; finish 1
-fi
+device_configure "$B" configure_multigpu.log --with-cuda=yes --without-server --without-ffmpeg || finish 1
+make_limit=600 device_make "$B" build_multigpu.log mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-sp \
+  tests/unit/test_parallel_partition tests/unit/test_parallel_comm tests/unit/test_parallel_dit || finish 1
 note "build ok"
 status=0
 export MMH3_BUILD=$B
@@ -147,7 +111,7 @@ if want placement; then
   timeout 900 bash tests/device/engine.sh --part build,gen >"$OUT/placement_engine_setup.log" 2>&1 ||
     { tail -20 "$OUT/placement_engine_setup.log"; note "FAIL: engine build/models (placement_engine_setup.log)"; finish 1; }
   EB=$top/build-engine; M=${MODELS:-/tmp/mmh3-engine-models}
-  PY=""; for p in python3 /opt/torch/.venv/bin/python3; do "$p" -c 'import torch, safetensors' 2>/dev/null && { PY=$p; break; }; done
+  device_python "torch, safetensors"
   steps=${PLACEMENT_STEPS:-3}
   for g in 1 $(echo "$gpus" | tr ',' ' '); do
     [ "$g" -le "$ngpu" ] || continue

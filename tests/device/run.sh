@@ -16,12 +16,8 @@
 # printed are the summary; the
 # exit status is the device tests' verdict.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/run.log") 2>&1
-tee_pid=$!
+. "$(dirname "$0")/lib.sh"
+device_log run.log
 
 bench=1
 build=1
@@ -37,69 +33,37 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-t0=$SECONDS
-step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
-summary=()
-note() { summary+=("$*"); echo ">> $*"; }
+# the summary, then the benchmark table; the log is complete when we exit
 finish() {
   echo
   echo "================ summary ($((SECONDS - t0)) s)"
   printf '%s\n' "${summary[@]}"
   [ -f "$OUT/bench_join.txt" ] && cat "$OUT/bench_join.txt"
   exec 1>&- 2>&-
-  wait "$tee_pid" 2>/dev/null
+  wait "$device_tee_pid" 2>/dev/null
   exit "${1:-0}"
 }
 
 step "host"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 || true
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 nvcc --version 2>&1 | tail -1
 gcc --version 2>&1 | head -1
 nproc
 for t in make autoreconf pkg-config python3; do printf '%-12s %s\n' "$t" "$(command -v $t || echo '(missing)')"; done
 
 step "dependencies (.carry/debs)"
-P=/tmp/mmh3-deps
-rm -rf "$P"; mkdir -p "$P"
-if ls .carry/debs/*.deb >/dev/null 2>&1; then
-  for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P" || note "FAIL: could not unpack $d"; done
-else
-  note "FAIL: .carry/debs is missing (run tests/device/prepare.sh here and carry .carry)"; finish 1
-fi
-LIBDIR=$P/usr/lib/x86_64-linux-gnu
-export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
-export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
-export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
-export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
+ls .carry/debs/*.deb >/dev/null 2>&1 ||
+  { note "FAIL: .carry/debs is missing (run tests/device/prepare.sh here and carry .carry)"; finish 1; }
+rm -rf /tmp/mmh3-deps
+device_deps
 command -v make >/dev/null || { note "FAIL: no make on this host and none carried"; finish 1; }
 
 B=$top/build-device
 if [ "$build" = 1 ]; then
-step "autotools"
-want=$(bash tests/device/autotools_stamp.sh)
-have=$(cat .carry/autotools.stamp 2>/dev/null || echo none)
-if [ -f .carry/autotools.tar.gz ] && [ "$want" = "$have" ]; then
-  tar -xzf .carry/autotools.tar.gz
-  # make must see the generated files as newer than their inputs
-  touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1; find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
-  echo "using the carried configure (stamp ${want:0:12})"
-elif command -v autoreconf >/dev/null; then
-  echo "carried autotools outputs missing or stale (${have:0:12} vs ${want:0:12}): running autoreconf"
-  autoreconf -fi 2>&1 | tail -5
-else
-  note "FAIL: the carried autotools outputs are stale (${have:0:12} vs ${want:0:12}) and this host has no autoreconf: rerun tests/device/prepare.sh"
-  finish 1
-fi
-
-step "configure"
-rm -rf "$B"; mkdir -p "$B"
-if ! (cd "$B" && ../configure --with-cuda=yes --without-server --without-ffmpeg ${CUDA_ARCH:+CUDA_ARCH="$CUDA_ARCH"} \
-        >"$OUT/configure.log" 2>&1); then
-  tail -40 "$OUT/configure.log"; tail -60 "$B/config.log" >>"$OUT/configure.log"
-  note "FAIL: configure (see configure.log)"; finish 1
-fi
+step "autotools and configure (a fresh build-device/)"
+rm -rf "$B"
+device_configure "$B" configure.log --with-cuda=yes --without-server --without-ffmpeg \
+  ${CUDA_ARCH:+CUDA_ARCH="$CUDA_ARCH"} || finish 1
 tail -8 "$OUT/configure.log"
 
 step "build (make -j$(nproc))"

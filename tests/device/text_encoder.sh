@@ -17,8 +17,7 @@
 #
 # Logs under $OUT: te_run.log, te_summary.txt, te_cuda.safetensors, te_cpu.safetensors.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
+. "$(dirname "$0")/lib.sh"
 
 if [ "${1:-}" = "--prepare" ]; then
   src=""
@@ -33,56 +32,18 @@ if [ "${1:-}" = "--prepare" ]; then
   exit 0
 fi
 
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/te_run.log") 2>&1
-t0=$SECONDS
-step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
-summary=()
-note() { summary+=("$*"); echo ">> $*"; }
-finish() {
-  echo; echo "================ text encoder summary ($((SECONDS - t0)) s)"
-  printf '%s\n' "${summary[@]}" | tee "$OUT/te_summary.txt"
-  exit "${1:-0}"
-}
+device_log te_run.log
+device_summary "text encoder" te_summary.txt
 
 step "dependencies and build"
-P=/tmp/mmh3-deps
-if [ ! -d "$P/usr" ]; then
-  mkdir -p "$P"
-  for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P" || note "FAIL: could not unpack $d"; done
-fi
-LIBDIR=$P/usr/lib/x86_64-linux-gnu
-export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
-export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
-# the tokenizer's NFC (libutf8proc) when carried and not on the host
-if [ -f "$P/usr/include/utf8proc.h" ]; then
-  export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
-fi
-export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+device_deps
 B=$top/build-device
-if [ ! -x "$B/mmh3" ] || [ ! -x "$B/bench/bench_text_encoder" ]; then
-  if [ ! -f configure ]; then
-    if [ -f .carry/autotools.tar.gz ]; then
-      tar -xzf .carry/autotools.tar.gz
-      touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
-      find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
-    else
-      autoreconf -fi >/dev/null 2>&1 || { note "FAIL: no configure (run tests/device/prepare.sh here)"; finish 1; }
-    fi
-  fi
-  mkdir -p "$B"
-  (cd "$B" && { [ -f Makefile ] || ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/te_configure.log" 2>&1; } &&
-    make -j"$(nproc)" mmh3 bench/bench_text_encoder >"$OUT/te_build.log" 2>&1) ||
-    { tail -40 "$OUT/te_build.log" "$OUT/te_configure.log" 2>/dev/null; note "FAIL: build"; finish 1; }
-fi
+device_configure "$B" te_configure.log --with-cuda=yes --without-server --without-ffmpeg || finish 1
+device_make "$B" te_build.log mmh3 bench/bench_text_encoder || finish 1
 note "build ok ($((SECONDS - t0)) s)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1
 
-PY=""
-for p in python3 /opt/torch/.venv/bin/python3; do "$p" -c 'import torch, transformers' 2>/dev/null && { PY=$p; break; }; done
+device_python "torch, transformers"
 
 step "kit on CUDA"
 "$B/mmh3" conformance tests/data/text_encoder --device cuda --out "$OUT/te_cuda.safetensors" | tee "$OUT/te_kit_cuda.txt" | grep -v '^PASS'

@@ -25,11 +25,9 @@
 # printed are the summary. Parts are independent so a run can be split over
 # several 10-minute calls (bench writes the inputs ref reads).
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/vae.log") 2>&1
+. "$(dirname "$0")/lib.sh"
+device_log vae.log
+device_summary vae vae_summary.txt
 
 part=kit,bench,ref
 while [ $# -gt 0 ]; do
@@ -40,56 +38,16 @@ while [ $# -gt 0 ]; do
 done
 want() { [[ ",$part," == *",$1,"* ]]; }
 
-t0=$SECONDS
-step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
-summary=()
-note() { summary+=("$*"); echo ">> $*"; }
-finish() {
-  echo; echo "================ vae summary ($((SECONDS - t0)) s)"
-  printf '%s\n' "${summary[@]}" | tee "$OUT/vae_summary.txt"
-  exit "${1:-0}"
-}
-
 step "host"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-PY=""
-for p in python3 /opt/torch/.venv/bin/python3; do
-  if "$p" -c 'import torch, safetensors' 2>/dev/null; then PY=$p; break; fi
-done
+device_python "torch, safetensors"
 echo "python with torch: ${PY:-none}"
 
 step "dependencies and build (build-device/)"
-P=/tmp/mmh3-deps
-if ls .carry/debs/*.deb >/dev/null 2>&1; then
-  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
-  LIBDIR=$P/usr/lib/x86_64-linux-gnu
-  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
-  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
-  if [ -f "$P/usr/include/utf8proc.h" ]; then
-    export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
-  fi
-  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
-fi
+device_deps
 B=$top/build-device
-if [ ! -f "$B/Makefile" ]; then
-  if [ -f .carry/autotools.tar.gz ]; then
-    tar -xzf .carry/autotools.tar.gz
-    touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
-    find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
-  elif command -v autoreconf >/dev/null; then
-    autoreconf -fi 2>&1 | tail -3
-  else
-    note "FAIL: no configure (run tests/device/prepare.sh here and carry .carry)"; finish 1
-  fi
-  mkdir -p "$B"
-  (cd "$B" && ../configure --with-cuda=yes --without-server --without-ffmpeg >"$OUT/vae_configure.log" 2>&1) ||
-    { tail -30 "$OUT/vae_configure.log"; note "FAIL: configure"; finish 1; }
-fi
-if ! (cd "$B" && make -j"$(nproc)" mmh3 mmh3-gen-tiny bench/bench_vae) >"$OUT/vae_build.log" 2>&1; then
-  grep -E -B2 -A6 'error|Error' "$OUT/vae_build.log" | head -80; note "FAIL: build"; finish 1
-fi
+device_configure "$B" vae_configure.log --with-cuda=yes --without-server --without-ffmpeg || finish 1
+device_make "$B" vae_build.log mmh3 mmh3-gen-tiny bench/bench_vae || finish 1
 note "build ok ($((SECONDS - t0)) s)"
 status=0
 
