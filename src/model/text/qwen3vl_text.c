@@ -10,29 +10,6 @@
 
 /* ---------------------------------------------------------------- loading */
 
-/* Moves a host view to the model's device (a no-op view on the CPU). */
-static int place(mm_qwen3vl_text *m, mm_ctx *ctx, mm_tensor *t, mm_error *err)
-{
-    if (m->device.kind == MM_DEVICE_CPU)
-        return 0;
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? 2 * m->cap_owned : 512;
-        mm_tensor *o = realloc(m->owned, sizeof *o * (size_t)cap);
-        if (!o)
-            return mm_fail(err, "out of memory");
-        m->owned = o;
-        m->cap_owned = cap;
-    }
-    mm_tensor *d = &m->owned[m->n_owned];
-    if (mm_tensor_alloc(d, m->device, t->dtype, t->ndim, t->shape, err) < 0)
-        return -1;
-    m->n_owned++;
-    if (mm_copy(ctx, d, t) < 0)
-        return mm_ctx_error(ctx, err);
-    *t = mm_tensor_view(d);
-    return 0;
-}
-
 /* The comfy_quant marker: a U8 tensor holding a JSON object with "format". */
 static int check_marker(const mm_safetensors *st, const char *name, const char *format, mm_error *err)
 {
@@ -61,7 +38,7 @@ static int load_linear(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st
     mm_linear host;
     if (mm_linear_load(&host, st, prefix, err) < 0 || mm_linear_expect(&host, n, k, err) < 0)
         return -1;
-    if (m->device.kind == MM_DEVICE_CPU)
+    if (m->weights.device.kind == MM_DEVICE_CPU)
         *out = host; /* views into the mapping */
     else if (mm_linear_to_device(out, &host, ctx, err) < 0)
         return -1;
@@ -70,7 +47,7 @@ static int load_linear(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st
             return -1;
         /* The forward always feeds bf16 activations, so the packed copy on the
          * device is never read again: give its memory back. */
-        if (m->device.kind != MM_DEVICE_CPU) {
+        if (m->weights.device.kind != MM_DEVICE_CPU) {
             mm_tensor_free(&out->weight);
             mm_tensor_free(&out->weight_scale);
         }
@@ -83,7 +60,7 @@ static int load_norm(mm_qwen3vl_text *m, mm_ctx *ctx, const mm_safetensors *st, 
 {
     if (mm_st_get_expect(st, name, MM_BF16, 1, MM_SHAPE(n), t, err) < 0)
         return -1;
-    return place(m, ctx, t, err);
+    return mm_resident_place(&m->weights, ctx, t, err);
 }
 
 int mm_qwen3vl_text_layers_in_file(const mm_safetensors *st)
@@ -103,7 +80,7 @@ int mm_qwen3vl_text_load(mm_qwen3vl_text *m, const mm_qwen3vl_config *cfg, const
     memset(m, 0, sizeof *m);
     m->bf16_weights = bf16_weights;
     m->cfg = cfg->text;
-    m->device = mm_ctx_device(ctx);
+    m->weights.device = mm_ctx_device(ctx);
     const mm_qwen3vl_text_config *c = &cfg->text;
     int in_file = mm_qwen3vl_text_layers_in_file(st);
     if (tap <= 0)
@@ -168,9 +145,7 @@ void mm_qwen3vl_text_free(mm_qwen3vl_text *m)
         for (size_t i = 0; i < sizeof lins / sizeof lins[0]; i++)
             mm_linear_free(lins[i]);
     }
-    for (int i = 0; i < m->n_owned; i++)
-        mm_tensor_free(&m->owned[i]);
-    free(m->owned);
+    mm_resident_free(&m->weights);
     free(m->layers);
     memset(m, 0, sizeof *m);
 }

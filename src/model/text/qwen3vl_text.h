@@ -29,6 +29,7 @@
 #include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/text/qwen3vl_config.h"
+#include "model/text/resident.h"
 
 typedef struct mm_qwen3vl_text_layer {
     mm_tensor input_norm, post_norm; /* BF16 [hidden] */
@@ -42,9 +43,7 @@ typedef struct mm_qwen3vl_text {
     mm_qwen3vl_text_layer *layers;
     /* host (mmap) views: gathered on the CPU whatever the device */
     mm_tensor embed, embed_scale; /* I8 [V, H], F32 [V, 1] */
-    mm_device device;
-    mm_tensor *owned; /* device copies owned by the model (none on the CPU) */
-    int n_owned, cap_owned;
+    mm_resident weights; /* the device and the device copies owned by the model */
     bool bf16_weights;  /* linears dequantized once at load (3.6x the memory, no per-forward decode) */
 } mm_qwen3vl_text;
 

@@ -7,34 +7,12 @@
 
 /* ---------------------------------------------------------------- loading */
 
-static int place(mm_qwen3vl_vision *m, mm_ctx *ctx, mm_tensor *t, mm_error *err)
-{
-    if (m->device.kind == MM_DEVICE_CPU)
-        return 0;
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? 2 * m->cap_owned : 512;
-        mm_tensor *o = realloc(m->owned, sizeof *o * (size_t)cap);
-        if (!o)
-            return mm_fail(err, "out of memory");
-        m->owned = o;
-        m->cap_owned = cap;
-    }
-    mm_tensor *d = &m->owned[m->n_owned];
-    if (mm_tensor_alloc(d, m->device, t->dtype, t->ndim, t->shape, err) < 0)
-        return -1;
-    m->n_owned++;
-    if (mm_copy(ctx, d, t) < 0)
-        return mm_ctx_error(ctx, err);
-    *t = mm_tensor_view(d);
-    return 0;
-}
-
 static int get(mm_qwen3vl_vision *m, mm_ctx *ctx, const mm_safetensors *st, const char *name, int ndim,
                const int64_t *shape, mm_tensor *t, mm_error *err)
 {
     if (mm_st_get_expect(st, name, MM_BF16, ndim, shape, t, err) < 0)
         return -1;
-    return place(m, ctx, t, err);
+    return mm_resident_place(&m->weights, ctx, t, err);
 }
 
 static int load_merger(mm_qwen3vl_vision *m, mm_ctx *ctx, const mm_safetensors *st, const char *prefix,
@@ -60,7 +38,7 @@ int mm_qwen3vl_vision_load(mm_qwen3vl_vision *m, const mm_qwen3vl_config *cfg, c
 {
     memset(m, 0, sizeof *m);
     m->cfg = cfg->vision;
-    m->device = mm_ctx_device(ctx);
+    m->weights.device = mm_ctx_device(ctx);
     const mm_qwen3vl_vision_config *c = &m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, P = c->patch, T = c->temporal_patch, C = c->in_channels;
     m->blocks = calloc((size_t)c->depth, sizeof *m->blocks);
@@ -72,7 +50,7 @@ int mm_qwen3vl_vision_load(mm_qwen3vl_vision *m, const mm_qwen3vl_config *cfg, c
     mm_tensor pw;
     if (mm_st_get_expect(st, "visual.patch_embed.proj.weight", MM_BF16, 5, MM_SHAPE(D, C, T, P, P), &pw, err) < 0 ||
         mm_tensor_reshape(&m->patch_w, &pw, 2, MM_SHAPE(D, C * T * P * P), err) < 0 ||
-        place(m, ctx, &m->patch_w, err) < 0 ||
+        mm_resident_place(&m->weights, ctx, &m->patch_w, err) < 0 ||
         get(m, ctx, st, "visual.patch_embed.proj.bias", 1, MM_SHAPE(D), &m->patch_b, err) < 0 ||
         mm_st_get_expect(st, "visual.pos_embed.weight", MM_BF16, 2, MM_SHAPE(c->num_pos_embed, D), &m->pos_table,
                          err) < 0)
@@ -108,9 +86,7 @@ fail:
 
 void mm_qwen3vl_vision_free(mm_qwen3vl_vision *m)
 {
-    for (int i = 0; i < m->n_owned; i++)
-        mm_tensor_free(&m->owned[i]);
-    free(m->owned);
+    mm_resident_free(&m->weights);
     free(m->blocks);
     free(m->deepstack);
     memset(m, 0, sizeof *m);

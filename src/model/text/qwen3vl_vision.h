@@ -25,6 +25,7 @@
 #include "io/safetensors.h"
 #include "model/text/image_preprocess.h"
 #include "model/text/qwen3vl_config.h"
+#include "model/text/resident.h"
 
 typedef struct mm_qwen3vl_vision_block {
     mm_tensor norm1_w, norm1_b, norm2_w, norm2_b;
@@ -44,9 +45,7 @@ typedef struct mm_qwen3vl_vision {
     mm_qwen3vl_vision_block *blocks;
     mm_qwen3vl_merger merger;
     mm_qwen3vl_merger *deepstack;
-    mm_device device;
-    mm_tensor *owned;
-    int n_owned, cap_owned;
+    mm_resident weights; /* the device and the device copies owned by the model */
 } mm_qwen3vl_vision;
 
 typedef struct mm_qwen3vl_vision_debug {
