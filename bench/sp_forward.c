@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
 #include "backend/ops.h"
+#include "conformance/conformance.h"
 #include "model/dit/dit.h"
 #include "model/dit/layout.h"
 #include "parallel/sp_dit.h"
@@ -56,24 +57,6 @@ typedef struct bench_in {
     float *out;             /* host copy of the last outputs [video | audio] */
     int64_t nv, na;
 } bench_in;
-
-static double rel_l2(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static double max_abs(const float *a, const float *b, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
 
 static int download(mm_ctx *ctx, bench_in *in, mm_error *err)
 {
@@ -310,9 +293,9 @@ int main(int argc, char **argv)
         if (N == 1)
             t_one = best;
         const double base = plain ? t_plain : t_one;
-        const double dv = plain ? rel_l2(in.out, ref, in.nv) : NAN;
-        const double da = plain ? rel_l2(in.out + in.nv, ref + in.nv, in.na) : NAN;
-        const double mx = plain ? max_abs(in.out, ref, in.nv + in.na) : NAN;
+        const double dv = plain ? mm_conf_measure(in.out, ref, in.nv).rel_l2 : NAN;
+        const double da = plain ? mm_conf_measure(in.out + in.nv, ref + in.nv, in.na).rel_l2 : NAN;
+        const double mx = plain ? mm_conf_measure(in.out, ref, in.nv + in.na).max_abs : NAN;
         int64_t bad = 0;
         for (int64_t i = 0; i < in.nv + in.na; i++)
             bad += !isfinite(in.out[i]);

@@ -23,53 +23,8 @@ static char kit_ckpt[1024];
 static const char *CASE = "fl2va_first_step2";
 static double video_tol; /* manifest tolerances.forward.video.rel_l2 */
 
-typedef struct forward_case {
-    mm_dit_kit_case c;
-    mm_dit_layout l;
-    float *row_t;
-    mm_tensor video, audio, text;
-} forward_case;
-
-static int case_load(forward_case *f, const char *name)
-{
-    memset(f, 0, sizeof *f);
-    size_t i;
-    json_t *e;
-    mm_error err = {{0}};
-    json_array_foreach(json_object_get(manifest, "cases"), i, e)
-    {
-        if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0)
-            continue;
-        if (mm_dit_kit_case_read(manifest, e, &f->c, &err) != 0 || mm_dit_layout_build(&f->c.req, &f->l, &err) != 0)
-            break;
-        f->row_t = malloc(sizeof(float) * (size_t)f->l.rows);
-        mm_dit_row_timesteps(&f->l, (float)f->c.t_video, (float)f->c.t_audio, (float)f->c.condition_t, f->row_t);
-        char key[256];
-        const char *in[3] = {"in.hidden_states", "in.audio_hidden_states", "in.encoder_hidden_states"};
-        mm_tensor *dst[3] = {&f->video, &f->audio, &f->text};
-        for (int k = 0; k < 3; k++) {
-            snprintf(key, sizeof key, "%s.%s", name, in[k]);
-            const mm_st_entry *en = mm_st_find(cases, key);
-            if (!en)
-                return -1;
-            /* Drop the batch dim. */
-            *dst[k] = mm_tensor_wrap((void *)en->data, mm_cpu(), en->dtype, 2, (int64_t[]){en->shape[1], en->shape[2]});
-        }
-        return 0;
-    }
-    printf("     case %s: %s\n", name, err.msg);
-    return -1;
-}
-
-static void case_free(forward_case *f)
-{
-    free(f->row_t);
-    mm_dit_layout_free(&f->l);
-    mm_dit_kit_case_free(&f->c);
-}
-
 /* Runs the forward; returns malloc'ed velocities [video | audio]. */
-static float *run(mm_dit *dit, const forward_case *f, int times, mm_error *err)
+static float *run(mm_dit *dit, const kit_forward_case *f, int times, mm_error *err)
 {
     const mm_dit_config *c = mm_dit_get_config(dit);
     const int64_t nv = f->l.video_rows * c->video_row_width, na = f->l.audio_rows * c->audio_row_width;
@@ -126,8 +81,8 @@ static void test_config_from_checkpoint(void)
 
 static void test_forward_is_repeatable(void)
 {
-    forward_case f;
-    MM_REQUIRE(case_load(&f, CASE) == 0, "case");
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, CASE) == 0, "case");
     mm_dit *dit;
     mm_error err = {{0}};
     MM_REQUIRE(mm_dit_load(&dit, kit_ckpt, ctx, NULL, &err) == 0, "%s", err.msg);
@@ -145,7 +100,7 @@ static void test_forward_is_repeatable(void)
     free(once);
     free(twice);
     mm_dit_free(dit);
-    case_free(&f);
+    kit_forward_case_free(&f);
 }
 
 /* Writes a copy of the kit checkpoint with `edit` applied to named tensors. */
@@ -255,10 +210,10 @@ static void check_control(const char *what, edit_fn edit)
     snprintf(path, sizeof path, "%s/mmh3-dit-control-%d.safetensors", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
              (int)getpid());
     MM_REQUIRE(write_variant(path, NULL, edit) == 0, "writing %s", path);
-    forward_case f;
+    kit_forward_case f;
     mm_dit *dit = NULL;
     mm_error err = {{0}};
-    int loaded = case_load(&f, CASE) == 0 && mm_dit_load(&dit, path, ctx, NULL, &err) == 0;
+    int loaded = kit_forward_case_load(&f, manifest, cases, CASE) == 0 && mm_dit_load(&dit, path, ctx, NULL, &err) == 0;
     unlink(path);
     MM_REQUIRE(loaded, "%s", err.msg);
     const mm_dit_config *c = mm_dit_get_config(dit);
@@ -272,7 +227,7 @@ static void check_control(const char *what, edit_fn edit)
     printf("     control %s: video rel_l2 %.3g (%.1fx the tolerance)\n", what, rv, rv / video_tol);
     free(v);
     mm_dit_free(dit);
-    case_free(&f);
+    kit_forward_case_free(&f);
 }
 
 static void test_control_fc1_halves_swapped(void) { check_control("fc1 [up; gate]", swap_fc1_all); }

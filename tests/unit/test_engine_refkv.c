@@ -17,57 +17,13 @@
 #include "sampler/flow_sampler.h"
 #include "sampler/sigmas.h"
 #include "test.h"
+#include "test_sampler_kit.h"
 
 static json_t *manifest;
 static mm_safetensors *cases;
 static mm_ctx *ctx;
 static mm_dit *dit;
 static const char *CASE = "ref2va_step4";
-
-typedef struct fcase {
-    mm_dit_kit_case c;
-    mm_dit_layout l;
-    float *row_t;
-    mm_tensor video, audio, text; /* host views of the kit's inputs */
-} fcase;
-
-static int load_case(fcase *f)
-{
-    memset(f, 0, sizeof *f);
-    size_t i;
-    json_t *e;
-    mm_error err = {{0}};
-    json_array_foreach(json_object_get(manifest, "cases"), i, e)
-    {
-        if (strcmp(json_string_value(json_object_get(e, "name")), CASE) != 0)
-            continue;
-        if (mm_dit_kit_case_read(manifest, e, &f->c, &err) != 0 || mm_dit_layout_build(&f->c.req, &f->l, &err) != 0) {
-            printf("     %s\n", err.msg);
-            return -1;
-        }
-        f->row_t = malloc(sizeof(float) * (size_t)f->l.rows);
-        mm_dit_row_timesteps(&f->l, (float)f->c.t_video, (float)f->c.t_audio, (float)f->c.condition_t, f->row_t);
-        const char *in[3] = {"in.hidden_states", "in.audio_hidden_states", "in.encoder_hidden_states"};
-        mm_tensor *dst[3] = {&f->video, &f->audio, &f->text};
-        for (int k = 0; k < 3; k++) {
-            char key[256];
-            snprintf(key, sizeof key, "%s.%s", CASE, in[k]);
-            const mm_st_entry *en = mm_st_find(cases, key);
-            if (!en)
-                return -1;
-            *dst[k] = mm_tensor_wrap((void *)en->data, mm_cpu(), en->dtype, 2, (int64_t[]){en->shape[1], en->shape[2]});
-        }
-        return 0;
-    }
-    return -1;
-}
-
-static void free_case(fcase *f)
-{
-    free(f->row_t);
-    mm_dit_layout_free(&f->l);
-    mm_dit_kit_case_free(&f->c);
-}
 
 /* f32 copies of the inputs (the forward takes f32 rows) */
 static mm_tensor f32_copy(const mm_tensor *t)
@@ -79,20 +35,10 @@ static mm_tensor f32_copy(const mm_tensor *t)
     return o;
 }
 
-static double rel_l2(const float *a, const float *b, int64_t n)
-{
-    double d = 0, r = 0;
-    for (int64_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return sqrt(d / (r > 0 ? r : 1));
-}
-
 static void test_capture_is_plain_and_cached_matches_same_step(void)
 {
-    fcase f;
-    MM_REQUIRE(load_case(&f) == 0, "kit case %s", CASE);
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, CASE) == 0, "kit case %s", CASE);
     const mm_dit_config *cfg = mm_dit_get_config(dit);
     const mm_dit_layout *l = &f.l;
     MM_REQUIRE(l->cond_video_rows > 0 && l->cond_audio_rows > 0, "the case pins video and audio rows");
@@ -156,8 +102,8 @@ static void test_capture_is_plain_and_cached_matches_same_step(void)
     mm_dit_request_end(red);
     const float *p0v = (const float *)vv0.data + l->cond_video_rows * cfg->video_row_width;
     const float *p0a = (const float *)va0.data + l->cond_audio_rows * cfg->audio_row_width;
-    double ev = rel_l2(vv2.data, p0v, nv * cfg->video_row_width);
-    double ea = rel_l2(va2.data, p0a, na * cfg->audio_row_width);
+    double ev = mm_conf_measure(vv2.data, p0v, nv * cfg->video_row_width).rel_l2;
+    double ea = mm_conf_measure(va2.data, p0a, na * cfg->audio_row_width).rel_l2;
     printf("     cached forward with same-step K/V vs plain: video rel_l2 %.3g, audio %.3g\n", ev, ea);
     /* Only the order of the attention sum differs, and the bf16 stream and
      * int8 codes turn that into ~1e-2 (the kit's forward tolerance is 0.039
@@ -168,7 +114,7 @@ static void test_capture_is_plain_and_cached_matches_same_step(void)
     mm_tensor *all[] = {&video, &audio, &vv0, &va0, &vv1, &va1, &vv2, &va2, &refined, &tv_c, &ta_c};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
-    free_case(&f);
+    kit_forward_case_free(&f);
 }
 
 /* ------------------------------------------------- a short sampler run */
@@ -207,7 +153,7 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     return mm_dit_forward(cached ? s->red : s->full, s->row_t, &hv, &ha, &ov, &oa, err);
 }
 
-static int sample(const fcase *f, bool with_kv, float *video_rows, float *audio_rows, mm_error *err)
+static int sample(const kit_forward_case *f, bool with_kv, float *video_rows, float *audio_rows, mm_error *err)
 {
     const mm_dit_config *cfg = mm_dit_get_config(dit);
     const mm_dit_layout *l = &f->l;
@@ -245,8 +191,8 @@ done:
 
 static void test_deviation_over_a_short_run(void)
 {
-    fcase f;
-    MM_REQUIRE(load_case(&f) == 0, "kit case %s", CASE);
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, CASE) == 0, "kit case %s", CASE);
     const mm_dit_config *cfg = mm_dit_get_config(dit);
     const mm_dit_layout *l = &f.l;
     const int64_t nvv = l->video_rows * cfg->video_row_width, naa = l->audio_rows * cfg->audio_row_width;
@@ -267,7 +213,8 @@ static void test_deviation_over_a_short_run(void)
     MM_EXPECT(rc1 == 0, "cached run: %s", err.msg);
     if (rc0 == 0 && rc1 == 0) {
         const int64_t ov = l->cond_video_rows * cfg->video_row_width, oa = l->cond_audio_rows * cfg->audio_row_width;
-        double ev = rel_l2(v[1] + ov, v[0] + ov, nvv - ov), ea = rel_l2(a[1] + oa, a[0] + oa, naa - oa);
+        double ev = mm_conf_measure(v[1] + ov, v[0] + ov, nvv - ov).rel_l2;
+        double ea = mm_conf_measure(a[1] + oa, a[0] + oa, naa - oa).rel_l2;
         printf("     5 forwards, cached vs uncached final targets: video rel_l2 %.3g, audio %.3g "
                "(%lld of %lld rows pinned)\n",
                ev, ea, (long long)(l->cond_video_rows + l->cond_audio_rows), (long long)l->rows);
@@ -278,7 +225,7 @@ static void test_deviation_over_a_short_run(void)
         free(v[k]);
         free(a[k]);
     }
-    free_case(&f);
+    kit_forward_case_free(&f);
 }
 
 int main(void)

@@ -26,50 +26,6 @@ static mm_ctx *ctx;
 static char kit_ckpt[1024];
 static double video_tol, audio_tol;
 
-typedef struct forward_case {
-    mm_dit_kit_case c;
-    mm_dit_layout l;
-    float *row_t;
-    mm_tensor video, audio, text;
-} forward_case;
-
-static int case_load(forward_case *f, const char *name)
-{
-    memset(f, 0, sizeof *f);
-    size_t i;
-    json_t *e;
-    mm_error err = {{0}};
-    json_array_foreach(json_object_get(manifest, "cases"), i, e)
-    {
-        if (strcmp(json_string_value(json_object_get(e, "name")), name) != 0)
-            continue;
-        if (mm_dit_kit_case_read(manifest, e, &f->c, &err) != 0 || mm_dit_layout_build(&f->c.req, &f->l, &err) != 0)
-            break;
-        f->row_t = malloc(sizeof(float) * (size_t)f->l.rows);
-        mm_dit_row_timesteps(&f->l, (float)f->c.t_video, (float)f->c.t_audio, (float)f->c.condition_t, f->row_t);
-        char key[256];
-        const char *in[3] = {"in.hidden_states", "in.audio_hidden_states", "in.encoder_hidden_states"};
-        mm_tensor *dst[3] = {&f->video, &f->audio, &f->text};
-        for (int k = 0; k < 3; k++) {
-            snprintf(key, sizeof key, "%s.%s", name, in[k]);
-            const mm_st_entry *en = mm_st_find(cases, key);
-            if (!en)
-                return -1;
-            *dst[k] = mm_tensor_wrap((void *)en->data, mm_cpu(), en->dtype, 2, (int64_t[]){en->shape[1], en->shape[2]});
-        }
-        return 0;
-    }
-    printf("     case %s: %s\n", name, err.msg);
-    return -1;
-}
-
-static void case_free(forward_case *f)
-{
-    free(f->row_t);
-    mm_dit_layout_free(&f->l);
-    mm_dit_kit_case_free(&f->c);
-}
-
 typedef struct outputs {
     float *v;
     int64_t nv, na; /* elements */
@@ -164,29 +120,11 @@ static int forward(const char *ckpt, const mm_dit_layout *l, const float *row_t,
     return forward_on(ctx, ckpt, l, row_t, video, audio, text, N, repeats, o, err);
 }
 
-static double rel_l2(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static double max_abs(const float *a, const float *b, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
 /* SP over each N against the plain forward, and both against the kit. */
 static void check_case(const char *name, const int *ranks, int n_ranks)
 {
-    forward_case f;
-    MM_REQUIRE(case_load(&f, name) == 0, "case %s", name);
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, name) == 0, "case %s", name);
     mm_error err = {{0}};
     outputs ref;
     MM_REQUIRE(forward(kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, 0, 1, &ref, &err) == 0, "%s", err.msg);
@@ -202,20 +140,23 @@ static void check_case(const char *name, const int *ranks, int n_ranks)
                   "%s N=%d: %s", name, N, err.msg);
         if (!o.v)
             continue;
-        const double dv = rel_l2(o.v, ref.v, ref.nv), da = rel_l2(o.v + ref.nv, ref.v + ref.nv, ref.na);
+        const double dv = mm_conf_measure(o.v, ref.v, ref.nv).rel_l2;
+        const double da = mm_conf_measure(o.v + ref.nv, ref.v + ref.nv, ref.na).rel_l2;
         const bool bits = memcmp(o.v, ref.v, sizeof(float) * (size_t)(ref.nv + ref.na)) == 0;
         /* Same rows, same keys, same per-row arithmetic: equal within f32 noise (usually bit for bit). */
         MM_EXPECT(dv <= 1e-5 && da <= 1e-5, "%s N=%d vs one rank: video rel_l2 %.3g, audio %.3g", name, N, dv, da);
         if (kv && ka) {
-            const double kvd = rel_l2(o.v, kv, ref.nv), kad = rel_l2(o.v + ref.nv, ka, ref.na);
+            const double kvd = mm_conf_measure(o.v, kv, ref.nv).rel_l2;
+            const double kad = mm_conf_measure(o.v + ref.nv, ka, ref.na).rel_l2;
             MM_EXPECT(kvd <= video_tol && kad <= audio_tol, "%s N=%d vs the kit: %.3g / %.3g", name, N, kvd, kad);
         }
+        const double mx = mm_conf_measure(o.v, ref.v, ref.nv + ref.na).max_abs;
         printf("     %s S=%lld N=%d: vs one rank rel_l2 video %.2g audio %.2g, max |diff| %.2g%s\n", name,
-               (long long)f.l.rows, N, dv, da, max_abs(o.v, ref.v, ref.nv + ref.na), bits ? " (bit-identical)" : "");
+               (long long)f.l.rows, N, dv, da, mx, bits ? " (bit-identical)" : "");
         free(o.v);
     }
     free(ref.v);
-    case_free(&f);
+    kit_forward_case_free(&f);
 }
 
 static void test_t2va_over_1_2_4_ranks(void) { check_case("t2va_step0", (const int[]){1, 2, 4}, 3); }
@@ -248,8 +189,8 @@ static void test_eight_ranks_on_an_eight_head_model(void)
              (int)getpid());
     snprintf(cmd, sizeof cmd, "MMH3_THREADS=2 '%s' dit --heads 8 --layers 2 --text-dim 64 --seed 7 --out '%s' >/dev/null", gen, path);
     MM_REQUIRE(system(cmd) == 0, "%s failed", cmd);
-    forward_case f;
-    MM_REQUIRE(case_load(&f, "fl2va_first_step2") == 0, "case");
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, "fl2va_first_step2") == 0, "case");
     mm_error err = {{0}};
     outputs ref, o;
     MM_REQUIRE(forward(path, &f.l, f.row_t, &f.video, &f.audio, &f.text, 0, 1, &ref, &err) == 0, "%s", err.msg);
@@ -258,13 +199,13 @@ static void test_eight_ranks_on_an_eight_head_model(void)
                   err.msg);
         if (!o.v)
             continue;
-        const double d = rel_l2(o.v, ref.v, ref.nv + ref.na);
+        const double d = mm_conf_measure(o.v, ref.v, ref.nv + ref.na).rel_l2;
         MM_EXPECT(d <= 1e-5, "8 heads, N=%d: rel_l2 %.3g vs one rank", N, d);
         printf("     8-head model, S=%lld, N=%d: rel_l2 %.2g vs one rank\n", (long long)f.l.rows, N, d);
         free(o.v);
     }
     free(ref.v);
-    case_free(&f);
+    kit_forward_case_free(&f);
     unlink(path);
 }
 
@@ -284,8 +225,8 @@ static void test_gpus_equal_the_plain_cuda_forward(void)
     MM_REQUIRE(mm_ctx_create(&g, mm_cuda(0), 0, &err) == 0, "%s", err.msg);
     const char *names[] = {"t2va_step0", "fl2va_firstlast_step5", "ref2va_step4"};
     for (size_t c = 0; c < sizeof names / sizeof names[0]; c++) {
-        forward_case f;
-        MM_REQUIRE(case_load(&f, names[c]) == 0, "case");
+        kit_forward_case f;
+        MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, names[c]) == 0, "case");
         outputs ref, o;
         MM_REQUIRE(forward_on(g, kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, 0, 1, &ref, &err) == 0, "%s",
                    err.msg);
@@ -297,7 +238,8 @@ static void test_gpus_equal_the_plain_cuda_forward(void)
                       "%s over %d GPU(s): %s", names[c], N, err.msg);
             if (!o.v)
                 continue;
-            const double d = rel_l2(o.v, ref.v, ref.nv + ref.na), dk = kv ? rel_l2(o.v, kv, ref.nv) : 0;
+            const double d = mm_conf_measure(o.v, ref.v, ref.nv + ref.na).rel_l2;
+            const double dk = kv ? mm_conf_measure(o.v, kv, ref.nv).rel_l2 : 0;
             MM_EXPECT(d <= 1e-3 && dk <= video_tol, "%s over %d GPU(s): rel_l2 %.3g vs plain CUDA, %.3g vs the kit",
                       names[c], N, d, dk);
             printf("     %s over %d GPU(s): rel_l2 %.2g vs the plain CUDA forward%s, video %.3g vs the kit\n",
@@ -306,7 +248,7 @@ static void test_gpus_equal_the_plain_cuda_forward(void)
             free(o.v);
         }
         free(ref.v);
-        case_free(&f);
+        kit_forward_case_free(&f);
     }
     mm_ctx_destroy(g);
 }
