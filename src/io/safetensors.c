@@ -347,6 +347,7 @@ void mm_st_close(mm_safetensors *st)
 const char *mm_st_path(const mm_safetensors *st) { return st->path; }
 uint64_t mm_st_file_size(const mm_safetensors *st) { return st->size; }
 uint64_t mm_st_header_size(const mm_safetensors *st) { return 8 + st->header_len; }
+const uint8_t *mm_st_header(const mm_safetensors *st) { return st->base; }
 size_t mm_st_count(const mm_safetensors *st) { return st->n; }
 const mm_st_entry *mm_st_at(const mm_safetensors *st, size_t i) { return i < st->n ? &st->entries[i] : NULL; }
 

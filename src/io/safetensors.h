@@ -57,6 +57,8 @@ const char *mm_st_path(const mm_safetensors *st);
 /* Total file size and header size in bytes (8-byte length + JSON). */
 uint64_t mm_st_file_size(const mm_safetensors *st);
 uint64_t mm_st_header_size(const mm_safetensors *st);
+/* The header's bytes as stored (mm_st_header_size of them), from the mapping. */
+const uint8_t *mm_st_header(const mm_safetensors *st);
 
 /* Removes `prefix` from every name that starts with it (e.g.
  * "model.diffusion_model."). Fails if two names collide afterwards. Sets

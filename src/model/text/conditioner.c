@@ -30,30 +30,18 @@ static double now(void)
 
 /* Identity of the checkpoint for cache keys: the digest of its header (names,
  * dtypes, shapes, offsets) and its size, cheap to compute on a 15 GB file. */
-static int checkpoint_identity(const mm_safetensors *st, char hex[65], mm_error *err)
+static void checkpoint_identity(const mm_safetensors *st, char hex[65])
 {
-    uint64_t hsize = mm_st_header_size(st), fsize = mm_st_file_size(st);
-    FILE *f = fopen(mm_st_path(st), "rb");
-    if (!f)
-        return mm_fail_errno(err, "%s", mm_st_path(st));
-    uint8_t *buf = malloc(hsize ? hsize : 1);
-    int ok = buf && fread(buf, 1, hsize, f) == hsize;
-    fclose(f);
-    if (!ok) {
-        free(buf);
-        return mm_fail(err, "%s: cannot read its header", mm_st_path(st));
-    }
+    uint64_t fsize = mm_st_file_size(st);
     mm_sha256_ctx s;
     uint8_t d[32], size_le[8];
     for (int i = 0; i < 8; i++)
         size_le[i] = (uint8_t)(fsize >> (8 * i));
     mm_sha256_init(&s);
-    mm_sha256_update(&s, buf, hsize);
+    mm_sha256_update(&s, mm_st_header(st), (size_t)mm_st_header_size(st));
     mm_sha256_update(&s, size_le, 8);
     mm_sha256_final(&s, d);
     mm_sha256_hex(d, hex);
-    free(buf);
-    return 0;
 }
 
 int mm_conditioner_load(mm_conditioner **out, const mm_conditioner_options *opts, mm_ctx *ctx, mm_error *err)
@@ -91,8 +79,10 @@ int mm_conditioner_load(mm_conditioner **out, const mm_conditioner_options *opts
         mm_fail(err, "conditioner: processor patch/temporal/merge sizes differ from the vision config");
         goto fail;
     }
-    if (mm_st_open(&c->st, opts->checkpoint, err) < 0 || checkpoint_identity(c->st, c->checkpoint_id, err) < 0 ||
-        mm_qwen3vl_text_load(&c->text, &opts->config, c->st, opts->tap, opts->bf16_weights, ctx, err) < 0 ||
+    if (mm_st_open(&c->st, opts->checkpoint, err) < 0)
+        goto fail;
+    checkpoint_identity(c->st, c->checkpoint_id);
+    if (mm_qwen3vl_text_load(&c->text, &opts->config, c->st, opts->tap, opts->bf16_weights, ctx, err) < 0 ||
         mm_qwen3vl_vision_load(&c->vision, &opts->config, c->st, ctx, err) < 0)
         goto fail;
     if (opts->config.vision.n_deepstack > c->text.n_layers) {
