@@ -117,6 +117,8 @@ void mm_auth_invalidate(void);
 int mm_auth_refresh(PGconn *db, mm_error *err);
 /* 1 and the name when the digest is an active token's, 0 when not, -1 on database trouble. */
 int mm_auth_lookup(PGconn *db, const unsigned char digest[32], char *name, size_t n, mm_error *err);
+/* Whether the digest is in the cache as it is (right after mm_auth_refresh). */
+bool mm_auth_cached(const unsigned char digest[32]);
 /* The token a request carries (Authorization: Bearer, else the login cookie); false when none. */
 bool mm_auth_credential(mm_req *r, char *token, size_t n);
 /* Adds a response header line (e.g. "Retry-After: 3"). */

@@ -147,6 +147,16 @@ int mm_auth_lookup(PGconn *db, const unsigned char digest[32], char *name, size_
     return found >= 0 ? 1 : 0;
 }
 
+bool mm_auth_cached(const unsigned char digest[32])
+{
+    pthread_mutex_lock(&mu);
+    bool found = false;
+    for (int i = 0; i < n_entries; i++)
+        found |= mm_token_digest_equal(entries[i].digest, digest);
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
 /* Copies the value of cookie `name` from a Cookie header. */
 static bool cookie_value(const char *header, const char *name, char *out, size_t n)
 {

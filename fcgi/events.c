@@ -324,8 +324,7 @@ static void revalidate_streams(mm_sse_hub *h, PGconn *db)
     }
     int ended = 0;
     for (client **link = &h->clients; *link;) {
-        char name[80];
-        if ((*link)->has_token && mm_auth_lookup(db, (*link)->token_digest, name, sizeof name, &err) == 0) {
+        if ((*link)->has_token && !mm_auth_cached((*link)->token_digest)) {
             drop(h, link);
             ended++;
         } else {
