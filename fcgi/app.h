@@ -29,6 +29,7 @@ typedef struct mm_app {
     char **hosts;              /* allowed host names (lower case); IP literals are always allowed */
     double rate_enqueue;       /* per token per minute (bursts up to as many); 0 = unlimited */
     double rate_upload;
+    double rate_rewrite;
     long max_queued;           /* queued generations beyond which enqueue answers 429; 0 = unlimited */
 } mm_app;
 
@@ -112,6 +113,7 @@ bool mm_guard(mm_req *r, bool needs_token);
 /* Limits (limits.c): per-token rates and the queue bound; false after answering 429. */
 bool mm_limit_enqueue(mm_req *r);
 bool mm_limit_upload(mm_req *r);
+bool mm_limit_rewrite(mm_req *r);
 /* Tokens (auth.c): the process's cache of active token hashes. */
 void mm_auth_invalidate(void);
 int mm_auth_refresh(PGconn *db, mm_error *err);

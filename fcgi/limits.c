@@ -1,5 +1,6 @@
-/* Limits on what one client can pile up: per-token rates of enqueue and
- * upload requests (token buckets: N per minute, in bursts of up to N), and a
+/* Limits on what one client can pile up: per-token rates of enqueue,
+ * upload and prompt-rewrite requests (a rewrite spends the owner's Oxen
+ * credits) (token buckets: N per minute, in bursts of up to N), and a
  * bound on the number of queued generations. Each refusal is a 429 whose
  * JSON says which limit and when to retry, with a Retry-After header.
  *
@@ -38,6 +39,7 @@ typedef struct limiter {
 
 static limiter enqueue_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static limiter upload_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static limiter rewrite_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static double now_seconds(void)
 {
@@ -117,6 +119,11 @@ static bool rate_ok(mm_req *r, limiter *l, double per_minute, const char *limit,
 bool mm_limit_upload(mm_req *r)
 {
     return rate_ok(r, &upload_limiter, r->app->rate_upload, "upload_rate", "uploads");
+}
+
+bool mm_limit_rewrite(mm_req *r)
+{
+    return rate_ok(r, &rewrite_limiter, r->app->rate_rewrite, "rewrite_rate", "prompt rewrites");
 }
 
 bool mm_limit_enqueue(mm_req *r)

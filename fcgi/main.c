@@ -121,6 +121,7 @@ static void usage(FILE *out)
             "  --cookie-secure     mark the login cookie Secure (TLS in front of nginx)\n"
             "  --rate-enqueue N    enqueue requests per minute per token (default 60; 0 = no limit)\n"
             "  --rate-upload N     upload requests per minute per token (default 120; 0 = no limit)\n"
+            "  --rate-rewrite N    prompt rewrites (Oxen credits) per minute per token (default 30; 0 = no limit)\n"
             "  --max-queued N      queued generations beyond which enqueue answers 429 (default 1000; 0 = none)\n",
             MM_DB_DEFAULT_URL);
 }
@@ -190,11 +191,12 @@ int main(int argc, char **argv)
     app.auth_required = !(auth && strcmp(auth, "off") == 0);
     app.rate_enqueue = 60;
     app.rate_upload = 120;
+    app.rate_rewrite = 30;
     double max_queued = 1000;
     allow_hosts(getenv("MMH3_ALLOWED_HOSTS"));
     enum {
         O_LISTEN = 256, O_THREADS, O_DB, O_OUTPUTS, O_LEASE, O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE,
-        O_RATE_ENQUEUE, O_RATE_UPLOAD, O_MAX_QUEUED
+        O_RATE_ENQUEUE, O_RATE_UPLOAD, O_RATE_REWRITE, O_MAX_QUEUED
     };
     static const struct option opts[] = {
         {"listen", required_argument, 0, O_LISTEN}, {"threads", required_argument, 0, O_THREADS},
@@ -204,6 +206,7 @@ int main(int argc, char **argv)
         {"cookie-secure", no_argument, 0, O_COOKIE_SECURE},
         {"rate-enqueue", required_argument, 0, O_RATE_ENQUEUE},
         {"rate-upload", required_argument, 0, O_RATE_UPLOAD},
+        {"rate-rewrite", required_argument, 0, O_RATE_REWRITE},
         {"max-queued", required_argument, 0, O_MAX_QUEUED},
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
     };
@@ -237,6 +240,10 @@ int main(int argc, char **argv)
             break;
         case O_RATE_UPLOAD:
             if (!parse_count("--rate-upload", optarg, 1e6, &app.rate_upload))
+                return 2;
+            break;
+        case O_RATE_REWRITE:
+            if (!parse_count("--rate-rewrite", optarg, 1e6, &app.rate_rewrite))
                 return 2;
             break;
         case O_MAX_QUEUED:

@@ -139,8 +139,10 @@ void mm_route(mm_req *r)
         else
             not_allowed(r, "GET, PUT");
     } else if (is(p, "/api/rewrite")) {
-        if (is(m, "POST"))
-            mm_api_rewrite(r);
+        if (is(m, "POST")) {
+            if (mm_limit_rewrite(r)) /* each rewrite spends the owner's Oxen credits */
+                mm_api_rewrite(r);
+        }
         else
             not_allowed(r, "POST");
     } else if (is(p, "/v1/videos") || is(p, "/v1/videos/")) {

@@ -494,6 +494,7 @@ def oversized_and_malformed_uploads_refused(s):
 def rate_limits_per_token_answer_429(s):
     t = new_token(s, "rate-a")
     other = new_token(s, "rate-b")
+    rw = new_token(s, "rate-c")
     snap = Snapshot(s)
     codes = []
     for _ in range(RATE_ENQUEUE + 3):
@@ -519,6 +520,16 @@ def rate_limits_per_token_answer_429(s):
             break
     check(codes[:RATE_UPLOAD] == [400] * RATE_UPLOAD and codes[-1] == 429 and body["limit"] == "upload_rate",
           "upload statuses %r %r", codes, body)
+    # Prompt rewrites spend the owner's Oxen credits: 30 a minute per token by default.
+    codes = []
+    for _ in range(33):
+        st, body = s.request("POST", "/api/rewrite", {"prompt": "a fox"}, headers={"Authorization": "Bearer " + rw},
+                             auth=False)
+        codes.append(st)
+        if st == 429:
+            break
+    check(len(codes) == 31 and 429 not in codes[:30] and codes[-1] == 429 and body["limit"] == "rewrite_rate",
+          "rewrite statuses %r %r", codes, body)
     snap.unchanged("rate-limited requests")
     # The bucket refills: after Retry-After the token is served again.
     time.sleep(retry + 0.2)
