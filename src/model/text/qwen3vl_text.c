@@ -1,6 +1,5 @@
 #include "model/text/qwen3vl_text.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,26 +8,6 @@
 #include "model/text/mrope.h"
 
 /* ---------------------------------------------------------------- loading */
-
-/* The comfy_quant marker: a U8 tensor holding a JSON object with "format". */
-static int check_marker(const mm_safetensors *st, const char *name, const char *format, mm_error *err)
-{
-    mm_tensor t;
-    if (mm_st_get(st, name, &t, err) < 0)
-        return -1;
-    if (t.dtype != MM_U8 || t.ndim != 1)
-        return mm_fail(err, "%s: a U8 JSON marker is expected", name);
-    json_error_t je;
-    json_t *j = json_loadb(t.data, (size_t)t.shape[0], 0, &je);
-    const char *f = j ? json_string_value(json_object_get(j, "format")) : NULL;
-    int ok = f && !strcmp(f, format);
-    char got[64];
-    snprintf(got, sizeof got, "%s", f ? f : "(unreadable)");
-    json_decref(j);
-    if (!ok)
-        return mm_fail(err, "%s: format \"%s\", \"%s\" is expected", name, got, format);
-    return 0;
-}
 
 /* A linear in whatever format the file stores (nvfp4 AWQ in the Comfy file),
  * checked against the shape the model needs and placed on the device. */
@@ -102,13 +81,12 @@ int mm_qwen3vl_text_load(mm_qwen3vl_text *m, const mm_qwen3vl_config *cfg, const
     m->layers = calloc((size_t)tap, sizeof *m->layers);
     if (!m->layers)
         return mm_fail(err, "out of memory");
-    if (check_marker(st, "model.embed_tokens.comfy_quant", "int8_tensorwise", err) < 0 ||
-        mm_st_get_expect(st, "model.embed_tokens.weight", MM_I8, 2, MM_SHAPE(c->vocab, c->hidden), &m->embed, err) <
-            0 ||
-        mm_st_get(st, "model.embed_tokens.weight_scale", &m->embed_scale, err) < 0)
+    if (mm_embedding_load(&m->embed, st, "model.embed_tokens", err) < 0)
         goto fail;
-    if (m->embed_scale.dtype != MM_F32 || mm_tensor_numel(&m->embed_scale) != c->vocab) {
-        mm_fail(err, "model.embed_tokens.weight_scale: F32 [%d, 1] (one scale per row) is expected", c->vocab);
+    if (!m->embed.quantized || m->embed.vocab != c->vocab || m->embed.dim != c->hidden) {
+        mm_fail(err, "%s: model.embed_tokens: int8_tensorwise [%d, %d] is expected, the file has %s [%lld, %lld]",
+                mm_st_path(st), c->vocab, c->hidden, m->embed.quantized ? "int8_tensorwise" : "an unquantized table",
+                (long long)m->embed.vocab, (long long)m->embed.dim);
         goto fail;
     }
     const int64_t H = c->hidden, QW = (int64_t)c->n_heads * c->head_dim, KW = (int64_t)c->n_kv_heads * c->head_dim,
@@ -219,8 +197,8 @@ int mm_qwen3vl_text_forward(mm_qwen3vl_text *m, mm_ctx *ctx, const int32_t *ids,
         goto out;
     }
     {
-        const int8_t *tab = m->embed.data;
-        const float *sc = m->embed_scale.data;
+        const int8_t *tab = m->embed.weight.data;
+        const float *sc = m->embed.scale.data;
         for (int64_t i = 0; i < L; i++) {
             const int8_t *row = tab + (int64_t)ids[i] * H;
             float scale = sc[ids[i]];

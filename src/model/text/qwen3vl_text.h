@@ -26,6 +26,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "formats/embedding.h"
 #include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/text/qwen3vl_config.h"
@@ -42,7 +43,7 @@ typedef struct mm_qwen3vl_text {
     int n_layers; /* loaded = tap */
     mm_qwen3vl_text_layer *layers;
     /* host (mmap) views: gathered on the CPU whatever the device */
-    mm_tensor embed, embed_scale; /* I8 [V, H], F32 [V, 1] */
+    mm_embedding embed; /* int8_tensorwise: I8 [V, H] and F32 [V] row scales */
     mm_resident weights; /* the device and the device copies owned by the model */
     bool bf16_weights;  /* linears dequantized once at load (3.6x the memory, no per-forward decode) */
 } mm_qwen3vl_text;
