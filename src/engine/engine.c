@@ -19,16 +19,6 @@ const char *mm_stage_name(mm_stage s)
     return (unsigned)s < MM_STAGE_COUNT ? stage_names[s] : "unknown";
 }
 
-int mm_stage_from_name(const char *name, mm_stage *out)
-{
-    for (int i = 0; i < MM_STAGE_COUNT; i++)
-        if (name && strcmp(name, stage_names[i]) == 0) {
-            *out = (mm_stage)i;
-            return 0;
-        }
-    return -1;
-}
-
 void mm_engine_options_defaults(mm_engine_options *o)
 {
     memset(o, 0, sizeof *o);

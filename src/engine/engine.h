@@ -33,7 +33,6 @@ typedef enum mm_stage {
 } mm_stage;
 
 const char *mm_stage_name(mm_stage s); /* "queued", "loading", "encoding_prompt", ... */
-int mm_stage_from_name(const char *name, mm_stage *out);
 
 #define MM_MAX_REFERENCES 15 /* 9 images + 3 videos + 3 audio clips */
 

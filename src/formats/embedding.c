@@ -54,29 +54,6 @@ int mm_embedding_load(mm_embedding *e, const mm_safetensors *st, const char *pre
     return 0;
 }
 
-int mm_embedding_to_device(mm_embedding *dst, const mm_embedding *src, mm_ctx *ctx, mm_error *err)
-{
-    *dst = *src;
-    memset(&dst->weight, 0, sizeof dst->weight);
-    memset(&dst->scale, 0, sizeof dst->scale);
-    mm_device dev = mm_ctx_device(ctx);
-    if (mm_tensor_alloc(&dst->weight, dev, src->weight.dtype, 2, src->weight.shape, err) != 0)
-        return mm_error_prefix(err, "%s", src->name);
-    mm_copy(ctx, &dst->weight, &src->weight);
-    if (src->quantized) {
-        if (mm_tensor_alloc(&dst->scale, dev, MM_F32, 1, src->scale.shape, err) != 0) {
-            mm_embedding_free(dst);
-            return mm_error_prefix(err, "%s", src->name);
-        }
-        mm_copy(ctx, &dst->scale, &src->scale);
-    }
-    if (mm_ctx_error(ctx, err) != 0) {
-        mm_embedding_free(dst);
-        return mm_error_prefix(err, "%s", src->name);
-    }
-    return 0;
-}
-
 void mm_embedding_free(mm_embedding *e)
 {
     if (!e)

@@ -19,7 +19,6 @@ typedef struct mm_embedding {
 
 /* Views into st's mapping (st must outlive it). */
 int mm_embedding_load(mm_embedding *e, const mm_safetensors *st, const char *prefix, mm_error *err);
-int mm_embedding_to_device(mm_embedding *dst, const mm_embedding *src, mm_ctx *ctx, mm_error *err);
 void mm_embedding_free(mm_embedding *e);
 /* out [R, H] (any float dtype) = rows ids (I32 [R], on the ctx device). */
 int mm_embedding_forward(mm_ctx *ctx, mm_tensor *out, const mm_tensor *ids, const mm_embedding *e);

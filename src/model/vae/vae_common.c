@@ -85,8 +85,6 @@ void vae_store_free(vae_store *s)
     memset(s, 0, sizeof *s);
 }
 
-const mm_st_entry *vae_entry(const mm_safetensors *st, const char *name) { return mm_st_find(st, name); }
-
 int vae_count_indexed(const mm_safetensors *st, const char *fmt)
 {
     char name[256];

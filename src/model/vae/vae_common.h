@@ -33,8 +33,6 @@ void vae_store_free(vae_store *s);
 /* Registers a tensor the model made itself (owned; freed with the store). */
 int vae_store_add(vae_store *s, mm_tensor *t, mm_error *err);
 
-/* Shape of a stored tensor (-1 ndim when absent). */
-const mm_st_entry *vae_entry(const mm_safetensors *st, const char *name);
 /* Number of consecutive indices i >= 0 for which printf(fmt, i) names a tensor prefix. */
 int vae_count_indexed(const mm_safetensors *st, const char *fmt);
 
