@@ -17,18 +17,6 @@ static int no_ffmpeg(mm_error *err)
                         "libswresample-dev installed");
 }
 
-void mm_mp4_options_defaults(mm_mp4_options *opt, int width, int height)
-{
-    memset(opt, 0, sizeof *opt);
-    opt->width = width;
-    opt->height = height;
-    opt->fps = 24;
-    opt->crf = 18;
-    opt->preset = "medium";
-    opt->audio_channels = 2;
-    opt->audio_rate = 32000;
-}
-
 int mm_mp4_writer_open(mm_mp4_writer **out, const char *path, const mm_mp4_options *opt, mm_error *err)
 {
     (void)path, (void)opt;
@@ -69,23 +57,6 @@ int64_t mm_mp4_writer_frames(const mm_mp4_writer *w)
 }
 
 /* probe.h */
-
-const char *mm_media_kind_name(mm_media_kind k)
-{
-    static const char *const names[] = {"unknown", "image", "video", "audio"};
-    return k >= MM_MEDIA_IMAGE && k <= MM_MEDIA_AUDIO ? names[k] : names[0];
-}
-
-void mm_media_limits_defaults(mm_media_limits *lim)
-{
-    lim->max_bytes = (int64_t)512 << 20;
-    lim->max_side = 8192;
-    lim->max_image_pixels = 50000000;
-    lim->max_video_pixels = 4096 * 2304;
-    lim->max_aspect = 200;
-    lim->max_seconds = 600;
-    lim->timeout_seconds = 30;
-}
 
 void mm_media_set_verbose(int verbose) { (void)verbose; }
 

@@ -83,18 +83,6 @@ static int check_options(const mm_mp4_options *o, mm_error *err)
     return 0;
 }
 
-void mm_mp4_options_defaults(mm_mp4_options *opt, int width, int height)
-{
-    memset(opt, 0, sizeof *opt);
-    opt->width = width;
-    opt->height = height;
-    opt->fps = 24;
-    opt->crf = 18;
-    opt->preset = "medium";
-    opt->audio_channels = 2;
-    opt->audio_rate = 32000;
-}
-
 static void writer_free(mm_mp4_writer *w)
 {
     if (!w)

@@ -19,27 +19,6 @@
 #include "media/ff_common.h"
 #include "media/media_input.h"
 
-const char *mm_media_kind_name(mm_media_kind k)
-{
-    switch (k) {
-    case MM_MEDIA_IMAGE: return "image";
-    case MM_MEDIA_VIDEO: return "video";
-    case MM_MEDIA_AUDIO: return "audio";
-    default: return "unknown";
-    }
-}
-
-void mm_media_limits_defaults(mm_media_limits *lim)
-{
-    lim->max_bytes = (int64_t)512 << 20;
-    lim->max_side = 8192;
-    lim->max_image_pixels = 50000000;
-    lim->max_video_pixels = 4096 * 2304;
-    lim->max_aspect = 200;
-    lim->max_seconds = 600;
-    lim->timeout_seconds = 30;
-}
-
 int mm_media_check(mm_error *err)
 {
     static const char *const encoders[] = {"libx264", "aac", "png", "mjpeg", "libwebp"};
