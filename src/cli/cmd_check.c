@@ -174,7 +174,6 @@ int mm_cmd_check(int argc, char **argv)
     char gpu_lines[16][300];
     int n_lines = n_gpus < 16 ? n_gpus : 16;
     char kernels[512] = "";
-#ifdef MM_CUDA_DEVICE_INFO_API
     for (int g = 0; g < n_lines; g++) {
         mm_cuda_device_info info;
         mm_error err = {{0}};
@@ -188,10 +187,6 @@ int mm_cmd_check(int argc, char **argv)
             failures++;
         }
     }
-#else
-    for (int g = 0; g < n_lines; g++)
-        snprintf(gpu_lines[g], sizeof gpu_lines[g], "cuda:%d", g);
-#endif
     mm_placement pl;
     mm_error perr = {{0}};
     bool placed = mm_placement_choose(&pin, &pl, &perr) == 0;
@@ -201,7 +196,6 @@ int mm_cmd_check(int argc, char **argv)
     if (!cuda_used) {
         snprintf(kernels, sizeof kernels, "CPU backend (built in)");
     } else {
-#ifdef MM_CUDA_DEVICE_INFO_API
         int devs[2] = {pl.dit.index, pl.text_encoder.index};
         for (int k = 0; k < 2 && kernels_ok; k++) {
             if (k == 1 && devs[1] == devs[0])
@@ -216,10 +210,6 @@ int mm_cmd_check(int argc, char **argv)
                          devs[k], summary);
             }
         }
-#else
-        snprintf(kernels, sizeof kernels, "this build cannot list its CUDA kernels yet (CUDA backend without the check API)");
-        kernels_ok = false;
-#endif
     }
     failures += !kernels_ok;
     /* Several GPUs: peer copies checked word by word (some machines return
