@@ -18,7 +18,6 @@ static const struct command {
     {"token", mm_cmd_token, "access tokens of the HTTP API: create, list, revoke"},
     {"tokenize", mm_cmd_tokenize, "JSON lines of text on stdin -> token id arrays on stdout"},
     {"conformance", mm_cmd_conformance, "run a conformance kit against the engine"},
-    {"bench", mm_cmd_bench, "measure the engine (speed, memory) next to the reference"},
 };
 
 static void usage(FILE *out)
