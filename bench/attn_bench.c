@@ -3,15 +3,16 @@
  * (issue 9).
  *
  *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
- *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-e4m3]
+ *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
  * scale 1/sqrt(128). Paths: sm80/sm90/sm90p/sm90pp = mm_attention with
- * MMH3_ATTN set (kernels/attention.cu); fa3, fa3-nopp, fa3-e4m3 = the
- * FA3-style kernel of kernels/attn_fa3.cu (bf16 with and without ping-pong,
- * e4m3 fast mode, its quantization passes included). The first path that
- * runs is the reference of the others' rel_l2. One line per path:
+ * MMH3_ATTN set (kernels/attention.cu); fa3, fa3-nopp, fa3-fast,
+ * fa3-fastqk = the FA3-style kernel of kernels/attn_fa3.cu (bf16 with and
+ * without ping-pong; fast mode: int8 q·k + e4m3 p·v; int8 q·k + bf16 p·v —
+ * their quantization passes included). The first path that runs is the
+ * reference of the others' rel_l2. One line per path:
  *   ATTN path=fa3 ms=71.2 tflops=581.7 rel_l2_vs=sm80:0.0021
  */
 #include <math.h>
@@ -68,7 +69,7 @@ static double rel_l2_bf16(const uint16_t *a, const uint16_t *b, int64_t n)
 int main(int argc, char **argv)
 {
     int seq = 38010, heads = 56, reps = 3;
-    const char *paths = "sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-e4m3";
+    const char *paths = "sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc)
             seq = atoi(argv[++i]);
@@ -120,7 +121,10 @@ int main(int argc, char **argv)
     snprintf(list, sizeof list, "%s", paths);
     int failures = 0;
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-        const bool fa3 = strncmp(p, "fa3", 3) == 0, fp8 = strcmp(p, "fa3-e4m3") == 0;
+        const bool fa3 = strncmp(p, "fa3", 3) == 0;
+        const mm_fa3_mode mode = strcmp(p, "fa3-fastqk") == 0                                   ? MM_FA3_FAST_QK
+                                 : strcmp(p, "fa3-fast") == 0 || strcmp(p, "fa3-e4m3") == 0 ? MM_FA3_FAST
+                                                                                            : MM_FA3_EXACT;
         if (fa3) {
             if (!mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
                 printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
@@ -136,7 +140,7 @@ int main(int argc, char **argv)
         for (int r = 0; r <= reps && ok; r++) {
             mm_cuda_event_record(e0, NULL);
             if (fa3)
-                mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, fp8);
+                mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
             else
                 mm_attention(gpu, &o, &q, &k, &v, NULL);
             mm_cuda_event_record(e1, NULL);

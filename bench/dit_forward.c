@@ -7,7 +7,7 @@
  *   mmh3-bench-dit --checkpoint dit.safetensors --device cuda --width 1344 --height 768 --frames 124 --text-rows 300
  *
  * Modes (issue 9): --modes exact,fast runs the timed forwards in each mode
- * on the same request (fast = e4m3 attention, backend/cuda/cuda_speed.h) and
+ * on the same request (fast = 8-bit attention, backend/cuda/cuda_speed.h) and
  * prints the fast velocities' error against the exact ones; --profile-block N
  * times every stage of main block N with device events in one more forward
  * (CUDA; the per-kernel breakdown of one block) and prints the table.
@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_speed.h"
 #include "backend/device.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
@@ -485,6 +486,11 @@ int main(int argc, char **argv)
            (long long)l.video_rows, (long long)l.cond_video_rows, (long long)l.audio_rows, c->layers, c->hidden);
     printf("load %.1f s (%.2f GiB on the device) | refiner + request setup %.3f s | workspace %.2f GiB\n", load_s,
            gib(weights_bytes), refine_s, gib(mm_dit_request_bytes(req)));
+    if (dev.kind == MM_DEVICE_CUDA) {
+        char paths[1024];
+        mm_cuda_speed_describe(dev.index, paths, sizeof paths);
+        printf("kernels in use: %s\n", paths);
+    }
     fflush(stdout);
 
     /* Timed forwards per mode, on the same request and inputs. */

@@ -37,6 +37,9 @@ struct AttnParams {
     float scale_log2;
     int causal;
     const int32_t *cu_q, *cu_k;
+    /* Hopper kernels, packed sequences: where sequence z's keys start in the
+     * transposed V copy (each start 16-byte aligned there) */
+    const int32_t *vt_k0;
 };
 
 const int kWarps = 4, kBM = 64, kBN = 64;
@@ -337,7 +340,9 @@ __global__ void k_attn_simt(AttnParams p, mm_dtype t)
  * 16-byte chunk c of row r stored at chunk c ^ (r mod 8), 8-row groups 1024
  * bytes apart, each tile 1024-byte aligned. V is transposed once per call
  * into a [kv head][dim][key] scratch copy (about 1% of the attention's
- * time at S = 38k) so that P·V also reads a K-major operand. Tiles are
+ * time at S = 38k) so that P·V also reads a K-major operand; with packed
+ * sequences each one starts on a 16-byte boundary of that copy (a sequence
+ * may start at any key, the copies move 16-byte chunks). Tiles are
  * double-buffered with cp.async; S = Q·Kᵀ takes A and B from shared memory,
  * O += P·V takes P straight from the score registers (the wgmma accumulator
  * layout per warp is mma.sync's, so the FlashAttention-2 register reuse
@@ -435,7 +440,7 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90(AttnParams p, const bf
     int hk = h / (p.heads_q / p.heads_kv);
     const bf16 *Q = static_cast<const bf16 *>(p.q) + (int64_t)(q0 + mb * kBM90) * p.ldq + (int64_t)h * p.hsq;
     const bf16 *K = static_cast<const bf16 *>(p.k) + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
-    const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + k0;
+    const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + (p.vt_k0 ? p.vt_k0[z] : k0);
     int rows_q = Lq - mb * kBM90 < kBM90 ? Lq - mb * kBM90 : kBM90;
     int n_kb = (Lk + kBN90 - 1) / kBN90;
     int diag = Lk - Lq;
@@ -620,7 +625,7 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
     int hk = h / (p.heads_q / p.heads_kv);
     const bf16 *Q = static_cast<const bf16 *>(p.q) + (int64_t)(q0 + mb * kBM90) * p.ldq + (int64_t)h * p.hsq;
     const bf16 *K = static_cast<const bf16 *>(p.k) + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
-    const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + k0;
+    const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + (p.vt_k0 ? p.vt_k0[z] : k0);
     int rows_q = Lq - mb * kBM90 < kBM90 ? Lq - mb * kBM90 : kBM90;
     int n_kb = (Lk + kBN90 - 1) / kBN90;
     int diag = Lk - Lq;
@@ -792,21 +797,87 @@ __global__ void k_transpose_v(const bf16 *__restrict__ v, int64_t ldv, int64_t h
     }
 }
 
-int launch_sm90(const AttnParams &p, const mmk_attention *a, int max_q, int n_seqs, int dev, cudaStream_t s,
+/* Packed sequences: the transposed V gives each sequence its own 16-byte
+ * aligned run of columns (cp.async copies 16-byte chunks from it, and a
+ * sequence may start at any key): off[z] = Σ_{y<z} align8(len_y). One thread;
+ * n_seqs is small (the VAEs' tiles, a few dozen at most). */
+__global__ void k_vt_offsets(const int32_t *__restrict__ cu_k, int n_seqs, int32_t *__restrict__ off)
+{
+    int o = 0;
+    for (int z = 0; z < n_seqs; z++) {
+        off[z] = o;
+        o += (cu_k[z + 1] - cu_k[z] + 7) & ~7;
+    }
+    off[n_seqs] = o;
+}
+
+/* k_transpose_v for packed sequences: key j of sequence z (cu_k[z] <= j <
+ * cu_k[z + 1]) goes to column off[z] + j - cu_k[z]; keys outside every
+ * sequence are not copied. */
+__global__ void k_transpose_v_segs(const bf16 *__restrict__ v, int64_t ldv, int64_t hsv, int keys,
+                                   const int32_t *__restrict__ cu_k, int n_seqs, const int32_t *__restrict__ off,
+                                   bf16 *__restrict__ vt, int64_t ld_vt)
+{
+    __shared__ bf16 tile[32][33];
+    int h = blockIdx.z, d0 = blockIdx.y * 32, j0 = blockIdx.x * 32;
+    int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; /* 32 × 8 threads */
+    for (int k = ty; k < 32; k += 8) {
+        int j = j0 + k;
+        tile[k][tx] = j < keys ? v[(int64_t)j * ldv + (int64_t)h * hsv + d0 + tx] : __float2bfloat16_rn(0.f);
+    }
+    /* this thread's key j0 + tx: its sequence by binary search, its column */
+    int j = j0 + tx, col = -1;
+    if (j < keys && j >= cu_k[0] && j < cu_k[n_seqs]) {
+        int lo = 0, hi = n_seqs - 1;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) >> 1;
+            if (cu_k[mid] <= j)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        col = off[lo] + j - cu_k[lo];
+    }
+    __syncthreads();
+    if (col < 0)
+        return;
+    for (int k = ty; k < 32; k += 8)
+        vt[((int64_t)h * 128 + d0 + k) * ld_vt + col] = tile[tx][k];
+}
+
+int launch_sm90(const AttnParams &p_in, const mmk_attention *a, int max_q, int n_seqs, int dev, cudaStream_t s,
                 int variant, mm_error *err)
 {
-    /* the transposed V: keys padded to a multiple of 8 (16-byte rows) */
-    int keys = a->cu_seqlens_k ? 0 : a->seq_k;
-    if (a->cu_seqlens_k)
-        keys = a->seq_k; /* packed sequences: the whole row range */
-    int64_t ld_vt = (keys + 7) / 8 * 8;
-    bf16 *vt = (bf16 *)mmk_scratch(dev, 2, (size_t)a->heads_kv * 128 * ld_vt * sizeof(bf16), err);
-    if (!vt)
+    AttnParams p = p_in;
+    const int keys = a->seq_k;
+    const bool packed = a->cu_seqlens_k != nullptr;
+    /* the transposed V: keys padded to a multiple of 8 (16-byte rows), plus
+     * up to 7 columns per packed sequence so each one starts aligned; the
+     * sequences' column offsets follow it in the same scratch block */
+    const int64_t ld_vt = ((int64_t)keys + (packed ? 8 * (int64_t)n_seqs : 0) + 7) / 8 * 8;
+    const size_t vt_bytes = (size_t)a->heads_kv * 128 * ld_vt * sizeof(bf16);
+    unsigned char *block =
+        (unsigned char *)mmk_scratch(dev, 2, vt_bytes + (packed ? (size_t)(n_seqs + 1) * sizeof(int32_t) : 0), err);
+    if (!block)
         return -1;
+    bf16 *vt = (bf16 *)block;
     dim3 tg((keys + 31) / 32, 128 / 32, a->heads_kv);
-    k_transpose_v<<<tg, 256, 0, s>>>(static_cast<const bf16 *>(p.v), p.ldv, p.hsv, keys, vt, ld_vt);
-    if (mmk_launched(err, "k_transpose_v"))
-        return -1;
+    if (packed) {
+        int32_t *off = (int32_t *)(block + vt_bytes);
+        k_vt_offsets<<<1, 1, 0, s>>>(a->cu_seqlens_k, n_seqs, off);
+        if (mmk_launched(err, "k_vt_offsets"))
+            return -1;
+        k_transpose_v_segs<<<tg, 256, 0, s>>>(static_cast<const bf16 *>(p.v), p.ldv, p.hsv, keys, a->cu_seqlens_k,
+                                              n_seqs, off, vt, ld_vt);
+        if (mmk_launched(err, "k_transpose_v_segs"))
+            return -1;
+        p.vt_k0 = off;
+    } else {
+        k_transpose_v<<<tg, 256, 0, s>>>(static_cast<const bf16 *>(p.v), p.ldv, p.hsv, keys, vt, ld_vt);
+        if (mmk_launched(err, "k_transpose_v"))
+            return -1;
+        p.vt_k0 = nullptr;
+    }
     dim3 grid((max_q + kBM90 - 1) / kBM90, p.heads_q, n_seqs);
     if (variant == 2) {
         MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p),
@@ -1018,6 +1089,7 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
     p.causal = a->causal;
     p.cu_q = a->cu_seqlens_q;
     p.cu_k = a->cu_seqlens_k;
+    p.vt_k0 = nullptr;
     /* the tensor-core kernels read 16-byte chunks of 16-bit rows */
     bool tc = t != MM_F32 && a->head_dim % 8 == 0 && al4(a->q) && al4(a->k) && al4(a->v) && a->ldq % 8 == 0 &&
               a->ldk % 8 == 0 && a->ldv % 8 == 0 && hsq % 8 == 0 && hsk % 8 == 0 && hsv % 8 == 0 && a->ldo % 2 == 0 &&
@@ -1027,7 +1099,7 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
         k_attn_simt<<<grid, 256, 0, s>>>(p, t);
         return mmk_launched(err, "k_attn_simt");
     }
-    int choice = attn_choice(dev);
+    int choice = a->portable ? 80 : attn_choice(dev);
     if (t == MM_BF16 && a->head_dim == 128 && choice >= 90)
         return launch_sm90(p, a, max_q, n_seqs, dev, s, choice - 90, err);
     if (t == MM_F16)
@@ -1046,6 +1118,8 @@ static const mmk_kernel_entry g_kernels[] = {
     {"attn_fwd_sm80_d256_f16", (const void *)k_attn_fwd_sm80<256, __half>, 80},
     {"attn_simt", (const void *)k_attn_simt, 80},
     {"attn_transpose_v", (const void *)k_transpose_v, 80},
+    {"attn_transpose_v_segs", (const void *)k_transpose_v_segs, 80},
+    {"attn_vt_offsets", (const void *)k_vt_offsets, 80},
     {"attn_fwd_sm90", (const void *)k_attn_fwd_sm90, 90},
     {"attn_fwd_sm90p", (const void *)k_attn_fwd_sm90p<false>, 90},
     {"attn_fwd_sm90pp", (const void *)k_attn_fwd_sm90p<true>, 90},

@@ -15,21 +15,47 @@
  * Stages are handed back through "empty" mbarriers that all 256 consumer
  * threads arrive on once they are done with a tile.
  *
- * Vᵀ: the P·V product needs V K-major (keys contiguous), so V is transposed
- * once per call into a [kv head · 128 dims][keys] copy (exact mode; ≈ 1% of
- * the attention time at S = 38k); fast mode quantizes into e4m3 in the same
- * pass and permutes the keys inside each group of 32 so that the f32
- * accumulators of S_j, converted in place, are already the A fragment of the
- * e4m3 P·V (which key a register holds does not matter to a sum over keys,
- * as long as P and V agree).
+ * Two products, two operand types each (template parameters):
+ *   QK8: Q·Kᵀ in int8 (wgmma s8, exact int32 sums) — q quantized per row
+ *        and head, k per 128-key tile after the per-channel mean over all
+ *        keys is subtracted (the softmax of a row does not change when the
+ *        same q·k̄ is removed from all its scores; what is left is smaller,
+ *        so its quantization steps are finer). Else bf16.
+ *   PV8: P·V in e4m3 — V smoothed the same way (its per-channel mean is
+ *        added back to the output, exact because each output row is a convex
+ *        combination) with a per-channel scale, P with its exponent offset
+ *        by 8 (values up to 256, so small probabilities stay normal
+ *        numbers), each key tile's P·V summed in a fresh fp32 accumulator
+ *        before it joins the running output (the fp8 tensor-core sum is not
+ *        full fp32). Else bf16.
+ * Exact mode = bf16/bf16; fast mode = int8/e4m3; fast-qk mode = int8/bf16.
+ * Why int8 rather than e4m3 for Q·Kᵀ: the scores' error is what the softmax
+ * amplifies (an error δ in a score multiplies that probability by e^δ), and
+ * 8-bit integers with a per-row scale carry ~7 significant bits where e4m3
+ * carries 4 (docs/PERFORMANCE.md has the error budget; the int8 rate equals
+ * the e4m3 rate on Hopper).
  *
- * Softmax: fp32, scores scaled by scale·log2 e (times the tile's q·k
- * dequantization scales in fast mode) inside the exponent (ex2.approx);
- * keys past the end of the sequence (the last tile; TMA fills them with
- * zeros) are masked to −∞. The CPU twin is the exact softmax of
+ * Vᵀ: the P·V product needs V K-major (keys contiguous), so V is transposed
+ * once per call into a [kv head · 128 dims][keys] copy (≈ 1% of the
+ * attention time at S = 38k); the e4m3 copy is quantized in the same pass
+ * with its keys permuted inside each group of 32 so that the f32
+ * accumulators of S_j, converted in place, are already the A fragment of
+ * the e4m3 P·V (which key a register holds does not matter to a sum over
+ * keys, as long as P and V agree).
+ *
+ * Softmax: fp32, scores scaled by scale·log2 e (times the row's and the
+ * tile's dequantization scales with int8) inside the exponent (ex2.approx);
+ * int32 scores become floats exactly through the float-bias trick (|sum| <
+ * 127²·128 < 2²²); keys past the end of the sequence (the last tile; TMA
+ * fills them with zeros) are masked. The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
- * compares them on the device.
+ * compares them on the device, and tests/unit/test_speed_fast_budget.c holds
+ * the CPU model of fast mode's rounding that its tolerance comes from.
  */
+#include <limits.h>
+#include <math.h>
+#include <mutex>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,11 +76,14 @@ constexpr int kBM = 128, kBN = 128, kD = 128; /* query rows, keys per tile, head
 constexpr int kStages = 2;
 constexpr int kThreads = 384;
 constexpr int kRegsProducer = 24, kRegsConsumer = 240;
-constexpr float kFp8Max = 448.f;
+constexpr float kFp8Max = 448.f, kI8Max = 127.f;
+constexpr int kStatRows = 512; /* keys per block of the k/v statistics pass */
 
-template <bool FP8> struct Fa3Tile {
-    static constexpr int kBytes = kBM * kD * (FP8 ? 1 : 2); /* one Q, K or Vᵀ tile (kBM = kBN = kD) */
-    static constexpr int kSmem = kBytes * (1 + 2 * kStages) + 1024;
+/* Shared-memory tiles of 128 × 128 elements: Q, then kStages × (K, Vᵀ). */
+template <bool QK8, bool PV8> struct Fa3Layout {
+    static constexpr int kQK = kBM * kD * (QK8 ? 1 : 2); /* one Q or K tile (kBM = kBN) */
+    static constexpr int kV = kBN * kD * (PV8 ? 1 : 2);  /* one Vᵀ tile */
+    static constexpr int kSmem = kQK * (1 + kStages) + kV * kStages + 1024;
 };
 
 struct Fa3Params {
@@ -62,35 +91,37 @@ struct Fa3Params {
     float scale_log2;
     bf16 *o;
     int64_t ldo;
-    const float *q_scale; /* fast mode: [heads][n_kb] */
-    const float *k_scale; /* fast mode: [heads_kv][n_kb] */
-    const float *v_amax;  /* fast mode: [heads_kv · 128] */
+    const float *q_scale; /* QK8: [heads][n_kb·128] per row */
+    const float *k_scale; /* QK8: [heads_kv][n_kb] per key tile */
+    const float *v_scale; /* PV8: [heads_kv·128] per channel */
+    const float *v_mean;  /* PV8: [heads_kv·128] per channel, added back */
 };
 
 #ifdef MMK_FA3_DEVICE
 /* S = Q·Kᵀ for this warpgroup's 64 rows: 8 k-steps of 16 (bf16, two 64-wide
- * halves per tile) or 4 of 32 (e4m3, one 128-byte row). */
-template <bool FP8> __device__ __forceinline__ void fa3_issue_s(float (&sc)[64], uint32_t q_addr, uint32_t k_addr)
+ * halves per tile) or 4 of 32 (int8, one 128-byte row). */
+__device__ __forceinline__ void fa3_issue_s_bf16(float (&sc)[64], uint32_t q_addr, uint32_t k_addr)
 {
-    constexpr int T = Fa3Tile<FP8>::kBytes;
-    if constexpr (FP8) {
+    constexpr int T = Fa3Layout<false, false>::kQK;
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            mmk_wgmma_ss_e4m3(sc, mmk_desc_sw128(q_addr + kk * 32), mmk_desc_sw128(k_addr + kk * 32), kk > 0);
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
-            uint32_t off = (kk >> 2) * (T / 2) + (kk & 3) * 32;
-            mmk_wgmma_ss_bf16(sc, mmk_desc_sw128(q_addr + off), mmk_desc_sw128(k_addr + off), kk > 0);
-        }
+    for (int kk = 0; kk < 8; kk++) {
+        uint32_t off = (kk >> 2) * (T / 2) + (kk & 3) * 32;
+        mmk_wgmma_ss_bf16(sc, mmk_desc_sw128(q_addr + off), mmk_desc_sw128(k_addr + off), kk > 0);
     }
 }
 
-/* acc (+)= P·V over one tile of 128 keys; fast mode starts acc at zero. */
-template <bool FP8> __device__ __forceinline__ void fa3_issue_pv(float (&acc)[64], const uint32_t (&pa)[32], uint32_t v_addr)
+__device__ __forceinline__ void fa3_issue_s_i8(int32_t (&si)[64], uint32_t q_addr, uint32_t k_addr)
 {
-    constexpr int T = Fa3Tile<FP8>::kBytes;
-    if constexpr (FP8) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        mmk_wgmma_ss_s8(si, mmk_desc_sw128(q_addr + kk * 32), mmk_desc_sw128(k_addr + kk * 32), kk > 0);
+}
+
+/* acc (+)= P·V over one tile of 128 keys; e4m3 starts acc at zero. */
+template <bool PV8> __device__ __forceinline__ void fa3_issue_pv(float (&acc)[64], const uint32_t (&pa)[32], uint32_t v_addr)
+{
+    constexpr int T = Fa3Layout<false, PV8>::kV;
+    if constexpr (PV8) {
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
             mmk_wgmma_rs_e4m3(acc, &pa[kk * 4], mmk_desc_sw128(v_addr + kk * 32), kk > 0);
@@ -103,12 +134,17 @@ template <bool FP8> __device__ __forceinline__ void fa3_issue_pv(float (&acc)[64
     }
 }
 
-/* Online softmax of one score tile in place (scores → unnormalized
- * probabilities), per thread's two rows (g, g + 8). corr[r] = exp2(m_old −
- * m_new) for the running output; l[r] is updated (this thread's columns). */
-template <bool FP8>
-__device__ __forceinline__ void fa3_softmax(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float sl,
-                                            int key0, int seq, int t)
+/* e4m3 P: exponents offset by 8 (values up to 256) so that small
+ * probabilities stay above e4m3's subnormal range; cancels in O / l. */
+template <bool PV8> constexpr float fa3_offset() { return PV8 ? 8.f : 0.f; }
+
+/* Online softmax of one bf16-product score tile in place (scores →
+ * unnormalized probabilities), per thread's two rows (g, g + 8); sl[r] is
+ * row r's scale·log2 e. corr[r] = exp2(m_old − m_new) for the running
+ * output; l[r] is updated (this thread's columns). */
+template <bool PV8>
+__device__ __forceinline__ void fa3_softmax_f32(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                                const float (&sl)[2], int key0, int seq, int t)
 {
     if (key0 + kBN > seq) {
 #pragma unroll
@@ -118,9 +154,6 @@ __device__ __forceinline__ void fa3_softmax(float (&sc)[64], float (&m)[2], floa
                 if (key0 + nt * 8 + 2 * t + (e & 1) >= seq)
                     sc[nt * 4 + e] = -INFINITY;
     }
-    /* e4m3 P: exponents offset by 8 (values up to 256) so that small
-     * probabilities stay above e4m3's subnormal range; cancels in O / l. */
-    constexpr float kOffset = FP8 ? 8.f : 0.f;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float mx = -INFINITY;
@@ -129,15 +162,15 @@ __device__ __forceinline__ void fa3_softmax(float (&sc)[64], float (&m)[2], floa
             mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float m_new = fmaxf(m[r], mx * sl);
+        float m_new = fmaxf(m[r], mx * sl[r]);
         float m_use = m_new == -INFINITY ? 0.f : m_new;
         corr[r] = mmk_exp2_approx(m[r] - m_use);
         m[r] = m_new;
-        float neg = kOffset - m_use, sum = 0.f;
+        float neg = fa3_offset<PV8>() - m_use, sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < 16; nt++) {
-            float p0 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r], sl, neg));
-            float p1 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r + 1], sl, neg));
+            float p0 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r], sl[r], neg));
+            float p1 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r + 1], sl[r], neg));
             sc[nt * 4 + 2 * r] = p0;
             sc[nt * 4 + 2 * r + 1] = p1;
             sum += p0 + p1;
@@ -146,13 +179,62 @@ __device__ __forceinline__ void fa3_softmax(float (&sc)[64], float (&m)[2], floa
     }
 }
 
+/* int32 sum → float, exactly for |a| < 2²²: a added to the mantissa of
+ * 1.5·2²³ (integer add), then the bias subtracted (an exact float add). */
+__device__ __forceinline__ float fa3_i2f(int32_t a)
+{
+    return __uint_as_float((uint32_t)a + 0x4B400000u) - 12582912.f;
+}
+
+/* The same for int8 products: si (int32 sums) → sc (probabilities). */
+template <bool PV8>
+__device__ __forceinline__ void fa3_softmax_i32(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&l)[2],
+                                                float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
+{
+    const bool edge = key0 + kBN > seq;
+    if (edge) {
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (key0 + nt * 8 + 2 * t + (e & 1) >= seq)
+                    si[nt * 4 + e] = INT_MIN; /* no sum reaches it: |sum| <= 127²·128 */
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int mx = INT_MIN;
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++)
+            mx = max(mx, max(si[nt * 4 + 2 * r], si[nt * 4 + 2 * r + 1]));
+        mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        /* key0 < seq: the quad holds at least one key of the sequence */
+        float m_new = fmaxf(m[r], (float)mx * sl[r]);
+        corr[r] = mmk_exp2_approx(m[r] - m_new);
+        m[r] = m_new;
+        float neg = fa3_offset<PV8>() - m_new, sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = nt * 4 + 2 * r + e;
+                float pv = mmk_exp2_approx(fmaf(fa3_i2f(si[i]), sl[r], neg));
+                if (edge && si[i] == INT_MIN)
+                    pv = 0.f;
+                sc[i] = pv;
+                sum += pv;
+            }
+        l[r] = l[r] * corr[r] + sum;
+    }
+}
+
 /* Probabilities → the A fragments of P·V. bf16: k-step kk covers keys
  * 16kk..16kk+15 (columns of score tiles nt = 2kk, 2kk+1). e4m3: k-step kk
  * covers the 32 keys of nt = 4kk..4kk+3 in the permuted order the Vᵀ copy
  * uses (register 0 = row g: nt 4kk cols 2t,2t+1 then nt 4kk+1 cols 2t,2t+1). */
-template <bool FP8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32], const float (&sc)[64])
+template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32], const float (&sc)[64])
 {
-    if constexpr (FP8) {
+    if constexpr (PV8) {
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             const float *a = &sc[16 * kk];
@@ -172,19 +254,35 @@ template <bool FP8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32
         }
     }
 }
+
+/* Scores of tile j → probabilities in sc, whichever product made them. */
+template <bool QK8, bool PV8>
+__device__ __forceinline__ void fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 64 : 1], float (&m)[2], float (&l)[2],
+                                           float (&corr)[2], const float (&sl_row)[2], const float *ks, int j, int seq,
+                                           int t)
+{
+    if constexpr (QK8) {
+        const float kj = ks[j];
+        const float sl[2] = {sl_row[0] * kj, sl_row[1] * kj};
+        fa3_softmax_i32<PV8>(si, sc, m, l, corr, sl, j * kBN, seq, t);
+    } else {
+        fa3_softmax_f32<PV8>(sc, m, l, corr, sl_row, j * kBN, seq, t);
+    }
+}
 #endif
 
-template <bool FP8, bool PINGPONG>
+template <bool QK8, bool PV8, bool PINGPONG>
 __global__ void __launch_bounds__(kThreads, 1)
     k_fa3(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
           const __grid_constant__ CUtensorMap tmV, const Fa3Params p)
 {
 #ifdef MMK_FA3_DEVICE
-    constexpr int T = Fa3Tile<FP8>::kBytes;
+    using L = Fa3Layout<QK8, PV8>;
+    constexpr int TQ = L::kQK, TV = L::kV;
     extern __shared__ __align__(1024) unsigned char fa3_smem[];
     __shared__ __align__(8) uint64_t bars[1 + 4 * kStages];
     unsigned char *base = (unsigned char *)(((uintptr_t)fa3_smem + 1023) & ~(uintptr_t)1023);
-    const uint32_t sQ = mmk_smem_addr(base), sK = sQ + T, sV = sQ + (1 + kStages) * T;
+    const uint32_t sQ = mmk_smem_addr(base), sK = sQ + TQ, sV = sQ + (1 + kStages) * TQ;
     /* barriers: Q full; K full ×S; V full ×S; K empty ×S; V empty ×S */
     const uint32_t bQ = mmk_smem_addr(&bars[0]);
 #define FULL_K(s) (bQ + 8u * (1 + (s)))
@@ -214,23 +312,23 @@ __global__ void __launch_bounds__(kThreads, 1)
             mmk_tma_prefetch_map(&tmQ);
             mmk_tma_prefetch_map(&tmK);
             mmk_tma_prefetch_map(&tmV);
-            mmk_mbar_expect_tx(bQ, T);
+            mmk_mbar_expect_tx(bQ, TQ);
             mmk_tma_load_2d(sQ, &tmQ, bQ, h * kD, mb * kBM);
-            if (!FP8)
-                mmk_tma_load_2d(sQ + T / 2, &tmQ, bQ, h * kD + 64, mb * kBM);
+            if (!QK8)
+                mmk_tma_load_2d(sQ + TQ / 2, &tmQ, bQ, h * kD + 64, mb * kBM);
             for (int j = 0; j < n_kb; j++) {
                 const int s = j % kStages;
                 const uint32_t parity = ((j / kStages) & 1) ^ 1;
                 mmk_mbar_wait(EMPTY_K(s), parity);
-                mmk_mbar_expect_tx(FULL_K(s), T);
-                mmk_tma_load_2d(sK + s * T, &tmK, FULL_K(s), hk * kD, j * kBN);
-                if (!FP8)
-                    mmk_tma_load_2d(sK + s * T + T / 2, &tmK, FULL_K(s), hk * kD + 64, j * kBN);
+                mmk_mbar_expect_tx(FULL_K(s), TQ);
+                mmk_tma_load_2d(sK + s * TQ, &tmK, FULL_K(s), hk * kD, j * kBN);
+                if (!QK8)
+                    mmk_tma_load_2d(sK + s * TQ + TQ / 2, &tmK, FULL_K(s), hk * kD + 64, j * kBN);
                 mmk_mbar_wait(EMPTY_V(s), parity);
-                mmk_mbar_expect_tx(FULL_V(s), T);
-                mmk_tma_load_2d(sV + s * T, &tmV, FULL_V(s), j * kBN, hk * kD);
-                if (!FP8)
-                    mmk_tma_load_2d(sV + s * T + T / 2, &tmV, FULL_V(s), j * kBN + 64, hk * kD);
+                mmk_mbar_expect_tx(FULL_V(s), TV);
+                mmk_tma_load_2d(sV + s * TV, &tmV, FULL_V(s), j * kBN, hk * kD);
+                if (!PV8)
+                    mmk_tma_load_2d(sV + s * TV + TV / 2, &tmV, FULL_V(s), j * kBN + 64, hk * kD);
             }
         }
         return;
@@ -244,17 +342,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     /* ping-pong: warpgroup cw waits on barrier 1 + cw, and lets the other go
      * through barrier 2 − cw after issuing */
     const int bar_mine = 1 + cw, bar_other = 2 - cw;
+    const int row0 = mb * kBM + cw * 64 + warp * 16 + g; /* this thread's rows: row0, row0 + 8 */
 
     float o[64], sc[64];
-    float ot[FP8 ? 64 : 1]; /* fast mode: this tile's P·V before it joins o */
+    float ot[PV8 ? 64 : 1];    /* e4m3: this tile's P·V before it joins o */
+    int32_t si[QK8 ? 64 : 1]; /* int8: this tile's scores */
     uint32_t pa[32];
 #pragma unroll
     for (int i = 0; i < 64; i++)
         o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, corr[2] = {0.f, 0.f}, corr_prev[2] = {0.f, 0.f};
-    float sl = p.scale_log2;
-    const float qs = FP8 ? p.q_scale[(int64_t)h * n_kb + mb] : 1.f;
-    const float *ks = FP8 ? p.k_scale + (int64_t)hk * n_kb : nullptr;
+    float sl_row[2] = {p.scale_log2, p.scale_log2};
+    if constexpr (QK8) {
+        /* rows past the sequence have scale 1 (the table covers whole tiles) */
+        const float *qs = p.q_scale + (int64_t)h * n_kb * kBM;
+        sl_row[0] *= qs[row0];
+        sl_row[1] *= qs[row0 + 8];
+    }
+    const float *ks = QK8 ? p.k_scale + (int64_t)hk * n_kb : nullptr;
 
     if (PINGPONG && cw == 1)
         mmk_bar_arrive(1, 256); /* warpgroup 0 issues first */
@@ -265,19 +370,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (PINGPONG)
         mmk_bar_sync(bar_mine, 256);
     mmk_wgmma_fence();
-    fa3_issue_s<FP8>(sc, q_addr, sK);
+    if constexpr (QK8)
+        fa3_issue_s_i8(si, q_addr, sK);
+    else
+        fa3_issue_s_bf16(sc, q_addr, sK);
     mmk_wgmma_commit();
     if (PINGPONG)
         mmk_bar_arrive(bar_other, 256);
     mmk_wgmma_wait<0>();
-    mmk_fence_regs(sc);
+    if constexpr (QK8)
+        mmk_fence_regs(si);
+    else
+        mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
-    if (FP8)
-        sl = p.scale_log2 * qs * ks[0];
-    fa3_softmax<FP8>(sc, m, l, corr, sl, 0, p.seq, t);
+    fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, 0, p.seq, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
-    fa3_pack_p<FP8>(pa, sc);
+    fa3_pack_p<PV8>(pa, sc);
 
     for (int j = 1; j < n_kb; j++) {
         const int s = j % kStages, sp = (j - 1) % kStages;
@@ -286,23 +395,30 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (PINGPONG)
             mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
-        fa3_issue_s<FP8>(sc, q_addr, sK + s * T);
-        mmk_wgmma_commit();
-        if constexpr (FP8)
-            fa3_issue_pv<FP8>(ot, pa, sV + sp * T);
+        if constexpr (QK8)
+            fa3_issue_s_i8(si, q_addr, sK + s * TQ);
         else
-            fa3_issue_pv<FP8>(o, pa, sV + sp * T);
+            fa3_issue_s_bf16(sc, q_addr, sK + s * TQ);
+        mmk_wgmma_commit();
+        if constexpr (PV8)
+            fa3_issue_pv<PV8>(ot, pa, sV + sp * TV);
+        else
+            fa3_issue_pv<PV8>(o, pa, sV + sp * TV);
         mmk_wgmma_commit();
         if (PINGPONG)
             mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<1>(); /* S_j done; P·V of tile j − 1 may still run */
-        mmk_fence_regs(sc);
+        if constexpr (QK8)
+            mmk_fence_regs(si);
+        else
+            mmk_fence_regs(sc);
         mmk_mbar_arrive(EMPTY_K(s));
-        if (FP8)
-            sl = p.scale_log2 * qs * ks[j];
-        fa3_softmax<FP8>(sc, m, l, corr, sl, j * kBN, p.seq, t);
+        fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, j, p.seq, t);
         mmk_wgmma_wait<0>();
-        if constexpr (FP8) {
+        /* P·V read pa from registers until now: keep them from being reused
+         * for anything written meanwhile (sc above) */
+        mmk_fence_regs(pa);
+        if constexpr (PV8) {
             mmk_fence_regs(ot);
             mmk_fence_regs(o);
             /* o was relative to the max of tile j − 2, ot to that of j − 1 */
@@ -318,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 o[i] *= corr[(i >> 1) & 1];
         }
         mmk_mbar_arrive(EMPTY_V(sp));
-        fa3_pack_p<FP8>(pa, sc);
+        fa3_pack_p<PV8>(pa, sc);
     }
 
     /* the last tile's P·V */
@@ -328,15 +444,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (PINGPONG)
             mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
-        if constexpr (FP8)
-            fa3_issue_pv<FP8>(ot, pa, sV + sl_ * T);
+        if constexpr (PV8)
+            fa3_issue_pv<PV8>(ot, pa, sV + sl_ * TV);
         else
-            fa3_issue_pv<FP8>(o, pa, sV + sl_ * T);
+            fa3_issue_pv<PV8>(o, pa, sV + sl_ * TV);
         mmk_wgmma_commit();
         if (PINGPONG)
             mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<0>();
-        if constexpr (FP8) {
+        mmk_fence_regs(pa);
+        if constexpr (PV8) {
             mmk_fence_regs(ot);
             mmk_fence_regs(o);
 #pragma unroll
@@ -350,14 +467,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (PINGPONG && cw == 0)
         mmk_bar_sync(1, 256); /* warpgroup 1's last arrive */
 
-    /* ---------------- epilogue: O / l (· v scale), bf16 ---------------- */
+    /* ---------------- epilogue: O / l (· v scale + v mean), bf16 ---------------- */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float s = l[r];
         s += __shfl_xor_sync(0xffffffffu, s, 1);
         s += __shfl_xor_sync(0xffffffffu, s, 2);
         float inv = s > 0.f ? 1.f / s : 0.f;
-        int row = mb * kBM + cw * 64 + warp * 16 + g + 8 * r;
+        int row = row0 + 8 * r;
         if (row >= p.seq)
             continue;
         bf16 *orow = p.o + (int64_t)row * p.ldo + (int64_t)h * kD;
@@ -365,10 +482,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int dt = 0; dt < 16; dt++) {
             int c = dt * 8 + 2 * t;
             float v0 = o[dt * 4 + 2 * r] * inv, v1 = o[dt * 4 + 2 * r + 1] * inv;
-            if (FP8) {
-                float a0 = p.v_amax[hk * kD + c], a1 = p.v_amax[hk * kD + c + 1];
-                v0 *= a0 > 0.f ? a0 / kFp8Max : 1.f;
-                v1 *= a1 > 0.f ? a1 / kFp8Max : 1.f;
+            if constexpr (PV8) {
+                const float2 vs = *reinterpret_cast<const float2 *>(p.v_scale + hk * kD + c);
+                const float2 vm = *reinterpret_cast<const float2 *>(p.v_mean + hk * kD + c);
+                v0 = fmaf(v0, vs.x, vm.x);
+                v1 = fmaf(v1, vs.y, vm.y);
             }
             *reinterpret_cast<__nv_bfloat162 *>(orow + c) = __floats2bfloat162_rn(v0, v1);
         }
@@ -413,61 +531,149 @@ __device__ __forceinline__ void unpack8(const bf16 *src, float *v)
         v[i] = __bfloat162float(b[i]);
 }
 
-/* Fast mode, q or k: x8 [seq, heads·128] e4m3 = x / s per (head, block of
- * 128 rows), s = amax/448 (1 for an all-zero block) into scales[h][block]. */
-__global__ void __launch_bounds__(256) k_fa3_quant_rows(const bf16 *__restrict__ x, int64_t ld, int seq, int heads,
-                                                        uint8_t *__restrict__ x8, float *__restrict__ scales,
-                                                        int n_blocks)
+__device__ __forceinline__ uint32_t pack_i8x4(float a, float b, float c, float d)
 {
-#ifdef MMK_FA3_DEVICE
+    /* the products are inside ±127 by construction; the clamp guards rounding */
+    auto q = [](float x) { return (uint32_t)(uint8_t)(int8_t)max(-127, min(127, __float2int_rn(x))); };
+    return q(a) | q(b) << 8 | q(c) << 16 | q(d) << 24;
+}
+
+/* Fast modes, k and v statistics over all keys, per (kv head, channel), in
+ * two deterministic passes (no float atomics: the same inputs give the same
+ * bits): partial sums of k and v and the extremes of v over blocks of
+ * kStatRows keys, then their reduction in block order into
+ * stats[0..3][hk][c] = k mean, v mean, v dequantization scale (amax of
+ * v − mean, / 448), v quantization factor (448 / that amax, 0 for a
+ * constant channel). */
+__global__ void __launch_bounds__(kD) k_fa3_kv_partial(const bf16 *__restrict__ k, int64_t ldk,
+                                                       const bf16 *__restrict__ v, int64_t ldv, int seq, int heads_kv,
+                                                       float *__restrict__ part)
+{
+    const int c = threadIdx.x, hk = blockIdx.y, b = blockIdx.x;
+    const int j0 = b * kStatRows, j1 = min(seq, j0 + kStatRows);
+    const bf16 *kp = k + (int64_t)hk * kD + c, *vp = v + (int64_t)hk * kD + c;
+    float sk = 0.f, sv = 0.f, mx = -INFINITY, mn = INFINITY;
+#pragma unroll 8
+    for (int j = j0; j < j1; j++) {
+        float kv = __bfloat162float(kp[(int64_t)j * ldk]), vv = __bfloat162float(vp[(int64_t)j * ldv]);
+        sk += kv;
+        sv += vv;
+        mx = fmaxf(mx, vv);
+        mn = fminf(mn, vv);
+    }
+    float *out = part + ((int64_t)b * heads_kv + hk) * 4 * kD;
+    out[c] = sk;
+    out[kD + c] = sv;
+    out[2 * kD + c] = mx;
+    out[3 * kD + c] = mn;
+}
+
+__global__ void __launch_bounds__(kD) k_fa3_kv_finish(const float *__restrict__ part, int n_parts, int heads_kv,
+                                                      int seq, float *__restrict__ stats)
+{
+    const int c = threadIdx.x, hk = blockIdx.x;
+    float sk = 0.f, sv = 0.f, mx = -INFINITY, mn = INFINITY;
+    for (int b = 0; b < n_parts; b++) {
+        const float *in = part + ((int64_t)b * heads_kv + hk) * 4 * kD;
+        sk += in[c];
+        sv += in[kD + c];
+        mx = fmaxf(mx, in[2 * kD + c]);
+        mn = fminf(mn, in[3 * kD + c]);
+    }
+    const float k_mean = sk / (float)seq, v_mean = sv / (float)seq;
+    const float amax = fmaxf(mx - v_mean, v_mean - mn);
+    const int64_t plane = (int64_t)heads_kv * kD, at = (int64_t)hk * kD + c;
+    stats[at] = k_mean;
+    stats[plane + at] = v_mean;
+    stats[2 * plane + at] = amax > 0.f ? amax / kFp8Max : 1.f;
+    stats[3 * plane + at] = amax > 0.f ? kFp8Max / amax : 0.f;
+}
+
+/* Fast modes, q: per (row, head) int8 with s = amax/127 (1 for a zero row)
+ * into scales[h][row] for rows < rows_pad (whole tiles; rows past seq get
+ * 1 and no codes). 16 threads per (row, head), 8 values each. */
+__global__ void __launch_bounds__(256) k_fa3_quant_q(const bf16 *__restrict__ q, int64_t ldq, int seq, int heads,
+                                                     int rows_pad, int8_t *__restrict__ q8, float *__restrict__ scales)
+{
+    const int64_t item = (int64_t)blockIdx.x * 16 + (threadIdx.x >> 4);
+    const int part = threadIdx.x & 15;
+    const bool in_table = item < (int64_t)rows_pad * heads;
+    const int row = (int)(item / heads), h = (int)(item % heads);
+    const bool live = in_table && row < seq;
+    float v[8];
+    if (live)
+        unpack8(q + (int64_t)row * ldq + (int64_t)h * kD + part * 8, v);
+    else
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            v[e] = 0.f;
+    float amax = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        amax = fmaxf(amax, fabsf(v[e]));
+    /* the 16 threads of a (row, head) are one half of a warp: xor < 16 stays inside */
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (in_table && part == 0)
+        scales[(int64_t)h * rows_pad + row] = amax > 0.f ? amax / kI8Max : 1.f;
+    if (!live)
+        return;
+    const float inv = amax > 0.f ? kI8Max / amax : 0.f;
+    uint2 w;
+    w.x = pack_i8x4(v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv);
+    w.y = pack_i8x4(v[4] * inv, v[5] * inv, v[6] * inv, v[7] * inv);
+    *reinterpret_cast<uint2 *>(q8 + (int64_t)row * heads * kD + (int64_t)h * kD + part * 8) = w;
+}
+
+/* Fast modes, k: k − mean (stats[0][hk]) as int8 per (kv head, tile of 128
+ * keys), s = amax/127 (1 for an all-zero tile) into scales[hk][tile]. */
+__global__ void __launch_bounds__(256) k_fa3_quant_k(const bf16 *__restrict__ k, int64_t ldk, int seq, int heads_kv,
+                                                     const float *__restrict__ stats, int8_t *__restrict__ k8,
+                                                     float *__restrict__ scales, int n_blocks)
+{
     __shared__ float red[32];
-    const int b = blockIdx.x, h = blockIdx.y;
+    const int b = blockIdx.x, hk = blockIdx.y;
+    /* thread t always holds channels (t mod 16)·8 .. +7 (256 is a multiple of 16) */
+    const int c0 = (threadIdx.x & 15) * 8;
+    float mean[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        mean[e] = stats[(int64_t)hk * kD + c0 + e];
     float v[64];
     float amax = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        int chunk = threadIdx.x + i * 256, r = chunk >> 4, c = (chunk & 15) * 8, row = b * kBM + r;
-        if (row < seq)
-            unpack8(x + (int64_t)row * ld + (int64_t)h * kD + c, &v[i * 8]);
-        else
+        int r = (threadIdx.x + i * 256) >> 4, row = b * kBN + r;
+        if (row < seq) {
+            unpack8(k + (int64_t)row * ldk + (int64_t)hk * kD + c0, &v[i * 8]);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                v[i * 8 + e] -= mean[e];
+        } else {
 #pragma unroll
             for (int e = 0; e < 8; e++)
                 v[i * 8 + e] = 0.f;
+        }
 #pragma unroll
         for (int e = 0; e < 8; e++)
             amax = fmaxf(amax, fabsf(v[i * 8 + e]));
     }
     amax = mmk_block_max(amax, red);
-    const float inv = amax > 0.f ? kFp8Max / amax : 1.f;
+    const float inv = amax > 0.f ? kI8Max / amax : 0.f;
     if (threadIdx.x == 0)
-        scales[(int64_t)h * n_blocks + b] = amax > 0.f ? amax / kFp8Max : 1.f;
+        scales[(int64_t)hk * n_blocks + b] = amax > 0.f ? amax / kI8Max : 1.f;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        int chunk = threadIdx.x + i * 256, r = chunk >> 4, c = (chunk & 15) * 8, row = b * kBM + r;
+        int r = (threadIdx.x + i * 256) >> 4, row = b * kBN + r;
         if (row >= seq)
             continue;
         const float *a = &v[i * 8];
         uint2 w;
-        w.x = mmk_pack_e4m3x4(a[0] * inv, a[1] * inv, a[2] * inv, a[3] * inv);
-        w.y = mmk_pack_e4m3x4(a[4] * inv, a[5] * inv, a[6] * inv, a[7] * inv);
-        *reinterpret_cast<uint2 *>(x8 + (int64_t)row * heads * kD + (int64_t)h * kD + c) = w;
+        w.x = pack_i8x4(a[0] * inv, a[1] * inv, a[2] * inv, a[3] * inv);
+        w.y = pack_i8x4(a[4] * inv, a[5] * inv, a[6] * inv, a[7] * inv);
+        *reinterpret_cast<uint2 *>(k8 + (int64_t)row * heads_kv * kD + (int64_t)hk * kD + c0) = w;
     }
-#else
-    (void)x, (void)ld, (void)seq, (void)heads, (void)x8, (void)scales, (void)n_blocks;
-    __trap();
-#endif
-}
-
-/* Fast mode, v: per (kv head, channel) absolute maximum over all keys, as
- * the bits of a non-negative float (atomicMax on the bits orders them). */
-__global__ void k_fa3_v_amax(const bf16 *__restrict__ v, int64_t ldv, int seq, unsigned *__restrict__ amax_bits)
-{
-    const int d = threadIdx.x, h = blockIdx.y, j0 = blockIdx.x * 256;
-    const int j1 = j0 + 256 < seq ? j0 + 256 : seq;
-    float mx = 0.f;
-    for (int j = j0; j < j1; j++)
-        mx = fmaxf(mx, fabsf(__bfloat162float(v[(int64_t)j * ldv + (int64_t)h * kD + d])));
-    atomicMax(&amax_bits[h * kD + d], __float_as_uint(mx));
 }
 
 /* Key order inside a group of 32 in the e4m3 Vᵀ copy: logical column
@@ -479,29 +685,34 @@ __device__ __forceinline__ int fa3_perm32(int k)
     return hi + (i < 2 ? 2 * t + i : 8 + 2 * t + i - 2);
 }
 
-/* Fast mode: vt8[(h·128 + d)·ld_vt + 32b + k] = e4m3(v[32b + perm(k), h, d] /
- * s[h, d]), zero for keys past seq (the copy is ld_vt = whole tiles wide). */
-__global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ v, int64_t ldv, int seq,
-                                                       const float *__restrict__ v_amax, uint8_t *__restrict__ vt8,
+/* Fast mode, v: vt8[(h·128 + d)·ld_vt + 32b + k] = e4m3((v[32b + perm(k), h, d]
+ * − mean[h, d]) · factor[h, d]) (stats[1][h] and [3][h]), zero for keys
+ * past seq (the copy is ld_vt = whole tiles wide). */
+__global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ v, int64_t ldv, int seq, int heads_kv,
+                                                       const float *__restrict__ stats, uint8_t *__restrict__ vt8,
                                                        int64_t ld_vt)
 {
 #ifdef MMK_FA3_DEVICE
     __shared__ float tile[32][kD + 1];
     const int j0 = blockIdx.x * 32, h = blockIdx.y;
+    const int64_t plane = (int64_t)heads_kv * kD;
+    const float *mean = stats + plane + (int64_t)h * kD, *factor = stats + 3 * plane + (int64_t)h * kD;
     for (int c = threadIdx.x; c < 32 * 16; c += 256) {
         int key = c >> 4, d0 = (c & 15) * 8, j = j0 + key;
         float x[8];
-        if (j < seq)
+        if (j < seq) {
             unpack8(v + (int64_t)j * ldv + (int64_t)h * kD + d0, x);
-        else
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                x[e] = (x[e] - mean[d0 + e]) * factor[d0 + e];
+        } else {
 #pragma unroll
             for (int e = 0; e < 8; e++)
                 x[e] = 0.f;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            float a = v_amax[h * kD + d0 + e];
-            tile[key][d0 + e] = a > 0.f ? x[e] * (kFp8Max / a) : 0.f;
         }
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            tile[key][d0 + e] = x[e];
     }
     __syncthreads();
     for (int it = threadIdx.x; it < kD * 8; it += 256) {
@@ -511,22 +722,23 @@ __global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ 
         *reinterpret_cast<uint32_t *>(vt8 + ((int64_t)h * kD + d) * ld_vt + j0 + 4 * c) = w;
     }
 #else
-    (void)v, (void)ldv, (void)seq, (void)v_amax, (void)vt8, (void)ld_vt;
+    (void)v, (void)ldv, (void)seq, (void)heads_kv, (void)stats, (void)vt8, (void)ld_vt;
     __trap();
 #endif
 }
 
 /* ------------------------------------------------------------------ host */
 
-template <bool FP8, bool PP>
+template <bool QK8, bool PV8, bool PP>
 int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
            cudaStream_t s, mm_error *err)
 {
-    MMK_TRY(cudaFuncSetAttribute(k_fa3<FP8, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, Fa3Tile<FP8>::kSmem),
-            err, "raising the shared-memory limit of the fa3 attention kernel");
+    constexpr int smem = Fa3Layout<QK8, PV8>::kSmem;
+    MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), err,
+            "raising the shared-memory limit of the fa3 attention kernel");
     dim3 grid(n_mb, p.heads);
-    k_fa3<FP8, PP><<<grid, kThreads, Fa3Tile<FP8>::kSmem, s>>>(q, k, v, p);
-    return mmk_launched(err, FP8 ? "k_fa3 (e4m3)" : "k_fa3 (bf16)");
+    k_fa3<QK8, PV8, PP><<<grid, kThreads, smem, s>>>(q, k, v, p);
+    return mmk_launched(err, QK8 ? (PV8 ? "k_fa3 (int8 q·k, e4m3 p·v)" : "k_fa3 (int8 q·k, bf16 p·v)") : "k_fa3 (bf16)");
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -555,6 +767,20 @@ struct Temps {
     }
 };
 
+/* The transposed bf16 V of exact and fast-qk modes, and its tensor map. */
+int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, cudaStream_t s, CUtensorMap *mv, mm_error *err)
+{
+    const int64_t ld_vt = (a->seq + 7) / 8 * 8;
+    bf16 *vt = (bf16 *)tmp.get((size_t)a->heads_kv * kD * ld_vt * sizeof(bf16), err);
+    if (!vt)
+        return -1;
+    dim3 tg((a->seq + 31) / 32, kD / 32, a->heads_kv);
+    k_fa3_vt_bf16<<<tg, 256, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq, vt, ld_vt);
+    if (mmk_launched(err, "k_fa3_vt_bf16"))
+        return -1;
+    return mmk_tma_map_2d(mv, false, vt, (uint64_t)a->seq, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt * 2, 64, kD, err);
+}
+
 } // namespace
 
 extern "C" int mmk_fa3_usable(int dev)
@@ -566,11 +792,18 @@ extern "C" int mmk_fa3_usable(int dev)
         cudaDeviceProp prop;
         cudaFuncAttributes fa;
         bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major == 9 &&
-                  cudaFuncGetAttributes(&fa, k_fa3<false, true>) == cudaSuccess && fa.binaryVersion >= 90;
+                  cudaFuncGetAttributes(&fa, k_fa3<false, false, true>) == cudaSuccess && fa.binaryVersion >= 90;
         cudaGetLastError();
         cached[dev] = ok ? 1 : 2;
     }
     return cached[dev] == 1;
+}
+
+extern "C" const char *mmk_fa3_mode_name(int mode)
+{
+    return mode == MMK_FA3_FAST      ? "fa3 int8 q·k + e4m3 p·v (fast)"
+           : mode == MMK_FA3_FAST_QK ? "fa3 int8 q·k + bf16 p·v (fast-qk)"
+                                     : "fa3 bf16 (exact)";
 }
 
 extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *err)
@@ -581,6 +814,8 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         return mm_fail(err, "attention (fa3): needs an sm_90 GPU and sm_90a code in this build");
     if (a->seq <= 0)
         return 0;
+    if (a->mode < MMK_FA3_EXACT || a->mode > MMK_FA3_FAST_QK)
+        return mm_fail(err, "attention (fa3): unknown mode %d", a->mode);
     if (a->heads <= 0 || a->heads_kv <= 0 || a->heads % a->heads_kv)
         return mm_fail(err, "attention (fa3): %d query heads cannot share %d kv heads evenly", a->heads, a->heads_kv);
     if (!al16(a->q) || !al16(a->k) || !al16(a->v) || !al16(a->o) || a->ldq % 8 || a->ldk % 8 || a->ldv % 8 ||
@@ -588,7 +823,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         return mm_fail(err, "attention (fa3): q, k, v, o must be 16-byte aligned with row strides that are multiples "
                        "of 8 elements");
     cudaStream_t s = (cudaStream_t)st;
-    const int n_kb = (a->seq + kBN - 1) / kBN;
+    const int n_kb = (a->seq + kBN - 1) / kBN, rows_pad = n_kb * kBM;
     const bool pp = a->pingpong != 0;
     Fa3Params p;
     memset(&p, 0, sizeof p);
@@ -601,65 +836,197 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.ldo = a->ldo;
     Temps tmp = {dev, {nullptr}, 0};
     CUtensorMap mq, mk, mv;
-    if (!a->fp8) {
-        const int64_t ld_vt = (a->seq + 7) / 8 * 8;
-        bf16 *vt = (bf16 *)tmp.get((size_t)a->heads_kv * kD * ld_vt * sizeof(bf16), err);
-        if (!vt)
+    if (a->mode == MMK_FA3_EXACT) {
+        if (prepare_vt_bf16(tmp, a, s, &mv, err) ||
+            mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
+            mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->ldk * 2, 64, kBN, err))
             return -1;
-        dim3 tg((a->seq + 31) / 32, kD / 32, a->heads_kv);
-        k_fa3_vt_bf16<<<tg, 256, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq, vt, ld_vt);
-        if (mmk_launched(err, "k_fa3_vt_bf16"))
-            return -1;
-        if (mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
-            mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->ldk * 2, 64, kBN, err) ||
-            mmk_tma_map_2d(&mv, false, vt, (uint64_t)a->seq, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt * 2, 64, kD, err))
-            return -1;
-        return pp ? launch<false, true>(mq, mk, mv, p, n_kb, s, err) : launch<false, false>(mq, mk, mv, p, n_kb, s, err);
+        return pp ? launch<false, false, true>(mq, mk, mv, p, n_kb, s, err)
+                  : launch<false, false, false>(mq, mk, mv, p, n_kb, s, err);
     }
-    /* fast mode: e4m3 copies of q, k and the permuted, transposed v */
-    const int64_t ld_vt = (int64_t)n_kb * kBN;
-    uint8_t *q8 = (uint8_t *)tmp.get((size_t)a->seq * a->heads * kD, err);
-    uint8_t *k8 = (uint8_t *)tmp.get((size_t)a->seq * a->heads_kv * kD, err);
-    uint8_t *vt8 = (uint8_t *)tmp.get((size_t)a->heads_kv * kD * ld_vt, err);
-    float *qs = (float *)tmp.get((size_t)a->heads * n_kb * 4, err);
-    float *ks = (float *)tmp.get((size_t)a->heads_kv * n_kb * 4, err);
-    float *vamax = (float *)tmp.get((size_t)a->heads_kv * kD * 4, err);
-    if (!q8 || !k8 || !vt8 || !qs || !ks || !vamax)
+
+    /* fast modes: k/v statistics, int8 q (per row) and k (smoothed, per tile) */
+    const int n_parts = (a->seq + kStatRows - 1) / kStatRows;
+    float *part = (float *)tmp.get((size_t)n_parts * a->heads_kv * 4 * kD * sizeof(float), err);
+    float *stats = (float *)tmp.get((size_t)a->heads_kv * 4 * kD * sizeof(float), err);
+    int8_t *q8 = (int8_t *)tmp.get((size_t)a->seq * a->heads * kD, err);
+    int8_t *k8 = (int8_t *)tmp.get((size_t)a->seq * a->heads_kv * kD, err);
+    float *qs = (float *)tmp.get((size_t)a->heads * rows_pad * sizeof(float), err);
+    float *ks = (float *)tmp.get((size_t)a->heads_kv * n_kb * sizeof(float), err);
+    if (!part || !stats || !q8 || !k8 || !qs || !ks)
         return -1;
-    MMK_TRY(cudaMemsetAsync(vamax, 0, (size_t)a->heads_kv * kD * 4, s), err, "clearing the v maxima");
-    k_fa3_quant_rows<<<dim3(n_kb, a->heads), 256, 0, s>>>((const bf16 *)a->q, a->ldq, a->seq, a->heads, q8, qs, n_kb);
-    if (mmk_launched(err, "k_fa3_quant_rows (q)"))
+    k_fa3_kv_partial<<<dim3(n_parts, a->heads_kv), kD, 0, s>>>((const bf16 *)a->k, a->ldk, (const bf16 *)a->v, a->ldv,
+                                                                a->seq, a->heads_kv, part);
+    if (mmk_launched(err, "k_fa3_kv_partial"))
         return -1;
-    k_fa3_quant_rows<<<dim3(n_kb, a->heads_kv), 256, 0, s>>>((const bf16 *)a->k, a->ldk, a->seq, a->heads_kv, k8, ks,
-                                                              n_kb);
-    if (mmk_launched(err, "k_fa3_quant_rows (k)"))
+    k_fa3_kv_finish<<<a->heads_kv, kD, 0, s>>>(part, n_parts, a->heads_kv, a->seq, stats);
+    if (mmk_launched(err, "k_fa3_kv_finish"))
         return -1;
-    k_fa3_v_amax<<<dim3((a->seq + 255) / 256, a->heads_kv), kD, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq,
-                                                                         (unsigned *)vamax);
-    if (mmk_launched(err, "k_fa3_v_amax"))
+    k_fa3_quant_q<<<(unsigned)(((int64_t)rows_pad * a->heads + 15) / 16), 256, 0, s>>>(
+        (const bf16 *)a->q, a->ldq, a->seq, a->heads, rows_pad, q8, qs);
+    if (mmk_launched(err, "k_fa3_quant_q"))
         return -1;
-    k_fa3_v_quant_t<<<dim3((unsigned)(ld_vt / 32), a->heads_kv), 256, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq, vamax,
-                                                                              vt8, ld_vt);
-    if (mmk_launched(err, "k_fa3_v_quant_t"))
+    k_fa3_quant_k<<<dim3(n_kb, a->heads_kv), 256, 0, s>>>((const bf16 *)a->k, a->ldk, a->seq, a->heads_kv, stats, k8,
+                                                           ks, n_kb);
+    if (mmk_launched(err, "k_fa3_quant_k"))
         return -1;
     p.q_scale = qs;
     p.k_scale = ks;
-    p.v_amax = vamax;
     if (mmk_tma_map_2d(&mq, true, q8, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->heads * kD, 128, kBM, err) ||
-        mmk_tma_map_2d(&mk, true, k8, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->heads_kv * kD, 128, kBN, err) ||
-        mmk_tma_map_2d(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
+        mmk_tma_map_2d(&mk, true, k8, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->heads_kv * kD, 128, kBN, err))
         return -1;
-    return pp ? launch<true, true>(mq, mk, mv, p, n_kb, s, err) : launch<true, false>(mq, mk, mv, p, n_kb, s, err);
+    if (a->mode == MMK_FA3_FAST_QK) {
+        if (prepare_vt_bf16(tmp, a, s, &mv, err))
+            return -1;
+        return pp ? launch<true, false, true>(mq, mk, mv, p, n_kb, s, err)
+                  : launch<true, false, false>(mq, mk, mv, p, n_kb, s, err);
+    }
+    /* e4m3 P·V: the smoothed, scaled, permuted, transposed v */
+    const int64_t ld_vt = (int64_t)n_kb * kBN;
+    uint8_t *vt8 = (uint8_t *)tmp.get((size_t)a->heads_kv * kD * ld_vt, err);
+    if (!vt8)
+        return -1;
+    k_fa3_v_quant_t<<<dim3((unsigned)(ld_vt / 32), a->heads_kv), 256, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq,
+                                                                              a->heads_kv, stats, vt8, ld_vt);
+    if (mmk_launched(err, "k_fa3_v_quant_t"))
+        return -1;
+    p.v_mean = stats + (size_t)a->heads_kv * kD;
+    p.v_scale = stats + (size_t)2 * a->heads_kv * kD;
+    if (mmk_tma_map_2d(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
+        return -1;
+    return pp ? launch<true, true, true>(mq, mk, mv, p, n_kb, s, err) : launch<true, true, false>(mq, mk, mv, p, n_kb, s, err);
+}
+
+/* ------------------------------------------------------------------ first-use self-check */
+
+namespace {
+
+/* rel_l2 of b against a (bf16 host copies); NaN/inf in b → +inf. */
+double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = mm_bf16_to_f32(a[i]), y = mm_bf16_to_f32(b[i]);
+        if (!isfinite(y))
+            return INFINITY;
+        num += (x - y) * (x - y);
+        den += x * x;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* One mode on the two self-check problems; returns the worse rel_l2, or a
+ * negative value when something could not run (message in err). */
+double fa3_selfcheck(int dev, int mode, mm_error *err)
+{
+    const int S = 700, H = 4, W = 3 * H * kD;
+    const size_t n = (size_t)S * W, no = (size_t)S * H * kD;
+    cudaStream_t s = (cudaStream_t)mm_cuda_stream(dev);
+    bf16 *qkv = (bf16 *)mm_cuda_malloc(dev, n * 2, err);
+    bf16 *o_ref = (bf16 *)mm_cuda_malloc(dev, no * 2, err), *o_fa3 = (bf16 *)mm_cuda_malloc(dev, no * 2, err);
+    uint16_t *h_ref = (uint16_t *)malloc(no * 2), *h_fa3 = (uint16_t *)malloc(no * 2);
+    double worst = -1;
+    if (s && qkv && o_ref && o_fa3 && h_ref && h_fa3 &&
+        mmk_fill_random(dev, s, qkv, MM_BF16, (int64_t)n, 0xfa3c0de, 2.f, err) == 0) {
+        worst = 0;
+        for (int gqa = 0; gqa < 2 && worst >= 0; gqa++) {
+            const int hkv = gqa ? H / 2 : H;
+            mmk_attention r;
+            memset(&r, 0, sizeof r);
+            r.seq_q = r.seq_k = S;
+            r.heads_q = H;
+            r.heads_kv = hkv;
+            r.head_dim = kD;
+            r.dtype = MM_BF16;
+            r.q = qkv;
+            r.k = qkv + H * kD;
+            r.v = qkv + 2 * H * kD;
+            r.ldq = r.ldk = r.ldv = W;
+            r.o = o_ref;
+            r.ldo = H * kD;
+            r.scale = 0.08838834764831845f;
+            r.portable = 1;
+            mmk_fa3 f;
+            memset(&f, 0, sizeof f);
+            f.seq = S;
+            f.heads = H;
+            f.heads_kv = hkv;
+            f.q = r.q;
+            f.k = r.k;
+            f.v = r.v;
+            f.ldq = f.ldk = f.ldv = W;
+            f.o = o_fa3;
+            f.ldo = H * kD;
+            f.scale = r.scale;
+            f.mode = mode;
+            f.pingpong = -1;
+            if (mmk_attention_run(dev, s, &r, err) || cudaMemsetAsync(o_fa3, 0xff, no * 2, s) != cudaSuccess ||
+                mmk_fa3_run(dev, s, &f, err) || cudaStreamSynchronize(s) != cudaSuccess ||
+                cudaMemcpy(h_ref, o_ref, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                cudaMemcpy(h_fa3, o_fa3, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                cudaError_t e = cudaGetLastError();
+                if (!err->msg[0])
+                    mm_fail(err, "%s", cudaGetErrorString(e));
+                worst = -1;
+                break;
+            }
+            double rel = rel_l2_bf16(h_ref, h_fa3, no);
+            worst = rel > worst ? rel : worst;
+        }
+    }
+    mm_cuda_free(dev, qkv);
+    mm_cuda_free(dev, o_ref);
+    mm_cuda_free(dev, o_fa3);
+    free(h_ref);
+    free(h_fa3);
+    return worst;
+}
+
+std::mutex g_fa3_check_mu;
+
+} // namespace
+
+extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
+{
+    static int verdict[64][MMK_FA3_MODES];
+    static double error[64][MMK_FA3_MODES];
+    if (dev < 0 || dev >= 64 || mode < 0 || mode >= MMK_FA3_MODES || !mmk_fa3_usable(dev))
+        return 0;
+    std::lock_guard<std::mutex> lock(g_fa3_check_mu);
+    if (!verdict[dev][mode]) {
+        mm_error err = {{0}};
+        double rel = fa3_selfcheck(dev, mode, &err);
+        const double tol = mode == MMK_FA3_EXACT ? 1e-2 : 0.08;
+        const bool ok = rel >= 0 && rel < tol;
+        error[dev][mode] = rel;
+        verdict[dev][mode] = ok ? 1 : 2;
+        if (ok)
+            fprintf(stderr, "mmh3: cuda:%d attention: %s kernel in use (self-check against the portable one: rel_l2 "
+                            "%.2g)\n", dev, mmk_fa3_mode_name(mode), rel);
+        else if (rel >= 0)
+            fprintf(stderr, "mmh3: cuda:%d attention: the %s kernel disagrees with the portable one (rel_l2 %.3g, "
+                            "limit %.2g); not used\n", dev, mmk_fa3_mode_name(mode), rel, tol);
+        else
+            fprintf(stderr, "mmh3: cuda:%d attention: the %s kernel's self-check failed (%s); not used\n", dev,
+                    mmk_fa3_mode_name(mode), err.msg);
+    }
+    if (rel_l2)
+        *rel_l2 = error[dev][mode];
+    return verdict[dev][mode] == 1;
 }
 
 static const mmk_kernel_entry g_fa3_kernels[] = {
-    {"attn_fa3_bf16", (const void *)k_fa3<false, true>, 90},
-    {"attn_fa3_bf16_nopp", (const void *)k_fa3<false, false>, 90},
-    {"attn_fa3_e4m3", (const void *)k_fa3<true, true>, 90},
-    {"attn_fa3_e4m3_nopp", (const void *)k_fa3<true, false>, 90},
+    {"attn_fa3_bf16", (const void *)k_fa3<false, false, true>, 90},
+    {"attn_fa3_bf16_nopp", (const void *)k_fa3<false, false, false>, 90},
+    {"attn_fa3_i8_e4m3", (const void *)k_fa3<true, true, true>, 90},
+    {"attn_fa3_i8_e4m3_nopp", (const void *)k_fa3<true, true, false>, 90},
+    {"attn_fa3_i8_bf16", (const void *)k_fa3<true, false, true>, 90},
+    {"attn_fa3_i8_bf16_nopp", (const void *)k_fa3<true, false, false>, 90},
     {"attn_fa3_vt_bf16", (const void *)k_fa3_vt_bf16, 90},
-    {"attn_fa3_quant_rows", (const void *)k_fa3_quant_rows, 90},
-    {"attn_fa3_v_amax", (const void *)k_fa3_v_amax, 90},
+    {"attn_fa3_kv_partial", (const void *)k_fa3_kv_partial, 90},
+    {"attn_fa3_kv_finish", (const void *)k_fa3_kv_finish, 90},
+    {"attn_fa3_quant_q", (const void *)k_fa3_quant_q, 90},
+    {"attn_fa3_quant_k", (const void *)k_fa3_quant_k, 90},
     {"attn_fa3_v_quant_t", (const void *)k_fa3_v_quant_t, 90},
 };
 

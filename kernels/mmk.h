@@ -71,6 +71,8 @@ const mmk_kernel_entry *mmk_kernels_convrot(int *n);
 const mmk_kernel_entry *mmk_kernels_elementwise(int *n);
 const mmk_kernel_entry *mmk_kernels_attention(int *n);
 const mmk_kernel_entry *mmk_kernels_conv(int *n);
+const mmk_kernel_entry *mmk_kernels_fa3(int *n);   /* kernels/attn_fa3.cu */
+const mmk_kernel_entry *mmk_kernels_qgemm(int *n); /* kernels/qgemm_sm90.cu */
 
 /* ------------------------------------------------------------------ GEMM */
 
@@ -370,6 +372,7 @@ typedef struct mmk_attention {
     const int32_t *cu_seqlens_q, *cu_seqlens_k;
     int n_seqs;
     int max_seq_q; /* the longest sequence of cu_seqlens_q (sizes the grid) */
+    int portable;  /* 1: the portable kernel whatever the device (the reference of the self-checks) */
 } mmk_attention;
 int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, mm_error *err);
 /* Which attention kernel mmk_attention_run uses on `dev`. */

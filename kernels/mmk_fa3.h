@@ -1,28 +1,33 @@
 /* mmk_fa3 — the Hopper attention of the DiT's hot path (issue 9), beside the
  * general kernels of kernels/mmk.h: FlashAttention-3 in structure, for one
  * packed sequence, non-causal, head dim 128 (what every main block of the
- * DiT runs: S ≈ 38k rows, 56 heads).
+ * DiT runs: S ≈ 38k rows, 56 heads). GQA: q head h reads kv head
+ * h / (heads / heads_kv). No causal mask, no packed sequences: callers with
+ * those use mmk_attention_run.
  *
- * Exact mode (fp8 = 0) computes what mmk_attention_run computes — bf16 q, k,
- * v, fp32 scores and softmax statistics (base-2 exponentials with
- * scale·log2 e folded in), P rounded to bf16 for P·V, fp32 accumulation, one
- * rounding of the output — in a different summation order.
+ * MMK_FA3_EXACT computes what mmk_attention_run computes — bf16 q, k, v,
+ * fp32 scores and softmax statistics (base-2 exponentials with scale·log2 e
+ * folded in), P rounded to bf16 for P·V, fp32 accumulation, one rounding of
+ * the output — in a different summation order.
  *
- * Fast mode (fp8 = 1) runs both products in e4m3 (SageAttention-style
- * scaling): q and k quantized per (head, 128-row block) with s = amax/448, v
- * per (head, channel) over all keys, P as e4m3 with an offset of 2^8 (so
- * small probabilities keep precision; the offset cancels in the
- * normalization), each key tile's P·V summed into a fresh fp32 accumulator
- * before it joins the running output (the fp8 tensor-core sum is not full
- * fp32). Its error against exact mode is measured, not bounded.
+ * MMK_FA3_FAST (the DiT's fast mode) runs Q·Kᵀ in int8 and P·V in e4m3
+ * (SageAttention-style): q quantized per (row, head) with s = amax/127, k
+ * per (kv head, 128-key tile) after its per-channel mean over all keys is
+ * subtracted (softmax-invariant), v smoothed the same way (the mean added
+ * back to the output) with a per-channel e4m3 scale, P as e4m3 with an
+ * exponent offset of 8, each key tile's P·V summed into a fresh fp32
+ * accumulator. MMK_FA3_FAST_QK keeps the int8 Q·Kᵀ and runs P·V in bf16
+ * (more accurate, less fast). Their error against exact mode follows the
+ * budget of tests/unit/test_speed_fast_budget.c (docs/PERFORMANCE.md):
+ * rel_l2 ≈ 0.03–0.05 on unstructured random inputs (the e4m3 P·V floor
+ * ≈ 0.037), far less on attention with structure.
  *
  * Layout: q, k, v, o are bf16 [seq, heads, 128] views: row stride ld (a
  * multiple of 8 elements), heads 128 elements apart, 16-byte aligned — the
- * thirds of the DiT's fused qkv buffer. GQA: q head h reads kv head
- * h / (heads / heads_kv).
+ * thirds of the DiT's fused qkv buffer.
  *
  * Needs an sm_90 device and sm_90a code in this build (mmk_fa3_usable).
- * Scratch (the transposed v, the e4m3 copies) comes from the caching
+ * Scratch (the transposed v, the quantized copies) comes from the caching
  * allocator and is returned when the launch is queued.
  */
 #ifndef MMH3_KERNELS_MMK_FA3_H
@@ -34,20 +39,34 @@
 extern "C" {
 #endif
 
+enum { MMK_FA3_EXACT = 0, MMK_FA3_FAST = 1, MMK_FA3_FAST_QK = 2, MMK_FA3_MODES = 3 };
+
 typedef struct mmk_fa3 {
     int seq, heads, heads_kv;
     const void *q, *k, *v;
     int64_t ldq, ldk, ldv;
     void *o;
     int64_t ldo;
-    float scale; /* softmax scale, e.g. 1/sqrt(128) */
-    int fp8;     /* 0: exact (bf16 products), 1: fast (e4m3 products) */
+    float scale;  /* softmax scale, e.g. 1/sqrt(128) */
+    int mode;     /* MMK_FA3_EXACT / _FAST / _FAST_QK */
     int pingpong; /* -1: default (on), 0: off, 1: on — the two consumer warpgroups take turns on the tensor cores */
 } mmk_fa3;
 
 /* 1 when `dev` can run it (sm_90 device, sm_90a code in this build). */
 int mmk_fa3_usable(int dev);
 int mmk_fa3_run(int dev, mmk_stream s, const mmk_fa3 *a, mm_error *err);
+const char *mmk_fa3_mode_name(int mode);
+
+/* First-use self-check of a mode on `dev` against the portable attention
+ * kernel (mmk_attention_run, portable = 1): two problems of 700 rows (six
+ * key tiles, the last partial), 4 heads over 4 and over 2 kv heads, q/k/v
+ * the thirds of one fused buffer as the DiT passes them, every output
+ * written and finite, rel_l2 below 1e-2 (exact) or 0.08 (fast modes: twice
+ * their error budget on these inputs). Runs once per device and mode (later
+ * calls return the cached verdict), synchronizes the device's stream,
+ * prints one line on stderr the first time. 1 = verified; rel_l2 (may be
+ * NULL) receives the worse of the two errors. */
+int mmk_fa3_verified(int dev, int mode, double *rel_l2);
 
 #ifdef __cplusplus
 }

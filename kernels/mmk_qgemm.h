@@ -46,6 +46,15 @@ typedef struct mmk_qgemm {
 int mmk_qgemm_usable(int dev);
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
+/* First-use self-check on `dev`: the plain and the gated epilogue on a
+ * 300 × 768 × 512 problem (a ragged row tile, several column tiles and K
+ * slices) must equal the cuBLASLt path (mmk_qlinear_i8) bit for bit, every
+ * output written. Runs once per device (later calls return the cached
+ * verdict), synchronizes, prints one line on stderr the first time.
+ * 1 = verified; mismatches (may be NULL) receives the count of differing
+ * outputs (-1: the check could not run). */
+int mmk_qgemm_verified(int dev, long *mismatches);
+
 #ifdef __cplusplus
 }
 #endif

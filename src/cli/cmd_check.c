@@ -14,6 +14,7 @@
 #include "backend/device.h"
 #include "backend/placement.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_speed.h"
 #include "parallel/nccl_lib.h"
 #include "parallel/transfer.h"
 #include "cli/commands.h"
@@ -212,6 +213,11 @@ int mm_cmd_check(int argc, char **argv)
         }
     }
     failures += !kernels_ok;
+    /* which attention and int8 GEMM kernels the DiT's GPU runs (the Hopper
+     * ones after their first-use self-checks; owner: speed, issue 9) */
+    char paths[1024] = "";
+    if (kernels_ok && placed && pl.dit.kind == MM_DEVICE_CUDA)
+        mm_cuda_speed_describe(pl.dit.index, paths, sizeof paths);
     /* Several GPUs: peer copies checked word by word (some machines return
      * zeros while reporting success; a broken pair is not fatal, transfers
      * between those GPUs are staged through host memory), and NCCL for
@@ -250,6 +256,8 @@ int mm_cmd_check(int argc, char **argv)
         json_object_set_new(root, "gpus", gpus);
         json_object_set_new(root, "placement", json_string(placed ? pl.summary : perr.msg));
         json_object_set_new(root, "kernels", json_string(kernels));
+        if (paths[0])
+            json_object_set_new(root, "kernel_paths", json_string(paths));
         if (n_gpus >= 2) {
             json_object_set_new(root, "peer_copies", json_string(peer));
             json_object_set_new(root, "peer_copies_ok", json_boolean(peer_failed == 0));
@@ -305,6 +313,8 @@ int mm_cmd_check(int argc, char **argv)
     for (int g = 0; g < n_lines; g++)
         printf("  %s\n", gpu_lines[g]);
     printf("kernels\n  %s  %s\n", kernels_ok ? "ok  " : "FAIL", kernels);
+    if (paths[0])
+        printf("  in use  %s\n", paths);
     if (n_gpus >= 2)
         printf("multi-gpu\n  %s  %s\n  %s  %s\n", peer_failed ? "WARN" : "ok  ", peer,
                strncmp(nccl, "NCCL ", 5) == 0 ? "ok  " : "--  ", nccl);

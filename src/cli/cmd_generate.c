@@ -62,6 +62,7 @@ static void usage(FILE *f)
             "      --steps N            %s; N grid points = N-1 forwards\n"
             "      --seed N             %s (default: drawn, printed)\n"
             "      --no-audio           silent output (no audio stream)\n"
+            "      --fast               fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)\n"
             "output encoding\n"
             "      --crf N              %s\n"
             "      --preset P           x264 preset (default medium)\n"
@@ -234,7 +235,7 @@ enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
     O_PRESET, O_FRAMES_DIR, O_DEVICE, O_TE_DEVICE, O_OFFLOAD, O_DTYPE, O_THREADS, O_REF_KV, O_NO_REF_KV, O_REF_EDGE,
     O_REF_VIDEO_EDGE, O_MODELS, O_DIT, O_TE, O_VVAE, O_AVAE, O_CONFIG, O_DOWNLOAD, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS,
-    O_GPUS,
+    O_GPUS, O_FAST,
 };
 
 int mm_cmd_generate(int argc, char **argv)
@@ -256,6 +257,7 @@ int mm_cmd_generate(int argc, char **argv)
         {"steps", required_argument, 0, O_STEPS},
         {"seed", required_argument, 0, O_SEED},
         {"no-audio", no_argument, 0, O_NO_AUDIO},
+        {"fast", no_argument, 0, O_FAST},
         {"crf", required_argument, 0, O_CRF},
         {"preset", required_argument, 0, O_PRESET},
         {"frames-dir", required_argument, 0, O_FRAMES_DIR},
@@ -290,7 +292,7 @@ int mm_cmd_generate(int argc, char **argv)
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
-    bool no_audio = false, plain_lines = false;
+    bool no_audio = false, fast = false, plain_lines = false;
     mm_engine_options eo;
     mm_engine_options_defaults(&eo);
     long long v;
@@ -339,6 +341,7 @@ int mm_cmd_generate(int argc, char **argv)
         }
         case O_SEED: seed_arg = optarg; break;
         case O_NO_AUDIO: no_audio = true; break;
+        case O_FAST: fast = true; break;
         case O_CRF: {
             mm_error e = {{0}};
             if (!parse_ll(optarg, &v))
@@ -613,6 +616,7 @@ int mm_cmd_generate(int argc, char **argv)
     req.steps = steps;
     req.seed = seed;
     req.no_audio = no_audio;
+    req.fast = fast;
     req.crf = crf;
     req.preset = preset;
     req.out_path = out_arg;
@@ -628,9 +632,9 @@ int mm_cmd_generate(int argc, char **argv)
     for (int i = 0; i < notes.n && verbosity > 0; i++)
         fprintf(stderr, PROG ": warning: %s\n", notes.msg[i]);
     if (verbosity > 0)
-        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s -> %s\n", partition, req.width, req.height,
-                frames, frames / (double)MM_FPS, steps, (unsigned long long)seed, no_audio ? ", no audio" : "",
-                out_arg);
+        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s -> %s\n", partition, req.width,
+                req.height, frames, frames / (double)MM_FPS, steps, (unsigned long long)seed,
+                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", out_arg);
     if (verbosity > 1) {
         eo.log = on_log;
         eo.log_user = &view;

@@ -192,6 +192,7 @@ static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm
         mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
+        mm_dit_request_set_fast(s->rreq, s->j->req->fast);
     }
     const int vw = video->width, aw = audio->width;
     const int64_t nv = video->n_rows - video->cond_rows, na = audio->n_rows - audio->cond_rows;
@@ -324,6 +325,10 @@ int pl_denoise(pl_job *j, mm_error *err)
                (long long)pl_refkv_rows(s.kv), pl_refkv_bytes(cfg, l) / 1073741824.0);
     } else if (mm_dit_request_begin(dit, p->dit_ctx, l, text_rows, NULL, &s.dreq, err) != 0) {
         goto done;
+    }
+    if (s.dreq) { /* fast mode (issue 9): the DiT's 8-bit attention where the GPU has it */
+        mm_dit_request_set_fast(s.dreq, j->req->fast);
+        pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s.dreq));
     }
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);

@@ -169,6 +169,20 @@ def no_audio_gives_a_silent_clip(env):
 
 
 @test
+def fast_mode_reaches_the_dit_and_is_exact_on_the_cpu(env):
+    """--fast sets the DiT request's fast mode (its attention line says so); on a
+    CPU there is no 8-bit kernel, so the clip is the exact one, byte for byte."""
+    a, b = env.out("exact.mp4"), env.out("fast.mp4")
+    ok(env.generate("-p", "a fast fox", "--size", "64x64", "--seed", "5", "-o", a, *QUICK), "exact")
+    r = env.generate("-p", "a fast fox", "--size", "64x64", "--seed", "5", "--fast", "-v", "-o", b, *QUICK)
+    ok(r, "--fast")
+    check("fast mode" in r.stderr, "the request line does not say fast mode: %s", r.stderr[-600:])
+    check("DiT attention: mm_attention (fast mode" in r.stderr, "fast mode did not reach the DiT: %s", r.stderr[-800:])
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        check(fa.read() == fb.read(), "--fast on the CPU changed the clip")
+
+
+@test
 def same_seed_same_bytes_other_seed_other_bytes(env):
     a, b, c = env.out("seed_a.mp4"), env.out("seed_b.mp4"), env.out("seed_c.mp4")
     for path, seed in ((a, "11"), (b, "11"), (c, "12")):

@@ -391,17 +391,17 @@ static void test_convrot_quant_swiglu(void) { convrot_case(MMK_PRE_SWIGLU); }
 
 /* ------------------------------------------------------------------ attention */
 
-static void attn_case_path(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs)
+static void attn_case_path(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs, const int32_t *cu_in)
 {
     int ldq = HQ * D + 8, ldkv = HKV * D, ldo = HQ * D;
     float *q = cuda_test_randn(&rng, (size_t)Sq * ldq, 1.5f), *k = cuda_test_randn(&rng, (size_t)Sk * ldkv, 1.5f);
     float *v = cuda_test_randn(&rng, (size_t)Sk * ldkv, 1);
     uint16_t *qb = cuda_test_to_bf16(q, (size_t)Sq * ldq), *kb = cuda_test_to_bf16(k, (size_t)Sk * ldkv);
     uint16_t *vb = cuda_test_to_bf16(v, (size_t)Sk * ldkv);
-    /* segments: equal split of both sides (Sq == Sk when n_seqs > 1) */
+    /* segments (Sq == Sk when n_seqs > 1): cu_in, or an equal split */
     int32_t cu[9];
     for (int i = 0; i <= n_seqs; i++)
-        cu[i] = (int32_t)((int64_t)Sq * i / n_seqs);
+        cu[i] = cu_in ? cu_in[i] : (int32_t)((int64_t)Sq * i / n_seqs);
     float scale = 1.f / sqrtf((float)D);
     double *ref = malloc(sizeof(double) * Sq * ldo);
     double *sc = malloc(sizeof(double) * Sk);
@@ -462,18 +462,23 @@ static void attn_case_path(int Sq, int Sk, int HQ, int HKV, int D, int causal, i
 }
 
 /* Each case on the portable kernel and, where they can run (sm_90 with
- * sm_90a code, head_dim 128), on both Hopper ones. */
-static void attn_case(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs)
+ * sm_90a code, head_dim 128), on every Hopper one. */
+static void attn_case_cu(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs, const int32_t *cu)
 {
     setenv("MMH3_ATTN", "sm80", 1);
-    attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs);
+    attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs, cu);
     const char *hopper[3] = {"sm90", "sm90p", "sm90pp"};
     for (int i = 0; i < 3; i++) {
         setenv("MMH3_ATTN", hopper[i], 1);
         if (strncmp(mmk_attention_path(DEV), hopper[i], strlen(hopper[i])) == 0)
-            attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs);
+            attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs, cu);
     }
     unsetenv("MMH3_ATTN");
+}
+
+static void attn_case(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs)
+{
+    attn_case_cu(Sq, Sk, HQ, HKV, D, causal, n_seqs, NULL);
 }
 
 static void test_attention_d128_noncausal(void) { attn_case(333, 333, 2, 2, 128, 0, 1); }
@@ -485,6 +490,13 @@ static void test_attention_d64_causal(void) { attn_case(129, 129, 2, 2, 64, 1, 1
 static void test_attention_tiny(void) { attn_case(1, 5, 1, 1, 128, 0, 1); }
 static void test_attention_d128_long(void) { attn_case(500, 500, 2, 2, 128, 0, 1); }
 static void test_attention_d128_causal_segments(void) { attn_case(400, 400, 4, 2, 128, 1, 3); }
+/* Packed sequences that start at keys that are not multiples of 8 (the
+ * Hopper kernels' transposed V must still be read 16 bytes at a time), one
+ * shorter than 8 rows, one spanning several tiles; GQA; with and without
+ * the causal mask. */
+static const int32_t ragged_cu[6] = {0, 5, 138, 139, 437, 600};
+static void test_attention_d128_ragged_segments_gqa(void) { attn_case_cu(600, 600, 4, 2, 128, 0, 5, ragged_cu); }
+static void test_attention_d128_ragged_segments_causal(void) { attn_case_cu(600, 600, 4, 1, 128, 1, 5, ragged_cu); }
 
 static void test_errors_are_reported(void)
 {
@@ -524,6 +536,8 @@ int main(void)
     CUDA_CASE(test_attention_tiny);
     CUDA_CASE(test_attention_d128_long);
     CUDA_CASE(test_attention_d128_causal_segments);
+    CUDA_CASE(test_attention_d128_ragged_segments_gqa);
+    CUDA_CASE(test_attention_d128_ragged_segments_causal);
     CUDA_CASE(test_errors_are_reported);
     return mm_test_exit();
 }

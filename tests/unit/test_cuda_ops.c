@@ -409,10 +409,11 @@ static void test_rope(void)
     mm_tensor_free(&gsn);
 }
 
-static void attn_case(int64_t S, int64_t HQ, int64_t HKV, int64_t Dh, bool causal, const int32_t *segs, int nseg)
+static void attn_case_t(mm_dtype t, int64_t S, int64_t HQ, int64_t HKV, int64_t Dh, bool causal, const int32_t *segs,
+                        int nseg, double tol)
 {
     int64_t W = (HQ + 2 * HKV) * Dh;
-    mm_tensor qkv = R(MM_BF16, SH(S, W), 2), gqkv = G(&qkv);
+    mm_tensor qkv = R(t, SH(S, W), 2), gqkv = G(&qkv);
     mm_tensor qv[2], kv[2], vv[2];
     const mm_tensor *src[2] = {&qkv, &gqkv};
     for (int i = 0; i < 2; i++) {
@@ -422,15 +423,20 @@ static void attn_case(int64_t S, int64_t HQ, int64_t HKV, int64_t Dh, bool causa
         kv[i] = mm_tensor_unflatten(&b, 1, 2, MM_SHAPE(HKV, Dh));
         vv[i] = mm_tensor_unflatten(&c, 1, 2, MM_SHAPE(HKV, Dh));
     }
-    pair o = OUT(MM_BF16, SH(S, HQ, Dh));
+    pair o = OUT(t, SH(S, HQ, Dh));
     mm_attn_params p = {0, causal, segs, nseg};
     mm_attention(cpu, &o.c, &qv[0], &kv[0], &vv[0], &p), mm_attention(gpu, &o.g, &qv[1], &kv[1], &vv[1], &p);
-    char what[96];
-    snprintf(what, sizeof what, "attention S=%lld H=%lld/%lld D=%lld causal=%d segs=%d", (long long)S, (long long)HQ,
-             (long long)HKV, (long long)Dh, causal, nseg);
+    char what[112];
+    snprintf(what, sizeof what, "attention %s S=%lld H=%lld/%lld D=%lld causal=%d segs=%d", mm_dtype_name(t),
+             (long long)S, (long long)HQ, (long long)HKV, (long long)Dh, causal, nseg);
     if (ctx_ok(what))
-        cmpg(what, &o.c, &o.g, REL, 8e-3, 0);
+        cmpg(what, &o.c, &o.g, REL, tol, 0);
     mm_tensor_free(&qkv), mm_tensor_free(&gqkv), pfree(&o);
+}
+
+static void attn_case(int64_t S, int64_t HQ, int64_t HKV, int64_t Dh, bool causal, const int32_t *segs, int nseg)
+{
+    attn_case_t(MM_BF16, S, HQ, HKV, Dh, causal, segs, nseg, 8e-3);
 }
 
 static void test_attention(void)
@@ -441,6 +447,11 @@ static void test_attention(void)
     attn_case(200, 2, 2, 128, false, segs, 3);
     attn_case(200, 3, 3, 72, false, segs, 3);
     attn_case(97, 2, 2, 64, true, NULL, 0);
+    /* causal + packed sequences + GQA together, on every kernel family (the
+     * default bf16 head-128 path, f16 tensor cores, the plain f32 kernel) */
+    attn_case(200, 4, 2, 128, true, segs, 3);
+    attn_case_t(MM_F16, 200, 4, 2, 64, true, segs, 3, 2e-3);
+    attn_case_t(MM_F32, 200, 4, 2, 40, true, segs, 3, 1e-5);
 }
 
 /* The VAEs' attentions: f16 (tensor cores) with segments, head dim 256 causal, f32 (plain kernel). */

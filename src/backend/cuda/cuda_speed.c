@@ -1,10 +1,12 @@
-/* mm_tensor face of the Hopper attention (cuda_speed.h over kernels/mmk_fa3.h).
- * Built only with the CUDA backend (cuda_speed_stub.c otherwise). */
+/* mm_tensor face of the DiT's Hopper kernels and the policy that picks them
+ * (cuda_speed.h over kernels/mmk_fa3.h and kernels/mmk_qgemm.h). Built only
+ * with the CUDA backend (cuda_speed_stub.c otherwise). */
 #include "config.h"
 
 #ifdef MMH3_HAVE_CUDA
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,7 @@ bool mm_cuda_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, con
 }
 
 int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
-                          float scale, bool fp8)
+                          float scale, mm_fa3_mode mode)
 {
     if (mm_ctx_failed(ctx))
         return -1;
@@ -52,7 +54,7 @@ int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const
     a.o = out->data;
     a.ldo = out->stride[0];
     a.scale = scale > 0.f ? scale : 1.f / sqrtf(128.f);
-    a.fp8 = fp8;
+    a.mode = (int)mode;
     const char *pp = getenv("MMH3_FA3_PINGPONG");
     a.pingpong = pp ? atoi(pp) != 0 : -1;
     mm_error e = {{0}};
@@ -120,6 +122,84 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
     if (mmk_qgemm_run(mm_ctx_device(ctx).index, (mmk_stream)mm_ctx_stream(ctx), &a, &e) != 0)
         return mm_ctx_fail(ctx, "%s", e.msg);
     return 0;
+}
+
+/* ------------------------------------------------------------------ policy */
+
+typedef enum { CHOICE_AUTO, CHOICE_FORCE, CHOICE_OFF } choice;
+
+/* unset, empty or "auto": AUTO; the kernel's name: FORCE; anything else: OFF */
+static choice env_choice(const char *name, const char *force, const char **raw)
+{
+    const char *e = getenv(name);
+    *raw = e;
+    if (!e || !*e || strcmp(e, "auto") == 0)
+        return CHOICE_AUTO;
+    return strcmp(e, force) == 0 ? CHOICE_FORCE : CHOICE_OFF;
+}
+
+void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
+{
+    memset(out, 0, sizeof *out);
+    const bool hopper = mmk_fa3_usable(dev) != 0;
+    const char *raw = NULL;
+    double rel = 0;
+
+    /* exact-mode attention */
+    const choice ca = env_choice("MMH3_DIT_ATTN", "fa3", &raw);
+    if (!hopper)
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; no sm_90a fa3 kernel for this GPU/build)",
+                 mmk_attention_path(dev));
+    else if (ca == CHOICE_FORCE)
+        out->fa3 = true, snprintf(out->attention, sizeof out->attention, "fa3 bf16 (forced by MMH3_DIT_ATTN=fa3)");
+    else if (ca == CHOICE_OFF)
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; MMH3_DIT_ATTN=%.40s)",
+                 mmk_attention_path(dev), raw);
+    else if ((out->fa3 = mmk_fa3_verified(dev, MMK_FA3_EXACT, &rel) != 0))
+        snprintf(out->attention, sizeof out->attention, "fa3 bf16 (self-check vs the portable kernel: rel_l2 %.2g)",
+                 rel);
+    else
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; fa3 bf16 failed its self-check)",
+                 mmk_attention_path(dev));
+
+    /* fast mode */
+    const char *fraw = getenv("MMH3_DIT_FAST");
+    const bool fast_off = fraw && strcmp(fraw, "off") == 0;
+    out->fast_mode = fraw && strcmp(fraw, "qk") == 0 ? MM_FA3_FAST_QK : MM_FA3_FAST;
+    const char *fname = out->fast_mode == MM_FA3_FAST_QK ? "fa3 int8 q·k + bf16 p·v" : "fa3 int8 q·k + e4m3 p·v";
+    if (!hopper || fast_off)
+        snprintf(out->fast, sizeof out->fast, "as exact mode (%s)", fast_off ? "MMH3_DIT_FAST=off" : "no fast kernel");
+    else if (ca == CHOICE_FORCE)
+        out->fast_fa3 = true, snprintf(out->fast, sizeof out->fast, "%s (forced by MMH3_DIT_ATTN=fa3)", fname);
+    else if (!want_fast)
+        snprintf(out->fast, sizeof out->fast, "%s once its self-check passes (not run yet)", fname);
+    else if ((out->fast_fa3 = mmk_fa3_verified(dev, (int)out->fast_mode, &rel) != 0))
+        snprintf(out->fast, sizeof out->fast, "%s (self-check vs the portable kernel: rel_l2 %.2g)", fname, rel);
+    else
+        snprintf(out->fast, sizeof out->fast, "as exact mode (%s failed its self-check)", fname);
+
+    /* int8 linears */
+    const choice cg = env_choice("MMH3_DIT_GEMM", "sm90", &raw);
+    long diff = 0;
+    if (!mmk_qgemm_usable(dev))
+        snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (no sm_90a GEMM for this GPU/build)");
+    else if (cg == CHOICE_FORCE)
+        out->qgemm = true, snprintf(out->gemm, sizeof out->gemm, "sm90 fused epilogue (forced by MMH3_DIT_GEMM=sm90)");
+    else if (cg == CHOICE_OFF)
+        snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (MMH3_DIT_GEMM=%.40s)", raw);
+    else if ((out->qgemm = mmk_qgemm_verified(dev, &diff) != 0))
+        snprintf(out->gemm, sizeof out->gemm, "sm90 fused epilogue (self-check: bit for bit the cuBLASLt path)");
+    else
+        snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (sm90 GEMM failed its self-check: %ld "
+                 "outputs differ)", diff);
+}
+
+void mm_cuda_speed_describe(int dev, char *out, size_t n)
+{
+    mm_cuda_speed_paths p;
+    mm_cuda_speed_paths_get(dev, true, &p);
+    snprintf(out, n, "cuda:%d mm_attention %s | DiT attention %s | fast mode %s | int8 GEMM %s", dev,
+             mmk_attention_path(dev), p.attention, p.fast, p.gemm);
 }
 #else
 typedef int mm_cuda_speed_unused; /* ISO C forbids an empty translation unit */

@@ -3,6 +3,9 @@
 #include "config.h"
 
 #ifndef MMH3_HAVE_CUDA
+#include <stdio.h>
+#include <string.h>
+
 #include "backend/cuda/cuda_speed.h"
 
 bool mm_cuda_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
@@ -12,9 +15,9 @@ bool mm_cuda_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, con
 }
 
 int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
-                          float scale, bool fp8)
+                          float scale, mm_fa3_mode mode)
 {
-    (void)out, (void)q, (void)k, (void)v, (void)scale, (void)fp8;
+    (void)out, (void)q, (void)k, (void)v, (void)scale, (void)mode;
     return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)");
 }
 
@@ -29,6 +32,20 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
 {
     (void)y, (void)q_x, (void)s_x, (void)q_w, (void)s_w, (void)gate, (void)idx;
     return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)");
+}
+
+void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
+{
+    (void)dev, (void)want_fast;
+    memset(out, 0, sizeof *out);
+    snprintf(out->attention, sizeof out->attention, "mm_attention (no CUDA in this build)");
+    snprintf(out->fast, sizeof out->fast, "as exact mode (no CUDA in this build)");
+    snprintf(out->gemm, sizeof out->gemm, "mm_gemm_i8_scaled (no CUDA in this build)");
+}
+
+void mm_cuda_speed_describe(int dev, char *out, size_t n)
+{
+    snprintf(out, n, "cuda:%d: this mmh3 was built without CUDA", dev);
 }
 #else
 typedef int mm_cuda_speed_stub_unused; /* ISO C forbids an empty translation unit */

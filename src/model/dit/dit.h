@@ -97,15 +97,20 @@ int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *vid
  * context the main blocks run through the fused kernels (norm + modulation +
  * rotation + int8 quantization in one pass, int8 GEMM with the gated
  * residual in its epilogue, q/k norm + RoPE in one pass) unless
- * MMH3_DIT_FUSED=0; attention runs the Hopper kernel of
- * backend/cuda/cuda_speed.h when MMH3_DIT_ATTN=fa3 (mm_attention otherwise)
- * and, in fast mode, always where the GPU has it; the int8 linears run the
- * Hopper GEMM with the scales and the gated residual in its epilogue when
- * MMH3_DIT_GEMM=sm90 (bit for bit the cuBLASLt path's values). */
+ * MMH3_DIT_FUSED=0. On Hopper the attention runs the FA3-style kernel and the
+ * int8 linears the GEMM with the fused epilogue, each once its first-use
+ * self-check passes (backend/cuda/cuda_speed.h: mm_cuda_speed_paths_get;
+ * MMH3_DIT_ATTN / MMH3_DIT_FAST / MMH3_DIT_GEMM force or refuse a kernel).
+ * Fast mode: int8 q·k + e4m3 p·v attention where the GPU has it (its error
+ * budget: docs/PERFORMANCE.md), exact elsewhere. */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);
-/* What the main blocks' attention runs now, e.g. "fa3-e4m3 (fast)",
- * "fa3-bf16", "mm_attention (sm80-mma)". */
+/* What the main blocks' attention runs now, e.g. "fa3-i8-e4m3 (fast)",
+ * "fa3-bf16", "mm_attention". */
 const char *mm_dit_attention_kind(const mm_dit_request *req);
+/* The request's own SDPA (the kernel the policy above picked for its mode;
+ * the attention hook is not called): for hooks that split the heads and
+ * still want the fast kernel on their share. Same contract as the hook. */
+int mm_dit_sdpa(mm_dit_request *req, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
 /* Stage timing of one main block for benchmarks: mark(user, stage) is called
  * on the host before each stage of block `block` (stage names such as
  * "attention", "fc1 int8 GEMM") and with NULL after its last stage, in

@@ -51,10 +51,20 @@ bool mm_dit_cuda_path_applies(const mm_dit_request *r)
     return true;
 }
 
+/* Which Hopper kernels this request runs (backend/cuda/cuda_speed.h: the
+ * env overrides and the first-use self-checks live there); fast mode's
+ * self-check runs only once a request asks for fast mode. */
+static void choose_paths(mm_dit_request *r)
+{
+    mm_cuda_speed_paths_get(mm_ctx_device(r->ctx).index, r->fast, &r->paths);
+    r->paths_fast = r->fast;
+}
+
 int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err)
 {
     if (!r->cuda_path)
         return 0;
+    choose_paths(r);
     const mm_dit_config *c = &r->dit->cfg;
     const int64_t shape[2] = {(int64_t)MM_DIT_MAX_TIMESTEPS * c->modalities, 6 * (int64_t)c->hidden};
     if (mm_tensor_alloc(&r->mod_f32, mm_ctx_device(r->ctx), MM_F32, 2, shape, err) != 0)
@@ -65,7 +75,12 @@ int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err)
 
 void mm_dit_cuda_teardown(mm_dit_request *r) { mm_tensor_free(&r->mod_f32); }
 
-void mm_dit_request_set_fast(mm_dit_request *r, bool fast) { r->fast = fast; }
+void mm_dit_request_set_fast(mm_dit_request *r, bool fast)
+{
+    r->fast = fast;
+    if (r->cuda_path && fast && !r->paths_fast)
+        choose_paths(r);
+}
 
 void mm_dit_request_set_profile(mm_dit_request *r, const mm_dit_profile *p)
 {
@@ -75,9 +90,26 @@ void mm_dit_request_set_profile(mm_dit_request *r, const mm_dit_profile *p)
         memset(&r->profile, 0, sizeof r->profile);
 }
 
-/* The Hopper kernel runs in fast mode (e4m3) and, once selected with
- * MMH3_DIT_ATTN=fa3, in exact mode (bf16); mm_attention otherwise. */
-static bool use_fa3(const mm_dit_request *r) { return r->fast || env_is("MMH3_DIT_ATTN", "fa3"); }
+/* The Hopper attention mode this request runs, or -1 for mm_attention. */
+static int fa3_mode(const mm_dit_request *r)
+{
+    if (r->fast && r->paths.fast_fa3)
+        return (int)r->paths.fast_mode;
+    return r->paths.fa3 ? (int)MM_FA3_EXACT : -1;
+}
+
+static int sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
+{
+    const int mode = r->cuda_path ? fa3_mode(r) : -1;
+    if (mode >= 0 && mm_cuda_fa3_fits(r->ctx, o, q, k, v))
+        return mm_cuda_attention_fa3(r->ctx, o, q, k, v, 0.0f, (mm_fa3_mode)mode);
+    return mm_attention(r->ctx, o, q, k, v, NULL);
+}
+
+int mm_dit_sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
+{
+    return sdpa(r, o, q, k, v);
+}
 
 const char *mm_dit_attention_kind(const mm_dit_request *r)
 {
@@ -94,9 +126,15 @@ const char *mm_dit_attention_kind(const mm_dit_request *r)
     const int64_t head[2] = {c->heads, c->head_dim};
     mm_tensor qh = mm_tensor_unflatten(&q3, 1, 2, head), kh = mm_tensor_unflatten(&k3, 1, 2, head);
     mm_tensor vh = mm_tensor_unflatten(&v3, 1, 2, head), oh = mm_tensor_unflatten(&o2, 1, 2, head);
-    if (use_fa3(r) && mm_cuda_fa3_fits(r->ctx, &oh, &qh, &kh, &vh))
-        return r->fast ? "fa3-e4m3 (fast)" : "fa3-bf16";
-    return r->fast ? "mm_attention (no e4m3 kernel for this GPU/shape: exact)" : "mm_attention";
+    const int mode = fa3_mode(r);
+    const bool fits = mm_cuda_fa3_fits(r->ctx, &oh, &qh, &kh, &vh);
+    if (mode == MM_FA3_FAST && fits)
+        return "fa3-i8-e4m3 (fast)";
+    if (mode == MM_FA3_FAST_QK && fits)
+        return "fa3-i8-bf16 (fast-qk)";
+    if (mode == MM_FA3_EXACT && fits)
+        return r->fast ? "fa3-bf16 (fast mode without its kernel: exact)" : "fa3-bf16";
+    return r->fast ? "mm_attention (fast mode without its kernel: exact)" : "mm_attention";
 }
 
 static void mark(const mm_dit_request *r, int block, const char *stage)
@@ -109,21 +147,19 @@ static int attention(mm_dit_request *r, mm_tensor *o, mm_tensor *q, mm_tensor *k
 {
     if (r->attention)
         return r->attention(r->attention_user, r->ctx, o, q, k, v);
-    if (use_fa3(r) && mm_cuda_fa3_fits(r->ctx, o, q, k, v))
-        return mm_cuda_attention_fa3(r->ctx, o, q, k, v, 0.0f, r->fast);
-    return mm_attention(r->ctx, o, q, k, v, NULL);
+    return sdpa(r, o, q, k, v);
 }
 
-/* The int8 linears: the Hopper kernel with the epilogue fused once selected
- * with MMH3_DIT_GEMM=sm90 (bit for bit the same values), cuBLASLt + the
- * epilogue kernel otherwise. gate: the block's f32 AdaLN column view, or NULL
- * for a plain store. */
+/* The int8 linears: the Hopper kernel with the epilogue fused where the
+ * policy picked it (bit for bit the same values), cuBLASLt + the epilogue
+ * kernel otherwise. gate: the block's f32 AdaLN column view, or NULL for a
+ * plain store. */
 static void qlinear(mm_dit_request *r, mm_tensor *y, const mm_tensor *q, const mm_tensor *s, const mm_linear *w,
                     const mm_tensor *gate32, const mm_tensor *gate16)
 {
     mm_ctx *ctx = r->ctx;
     const mm_tensor *idx = &r->ws.adaln_idx;
-    if (env_is("MMH3_DIT_GEMM", "sm90") && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
+    if (r->paths.qgemm && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
         mm_cuda_qgemm(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? idx : NULL);
         return;
     }
@@ -152,7 +188,7 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     const mm_tensor *idx = &ws->adaln_idx;
     /* the same rows as f32 (exact), for the gated epilogues of the Hopper GEMM */
     mm_tensor table32 = mm_tensor_wrap(r->mod_f32.data, r->mod_f32.device, MM_F32, 2, (int64_t[]){trows, 6 * H});
-    if (env_is("MMH3_DIT_GEMM", "sm90"))
+    if (r->paths.qgemm)
         mm_copy(ctx, &table32, &table);
     mm_tensor gate_msa32 = mm_tensor_narrow(&table32, 1, 2 * H, H), gate_mlp32 = mm_tensor_narrow(&table32, 1, 5 * H, H);
 

@@ -3,6 +3,7 @@
 #ifndef MMH3_MODEL_DIT_MODEL_H
 #define MMH3_MODEL_DIT_MODEL_H
 
+#include "backend/cuda/cuda_speed.h"
 #include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/dit/dit.h"
@@ -71,7 +72,9 @@ struct mm_dit_request {
     size_t bytes;
     /* dit_block_cuda.c (issue 9) */
     bool cuda_path;        /* main blocks through the fused CUDA kernels */
-    bool fast;             /* e4m3 attention where the GPU runs it */
+    bool fast;             /* fast-mode attention where the GPU runs it */
+    mm_cuda_speed_paths paths; /* which Hopper kernels run (backend/cuda/cuda_speed.h) */
+    bool paths_fast;       /* paths were chosen with fast mode's self-check */
     mm_dit_profile profile; /* stage marks of one block (benchmarks) */
     mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */
 };
