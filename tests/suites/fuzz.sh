@@ -44,12 +44,12 @@ fuzz_run_all() {
   # media: the upload probe on arbitrary bytes (FFmpeg libraries, our allowlists and limits)
   FUZZ_PKGS="libavformat libavcodec libavutil libswscale libswresample" \
     fuzz_target fuzz_media_probe "${MMH3_FUZZ_SECONDS:-20}" \
-    src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
+    src/media/probe.c src/media/media_input.c src/media/ff_common.c src/media/defaults.c src/core/error.c
   # media: the reference readers the worker runs (image, video frames, audio) on arbitrary bytes
   FUZZ_PKGS="libavformat libavcodec libavutil libswscale libswresample" \
     fuzz_target fuzz_media_readers "${MMH3_FUZZ_SECONDS:-20}" \
     src/media/image_read.c src/media/video_reader.c src/media/audio_reader.c src/media/resample.c \
-    src/media/probe.c src/media/media_input.c src/media/ff_common.c src/core/error.c
+    src/media/probe.c src/media/media_input.c src/media/ff_common.c src/media/defaults.c src/core/error.c
   # server: the upload body parser and the enqueue request validation
   fuzz_target fuzz_multipart "${MMH3_FUZZ_SECONDS:-20}" fcgi/multipart.c src/core/error.c
   fuzz_target fuzz_enqueue "${MMH3_FUZZ_SECONDS:-20}" \
