@@ -96,6 +96,15 @@ int mm_db_exec(PGconn *c, const char *sql, mm_error *err)
 
 int mm_db_ensure(PGconn *c, mm_error *err)
 {
+    /* libpq notices a server that went away only when it next reads: after a
+     * PostgreSQL restart the first query on an idle connection would fail.
+     * So read what is pending now (non-blocking; notifications stay buffered
+     * for PQnotifies). A backend orphaned by its postmaster's death first sends
+     * its FATAL message and then closes: the first read takes the message, a
+     * second one sees the end of the stream — hence more than one read. */
+    for (int i = 0; i < 3 && PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_IDLE; i++)
+        if (!PQconsumeInput(c))
+            break;
     if (PQstatus(c) == CONNECTION_OK)
         return 0;
     PQreset(c);

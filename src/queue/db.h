@@ -27,7 +27,8 @@ int mm_db_query(PGconn *c, const char *sql, int n, const char *const *params, PG
 /* Runs one or more statements without parameters. */
 int mm_db_exec(PGconn *c, const char *sql, mm_error *err);
 
-/* Reconnects a connection that went bad; 0 when it is usable. */
+/* Reconnects a connection that went bad, including one whose server closed it
+ * while it sat idle; 0 when it is usable. */
 int mm_db_ensure(PGconn *c, mm_error *err);
 
 /* A field of row r, or NULL when SQL NULL. */

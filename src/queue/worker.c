@@ -142,6 +142,7 @@ static void *heartbeat_main(void *arg)
                 mm_log("heartbeat: %s", err.msg);
             last_beat = now_seconds();
         }
+        handle_notifies(c); /* any that mm_db_ensure read ahead */
         struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
         if (poll(&pfd, 1, 250) > 0) {
             if (!PQconsumeInput(c))
@@ -524,10 +525,30 @@ static int connect_with_retry(const mm_worker_options *o, PGconn **out, mm_error
     return mm_fail(err, "stopped before the database was reachable");
 }
 
-/* Waits for a NOTIFY that may mean new work, a signal, or the timeout. */
+/* True when a buffered NOTIFY says a job was queued; frees them all. */
+static bool queued_notified(PGconn *db)
+{
+    bool wake = false;
+    PGnotify *nt;
+    while ((nt = PQnotifies(db))) {
+        json_t *ev = json_loads(nt->extra, 0, NULL);
+        const char *status = json_string_value(json_object_get(ev, "status"));
+        if (status && strcmp(status, "queued") == 0)
+            wake = true;
+        json_decref(ev);
+        PQfreemem(nt);
+    }
+    return wake;
+}
+
+/* Waits for a NOTIFY that may mean new work, a signal, or the timeout.
+ * Notifications already read into libpq's buffer (mm_db_ensure reads ahead)
+ * count too: poll() would not see them again. */
 static void wait_for_work(PGconn *db, double timeout)
 {
     double end = now_seconds() + timeout;
+    if (queued_notified(db))
+        return;
     while (!atomic_load(&stop_requested)) {
         double left = end - now_seconds();
         if (left <= 0)
@@ -536,19 +557,7 @@ static void wait_for_work(PGconn *db, double timeout)
         int n = poll(&pfd, 1, (int)(left * 1000) + 1);
         if (n <= 0)
             continue;
-        if (!PQconsumeInput(db))
-            return;
-        bool wake = false;
-        PGnotify *nt;
-        while ((nt = PQnotifies(db))) {
-            json_t *ev = json_loads(nt->extra, 0, NULL);
-            const char *status = json_string_value(json_object_get(ev, "status"));
-            if (status && strcmp(status, "queued") == 0)
-                wake = true;
-            json_decref(ev);
-            PQfreemem(nt);
-        }
-        if (wake)
+        if (!PQconsumeInput(db) || queued_notified(db))
             return;
     }
 }

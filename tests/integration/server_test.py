@@ -651,6 +651,31 @@ def job_that_kills_the_worker_three_times_fails(s):
 
 
 @test
+def postgres_restart_is_invisible_to_the_next_requests(s):
+    """After PostgreSQL dies and serve restarts it, each FastCGI process holds a
+    connection to the dead server; the first request on it must reconnect, not
+    fail with a 5xx."""
+    for _ in range(30):  # every process of the pool has an open connection
+        s.get("/api/status")
+    victim = s.pid("postgres")
+    os.kill(victim, signal.SIGKILL)
+    end = time.time() + 60
+    back = False
+    while time.time() < end and not back:
+        time.sleep(0.2)
+        try:
+            back = s.pid("postgres") != victim and s.psql("SELECT 1") == "1"
+        except (OSError, ValueError, subprocess.CalledProcessError):
+            back = False
+    check(back, "PostgreSQL was not restarted within 60 s")
+    statuses = [s.get("/api/status")[0] for _ in range(30)]
+    check(all(st == 200 for st in statuses), "requests after the restart answered %r", statuses)
+    g = s.enqueue(**small(prompt="after a database restart"))
+    g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, timeout=60, what="a job after the restart")
+    check(g["status"] == "succeeded", "job after the restart %s", short(g))
+
+
+@test
 def frozen_worker_loses_its_lease_and_cannot_clobber(s):
     """A worker whose host stops answering (SIGSTOP: its database session stays
     open, its heartbeat stops) loses the job after the lease to a worker that is
