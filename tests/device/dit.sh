@@ -38,10 +38,7 @@ device_python "torch, safetensors"
 echo "python with torch: ${PY:-none}"
 
 step "dependencies and build (build-device/)"
-device_deps
-B=$top/build-device
-device_configure "$B" configure_dit.log --with-cuda=yes --without-server --without-ffmpeg || finish 1
-device_make "$B" build_dit.log mmh3 bench/mmh3-bench-dit || finish 1
+device_build dit mmh3 bench/mmh3-bench-dit || finish 1
 note "build ok"
 status=0
 
@@ -82,7 +79,7 @@ PYEOF
   fi
 fi
 
-CKPT=${MMH3_DIT_RANDOM:-/tmp/mmh3-dit-full-random.safetensors}
+CKPT=$DIT_CKPT
 if want bench; then
   step "(b) full-size random-weight DiT: write $CKPT, one forward at 1344x768x124 (t2va, L=300)"
   gen=(--checkpoint "$CKPT")

@@ -2,12 +2,14 @@
 # The whole product on the GPU host: full-size random weights in the released
 # layouts for all five components, rendered through the real CLI.
 #
-#   (build)  build-engine/: CUDA + the minimal static FFmpeg of .carry/ffmpeg (so the
-#            product's own mp4 writer runs; the host has no FFmpeg), --without-server
-#   (gen)    $MODELS (default /tmp/mmh3-engine-models) laid out like $MODELS_PATH:
-#            mmh3-gen-tiny dit|text-encoder|video-vae|audio-vae --full (19.5 + ~15 + 5.2 + 0.6 GB;
-#            files other device steps already wrote in /tmp are linked, not rewritten) and the
-#            release config folder from .carry/minimax-h3
+#   (build)  build-device/ (lib.sh device_build: CUDA + the minimal static FFmpeg of .carry/ffmpeg,
+#            so the product's own mp4 writer runs; the host has no FFmpeg), --without-server
+#   (gen)    $MODELS (default /tmp/mmh3-engine-models) laid out like $MODELS_PATH: links to the
+#            shared full-size random checkpoints of lib.sh (19.5 + 15.7 + 5.2 + 0.6 GB), each
+#            written once per machine when missing (the DiT by mmh3-bench-dit --write-random, the
+#            text encoder by bench_text_encoder --generate: the released layouts with cheap random
+#            fill; the VAEs by mmh3-gen-tiny --full), and the release config folder from
+#            .carry/minimax-h3
 #   (t2v)    mmh3 generate 1344x768, 124 frames, 28 steps (STEPS=N to change), seed 1, through the
 #            real CLI: its progress lines and the timing table; the mp4 checked from its boxes
 #   (ref2va) a ref2va render (a 1920x1080 picture, a 1 s clip with sound, a 3 s audio clip; the
@@ -18,7 +20,8 @@
 #   device:  bash tests/device/engine.sh --part build,gen     (~6 min)   carry [".carry"]
 #            bash tests/device/engine.sh --part t2v           (~4-5 min at ~5 s/forward; STEPS=N)
 #            bash tests/device/engine.sh --part ref2va        (~5-6 min, optional)
-#            (the parts need the same warm machine: build-engine/ and /tmp survive between calls)
+#            (parts skip what the machine already has: build-device/, the checkpoints in /tmp;
+#            tests/device/session.sh call 3 runs gen,t2v,ref2va)
 #
 # Expected on one H200 (16 cores): build ~2 min, model files ~3-4 min (disk bound; files other
 # device steps wrote in /tmp are linked), t2v: loads ~30-60 s, 27 forwards at the DiT's measured
@@ -39,13 +42,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 want() { [[ ",$part," == *",$1,"* ]]; }
-M=${MODELS:-/tmp/mmh3-engine-models}
+# Dry runs elsewhere (CPU stand-ins): MMH3_DEVICE_DRY=1 (= GEN_FLAGS= SIZE=64x64 FRAMES=22 STEPS=3
+# REF_STEPS=3 MMH3_REF_SHORT_EDGE=64 MMH3_REF_VIDEO_SHORT_EDGE=64; CUDA=no skips the CUDA compile)
+# bash tests/device/engine.sh --part build,gen,t2v,ref2va
+if [ "$dry" = 1 ]; then
+  GEN_FLAGS=${GEN_FLAGS-} SIZE=${SIZE:-64x64} FRAMES=${FRAMES:-22} STEPS=${STEPS:-3} REF_STEPS=${REF_STEPS:-3}
+  export MMH3_REF_SHORT_EDGE=${MMH3_REF_SHORT_EDGE:-64} MMH3_REF_VIDEO_SHORT_EDGE=${MMH3_REF_VIDEO_SHORT_EDGE:-64}
+  M=${MODELS:-/tmp/mmh3-dry/engine-models}
+fi
+[ "$dry" = 1 ] || M=${MODELS:-/tmp/mmh3-engine-models}
 STEPS=${STEPS:-28}
 REF_STEPS=${REF_STEPS:-5}
-# Dry runs elsewhere (CPU stand-ins): CUDA=no GEN_FLAGS= SIZE=64x64 FRAMES=22 STEPS=3 REF_STEPS=3
-# MMH3_REF_SHORT_EDGE=64 MMH3_REF_VIDEO_SHORT_EDGE=64 bash tests/device/engine.sh --part build,gen,t2v,ref2va
-CUDA=${CUDA:-yes}
-export CUDA_ARCH=${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a} # the H200 only: a faster build
 GEN_FLAGS=${GEN_FLAGS---full}
 SIZE=${SIZE:-1344x768}
 FRAMES=${FRAMES:-124}
@@ -56,21 +63,14 @@ df -h /tmp | tail -1
 PY=$(command -v python3 || true)
 
 # ---------------------------------------------------------------- build
-device_deps
-B=$top/build-engine
 if want build; then
-  step "(build) build-engine/ with CUDA and the static FFmpeg"
-  ffmpeg_flag=--without-ffmpeg
-  if [ -f .carry/ffmpeg/flags.sh ]; then
-    FF=$top/.carry/ffmpeg . .carry/ffmpeg/flags.sh
-    ffmpeg_flag=--with-ffmpeg
-  else
+  step "(build) build-device/ with CUDA and the static FFmpeg"
+  [ -f .carry/ffmpeg/flags.sh ] || [ "${MMH3_DEVICE_BUILT:-0}" = 1 ] ||
     note "WARNING: no .carry/ffmpeg (run tests/device/prepare_engine.sh here): no mp4 can be written"
-  fi
-  configure_limit=120 device_configure "$B" engine_configure.log --with-cuda="$CUDA" --without-server "$ffmpeg_flag" ||
-    finish 1
-  make_limit=400 device_make "$B" engine_build.log mmh3 mmh3-gen-tiny || finish 1
-  note "build ok ($((SECONDS - t0)) s; media: $(grep -o 'media (FFmpeg): [a-z]*' "$B/config.log" "$OUT/engine_configure.log" 2>/dev/null | tail -1))"
+  make_limit=400 device_build engine mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/bench_text_encoder || finish 1
+  note "build ok ($((SECONDS - t0)) s; $(grep -o 'media (FFmpeg): [a-z]*' "$B/config.log" "$OUT/engine_configure.log" 2>/dev/null | tail -1 || echo 'prebuilt'))"
+else
+  device_deps
 fi
 [ -x "$B/mmh3" ] || { note "FAIL: $B/mmh3 missing (run --part build first)"; finish 1; }
 
@@ -82,21 +82,23 @@ AV=$M/vae/minimax_h3_audio_vae_fp32.safetensors
 if want gen; then
   step "(gen) full-size random checkpoints in the released layouts -> $M"
   mkdir -p "$M/diffusion_models" "$M/text_encoders" "$M/vae"
-  gen() { # FILE KIND REUSE LIMIT
-    if [ -s "$1" ]; then echo "have $1"; return 0; fi
-    if [ "$GEN_FLAGS" = --full ] && [ -n "$3" ] && [ -s "$3" ]; then ln -sf "$3" "$1"; echo "linked $3"; return 0; fi
-    local s=$SECONDS
-    # shellcheck disable=SC2086
-    timeout "$4" "$B/mmh3-gen-tiny" "$2" $GEN_FLAGS --out "$1.part" >/dev/null && mv "$1.part" "$1" ||
-      { rm -f "$1.part"; note "FAIL: mmh3-gen-tiny $2 $GEN_FLAGS"; finish 1; }
-    echo "wrote $1 in $((SECONDS - s)) s"
-  }
   [ -d .carry/minimax-h3/FL2VA ] || { note "FAIL: no .carry/minimax-h3 (run tests/device/prepare_engine.sh here)"; finish 1; }
+  # shared FILE LIMIT WRITER...: the shared checkpoint (a background writer's, or written now), linked as LINK
+  shared() {
+    local file=$1 link=$2 lim=$3 s=$SECONDS; shift 3
+    if ! device_wait_file "$file" "$lim"; then
+      timeout "$lim" "$@" "$file.part" >/dev/null && mv "$file.part" "$file" ||
+        { rm -f "$file.part"; note "FAIL: writing $file ($*)"; finish 1; }
+      echo "wrote $file in $((SECONDS - s)) s"
+    fi
+    ln -sf "$file" "$link"
+  }
   if [ "$GEN_FLAGS" = --full ]; then
-    gen "$DIT" dit /tmp/mmh3-dit-full-random.safetensors 420
-    gen "$TE" text-encoder "" 300
-    gen "$VV" video-vae /tmp/vae_video_full.safetensors 240
-    gen "$AV" audio-vae /tmp/vae_audio_full.safetensors 120
+    shared "$DIT_CKPT" "$DIT" 420 "$B/bench/mmh3-bench-dit" --write-only --write-random
+    shared "$TE_CKPT" "$TE" 300 "$B/bench/bench_text_encoder" --config .carry/minimax-h3/FL2VA/text_encoder/config.json \
+      --layers 50 --generate
+    shared "$VV_CKPT" "$VV" 240 "$B/mmh3-gen-tiny" video-vae --full --out
+    shared "$AV_CKPT" "$AV" 120 "$B/mmh3-gen-tiny" audio-vae --full --out
     # the release's config files match the released sizes as they are
     rm -rf "$M/MiniMax-H3"; cp -r .carry/minimax-h3 "$M/MiniMax-H3" && chmod -R u+w "$M/MiniMax-H3"
   else

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Superseded by tests/device/session.sh (the plan of a whole device session, tests/device/README.md);
+# kept for single steps.
 # The lead's single device call: every area's device script in one run, each
 # step under its own time limit so one slow part cannot eat the call, and a
 # progress line per step on stdout. The device tool brings back at most 8

@@ -12,14 +12,43 @@
 #   device_configure DIR LOG ARGS…   unless DIR has a Makefile: the carried autotools outputs (or
 #                                    autoreconf), then ../configure ARGS into $OUT/LOG
 #   device_make DIR LOG TARGETS…     make -j$(nproc) TARGETS in DIR into $OUT/LOG
+#   device_build LOG TARGETS…        the one shared build, $B = build-device/: CUDA (sm_90a unless
+#                                    $CUDA_ARCH says otherwise; CUDA=no for CPU stand-ins), no
+#                                    serving stack, the carried static FFmpeg when .carry/ffmpeg
+#                                    exists; configure once, then make TARGETS (LOG_configure.log,
+#                                    LOG_build.log). With MMH3_DEVICE_BUILT=1 (session.sh: the
+#                                    prebuilt binaries or its own build are in place) it only
+#                                    checks that the targets exist, and builds the missing ones.
+#   device_source_stamp              one hash over what the build reads (C/CUDA sources, *.am,
+#                                    configure.ac, m4): the prebuilt binaries carry it
+#   device_wait_file FILE SECONDS    waits while FILE.part exists and session.sh's background
+#                                    writers (/tmp/mmh3-writers.pid) run; returns 0 when FILE exists
 #
-# The last three note a FAIL line and return 1 on failure; callers `|| finish 1`.
+# The configure/make/build helpers note a FAIL line and return 1 on failure; callers `|| finish 1`.
 # $configure_limit / $make_limit (seconds; default 300 / 900) bound those two steps.
+#
+# Shared inputs, written once per machine (session.sh writes them in the background, each
+# script writes what is missing): $DIT_CKPT, $TE_CKPT, $VV_CKPT, $AV_CKPT (full-size random
+# checkpoints in the released layouts; MMH3_DIT_RANDOM / MMH3_TE_RANDOM / MMH3_VV_RANDOM /
+# MMH3_AV_RANDOM override). MMH3_DEVICE_DRY=1 = a CPU stand-in run (dry=1, DEV=cpu, tiny sizes;
+# each script's header says what it shrinks); otherwise dry=0, DEV=cuda.
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$top" || exit 2
 OUT=${OUT:-$top/tests/out/device}
 mkdir -p "$OUT"
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+B=${MMH3_BUILD_DIR:-$top/build-device}
+DIT_CKPT=${MMH3_DIT_RANDOM:-/tmp/mmh3-dit-full-random.safetensors}
+TE_CKPT=${MMH3_TE_RANDOM:-/tmp/mmh3-te-full-random.safetensors}
+VV_CKPT=${MMH3_VV_RANDOM:-/tmp/vae_video_full.safetensors}
+AV_CKPT=${MMH3_AV_RANDOM:-/tmp/vae_audio_full.safetensors}
+if [ "${MMH3_DEVICE_DRY:-0}" = 1 ]; then dry=1 DEV=cpu; else dry=0 DEV=cuda; fi
+# every program a device session runs (session.sh builds them once; prepare_build.sh prebuilds them here)
+DEVICE_TARGETS="mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-attn bench/mmh3-bench-qgemm
+  bench/mmh3-bench-dit-quality bench/bench_text_encoder bench/bench_vae bench/mmh3-bench-sp
+  tests/unit/test_cuda_runtime tests/unit/test_cuda_ops tests/unit/test_cuda_kernels tests/unit/test_backend_twins
+  tests/unit/test_speed_attention tests/unit/test_speed_qgemm tests/unit/test_parallel_partition
+  tests/unit/test_parallel_comm tests/unit/test_parallel_dit tests/device/bench_kernels"
 
 device_log() {
   exec > >(tee -a "$OUT/$1") 2>&1
@@ -115,4 +144,47 @@ device_make() {
     note "FAIL: build (see $(basename "$log"))"
     return 1
   fi
+}
+
+# The one build of a device session (see the header).
+device_build() {
+  local log=$1 t missing=""; shift
+  for t in "$@"; do [ -x "$B/$t" ] || missing="$missing $t"; done
+  if [ "${MMH3_DEVICE_BUILT:-0}" = 1 ] && [ -z "$missing" ]; then
+    echo "using the session's build ($B)"; return 0
+  fi
+  device_deps
+  local ff=--without-ffmpeg
+  if [ -f .carry/ffmpeg/flags.sh ]; then
+    FF=$top/.carry/ffmpeg . .carry/ffmpeg/flags.sh
+    ff=--with-ffmpeg
+  fi
+  device_configure "$B" "${log}_configure.log" --with-cuda="${CUDA:-yes}" --without-server "$ff" \
+    CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}" || return 1
+  device_make "$B" "${log}_build.log" "$@"
+}
+
+device_source_stamp() {
+  (cd "$top" && { ls configure.ac m4/mmh3_*.m4 2>/dev/null
+    find . \( -path ./.carry -o -path './build*' -o -name node_modules -o -path ./.git \) -prune -o -type f \
+      \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.am' -o -name '*.in' \) -print; } |
+    sed 's|^\./||' | grep -v -E '^(Makefile\.in|config\.h\.in)$|/Makefile\.in$' | LC_ALL=C sort -u |
+    xargs -d '\n' sha256sum | sha256sum | cut -c1-16)
+}
+
+device_wait_file() {
+  local f=$1 limit=$2 start=$SECONDS
+  while [ ! -s "$f" ] && [ -e "$f.part" ] && [ $((SECONDS - start)) -lt "$limit" ] &&
+    kill -0 "$(cat /tmp/mmh3-writers.pid 2>/dev/null || echo x)" 2>/dev/null; do sleep 2; done
+  [ $((SECONDS - start)) -gt 2 ] && echo "waited $((SECONDS - start)) s for $f"
+  [ -s "$f" ]
+}
+
+# CPU stand-ins: one tiny $MODELS_PATH-like folder (mmh3-gen-tiny all: every component tiny, the audio VAE
+# with the released strides, the text encoder's config.json patched to its size), made once.
+DRY_MODELS=/tmp/mmh3-dry/models
+device_dry_models() {
+  [ -f "$DRY_MODELS/MiniMax-H3/FL2VA/text_encoder/config.json" ] && return 0
+  timeout 300 "$B/mmh3-gen-tiny" all --config-from .carry/minimax-h3/FL2VA --out "$DRY_MODELS.part" >/dev/null &&
+    rm -rf "$DRY_MODELS" && mv "$DRY_MODELS.part" "$DRY_MODELS"
 }

@@ -12,6 +12,8 @@
 #       efficiency and equality with the one-GPU output.
 #
 #   here:    bash tests/device/prepare.sh          (fills .carry/: debs, configure)
+#   CPU stand-in (here): MMH3_DEVICE_DRY=1 — unit tests without MMH3_REQUIRE_GPU, the bench on
+#            CPU ranks with a 2-block hidden-256 random DiT at 64x64 (--gpus 1,2)
 #   device:  bash tests/device/multigpu.sh [--part unit,check,bench[,placement]] [--layers 50] [--gpus 1,2,4,8]
 #            with carry [".carry"]; NCCL_NVLS_ENABLE=0 is set here and again by mmh3 itself.
 #
@@ -54,12 +56,8 @@ nccl=$(ls /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so
 [ -n "$nccl" ] && [ -z "${MMH3_NCCL_LIB:-}" ] && export MMH3_NCCL_LIB=$nccl
 note "NCCL: ${MMH3_NCCL_LIB:-searched by mmh3 (none named)}"
 
-step "dependencies and build (build-device/)"
-device_deps
-export CUDA_ARCH=${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}
-B=$top/build-device
-device_configure "$B" configure_multigpu.log --with-cuda=yes --without-server --without-ffmpeg || finish 1
-make_limit=600 device_make "$B" build_multigpu.log mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-sp \
+step "build (build-device/)"
+make_limit=600 device_build multigpu mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-sp \
   tests/unit/test_parallel_partition tests/unit/test_parallel_comm tests/unit/test_parallel_dit || finish 1
 note "build ok"
 status=0
@@ -68,7 +66,8 @@ export MMH3_BUILD=$B
 if want unit; then
   for t in test_parallel_partition test_parallel_comm test_parallel_dit; do
     step "unit: $t (MMH3_REQUIRE_GPU=1)"
-    MMH3_REQUIRE_GPU=1 timeout 180 "$B/tests/unit/$t" 2>&1 | tee "$OUT/unit_$t.txt"
+    req=(MMH3_REQUIRE_GPU=1); [ "$dry" = 1 ] && req=() # (read by presence)
+    env "${req[@]}" timeout 180 "$B/tests/unit/$t" 2>&1 | tee "$OUT/unit_$t.txt"
     rc=${PIPESTATUS[0]}
     fails=$(grep -c '^FAIL' "$OUT/unit_$t.txt" || true)
     passes=$(grep -c '^PASS' "$OUT/unit_$t.txt" || true)
@@ -85,17 +84,21 @@ if want check; then
 fi
 
 if want bench; then
-  CKPT=${MMH3_DIT_RANDOM:-/tmp/mmh3-dit-random-l$layers.safetensors}
-  [ "$layers" = 50 ] && [ -z "${MMH3_DIT_RANDOM:-}" ] && [ -f /tmp/mmh3-dit-full-random.safetensors ] &&
-    CKPT=/tmp/mmh3-dit-full-random.safetensors
+  CKPT=/tmp/mmh3-dit-random-l$layers.safetensors
+  [ "$layers" = 50 ] && CKPT=$DIT_CKPT
+  shape=(--layers "$layers"); geom=(--width 1344 --height 768 --frames 124 --text-rows 300)
+  [ "$dry" = 1 ] && CKPT=/tmp/mmh3-dry/dit-sp.safetensors shape=(--layers 2 --hidden 256 --heads 2 --ffn 512 --text-dim 256) \
+    geom=(--width 64 --height 64 --frames 22 --text-rows 16 --device cpu) gpus=1,2
+  device_wait_file "$CKPT" 300
   if [ ! -f "$CKPT" ]; then
-    step "random DiT in the real layout ($layers blocks, hidden 5376, 56x128 heads) → $CKPT"
-    timeout 420 "$B/bench/mmh3-bench-dit" --write-random "$CKPT" --layers "$layers" --write-only 2>&1 | tail -3
+    step "random DiT in the real layout (${shape[*]}) → $CKPT"
+    timeout 420 "$B/bench/mmh3-bench-dit" --write-random "$CKPT.part" "${shape[@]}" --write-only 2>&1 | tail -3
+    mv "$CKPT.part" "$CKPT" 2>/dev/null
     [ -f "$CKPT" ] || { note "FAIL: writing the random checkpoint"; finish 1; }
   fi
   step "sequence-parallel forward at 1344x768x124 (t2va, L=300), GPUs $gpus (of $ngpu)"
-  timeout 540 "$B/bench/mmh3-bench-sp" --checkpoint "$CKPT" --gpus "$gpus" --width 1344 --height 768 --frames 124 \
-      --text-rows 300 --warmup 1 --iters 2 2>&1 | tee "$OUT/bench_sp.txt"
+  timeout 540 "$B/bench/mmh3-bench-sp" --checkpoint "$CKPT" --gpus "$gpus" "${geom[@]}" \
+      --warmup 1 --iters 2 2>&1 | tee "$OUT/bench_sp.txt"
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || status=1
   while read -r line; do note "$line"; done < <(grep -E '^(RESULT|PASS|FAIL|SKIP)' "$OUT/bench_sp.txt")
@@ -104,13 +107,13 @@ if want bench; then
   note "table (gpus | s/forward | speed-up | efficiency | rel_l2 video) in bench_sp_table.md ($layers blocks)"
 fi
 if want placement; then
-  # The whole product through the real CLI (tests/device/engine.sh builds build-engine/ with a static
+  # The whole product through the real CLI (tests/device/engine.sh builds build-device/ with a static
   # FFmpeg and writes the full-size models): default placement (2+ GPUs: DiT on cuda:0, text encoder
   # and VAEs on cuda:1, hand-offs through mm_transfer), then --gpus N, final latents compared.
   step "placement: engine build + full-size models (tests/device/engine.sh --part build,gen)"
   timeout 900 bash tests/device/engine.sh --part build,gen >"$OUT/placement_engine_setup.log" 2>&1 ||
     { tail -20 "$OUT/placement_engine_setup.log"; note "FAIL: engine build/models (placement_engine_setup.log)"; finish 1; }
-  EB=$top/build-engine; M=${MODELS:-/tmp/mmh3-engine-models}
+  EB=$B; M=${MODELS:-/tmp/mmh3-engine-models}
   device_python "torch, safetensors"
   steps=${PLACEMENT_STEPS:-3}
   for g in 1 $(echo "$gpus" | tr ',' ' '); do

@@ -1,47 +1,51 @@
 #!/usr/bin/env bash
-# Issue 9 (DiT speed) on the GPU host, in one call of at most ~6 minutes:
+# Issue 9 (DiT speed) and the CUDA op tests on the GPU host, in one call of at most ~8 minutes.
+# Every part runs what `mmh3 generate` runs: no environment forces a kernel (the Hopper kernels
+# are used after their first-use self-checks; the "kernels in use" line of each forward and
+# `mmh3 check --json` say which).
 #
-#   build     configure (if build-device/ is not there yet) + make the programs below
-#   fa3       tests/unit/test_speed_attention: the FA3-style Hopper attention (bf16 and
-#             e4m3) against its CPU twin, 12 cases              → decides MMH3_DIT_ATTN=fa3
-#   qgemm     tests/unit/test_speed_qgemm: the Hopper int8 GEMM with the fused epilogue, bit
-#             for bit against the cuBLASLt path and the CPU twin → decides MMH3_DIT_GEMM=sm90;
-#             then bench/mmh3-bench-qgemm: the four linears at S=38010, both paths, timed
-#   kit       the DiT conformance kit with --device cuda through the fused CUDA block
-#             (dit_block_cuda.c: fused norm/quant, int8 GEMM + gated residual, q/k norm + RoPE)
-#   attn      bench/mmh3-bench-attn at S=38010, 56 heads: every attention kernel, timed,
-#             each checked against the first (sm80)
-#   forward   bench/mmh3-bench-dit at 1344x768x124 t2va L=300 on a random full-size
-#             checkpoint (written here if missing): exact then fast mode on the same
-#             request, fast-vs-exact velocity error, per-kernel breakdown of block 1
-#   ref       bench/reference/dit_ref.py (PyTorch, int8 _int_mm + SDPA) on the same GPU
-#   quality   bench/mmh3-bench-dit-quality: fast vs exact over a whole sampler run
-#             (per-step velocity error, final latent PSNR, decoded-frame PSNR through
-#             the kit's small video VAE) at 1344x768x22, 8 steps, full-size weights
-#   kernels   tests/unit/test_cuda_kernels (the CUDA helper's kernel tests; includes the
-#             fused RMSNorm+modulation+ConvRot case that hung in runs #2/#3)
-#   clips     (not in "all": ~4-5 min on its own) 10 s and 15 s clips at 1344x768 (243 and 362
-#             frames: S = 73,586 and 109,262): one forward each in exact and fast mode, peak
-#             memory, and the PyTorch reference at the same sizes; run it as
-#             `--part fa3,qgemm,clips --budget 330` so the verified kernels are selected
+#   build    build-device/ (lib.sh device_build; the session's prebuilt binaries when present)
+#   tests    the device tests, each under its own timeout (~70 s together):
+#              test_cuda_runtime     allocator, copies, events
+#              test_cuda_ops         every op vs its CPU twin (incl. the fused DiT ops)
+#              test_backend_twins    the engine foundation's op twins, CUDA half
+#              test_cuda_kernels     fused kernels + the sm90/sm90p/sm90pp attention with packed
+#                                    sequences (ragged, causal, GQA) vs double references
+#              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) and
+#                                    fast-qk vs the CPU model of their rounding, inside their error
+#                                    budget; the kernel-choice policy (self-checks, env overrides)
+#              test_speed_qgemm      the sm90 int8 GEMM, bit for bit vs cuBLASLt and the CPU
+#              mmh3 check --json     which kernels the product uses ("kernel_paths")
+#   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
+#   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p, fa3, fa3-fast,
+#            fa3-fastqk — time and rel_l2 against sm80                                 (~25 s)
+#   clip5    1344x768x124 (5 s, S=38,010): exact + fast forward (one warm-up each), the
+#            per-kernel breakdown of block 1, fast-vs-exact velocity error; the PyTorch
+#            reference (bench/reference/dit_ref.py, int8 _int_mm + SDPA), same size   (~95 s)
+#   quality  bench/mmh3-bench-dit-quality: fast vs exact over a sampler run (1344x768x22,
+#            8 steps; per-step velocity rel_l2, final latent PSNR, decoded-frame PSNR) (~40 s)
+#   clip10   1344x768x243 (10 s, S=73,586): exact + fast, one forward each; reference  (~75 s)
+#   clip15   1344x768x362 (15 s, S=109,262): the same                                 (~130 s)
+#   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, both GEMM paths   (~30 s)
 #
-#   here:    bash tests/device/prepare.sh
+#   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS]     carry [".carry"]
-#            (parts: build,fa3,qgemm,kit,attn,forward,ref,quality,kernels,clips; all = every part but clips)
+#            (all = build,tests,kit,attn,clip5,quality,clip10,clip15: ~460 s after the build)
+#            or through tests/device/session.sh (call 1), which writes the checkpoint meanwhile.
+#   CPU stand-in (here): MMH3_DEVICE_DRY=1 — the tests without MMH3_REQUIRE_GPU (they SKIP), the
+#            kit and the forwards on the CPU with a 2-block hidden-256 random DiT at 64x64.
 #
-# Every step runs under `timeout` (its own limit, cut to what is left of the
-# budget, default 350 s; steps that no longer fit are skipped and say so).
-# Progress lines "=== [Ns] step" and one ">>" line per result go to stdout;
-# full logs under $OUT (speed_*.txt); the summary is printed last and kept in
-# $OUT/summary_speed.txt.
+# The full-size random DiT ($DIT_CKPT, lib.sh) is written when missing (~30 s). Every step runs
+# under `timeout` (its own limit, cut to what is left of the budget, default 470 s; steps that no
+# longer fit are skipped and say so). Progress lines "=== [Ns] step" and one ">>" line per result
+# on stdout; logs in $OUT/speed_*.txt; the summary, with the clip table of the issue, is printed
+# last and kept in $OUT/summary_speed.txt.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
-OUT=${OUT:-$top/tests/out/device}
-mkdir -p "$OUT"
+. "$(dirname "$0")/lib.sh"
+device_summary speed summary_speed.txt
 
 part=all
-budget=350
+budget=470
 while [ $# -gt 0 ]; do
   case "$1" in
     --part) part=$2; shift 2 ;;
@@ -49,17 +53,8 @@ while [ $# -gt 0 ]; do
     *) echo "speed.sh: unknown argument $1"; exit 2 ;;
   esac
 done
-want() { { [ "$part" = all ] && [ "$1" != clips ]; } || [[ ",$part," == *",$1,"* ]]; }
+want() { { [ "$part" = all ] && [ "$1" != qgemm ]; } || [[ ",$part," == *",$1,"* ]]; }
 
-t0=$SECONDS
-step() { echo; echo "=== [$((SECONDS - t0))s] $*"; }
-summary=()
-note() { summary+=("$*"); echo ">> $*"; }
-finish() {
-  echo; echo "================ speed summary ($((SECONDS - t0)) s)"
-  printf '%s\n' "${summary[@]}" | tee "$OUT/summary_speed.txt"
-  exit "${1:-0}"
-}
 # limit SECONDS: the step's time limit within what is left of the budget (0: no time left)
 limit() {
   local left=$((budget - (SECONDS - t0)))
@@ -68,212 +63,201 @@ limit() {
   echo "$l"
 }
 skipped() { note "SKIP $1: out of time (budget ${budget}s)"; }
-# run NAME SECONDS LOG CMD...: under timeout, stdout+stderr into LOG and to our stdout
+# run NAME SECONDS LOG CMD...: under timeout, stdout+stderr into LOG
 run() {
   local name=$1 secs=$2 log=$3; shift 3
   timeout --kill-after=5 "$secs" "$@" >"$log" 2>&1
   local rc=$?
-  [ "$rc" = 124 ] || [ "$rc" = 137 ] && echo "TIMEOUT $name after ${secs}s" >>"$log"
+  { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && echo "TIMEOUT $name after ${secs}s" | tee -a "$log"
   return $rc
 }
+# field KEY FILE [PATTERN]: the value of KEY=... on the last RESULT line (matching PATTERN)
+field() {
+  awk -v k="$1" -v pat="${3:-}" '$1 == "RESULT" && (pat == "" || index($0, pat)) {
+    for (i = 2; i <= NF; i++) { n = index($i, "="); if (substr($i, 1, n - 1) == k) v = substr($i, n + 1) } }
+    END { print v }' "$2" 2>/dev/null
+}
+
+# Geometry: the release's canvas on the device; a tiny DiT at 64x64 for CPU stand-ins.
+W=1344 H=768 TEXT_ROWS=300 CLIP5=124 CLIP10=243 CLIP15=362 QSTEPS=8
+gen_shape=()
+if [ "$dry" = 1 ]; then
+  W=64 H=64 TEXT_ROWS=16 CLIP5=22 CLIP10=39 CLIP15=56 QSTEPS=3
+  gen_shape=(--layers 2 --hidden 256 --heads 2 --ffn 512 --text-dim 256)
+fi
 
 step "host"
 timeout 10 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 || true
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-PY=""
-for p in python3 /opt/torch/.venv/bin/python3; do
-  if timeout 30 "$p" -c 'import torch, safetensors' 2>/dev/null; then PY=$p; break; fi
-done
-echo "python with torch: ${PY:-none}"
+device_python "torch, safetensors"
+echo "python with torch: ${PY:-none}; device: $DEV"
 status=0
 
-B=$top/build-device
-BIN="mmh3 bench/mmh3-bench-dit bench/mmh3-bench-attn bench/mmh3-bench-qgemm bench/mmh3-bench-dit-quality tests/unit/test_speed_attention tests/unit/test_speed_qgemm tests/unit/test_cuda_kernels"
-step "dependencies, configure (if needed) and build: $BIN"
-P=/tmp/mmh3-deps
-if ls .carry/debs/*.deb >/dev/null 2>&1; then
-  mkdir -p "$P"; for d in .carry/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
-  LIBDIR=$P/usr/lib/x86_64-linux-gnu
-  export JANSSON_CFLAGS="-I$P/usr/include" JANSSON_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -ljansson"
-  export PCRE2_CFLAGS="-I$P/usr/include" PCRE2_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lpcre2-8"
-  export UTF8PROC_CFLAGS="-I$P/usr/include" UTF8PROC_LIBS="-L$LIBDIR -Wl,-rpath,$LIBDIR -lutf8proc"
-  export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  command -v make >/dev/null || export PATH="$PATH:$P/usr/bin"
-fi
-if want build || [ ! -x "$B/bench/mmh3-bench-dit" ]; then
-  if [ ! -f "$B/Makefile" ]; then
-    want_stamp=$(bash tests/device/autotools_stamp.sh 2>/dev/null || echo x)
-    have_stamp=$(cat .carry/autotools.stamp 2>/dev/null || echo none)
-    if [ -f .carry/autotools.tar.gz ] && [ "$want_stamp" = "$have_stamp" ]; then
-      tar -xzf .carry/autotools.tar.gz
-      touch aclocal.m4; sleep 1; touch configure config.h.in; sleep 1
-      find . -name Makefile.in -not -path './.carry/*' -exec touch {} +
-    elif command -v autoreconf >/dev/null; then
-      autoreconf -fi 2>&1 | tail -3
-    else
-      note "FAIL build: stale or missing .carry autotools outputs (run tests/device/prepare.sh here)"; finish 1
-    fi
-    mkdir -p "$B"
-    (cd "$B" && timeout 120 ../configure --with-cuda=yes --without-server --without-ffmpeg \
-        CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}" >"$OUT/speed_configure.txt" 2>&1) ||
-      { tail -30 "$OUT/speed_configure.txt"; note "FAIL configure"; finish 1; }
-  fi
-  secs=$(limit 240)
-  [ "$secs" -gt 0 ] || skipped build
-  if ! run build "$secs" "$OUT/speed_build.txt" make -C "$B" -j"$(nproc)" $BIN; then
-    grep -E -B2 -A6 'error|Error' "$OUT/speed_build.txt" | head -60; note "FAIL build (speed_build.txt)"; finish 1
-  fi
-  note "build ok ($((SECONDS - t0)) s)"
-fi
+BIN="mmh3 bench/mmh3-bench-dit bench/mmh3-bench-attn bench/mmh3-bench-qgemm bench/mmh3-bench-dit-quality
+  tests/unit/test_cuda_runtime tests/unit/test_cuda_ops tests/unit/test_backend_twins tests/unit/test_cuda_kernels
+  tests/unit/test_speed_attention tests/unit/test_speed_qgemm"
+step "build: $(echo $BIN)"
+# shellcheck disable=SC2086
+make_limit=$(limit 300) device_build speed $BIN || finish 1
+note "build ok ($((SECONDS - t0)) s)"
 
-fa3_ok=0
-if want fa3; then
-  step "fa3: Hopper attention vs its CPU twin (tests/unit/test_speed_attention)"
-  secs=$(limit 60)
-  [ "$secs" -gt 0 ] || skipped fa3
-  if [ "$secs" -gt 0 ]; then
-    run fa3 "$secs" "$OUT/speed_fa3.txt" env MMH3_REQUIRE_GPU=1 "$B/tests/unit/test_speed_attention"
-    rc=$?
-    grep -E '^(PASS|FAIL|SKIP)|rel_l2' "$OUT/speed_fa3.txt" | tail -30
-    p=$(grep -c '^PASS ' "$OUT/speed_fa3.txt"); f=$(grep -c '^FAIL ' "$OUT/speed_fa3.txt")
-    if [ "$rc" = 0 ] && [ "$f" = 0 ] && [ "$p" -gt 0 ]; then fa3_ok=1; fi
-    note "fa3 device test: $p passed, $f failed (exit $rc)$( [ $fa3_ok = 1 ] && echo ' -> MMH3_DIT_ATTN=fa3 for the forward')"
-    [ "$fa3_ok" = 1 ] || status=1
-  fi
-fi
-[ "$fa3_ok" = 1 ] && export MMH3_DIT_ATTN=fa3
+# devtest NAME SECONDS PROGRAM: a device test program, its PASS/FAIL count in the summary
+devtest() {
+  local name=$1 secs=$2 prog=$3 log="$OUT/speed_$1.txt"
+  secs=$(limit "$secs")
+  [ "$secs" -gt 0 ] || { skipped "$name"; return; }
+  local req=(MMH3_REQUIRE_GPU=1); [ "$dry" = 1 ] && req=() # (the tests read its presence, not its value)
+  run "$name" "$secs" "$log" env "${req[@]}" "$B/tests/unit/$prog"
+  local rc=$?
+  local p f s; p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP' "$log")
+  grep -E '^FAIL|TIMEOUT|^mmh3: ' "$log" | head -12
+  note "$prog: $p passed, $f failed, $s skipped (exit $rc)"
+  { [ "$rc" = 0 ] && [ "$f" = 0 ] && { [ "$p" -gt 0 ] || [ "$dry" = 1 ]; }; } || status=1
+}
 
-gemm_ok=0
-if want qgemm; then
-  step "qgemm: Hopper int8 GEMM + fused epilogue vs the cuBLASLt path (tests/unit/test_speed_qgemm)"
-  secs=$(limit 60)
-  [ "$secs" -gt 0 ] || skipped qgemm
+if want tests; then
+  step "tests: CUDA runtime, ops and kernels vs their twins; fa3 attention (exact, fast, fast-qk, policy); sm90 int8 GEMM; mmh3 check"
+  devtest runtime 60 test_cuda_runtime
+  devtest ops 120 test_cuda_ops
+  devtest twins 60 test_backend_twins
+  devtest kernels 90 test_cuda_kernels
+  grep -E 'attention path' "$OUT/speed_kernels.txt" | head -2
+  devtest fa3 120 test_speed_attention
+  grep -E '^  \.\. |rel_l2|default:' "$OUT/speed_fa3.txt" | tail -44
+  while read -r line; do note "fa3 $line"; done < <(grep -E '^     rel_l2 .* vs exact' "$OUT/speed_fa3.txt" | sed 's/^ *//')
+  devtest qgemm_test 60 test_speed_qgemm
+  secs=$(limit 40)
   if [ "$secs" -gt 0 ]; then
-    run qgemm "$secs" "$OUT/speed_qgemm.txt" env MMH3_REQUIRE_GPU=1 "$B/tests/unit/test_speed_qgemm"
-    rc=$?
-    grep -E '^(PASS|FAIL|SKIP)|differ' "$OUT/speed_qgemm.txt" | tail -20
-    p=$(grep -c '^PASS ' "$OUT/speed_qgemm.txt"); f=$(grep -c '^FAIL ' "$OUT/speed_qgemm.txt")
-    if [ "$rc" = 0 ] && [ "$f" = 0 ] && [ "$p" -gt 0 ]; then gemm_ok=1; fi
-    note "qgemm device test: $p passed, $f failed (exit $rc)$( [ $gemm_ok = 1 ] && echo ' -> MMH3_DIT_GEMM=sm90 for the forward')"
-    [ "$gemm_ok" = 1 ] || status=1
-  fi
-  secs=$(limit 60)
-  [ "$secs" -gt 0 ] || skipped qgemm-bench
-  if [ "$secs" -gt 0 ]; then
-    run qgemm-bench "$secs" "$OUT/speed_qgemm_bench.txt" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2
-    while read -r line; do note "$line"; done < <(grep '^QGEMM' "$OUT/speed_qgemm_bench.txt")
+    dev_arg=(--device cuda:0); [ "$dry" = 1 ] && dev_arg=(--device cpu)
+    run check "$secs" "$OUT/speed_check.txt" "$B/mmh3" check --json "${dev_arg[@]}" --models-path /nonexistent
+    paths=$(grep -o '"kernel_paths": *"[^"]*"' "$OUT/speed_check.txt" | sed 's/^"kernel_paths": *//')
+    note "mmh3 check kernel_paths: ${paths:-missing (see speed_check.txt)}"
+    [ -n "$paths" ] || grep -E '"kernels"|FAIL' "$OUT/speed_check.txt" | head -4
   fi
 fi
-[ "$gemm_ok" = 1 ] && export MMH3_DIT_GEMM=sm90
 
 if want kit; then
-  step "kit: DiT conformance on CUDA through the fused block"
+  step "kit: DiT conformance on $DEV, default path"
   secs=$(limit 90)
   [ "$secs" -gt 0 ] || skipped kit
   if [ "$secs" -gt 0 ]; then
-    run kit "$secs" "$OUT/speed_kit_cuda.txt" "$B/mmh3" conformance tests/data/dit --device cuda
+    run kit "$secs" "$OUT/speed_kit.txt" "$B/mmh3" conformance tests/data/dit --device "$DEV"
     rc=$?
-    note "kit --device cuda (fused path): $(grep -E 'passed|failed' "$OUT/speed_kit_cuda.txt" | tail -1) (exit $rc)"
-    grep '^FAIL' "$OUT/speed_kit_cuda.txt" | head -10
+    grep -E '^mmh3: ' "$OUT/speed_kit.txt" | head -6
+    note "DiT kit --device $DEV (default path): $(grep -E 'passed|failed' "$OUT/speed_kit.txt" | tail -1) (exit $rc)"
+    grep '^FAIL' "$OUT/speed_kit.txt" | head -10
     [ "$rc" = 0 ] || status=1
   fi
 fi
 
 if want attn; then
-  step "attn: every attention kernel at S=38010, 56 heads x 128"
+  step "attn: attention kernels at S=38010, 56 heads x 128"
   secs=$(limit 75)
-  [ "$secs" -gt 0 ] || skipped attn
-  if [ "$secs" -gt 0 ]; then
+  if [ "$dry" = 1 ]; then
+    note "SKIP attn: CUDA only (CPU stand-in run)"
+  elif [ "$secs" -gt 0 ]; then
     run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 2 \
-        --paths sm80,sm90p,sm90pp,fa3,fa3-nopp,fa3-e4m3
-    cat "$OUT/speed_attn.txt" | tail -12
+        --paths sm80,sm90p,fa3,fa3-fast,fa3-fastqk
     while read -r line; do note "$line"; done < <(grep '^ATTN' "$OUT/speed_attn.txt")
+  else
+    skipped attn
   fi
 fi
 
-CKPT=${MMH3_DIT_RANDOM:-/tmp/mmh3-dit-full-random.safetensors}
-if want forward; then
-  step "forward: 1344x768x124 t2va L=300, exact + fast, breakdown of block 1 (attention: ${MMH3_DIT_ATTN:-mm_attention}, int8 GEMM: ${MMH3_DIT_GEMM:-cublaslt})"
-  secs=$(limit 150)
-  [ "$secs" -gt 0 ] || skipped forward
-  if [ "$secs" -gt 0 ]; then
-    gen=(--checkpoint "$CKPT"); [ -f "$CKPT" ] || gen=(--write-random "$CKPT")
-    run forward "$secs" "$OUT/speed_forward.txt" "$B/bench/mmh3-bench-dit" "${gen[@]}" --device cuda --width 1344 \
-        --height 768 --frames 124 --text-rows 300 --warmup 1 --iters 1 --modes exact,fast --profile-block 1
-    rc=$?
-    grep -E '^(mode|forward|QUALITY|RESULT|BREAKDOWN|\(|  )' "$OUT/speed_forward.txt" | head -60
-    while read -r line; do note "$line"; done < <(grep -E '^(RESULT|QUALITY)' "$OUT/speed_forward.txt")
-    [ "$rc" = 0 ] || { note "FAIL forward (exit $rc, speed_forward.txt)"; status=1; }
-  fi
-fi
+CKPT=$DIT_CKPT
+# the random DiT: written here when missing (or being written by session.sh: wait for it)
+ckpt_ready() {
+  device_wait_file "$CKPT" "$(limit 120)" && return 0
+  local secs; secs=$(limit 180)
+  [ "$secs" -gt 0 ] || return 1
+  echo "writing $CKPT"
+  run write-ckpt "$secs" "$OUT/speed_write_ckpt.txt" "$B/bench/mmh3-bench-dit" --write-random "$CKPT.part" \
+      "${gen_shape[@]}" --write-only && mv "$CKPT.part" "$CKPT" && return 0
+  rm -f "$CKPT.part"; note "FAIL: writing $CKPT (speed_write_ckpt.txt)"; status=1; return 1
+}
 
-if want ref; then
-  step "ref: PyTorch reference forward (int8 _int_mm + SDPA) on the same GPU"
-  secs=$(limit 90)
-  [ "$secs" -gt 0 ] || skipped ref
+# clip NAME FRAMES MMH3_SECONDS REF_SECONDS WARMUP PROFILE: our forward (exact + fast) then the reference
+clip() {
+  local name=$1 frames=$2 warm=$5 prof=$6 secs
+  [ "$dry" = 1 ] && prof=-1
+  step "$name: ${W}x${H}x$frames t2va L=$TEXT_ROWS, exact + fast (warm-up $warm, breakdown of block $prof), then the PyTorch reference"
+  secs=$(limit "$3")
+  if [ "$secs" -gt 0 ] && ckpt_ready; then
+    secs=$(limit "$3")
+    run "$name" "$secs" "$OUT/speed_$name.txt" "$B/bench/mmh3-bench-dit" --checkpoint "$CKPT" --device "$DEV" \
+        --width "$W" --height "$H" --frames "$frames" --text-rows "$TEXT_ROWS" --warmup "$warm" --iters 1 \
+        --modes exact,fast --profile-block "$prof"
+    local rc=$?
+    grep -E '^(kernels in use|mode|forward \(|QUALITY|RESULT|BREAKDOWN|mmh3: )' "$OUT/speed_$name.txt" | head -20
+    [ "$prof" -ge 0 ] && grep -E '^  ' "$OUT/speed_$name.txt" | head -30
+    while read -r line; do note "$name: $line"; done < <(grep -E '^(RESULT|QUALITY|kernels in use)' "$OUT/speed_$name.txt")
+    [ "$rc" = 0 ] || { note "FAIL $name (exit $rc, speed_$name.txt)"; status=1; }
+  else
+    skipped "$name"
+  fi
+  secs=$(limit "$4")
   if [ "$secs" -gt 0 ] && [ -n "$PY" ]; then
-    run ref "$secs" "$OUT/speed_ref.txt" env PYTHONUNBUFFERED=1 "$PY" bench/reference/dit_ref.py --width 1344 \
-        --height 768 --frames 124 --text-rows 300 --linear int8 --warmup 1 --iters 1
-    tail -5 "$OUT/speed_ref.txt"
-    while read -r line; do note "$line"; done < <(grep '^RESULT' "$OUT/speed_ref.txt")
+    run "$name-ref" "$secs" "$OUT/speed_${name}_ref.txt" env PYTHONUNBUFFERED=1 "$PY" bench/reference/dit_ref.py \
+        --width "$W" --height "$H" --frames "$frames" --text-rows "$TEXT_ROWS" --linear int8 --warmup "$warm" --iters 1
+    tail -3 "$OUT/speed_${name}_ref.txt"
+    while read -r line; do note "$name: $line"; done < <(grep '^RESULT' "$OUT/speed_${name}_ref.txt")
   elif [ -z "$PY" ]; then
-    note "SKIP ref: no python with torch"
+    note "SKIP $name reference: no python with torch"
+  else
+    skipped "$name reference"
   fi
-fi
+}
+want clip5 && clip clip5 "$CLIP5" 150 90 1 1
 
 if want quality; then
-  step "quality: fast vs exact over a sampler run (1344x768x22, 8 steps, full-size random weights, kit VAE)"
+  step "quality: fast vs exact over a sampler run (${W}x${H}x22, $QSTEPS steps, random full-size weights, kit VAE)"
   secs=$(limit 70)
-  [ "$secs" -gt 0 ] || skipped quality
-  if [ "$secs" -gt 0 ] && [ -f "$CKPT" ]; then
+  if [ "$secs" -gt 0 ] && ckpt_ready; then
+    secs=$(limit 70)
     run quality "$secs" "$OUT/speed_quality.txt" "$B/bench/mmh3-bench-dit-quality" --checkpoint "$CKPT" \
-        --video-vae tests/data/vae/video_vae.safetensors --device cuda --width 1344 --height 768 --frames 22 \
-        --text-rows 300 --steps 8 --seed 42
+        --video-vae tests/data/vae/video_vae.safetensors --device "$DEV" --width "$W" --height "$H" --frames 22 \
+        --text-rows "$TEXT_ROWS" --steps "$QSTEPS" --seed 42
+    rc=$?
     grep -E '^(quality|QUALITY|RESULT|FAIL)' "$OUT/speed_quality.txt" | tail -14
     while read -r line; do note "$line"; done < <(grep -E '^(QUALITY final|RESULT)' "$OUT/speed_quality.txt")
+    [ "$rc" = 0 ] || { note "FAIL quality (exit $rc, speed_quality.txt)"; status=1; }
+  else
+    skipped quality
   fi
 fi
 
-if want kernels; then
-  step "kernels: tests/unit/test_cuda_kernels (fused ConvRot case fixed here; Hopper attention variants)"
-  secs=$(limit 90)
-  [ "$secs" -gt 0 ] || skipped kernels
-  if [ "$secs" -gt 0 ]; then
-    run kernels "$secs" "$OUT/speed_kernels.txt" env MMH3_REQUIRE_GPU=1 "$B/tests/unit/test_cuda_kernels"
-    rc=$?
-    note "test_cuda_kernels: $(grep -c '^PASS' "$OUT/speed_kernels.txt") passed, $(grep -c '^FAIL' "$OUT/speed_kernels.txt") failed (exit $rc)"
-    grep -E '^FAIL|TIMEOUT' "$OUT/speed_kernels.txt" | head -8
+want clip10 && clip clip10 "$CLIP10" 80 75 0 -1
+want clip15 && clip clip15 "$CLIP15" 130 120 0 -1
+
+if want qgemm; then
+  step "qgemm: the four int8 linears at S=38010, cuBLASLt + epilogue vs sm90 fused"
+  secs=$(limit 60)
+  if [ "$dry" = 1 ]; then
+    note "SKIP qgemm: CUDA only (CPU stand-in run)"
+  elif [ "$secs" -gt 0 ]; then
+    run qgemm "$secs" "$OUT/speed_qgemm_bench.txt" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2
+    while read -r line; do note "$line"; done < <(grep '^QGEMM' "$OUT/speed_qgemm_bench.txt")
+  else
+    skipped qgemm
   fi
 fi
 
-if want clips; then
-  for frames in 243 362; do
-    step "clips: 1344x768x$frames t2va L=300, one forward exact + fast (attention: ${MMH3_DIT_ATTN:-mm_attention}, int8 GEMM: ${MMH3_DIT_GEMM:-cublaslt})"
-    secs=$(limit 150)
-    [ "$secs" -gt 0 ] || skipped "clips $frames"
-    if [ "$secs" -gt 0 ]; then
-      gen=(--checkpoint "$CKPT"); [ -f "$CKPT" ] || gen=(--write-random "$CKPT")
-      run "clips-$frames" "$secs" "$OUT/speed_clip_$frames.txt" "$B/bench/mmh3-bench-dit" "${gen[@]}" --device cuda \
-          --width 1344 --height 768 --frames "$frames" --text-rows 300 --warmup 0 --iters 1 --modes exact,fast \
-          --profile-block -1
-      while read -r line; do note "frames $frames: $line"; done < <(grep -E '^(RESULT|QUALITY)' "$OUT/speed_clip_$frames.txt")
-    fi
-    secs=$(limit 120)
-    if [ "$secs" -gt 0 ] && [ -n "$PY" ]; then
-      run "clips-ref-$frames" "$secs" "$OUT/speed_clip_ref_$frames.txt" env PYTHONUNBUFFERED=1 "$PY" \
-          bench/reference/dit_ref.py --width 1344 --height 768 --frames "$frames" --text-rows 300 --linear int8 \
-          --warmup 0 --iters 1
-      while read -r line; do note "frames $frames: $line"; done < <(grep -E '^RESULT' "$OUT/speed_clip_ref_$frames.txt")
-    fi
-  done
-fi
-
-# ratios: PyTorch s/forward / mmh3 s/forward (> 1: mmh3 faster)
-if [ -f "$OUT/speed_forward.txt" ] && [ -f "$OUT/speed_ref.txt" ]; then
-  torch=$(awk '$1 == "RESULT" { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "s_per_forward") print kv[2] } }' "$OUT/speed_ref.txt" | tail -1)
-  while read -r mode secs; do
-    [ -n "$torch" ] && [ -n "$secs" ] && note "$(awk -v t="$torch" -v s="$secs" -v m="$mode" 'BEGIN { printf "ratio torch/mmh3 (%s): %.2fx (%.3f s vs %.3f s per forward)", m, t / s, t, s }')"
-  done < <(awk '$1 == "RESULT" && $2 == "mmh3" { m = ""; s = ""; for (i = 3; i <= NF; i++) { split($i, kv, "=");
-             if (kv[1] == "mode") m = kv[2]; if (kv[1] == "s_per_forward") s = kv[2] } print m, s }' "$OUT/speed_forward.txt")
+# The issue's table: per clip, s/forward exact and fast, the reference, ratios, TFLOP/s, peak memory.
+table=()
+for c in clip5:$CLIP5 clip10:$CLIP10 clip15:$CLIP15; do
+  name=${c%%:*}; frames=${c#*:}; f="$OUT/speed_$name.txt"; r="$OUT/speed_${name}_ref.txt"
+  [ -f "$f" ] || [ -f "$r" ] || continue
+  ex=$(field s_per_forward "$f" mode=exact); fa=$(field s_per_forward "$f" mode=fast); to=$(field s_per_forward "$r")
+  row=$(awk -v n="$name" -v fr="$frames" -v s="$(field rows "$f" mode=exact)" -v ex="$ex" -v fa="$fa" -v to="$to" \
+      -v tex="$(field tflops "$f" mode=exact)" -v tfa="$(field tflops "$f" mode=fast)" -v tto="$(field tflops "$r")" \
+      -v pex="$(field peak_gib "$f" mode=exact)" -v pfa="$(field peak_gib "$f" mode=fast)" -v pto="$(field peak_gib "$r")" \
+      'function q(x) { return x == "" ? "-" : x }
+       function ratio(t, m) { return (t == "" || m == "" || m == 0) ? "-" : sprintf("%.2fx", t / m) }
+       BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s |", n, fr, q(s), q(ex), q(fa),
+               q(to), ratio(to, ex), ratio(to, fa), q(tex), q(tfa), q(tto), q(pex), q(pfa), q(pto) }')
+  table+=("$row")
+done
+if [ ${#table[@]} -gt 0 ]; then
+  note "| clip | frames | S | exact s | fast s | torch s | torch/exact | torch/fast | TFLOP/s exact/fast/torch | peak GiB exact/fast/torch |"
+  for row in "${table[@]}"; do note "$row"; done
 fi
 finish $status
