@@ -20,6 +20,21 @@ static void summarize(mm_placement *p)
              p->te_swapped ? " (text encoder freed before the DiT loads)" : "");
 }
 
+/* Two DiTs + work on the DiT's GPU, plus the text encoder and VAEs when they
+ * share it. */
+static bool both_dits_fit(const mm_placement_in *in, const mm_placement *p, uint64_t work)
+{
+    if (p->dit.kind == MM_DEVICE_CPU)
+        return true;
+    uint64_t have = p->dit.index >= 0 && p->dit.index < 16 ? in->gpu_total[p->dit.index] : 0;
+    uint64_t need = 2 * in->dit_bytes + work;
+    if (mm_device_eq(p->text_encoder, p->dit))
+        need += in->te_bytes;
+    if (mm_device_eq(p->vae, p->dit))
+        need += in->vae_bytes;
+    return have && need <= have;
+}
+
 int mm_placement_choose(const mm_placement_in *in, mm_placement *out, mm_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -64,6 +79,7 @@ int mm_placement_choose(const mm_placement_in *in, mm_placement *out, mm_error *
         snprintf(out->reason + u, sizeof out->reason - u, "; --te-device %s moves the text encoder and VAEs",
                  in->te_device);
     }
+    out->both_dits_fit = both_dits_fit(in, out, work);
     summarize(out);
     return 0;
 }

@@ -8,7 +8,11 @@
  *                     is freed before the DiT loads (each request re-loads it);
  *   no GPU / --device cpu: everything on the CPU.
  * An explicit device pins every part there; an explicit text-encoder device
- * moves the text encoder (and the VAEs with it) there. */
+ * moves the text encoder (and the VAEs with it) there.
+ *
+ * Both partitions' DiTs (fl2va and ref2va) stay resident together only where
+ * they fit beside whatever shares their GPU and the working memory; otherwise
+ * loading one frees the other. */
 #ifndef MMH3_BACKEND_PLACEMENT_H
 #define MMH3_BACKEND_PLACEMENT_H
 
@@ -22,7 +26,7 @@
 typedef struct mm_placement_in {
     int n_gpus;
     uint64_t gpu_total[16]; /* bytes per GPU; 0 = unknown (assumed to fit) */
-    uint64_t dit_bytes, te_bytes, vae_bytes; /* resident weights */
+    uint64_t dit_bytes, te_bytes, vae_bytes; /* resident weights (dit_bytes: one partition's DiT) */
     uint64_t work_bytes;    /* activations + scratch at the largest request (0 = 16 GiB) */
     const char *device;     /* NULL/"auto", "cpu", "cuda", "cuda:N" */
     const char *te_device;  /* NULL/"auto" or a device */
@@ -31,6 +35,7 @@ typedef struct mm_placement_in {
 typedef struct mm_placement {
     mm_device dit, text_encoder, vae;
     bool te_swapped; /* one GPU that cannot hold everything: the TE is freed before the DiT loads */
+    bool both_dits_fit; /* fl2va and ref2va DiTs resident at once (always on the CPU; never on a GPU of unknown size) */
     char summary[256]; /* "dit=cuda:0 text_encoder=cuda:1 vae=cuda:1" (+ " (text encoder freed before the DiT)") */
     char reason[256];  /* why, in a sentence */
 } mm_placement;

@@ -27,6 +27,7 @@
 
 #include "cli/commands.h"
 #include "backend/device.h"
+#include "cli/engine_flags.h"
 #include "cli/generate_progress.h"
 #include "engine/engines.h"
 #include "engine/request_rules.h"
@@ -67,27 +68,18 @@ static void usage(FILE *f)
             "      --crf N              %s\n"
             "      --preset P           x264 preset (default medium)\n"
             "      --frames-dir DIR     also write every frame as DIR/frame_NNNNN.png\n"
-            "devices and weights\n"
-            "      --device DEV         cpu, cuda, cuda:N: every part there (default: automatic placement)\n"
-            "      --te-device DEV      the text encoder and the VAEs there\n"
-            "      --offload            load the text encoder and VAEs per use and free them after\n"
-            "      --dtype bf16         compute dtype of the DiT's residual stream (bf16, the checkpoint's)\n"
-            "      --threads N          CPU worker threads (default: one per core)\n"
-            "      --gpus N             the DiT sequence-parallel over N GPUs from its device (H3: 1, 2, 4, 7, 8)\n"
-            "      --ref-kv-cache       ref2va: reuse the reference rows' K/V after the first forward\n"
-            "      --ref-short-edge N   ref2va picture short edge (default 2048, the reference's)\n"
-            "      --ref-video-short-edge N  ref2va video canvas short edge (default 768)\n"
-            "      --models-path DIR    checkpoint folder ($MODELS_PATH layout)\n"
-            "      --dit-path F, --text-encoder-path F, --video-vae-path F, --audio-vae-path F, --config-path D\n"
-            "      --allow-download     fetch missing files from the Hugging Face hub\n"
+            "devices and weights (the same flags as mmh3 worker and mmh3 serve)\n",
+            MM_ACCEPT_FRAMES, MM_ACCEPT_SECONDS, MM_ACCEPT_DIM, MM_ACCEPT_SIZE, MM_ACCEPT_STEPS, MM_ACCEPT_SEED,
+            MM_ACCEPT_CRF);
+    mm_engine_flags_usage(f, MM_ENGINE_CMD_GENERATE, 6, 27);
+    fprintf(f,
+            "      --dit-path F         the DiT file of this run's partition\n"
             "messages\n"
             "  -v, --verbose            engine events (files found, loads, cache hits)\n"
             "  -q, --quiet              errors only\n"
             "      --plain              plain progress lines even on a terminal\n"
             "      --dump-layout FILE   write the packed DiT layout (safetensors) for inspection\n"
-            "      --dump-latents FILE  write the final target rows (safetensors) to compare runs\n",
-            MM_ACCEPT_FRAMES, MM_ACCEPT_SECONDS, MM_ACCEPT_DIM, MM_ACCEPT_SIZE, MM_ACCEPT_STEPS, MM_ACCEPT_SEED,
-            MM_ACCEPT_CRF);
+            "      --dump-latents FILE  write the final target rows (safetensors) to compare runs\n");
 }
 
 static int bad(const char *flag, const char *value, const char *problem, const char *accepted)
@@ -233,15 +225,13 @@ static mm_device dit_device(const char *device)
 
 enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
-    O_PRESET, O_FRAMES_DIR, O_DEVICE, O_TE_DEVICE, O_OFFLOAD, O_DTYPE, O_THREADS, O_REF_KV, O_NO_REF_KV, O_REF_EDGE,
-    O_REF_VIDEO_EDGE, O_MODELS, O_DIT, O_TE, O_VVAE, O_AVAE, O_CONFIG, O_DOWNLOAD, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS,
-    O_GPUS, O_FAST,
+    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST,
 };
 
 int mm_cmd_generate(int argc, char **argv)
 {
     double t_start = mm_timing_now();
-    static const struct option opts[] = {
+    static const struct option own[] = {
         {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},
         {"out", required_argument, 0, 'o'},
@@ -261,34 +251,21 @@ int mm_cmd_generate(int argc, char **argv)
         {"crf", required_argument, 0, O_CRF},
         {"preset", required_argument, 0, O_PRESET},
         {"frames-dir", required_argument, 0, O_FRAMES_DIR},
-        {"device", required_argument, 0, O_DEVICE},
-        {"te-device", required_argument, 0, O_TE_DEVICE},
-        {"offload", no_argument, 0, O_OFFLOAD},
-        {"dtype", required_argument, 0, O_DTYPE},
-        {"threads", required_argument, 0, O_THREADS},
-        {"gpus", required_argument, 0, O_GPUS},
-        {"ref-kv-cache", no_argument, 0, O_REF_KV},
-        {"no-ref-kv-cache", no_argument, 0, O_NO_REF_KV},
-        {"ref-short-edge", required_argument, 0, O_REF_EDGE},
-        {"ref-video-short-edge", required_argument, 0, O_REF_VIDEO_EDGE},
-        {"models-path", required_argument, 0, O_MODELS},
         {"dit-path", required_argument, 0, O_DIT},
-        {"text-encoder-path", required_argument, 0, O_TE},
-        {"video-vae-path", required_argument, 0, O_VVAE},
-        {"audio-vae-path", required_argument, 0, O_AVAE},
-        {"config-path", required_argument, 0, O_CONFIG},
-        {"allow-download", no_argument, 0, O_DOWNLOAD},
         {"verbose", no_argument, 0, 'v'},
         {"quiet", no_argument, 0, 'q'},
         {"plain", no_argument, 0, O_PLAIN},
         {"dump-layout", required_argument, 0, O_DUMP_LAYOUT},
         {"dump-latents", required_argument, 0, O_DUMP_LATENTS},
         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
     };
+    struct option opts[sizeof own / sizeof own[0] + MM_ENGINE_FLAGS_MAX + 1];
+    int n_opts = (int)(sizeof own / sizeof own[0]);
+    memcpy(opts, own, sizeof own);
+    mm_engine_flags_options(MM_ENGINE_CMD_GENERATE, opts, &n_opts);
     const char *prompt_arg = NULL, *file_arg = NULL, *out_arg = NULL, *last_image = NULL, *partition = NULL;
     const char *frames_arg = NULL, *seconds_arg = NULL, *width_arg = NULL, *height_arg = NULL, *size_arg = NULL;
-    const char *seed_arg = NULL, *preset = MM_PRESET_DEFAULT, *frames_dir = NULL, *dtype = "bf16";
+    const char *seed_arg = NULL, *preset = MM_PRESET_DEFAULT, *frames_dir = NULL, *dit_path = NULL;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
@@ -296,10 +273,10 @@ int mm_cmd_generate(int argc, char **argv)
     mm_engine_options eo;
     mm_engine_options_defaults(&eo);
     long long v;
-    int c;
+    int c, li = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:f:o:i:s:vqh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":p:f:o:i:s:vqh", opts, &li)) != -1) {
         switch (c) {
         case 'p':
             if (prompt_arg)
@@ -356,67 +333,41 @@ int mm_cmd_generate(int argc, char **argv)
             preset = optarg;
             break;
         case O_FRAMES_DIR: frames_dir = optarg; break;
-        case O_DEVICE:
-        case O_TE_DEVICE: {
-            mm_device d;
-            mm_error e = {{0}};
-            if (strcmp(optarg, "auto") != 0 && mm_device_parse(optarg, &d, &e) != 0)
-                return bad(c == O_DEVICE ? "--device" : "--te-device", optarg, e.msg, "auto, cpu, cuda, cuda:N");
-            *(c == O_DEVICE ? &eo.device : &eo.te_device) = optarg;
-            break;
-        }
-        case O_OFFLOAD: eo.offload = true; break;
-        case O_DTYPE:
-            if (strcmp(optarg, "bf16") != 0)
-                return bad("--dtype", optarg, "not available for the int8 ConvRot checkpoints",
-                           "bf16 (the released DiT computes in bf16 with int8 weights)");
-            dtype = optarg;
-            break;
-        case O_THREADS:
-            if (!parse_ll(optarg, &v) || v < 1 || v > 1024)
-                return bad("--threads", optarg, "out of range", "integer 1..1024");
-            eo.threads = (int)v;
-            break;
-        case O_GPUS:
-            if (!parse_ll(optarg, &v) || v < 1 || v > 64)
-                return bad("--gpus", optarg, "out of range",
-                           "1..64 GPUs dividing the DiT's head count (H3: 1, 2, 4, 7, 8)");
-            eo.gpus = (int)v;
-            break;
-        case O_REF_KV: eo.ref_kv_cache = true; break;
-        case O_NO_REF_KV: eo.ref_kv_cache = false; break;
-        case O_REF_EDGE:
-        case O_REF_VIDEO_EDGE:
-            if (!parse_ll(optarg, &v) || v < 64 || v > 4096 || v % 32)
-                return bad(c == O_REF_EDGE ? "--ref-short-edge" : "--ref-video-short-edge", optarg, "out of range",
-                           "a multiple of 32 in 64..4096");
-            *(c == O_REF_EDGE ? &eo.ref_image_short_edge : &eo.ref_video_short_edge) = (int)v;
-            break;
-        case O_MODELS: eo.checkpoints = optarg; break;
-        case O_DIT: eo.paths[MM_COMP_DIT_FL2VA] = optarg; break; /* moved to the partition's slot below */
-        case O_TE: eo.paths[MM_COMP_TEXT_ENCODER] = optarg; break;
-        case O_VVAE: eo.paths[MM_COMP_VIDEO_VAE] = optarg; break;
-        case O_AVAE: eo.paths[MM_COMP_AUDIO_VAE] = optarg; break;
-        case O_CONFIG: eo.paths[MM_COMP_CONFIG] = optarg; break;
-        case O_DOWNLOAD: eo.allow_download = true; break;
+        case O_DIT: dit_path = optarg; break;
         case 'v': verbosity = 2; break;
         case 'q': verbosity = 0; break;
         case O_PLAIN: plain_lines = true; break;
-        case O_DUMP_LAYOUT: eo.layout_dump = optarg; break;
-        case O_DUMP_LATENTS: eo.latents_dump = optarg; break;
+        case O_DUMP_LAYOUT: eo.h3.layout_dump = optarg; break;
+        case O_DUMP_LATENTS: eo.h3.latents_dump = optarg; break;
         case 'h': usage(stdout); return 0;
         case ':':
             fprintf(stderr, PROG ": %s needs a value\n", argv[optind - 1]);
             return 2;
-        default:
-            fprintf(stderr, PROG ": unknown option '%s' (see mmh3 generate --help)\n", argv[optind - 1]);
-            return 2;
+        default: {
+            mm_error e = {{0}};
+            if (!mm_engine_flags_owns(c)) {
+                fprintf(stderr, PROG ": unknown option '%s' (see mmh3 generate --help)\n", argv[optind - 1]);
+                return 2;
+            }
+            if (mm_engine_flags_apply(c, opts[li].name, optarg, &eo, &e) != 0) {
+                fprintf(stderr, PROG ": %s\n", e.msg);
+                return 2;
+            }
+            break;
+        }
         }
     }
-    (void)dtype;
     if (optind < argc) {
         fprintf(stderr, PROG ": unexpected argument '%s' (the prompt goes after -p)\n", argv[optind]);
         return 2;
+    }
+
+    {
+        mm_error e = {{0}};
+        if (mm_engine_flags_finish(&eo, &e) != 0) {
+            fprintf(stderr, PROG ": %s\n", e.msg);
+            return 2;
+        }
     }
 
     /* ---- exclusive flags */
@@ -528,10 +479,8 @@ int mm_cmd_generate(int argc, char **argv)
             ref_h = info.height;
         }
     }
-    if (strcmp(partition, "ref2va") == 0 && eo.paths[MM_COMP_DIT_FL2VA]) {
-        eo.paths[MM_COMP_DIT_REF2VA] = eo.paths[MM_COMP_DIT_FL2VA];
-        eo.paths[MM_COMP_DIT_FL2VA] = NULL;
-    }
+    if (dit_path)
+        eo.h3.checkpoints.override[strcmp(partition, "ref2va") == 0 ? MM_COMP_DIT_REF2VA : MM_COMP_DIT_FL2VA] = dit_path;
 
     /* ---- length and canvas */
     int frames = MM_FRAMES_DEFAULT;
@@ -628,7 +577,7 @@ int mm_cmd_generate(int argc, char **argv)
     mm_progress_mode mode = verbosity == 0                          ? MM_PROGRESS_QUIET
                             : (!plain_lines && isatty(STDERR_FILENO)) ? MM_PROGRESS_BARS
                                                                     : MM_PROGRESS_PLAIN;
-    mm_progress_view_init(&view.view, mode, stderr, dit_device(eo.device), t_start);
+    mm_progress_view_init(&view.view, mode, stderr, dit_device(eo.h3.device), t_start);
     for (int i = 0; i < notes.n && verbosity > 0; i++)
         fprintf(stderr, PROG ": warning: %s\n", notes.msg[i]);
     if (verbosity > 0)
@@ -636,8 +585,8 @@ int mm_cmd_generate(int argc, char **argv)
                 req.height, frames, frames / (double)MM_FPS, steps, (unsigned long long)seed,
                 no_audio ? ", no audio" : "", fast ? ", fast mode" : "", out_arg);
     if (verbosity > 1) {
-        eo.log = on_log;
-        eo.log_user = &view;
+        eo.h3.log = on_log;
+        eo.h3.log_user = &view;
     }
 
     /* ---- the engine */

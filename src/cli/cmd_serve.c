@@ -13,6 +13,7 @@
 #include "queue/log.h"
 #include "oxen/agent.h"
 #include "backend/device.h"
+#include "cli/engine_flags.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out)
@@ -29,17 +30,17 @@ static void usage(FILE *out)
             "  --mock              the mock engine (FFmpeg test pattern; no weights, no GPU)\n"
             "  --mock-seconds S    mock engine: wall time of one job (default 5)\n"
             "  --no-worker         no local worker (workers on other hosts share the database)\n"
-            "  --checkpoints DIR   real engine: the checkpoint folder\n"
-            "  --device DEV        real engine: device placement\n"
-            "  --preload           load the model at start\n"
-            "  --gpu-workers N|all one worker per GPU (worker i on cuda:i), all claiming from the same queue\n"
-            "  --gpus N            each worker's DiT sequence-parallel over N GPUs (with --gpu-workers:\n"
-            "                      worker i on cuda:i*N..i*N+N-1)\n"
+            "  --gpu-workers N|all one worker per GPU (worker i on cuda:i), all claiming from the same queue;\n"
+            "                      with --gpus N each worker's DiT spans GPUs cuda:i*N..i*N+N-1\n"
             "  --web DIR           (or --web-root) the built web app (default: next to the binary, else the installed one)\n"
             "  --threads N         FastCGI request threads (default 16)\n"
             "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
             "  --lease S           seconds without a worker heartbeat before its job is recovered (default 30)\n"
             "  --upload-mb N       largest upload request (default 200)\n"
+            "\n"
+            "The real engine, passed on to every worker (the same flags as mmh3 generate and mmh3 worker):\n");
+    mm_engine_flags_usage(out, MM_ENGINE_CMD_SERVE, 2, 22);
+    fprintf(out,
             "\n"
             "Request safety (docs/SECURITY.md):\n"
             "  --auth auto|on|off  access tokens: auto (default) requires them unless --listen is loopback;\n"
@@ -82,17 +83,15 @@ int mm_cmd_serve(int argc, char **argv)
     if (o.db_url && !*o.db_url)
         o.db_url = NULL;
     enum {
-        O_LISTEN = 256, O_OUTPUTS, O_DB, O_MOCK, O_MOCK_SECONDS, O_NO_WORKER, O_CKPT, O_DEVICE, O_PRELOAD, O_WEB,
-        O_THREADS, O_ATTEMPTS, O_LEASE, O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE, O_RATE_ENQUEUE,
-        O_RATE_UPLOAD, O_MAX_QUEUED,
-        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT, O_GPU_WORKERS, O_GPUS
+        O_LISTEN = 256, O_OUTPUTS, O_DB, O_MOCK, O_MOCK_SECONDS, O_NO_WORKER, O_WEB, O_THREADS, O_ATTEMPTS, O_LEASE,
+        O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE, O_RATE_ENQUEUE, O_RATE_UPLOAD, O_MAX_QUEUED, O_OXEN_REMOTE,
+        O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT, O_GPU_WORKERS
     };
-    static const struct option opts[] = {
+    static const struct option own[] = {
         {"listen", required_argument, 0, O_LISTEN},   {"outputs", required_argument, 0, O_OUTPUTS},
         {"db", required_argument, 0, O_DB},           {"mock", no_argument, 0, O_MOCK},
         {"mock-seconds", required_argument, 0, O_MOCK_SECONDS},
-        {"no-worker", no_argument, 0, O_NO_WORKER},   {"checkpoints", required_argument, 0, O_CKPT},
-        {"device", required_argument, 0, O_DEVICE},   {"preload", no_argument, 0, O_PRELOAD},
+        {"no-worker", no_argument, 0, O_NO_WORKER},
         {"web", required_argument, 0, O_WEB},         {"web-root", required_argument, 0, O_WEB},         {"threads", required_argument, 0, O_THREADS},
         {"max-attempts", required_argument, 0, O_ATTEMPTS}, {"lease", required_argument, 0, O_LEASE},
         {"upload-mb", required_argument, 0, O_UPLOAD}, {"help", no_argument, 0, 'h'},
@@ -104,13 +103,20 @@ int mm_cmd_serve(int argc, char **argv)
         {"oxen-remote", required_argument, 0, O_OXEN_REMOTE}, {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
         {"oxen-model", required_argument, 0, O_OXEN_MODEL},   {"oxen-poll", required_argument, 0, O_OXEN_POLL},
         {"oxen-timeout", required_argument, 0, O_OXEN_TIMEOUT},
-        {"gpu-workers", required_argument, 0, O_GPU_WORKERS}, {"gpus", required_argument, 0, O_GPUS},
-        {0, 0, 0, 0},
+        {"gpu-workers", required_argument, 0, O_GPU_WORKERS},
     };
-    int c;
+    struct option opts[sizeof own / sizeof own[0] + MM_ENGINE_FLAGS_MAX + 1];
+    int n_opts = (int)(sizeof own / sizeof own[0]);
+    memcpy(opts, own, sizeof own);
+    mm_engine_flags_options(MM_ENGINE_CMD_SERVE, opts, &n_opts);
+    mm_engine_options eo; /* the engine flags, checked here rather than in a restarting worker */
+    mm_engine_options_defaults(&eo);
+    mm_error err = {{0}};
+    int c, li = 0;
     char *end;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
         switch (c) {
         case O_LISTEN: o.listen = optarg; break;
         case O_OUTPUTS: o.outputs = optarg; break;
@@ -124,9 +130,6 @@ int mm_cmd_serve(int argc, char **argv)
             }
             break;
         case O_NO_WORKER: o.worker = false; break;
-        case O_CKPT: o.checkpoints = optarg; break;
-        case O_DEVICE: o.device = optarg; break;
-        case O_PRELOAD: o.preload = true; break;
         case O_GPU_WORKERS:
             if (strcmp(optarg, "all") == 0) {
                 o.gpu_workers = mm_cuda_device_count();
@@ -139,14 +142,6 @@ int mm_cmd_serve(int argc, char **argv)
             o.gpu_workers = (int)strtol(optarg, &end, 10);
             if (*end || o.gpu_workers < 1 || o.gpu_workers > 16) {
                 fprintf(stderr, "mmh3 serve: --gpu-workers %s: accepted: 1..16 or all\n", optarg);
-                return 2;
-            }
-            break;
-        case O_GPUS:
-            o.gpus = (int)strtol(optarg, &end, 10);
-            if (*end || o.gpus < 1 || o.gpus > 64) {
-                fprintf(stderr, "mmh3 serve: --gpus %s: accepted: 1..64 GPUs dividing the DiT's head count "
-                                "(H3: 1, 2, 4, 7, 8)\n", optarg);
                 return 2;
             }
             break;
@@ -211,8 +206,36 @@ int mm_cmd_serve(int argc, char **argv)
         case O_OXEN_POLL: setenv("MMH3_OXEN_POLL", optarg, 1); break;
         case O_OXEN_TIMEOUT: setenv("MMH3_OXEN_TIMEOUT", optarg, 1); break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case ':':
+            fprintf(stderr, "mmh3 serve: %s needs a value\n", argv[optind - 1]);
+            return 2;
+        default:
+            if (!mm_engine_flags_owns(c)) {
+                fprintf(stderr, "mmh3 serve: unknown option '%s' (see mmh3 serve --help)\n", argv[optind - 1]);
+                return 2;
+            }
+            if (mm_engine_flags_apply(c, opts[li].name, optarg, &eo, &err) < 0) {
+                fprintf(stderr, "mmh3 serve: %s\n", err.msg);
+                return 2;
+            }
+            if (c == MM_EF_GPUS) { /* serve's own: per worker, with --gpu-workers */
+                o.gpus = eo.h3.gpus;
+                break;
+            }
+            if (o.n_engine_args + 2 > MM_SERVE_ENGINE_ARGS) {
+                fprintf(stderr, "mmh3 serve: %s: too many engine flags; accepted: at most %d values\n",
+                        argv[optind - 1], MM_SERVE_ENGINE_ARGS);
+                return 2;
+            }
+            o.engine_args[o.n_engine_args++] = mm_engine_flags_name(c);
+            if (mm_engine_flags_has_value(c))
+                o.engine_args[o.n_engine_args++] = optarg;
+            break;
         }
+    }
+    if (mm_engine_flags_finish(&eo, &err) < 0) {
+        fprintf(stderr, "mmh3 serve: %s\n", err.msg);
+        return 2;
     }
     if (optind < argc) {
         fprintf(stderr, "mmh3 serve: unexpected argument '%s'\n", argv[optind]);
@@ -229,7 +252,6 @@ int mm_cmd_serve(int argc, char **argv)
         }
     }
     mm_log_init("serve");
-    mm_error err = {{0}};
     if (mm_serve_run(&o, &err) < 0) {
         mm_log("%s", err.msg);
         return 1;

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 
 #ifdef MMH3_HAVE_SERVER
+#include "cli/engine_flags.h"
 #include "queue/db.h"
 #include "queue/log.h"
 #include "queue/worker.h"
@@ -26,13 +27,14 @@ static void usage(FILE *out)
             "  --outputs DIR       outputs folder shared with the API (default $MMH3_OUTPUTS, else ./outputs)\n"
             "  --mock              use the mock engine (FFmpeg test pattern; no weights, no GPU)\n"
             "  --mock-seconds S    mock engine: wall time of one job (default 5)\n"
-            "  --checkpoints DIR   real engine: the checkpoint folder\n"
-            "  --device DEV        real engine: device placement (e.g. cuda:0, cpu)\n"
-            "  --gpus N            real engine: the DiT sequence-parallel over N GPUs from its device\n"
-            "  --preload           load the model at start instead of on the first job\n"
             "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
             "  --lease S           seconds without a heartbeat before a worker is presumed dead (default 30)\n"
             "  --name ID           worker id (default host:pid:random)\n"
+            "\n"
+            "The real engine (the same flags as mmh3 generate and mmh3 serve):\n",
+            MM_DB_DEFAULT_URL);
+    mm_engine_flags_usage(out, MM_ENGINE_CMD_WORKER, 2, 22);
+    fprintf(out,
             "\n"
             "Oxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):\n"
             "  --oxen-remote URL   hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE):\n"
@@ -41,45 +43,45 @@ static void usage(FILE *out)
             "                      default: the key stored through /api/settings\n"
             "  --oxen-model NAME   the hub model name whose queued jobs we claim (default minimax-h3)\n"
             "  --oxen-poll S       claim loop interval while idle (default 10; 0 disables claiming)\n"
-            "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n",
-            MM_DB_DEFAULT_URL);
+            "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n");
 }
 
 int mm_cmd_worker(int argc, char **argv)
 {
     mm_worker_options o;
     mm_worker_options_defaults(&o);
+    mm_error err = {{0}};
     const char *db = NULL;
     if (getenv("MMH3_OUTPUTS"))
         o.outputs = getenv("MMH3_OUTPUTS");
     enum {
-        O_DB = 256, O_OUTPUTS, O_MOCK, O_MOCK_SECONDS, O_CKPT, O_DEVICE, O_PRELOAD, O_ATTEMPTS, O_LEASE, O_NAME,
-        O_OXEN_REMOTE, O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT, O_GPUS
+        O_DB = 256, O_OUTPUTS, O_MOCK, O_MOCK_SECONDS, O_ATTEMPTS, O_LEASE, O_NAME, O_OXEN_REMOTE, O_OXEN_TOKEN,
+        O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT
     };
-    static const struct option opts[] = {
+    static const struct option own[] = {
         {"db", required_argument, 0, O_DB},
         {"outputs", required_argument, 0, O_OUTPUTS},
         {"mock", no_argument, 0, O_MOCK},
         {"mock-seconds", required_argument, 0, O_MOCK_SECONDS},
-        {"checkpoints", required_argument, 0, O_CKPT},
-        {"device", required_argument, 0, O_DEVICE},
-        {"preload", no_argument, 0, O_PRELOAD},
         {"max-attempts", required_argument, 0, O_ATTEMPTS},
         {"lease", required_argument, 0, O_LEASE},
         {"name", required_argument, 0, O_NAME},
-        {"gpus", required_argument, 0, O_GPUS},
         {"oxen-remote", required_argument, 0, O_OXEN_REMOTE},
         {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
         {"oxen-model", required_argument, 0, O_OXEN_MODEL},
         {"oxen-poll", required_argument, 0, O_OXEN_POLL},
         {"oxen-timeout", required_argument, 0, O_OXEN_TIMEOUT},
         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
     };
-    int c;
+    struct option opts[sizeof own / sizeof own[0] + MM_ENGINE_FLAGS_MAX + 1];
+    int n_opts = (int)(sizeof own / sizeof own[0]);
+    memcpy(opts, own, sizeof own);
+    mm_engine_flags_options(MM_ENGINE_CMD_WORKER, opts, &n_opts);
+    int c, li = 0;
     char *end;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
         switch (c) {
         case O_DB: db = optarg; break;
         case O_OUTPUTS: o.outputs = optarg; break;
@@ -91,9 +93,6 @@ int mm_cmd_worker(int argc, char **argv)
                 return 2;
             }
             break;
-        case O_CKPT: o.engine.checkpoints = optarg; break;
-        case O_DEVICE: o.engine.device = optarg; break;
-        case O_PRELOAD: o.engine.preload = true; break;
         case O_ATTEMPTS:
             o.max_attempts = (int)strtol(optarg, &end, 10);
             if (*end || o.max_attempts < 1 || o.max_attempts > 100) {
@@ -109,14 +108,6 @@ int mm_cmd_worker(int argc, char **argv)
             }
             break;
         case O_NAME: o.name = optarg; break;
-        case O_GPUS:
-            o.engine.gpus = (int)strtol(optarg, &end, 10);
-            if (*end || o.engine.gpus < 1 || o.engine.gpus > 64) {
-                fprintf(stderr, "mmh3 worker: --gpus %s: accepted: 1..64 GPUs dividing the DiT's head count "
-                                "(H3: 1, 2, 4, 7, 8)\n", optarg);
-                return 2;
-            }
-            break;
         case O_OXEN_REMOTE: o.oxen.remote = optarg; break;
         case O_OXEN_TOKEN:
             /* Kept, then blanked on the command line (ps shows argv). */
@@ -140,16 +131,31 @@ int mm_cmd_worker(int argc, char **argv)
             }
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case ':':
+            fprintf(stderr, "mmh3 worker: %s needs a value\n", argv[optind - 1]);
+            return 2;
+        default:
+            if (!mm_engine_flags_owns(c)) {
+                fprintf(stderr, "mmh3 worker: unknown option '%s' (see mmh3 worker --help)\n", argv[optind - 1]);
+                return 2;
+            }
+            if (mm_engine_flags_apply(c, opts[li].name, optarg, &o.engine, &err) < 0) {
+                fprintf(stderr, "mmh3 worker: %s\n", err.msg);
+                return 2;
+            }
+            break;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "mmh3 worker: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if (mm_engine_flags_finish(&o.engine, &err) < 0) {
+        fprintf(stderr, "mmh3 worker: %s\n", err.msg);
+        return 2;
+    }
     o.db_url = mm_db_url(db);
     mm_log_init("worker");
-    mm_error err = {{0}};
     if (mm_oxen_options_check(&o.oxen, &err) < 0) {
         fprintf(stderr, "mmh3 worker: %s\n", err.msg);
         return 2;

@@ -22,6 +22,7 @@ const char *mm_stage_name(mm_stage s)
 void mm_engine_options_defaults(mm_engine_options *o)
 {
     memset(o, 0, sizeof *o);
+    mm_pipeline_options_defaults(&o->h3);
     o->mock_seconds = 5.0;
 }
 

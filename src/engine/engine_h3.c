@@ -63,41 +63,13 @@ static const mm_engine_ops h3_ops = {
     .destroy = h3_destroy,
 };
 
-/* A reference size from the options, else from the environment (so a
- * worker started by `mmh3 serve` can be given small references in tests),
- * else 0 (the pipeline's default). */
-static int ref_edge(int given, const char *env)
-{
-    const char *s = getenv(env);
-    int v = s ? atoi(s) : 0;
-    return given ? given : (v >= 64 && v <= 4096 && v % 32 == 0 ? v : 0);
-}
-
 int mm_engine_h3_create(const mm_engine_options *opt, mm_engine **out, mm_error *err)
 {
     *out = NULL;
-    mm_pipeline_options po;
-    mm_pipeline_options_defaults(&po);
-    po.checkpoints.models_path = opt->checkpoints;
-    po.checkpoints.allow_download = opt->allow_download;
-    for (int c = 0; c < MM_COMP_COUNT && c < MM_ENGINE_PATHS; c++)
-        po.checkpoints.override[c] = opt->paths[c];
-    po.device = opt->device;
-    po.te_device = opt->te_device;
-    po.offload = opt->offload;
-    po.threads = opt->threads;
-    po.ref_kv_cache = opt->ref_kv_cache;
-    po.ref_image_short_edge = ref_edge(opt->ref_image_short_edge, "MMH3_REF_SHORT_EDGE");
-    po.ref_video_short_edge = ref_edge(opt->ref_video_short_edge, "MMH3_REF_VIDEO_SHORT_EDGE");
-    po.layout_dump = opt->layout_dump;
-    po.latents_dump = opt->latents_dump;
-    po.gpus = opt->gpus;
-    po.log = opt->log;
-    po.log_user = opt->log_user;
     h3_engine *h = calloc(1, sizeof *h);
     if (!h)
         return mm_fail(err, "out of memory");
-    if (mm_pipeline_create(&h->pipe, &po, err) != 0) {
+    if (mm_pipeline_create(&h->pipe, &opt->h3, err) != 0) {
         free(h);
         return -1;
     }

@@ -12,30 +12,15 @@
 #include <stdbool.h>
 
 #include "engine/engine.h"
+#include "engine/pipeline.h"
 
-/* Per-file overrides, indexed like io/checkpoint.h's mm_component: DiT
- * fl2va, DiT ref2va, text encoder, video VAE, audio VAE, config folder. */
-#define MM_ENGINE_PATHS 6
-
+/* The real engine is the resident pipeline, so its options are the
+ * pipeline's, unchanged (device placement, checkpoint files, caches, ...);
+ * the rest applies to every engine kind. */
 typedef struct mm_engine_options {
-    const char *checkpoints; /* folder with the release checkpoints, or NULL for the default search */
-    const char *device;      /* "cuda:0", "cpu", ... or NULL for automatic placement */
-    bool preload;            /* load the weights at start instead of on the first job */
-    double mock_seconds;     /* mock engine: wall time of one job (default 5) */
-    /* real engine (engine_h3.c) */
-    const char *paths[MM_ENGINE_PATHS]; /* explicit files (--dit-path, ...), or NULL */
-    bool allow_download;      /* fetch missing files from the hub */
-    const char *te_device;    /* text encoder + VAEs on this device */
-    bool offload;             /* text encoder + VAEs loaded per request, freed after use */
-    int threads;              /* CPU workers (0 = one per core) */
-    bool ref_kv_cache;        /* ref2va: keep reference rows' K/V across forwards */
-    int ref_image_short_edge; /* ref2va pictures (0 = 2048, the reference's) */
-    int ref_video_short_edge; /* ref2va video canvases (0 = 768) */
-    const char *layout_dump;  /* debugging/tests: the packed layout of each request to this safetensors file */
-    const char *latents_dump; /* debugging/benchmarks: the final target rows of each request (safetensors) */
-    int gpus;                 /* the DiT sequence-parallel over this many GPUs from its device (0/1: one) */
-    void (*log)(void *user, const char *line); /* notable events, one line each */
-    void *log_user;
+    mm_pipeline_options h3; /* real engine (engine_h3.c) */
+    bool preload;           /* load the weights at start instead of on the first job */
+    double mock_seconds;    /* mock engine: wall time of one job (default 5) */
 } mm_engine_options;
 
 void mm_engine_options_defaults(mm_engine_options *o);

@@ -187,21 +187,13 @@ int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error
         if (mm_cuda_device_info_get(g, &info, &e) == 0)
             pin.gpu_total[g] = info.total_bytes;
     }
-    uint64_t dit_bytes = file_bytes(p->files[p->have[MM_COMP_DIT_FL2VA] ? MM_COMP_DIT_FL2VA : MM_COMP_DIT_REF2VA].path);
-    pin.dit_bytes = dit_bytes;
+    pin.dit_bytes = file_bytes(p->files[p->have[MM_COMP_DIT_FL2VA] ? MM_COMP_DIT_FL2VA : MM_COMP_DIT_REF2VA].path);
     pin.te_bytes = file_bytes(p->files[MM_COMP_TEXT_ENCODER].path);
     pin.vae_bytes = file_bytes(p->files[MM_COMP_VIDEO_VAE].path) + file_bytes(p->files[MM_COMP_AUDIO_VAE].path);
     if (mm_placement_choose(&pin, &p->placement, err) != 0) {
         mm_pipeline_destroy(p);
         return -1;
     }
-    /* Both partitions stay resident only where they fit beside everything else. */
-    uint64_t need = 2 * dit_bytes + pin.te_bytes + pin.vae_bytes + (16ull << 30);
-    p->gpu_fits_both_dits = p->placement.dit.kind == MM_DEVICE_CPU ||
-                            (pin.gpu_total[p->placement.dit.index] &&
-                             (p->placement.dit.index != p->placement.text_encoder.index
-                                  ? 2 * dit_bytes + (16ull << 30) <= pin.gpu_total[p->placement.dit.index]
-                                  : need <= pin.gpu_total[p->placement.dit.index]));
     pl_log(p, "placement: %s (%s)", p->placement.summary, p->placement.reason);
     if (!(p->dit_ctx = ctx_for(p, p->placement.dit, err)) ||
         !(p->te_ctx = ctx_for(p, p->placement.text_encoder, err)) ||
@@ -307,7 +299,7 @@ int pl_load_dit(mm_pipeline *p, int part, mm_timing *t, mm_error *err)
         return mm_fail(err, "partition %s: %s", partition_name(part),
                        "its DiT checkpoint was not found (see `mmh3 check --partition ...`)");
     int other = 1 - part;
-    if (p->dit[other] && !p->gpu_fits_both_dits) {
+    if (p->dit[other] && !p->placement.both_dits_fit) {
         pl_free_dit(p, other);
         pl_log(p, "DiT (%s) freed to make room for %s", partition_name(other), partition_name(part));
     }

@@ -55,7 +55,6 @@ struct mm_pipeline {
     mm_audio_vae *avae;
     pl_ref_cache *ref_cache;
     float video_shift, audio_shift;
-    bool gpu_fits_both_dits;
     /* what status_json reports (written under status_lock) */
     pthread_mutex_t status_lock;
     int jobs;

@@ -173,7 +173,7 @@ enum { C_FCGI, C_WORKER, C_NGINX, C_FIXED, C_COUNT = C_FIXED + MAX_GPU_WORKERS -
 
 typedef struct child {
     const char *name;
-    char *argv[32];
+    char *argv[32 + MM_SERVE_ENGINE_ARGS];
     char log_path[PATH_MAX];
     pid_t pid;
     double started, restart_at, backoff;
@@ -490,16 +490,8 @@ int mm_serve_run(const mm_serve_options *o, mm_error *err)
         k->argv[a++] = "--mock-seconds";
         k->argv[a++] = mock_seconds;
     }
-    if (o->checkpoints) {
-        k->argv[a++] = "--checkpoints";
-        k->argv[a++] = (char *)o->checkpoints;
-    }
-    if (o->device) {
-        k->argv[a++] = "--device";
-        k->argv[a++] = (char *)o->device;
-    }
-    if (o->preload)
-        k->argv[a++] = "--preload";
+    for (int i = 0; i < o->n_engine_args && i < MM_SERVE_ENGINE_ARGS; i++)
+        k->argv[a++] = (char *)o->engine_args[i];
     /* Several GPUs: each worker gets its own GPU (or group of GPUs). */
     const int n_workers = o->gpu_workers > 1 ? o->gpu_workers : 1, per = o->gpus > 1 ? o->gpus : 1;
     char gpus_arg[16], worker_names[MAX_GPU_WORKERS][16], worker_devs[MAX_GPU_WORKERS][24];

@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 
+#define MM_SERVE_ENGINE_ARGS 64
+
 typedef struct mm_serve_options {
     const char *outputs;     /* default ./outputs */
     const char *listen;      /* nginx listen address, default 127.0.0.1:8000 */
@@ -21,8 +23,11 @@ typedef struct mm_serve_options {
     bool worker;             /* start a worker (default true) */
     const char *engine_kind; /* "h3" or "mock" */
     double mock_seconds;
-    const char *checkpoints, *device;
-    bool preload;
+    /* The engine flags serve was given (cli/engine_flags.h), each "--flag"
+     * followed by its value if it has one, passed on to every worker as
+     * given (before serve's own --gpus and per-worker --device). */
+    const char *engine_args[MM_SERVE_ENGINE_ARGS];
+    int n_engine_args;
     /* Several GPUs (docs/MULTIGPU.md): gpu_workers > 1 starts that many
      * workers, worker i on cuda:(i * gpus); gpus > 1 makes each worker's DiT
      * sequence-parallel over that many GPUs. 0/1: one worker, one GPU. */

@@ -348,6 +348,100 @@ def snapped_values_are_warned_and_applied(env):
     check_clip(out, 96, 64, 22)
 
 
+# ------------------------------------------------------------ one set of engine flags
+
+# The engine flags every command takes (src/cli/engine_flags.c's table);
+# serve spells the threads --cpu-threads (its --threads is the FastCGI pool's).
+ENGINE_FLAGS = ["--device", "--te-device", "--offload", "--gpus", "--ref-kv-cache", "--no-ref-kv-cache",
+                "--ref-short-edge", "--ref-video-short-edge", "--models-path", "--checkpoints", "--models",
+                "--dit-fl2va-path", "--dit-ref2va-path", "--text-encoder-path", "--video-vae-path",
+                "--audio-vae-path", "--config-path", "--allow-download", "--cpu-threads"]
+RESIDENT_FLAGS = ENGINE_FLAGS + ["--preload"]
+
+
+def has_server(env):
+    """worker and serve exist only in a build with the serving stack."""
+    r = subprocess.run([env.mmh3, "worker", "--help"], capture_output=True, text=True)
+    return r.returncode == 0
+
+
+def help_flags(env, cmd):
+    r = subprocess.run([env.mmh3, cmd, "--help"], capture_output=True, text=True, timeout=30)
+    ok(r, "%s --help" % cmd)
+    return {w.rstrip(",)") for w in r.stdout.split() if w.startswith("--")}
+
+
+@test
+def help_of_generate_worker_and_serve_lists_the_engine_flags(env):
+    listed = help_flags(env, "generate")
+    missing = [f for f in ENGINE_FLAGS + ["--threads", "--dtype", "--dit-path"] if f not in listed]
+    check(not missing, "mmh3 generate --help lacks %s", missing)
+    if not has_server(env):
+        return
+    for cmd in ("worker", "serve"):
+        listed = help_flags(env, cmd)
+        missing = [f for f in RESIDENT_FLAGS if f not in listed]
+        check(not missing, "mmh3 %s --help lacks %s", cmd, missing)
+    check("--gpu-workers" in help_flags(env, "serve"), "serve --help lost --gpu-workers")
+
+
+ENGINE_BAD = [
+    (["--te-device", "bogus"], "--te-device bogus"),
+    (["--device", "gpu7"], "--device gpu7"),
+    (["--cpu-threads", "0"], "--cpu-threads 0"),
+    (["--gpus", "0"], "--gpus 0"),
+    (["--ref-short-edge", "100"], "--ref-short-edge 100"),
+    (["--ref-video-short-edge", "4100"], "--ref-video-short-edge 4100"),
+    (["--models"], "--models needs a value"),
+    (["--no-such-flag"], "--no-such-flag"),
+]
+
+
+@test
+def worker_and_serve_refuse_bad_engine_flags_in_one_line(env):
+    """Before starting anything: exit 2 and one line naming the flag and what is accepted."""
+    if not has_server(env):
+        return
+    problems = []
+    cases = [(cmd, args, named, None) for cmd in ("worker", "serve") for args, named in ENGINE_BAD]
+    cases += [("worker", ["--threads", "abc"], "--threads abc", None)]
+    cases += [(cmd, [], "MMH3_REF_SHORT_EDGE=100", {"MMH3_REF_SHORT_EDGE": "100"}) for cmd in ("worker", "serve")]
+    for cmd, args, named, extra in cases:
+        e = dict(os.environ, **(extra or {}))
+        r = subprocess.run([env.mmh3, cmd, "--outputs", env.out("never")] + args, capture_output=True, text=True,
+                           timeout=30, env=e, cwd=env.work)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        if r.returncode != 2 or len(lines) != 1 or named not in lines[0] or not lines[0].startswith("mmh3 " + cmd):
+            problems.append("%s %s -> exit %d, %r" % (cmd, " ".join(args), r.returncode, lines))
+        elif "accepted" not in lines[0] and "needs a value" not in named and "no-such" not in named:
+            problems.append("%s %s: the line does not say what is accepted: %r" % (cmd, " ".join(args), lines[0]))
+    check(not os.path.exists(env.out("never")), "a refused command created its outputs folder")
+    check(not problems, "\n  ".join([""] + problems))
+
+
+@test
+def ref_short_edges_from_flags_or_the_environment_agree(env):
+    """MMH3_REF_SHORT_EDGE / MMH3_REF_VIDEO_SHORT_EDGE stand in for the flags:
+    the same ref2va request packs the same layout either way."""
+    base = ["-p", "a card and a clip", "-i", env.media + "/first.png", "-i", env.media + "/clip.mp4",
+            "--partition", "ref2va", "--size", "64", "--seed", "8"] + QUICK
+    a, b = env.out("edge_flags.layout"), env.out("edge_env.layout")
+    ok(env.generate(*base, "--ref-short-edge", "64", "--ref-video-short-edge", "64", "--dump-layout", a,
+                    "-o", env.out("edge_flags.mp4")), "flags")
+    cmd = [env.mmh3, "generate"] + base + ["--dump-layout", b, "-o", env.out("edge_env.mp4"), "--models-path",
+                                           env.models, "--device", "cpu"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=env.work,
+                       env=dict(os.environ, MMH3_REF_SHORT_EDGE="64", MMH3_REF_VIDEO_SHORT_EDGE="64"))
+    ok(r, "environment")
+    la, lb = read_safetensors(a), read_safetensors(b)
+    check(la["roles"] == lb["roles"] and la["positions"] == lb["positions"], "the layouts differ")
+    # The picture at short edge 64 (128x64) is not the default 2048-edge one: the sizes took effect.
+    runs = vision_runs(la["tags"], la["roles"])
+    ih, iw = smart_resize(64, 128, 32, 65536, 16777216)
+    check(runs[0] == ih * iw // 1024 + 2, "picture block of %d rows, %d expected at short edge 64", runs[0],
+          ih * iw // 1024 + 2)
+
+
 # ------------------------------------------------------------ ref2va layout
 
 DTYPES = {"F64": ("d", 8), "F32": ("f", 4), "I8": ("b", 1), "U8": ("B", 1), "I64": ("q", 8)}

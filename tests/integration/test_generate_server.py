@@ -2,7 +2,8 @@
 """The serving stack with the REAL engine (not the mock) on tiny checkpoints:
 `mmh3 serve --checkpoints DIR --device cpu` (PostgreSQL, nginx, mmh3-fcgi, a
 worker running the MiniMax-H3 pipeline on random weights in the released
-layouts written by `mmh3-gen-tiny all`), driven over HTTP.
+layouts written by `mmh3-gen-tiny all`), driven over HTTP. serve's engine
+flags reach the worker process it starts (its argv, read from /proc).
 
     tests/integration/test_generate_server.py --build BUILD [TEST ...]
 
@@ -37,6 +38,14 @@ def test(fn):
     return fn
 
 
+def engine_args(models):
+    """The engine flags serve is given; it passes them on to its worker
+    (small references keep the ref2va job quick on a CPU)."""
+    return ["--checkpoints", models, "--device", "cpu", "--te-device", "cpu", "--cpu-threads", "2",
+            "--ref-short-edge", "64", "--ref-video-short-edge", "64"]
+
+
+
 class RealStack(Stack):
     """Stack with the h3 engine instead of `--mock`."""
 
@@ -46,9 +55,8 @@ class RealStack(Stack):
 
     def start(self, timeout=120):
         log = open(self.log_path, "ab")
-        args = [self.mmh3, "serve", "--checkpoints", self.models, "--device", "cpu", "--listen", self.base,
-                "--outputs", self.outputs]
-        env = dict(os.environ, MMH3_REF_SHORT_EDGE="64", MMH3_REF_VIDEO_SHORT_EDGE="64")
+        args = [self.mmh3, "serve", "--listen", self.base, "--outputs", self.outputs] + engine_args(self.models)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MMH3_REF_")}
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         end = time.time() + timeout
         while time.time() < end:
@@ -87,6 +95,21 @@ def status_reports_the_h3_engine(s):
           body["engine"])
     details = body["engine"].get("details") or {}
     check(details.get("placement") == "dit=cpu text_encoder=cpu vae=cpu", "placement %r", details)
+
+
+@test
+def serve_passes_its_engine_flags_to_the_worker(s):
+    """The worker process serve started got each engine flag serve was given
+    (first spelling: --checkpoints arrives as --models-path), and no other."""
+    with open("/proc/%d/cmdline" % s.pid("worker"), "rb") as f:
+        argv = [a.decode() for a in f.read().split(b"\0") if a]
+    check(argv[1] == "worker", "not a worker: %r", argv)
+    want = [("--models-path", s.models), ("--device", "cpu"), ("--te-device", "cpu"), ("--threads", "2"),
+            ("--ref-short-edge", "64"), ("--ref-video-short-edge", "64")]
+    for flag, value in want:
+        check(flag in argv and argv[argv.index(flag) + 1] == value, "worker argv lacks %s %s: %r", flag, value, argv)
+    engine = [a for a in argv if a.startswith("--") and a not in ("--outputs", "--lease", "--max-attempts")]
+    check(sorted(engine) == sorted(f for f, _ in want), "the worker got other flags: %r", engine)
 
 
 @test

@@ -39,8 +39,45 @@ static void test_rules(void)
     MM_EXPECT(mm_placement_choose(&in, &p, &err) == -1 && strstr(err.msg, "gpu7"), "%s", err.msg);
 }
 
+/* Both DiTs stay resident where two of them + work (+ the text encoder and
+ * VAEs when they share the GPU) fit; always on the CPU, never on a GPU of
+ * unknown size. */
+static void test_both_dits(void)
+{
+    mm_placement p;
+    mm_error err = {{0}};
+    const uint64_t G = 1ull << 30;
+    mm_placement_in in = {.n_gpus = 0, .dit_bytes = 20 * G, .te_bytes = 15 * G, .vae_bytes = 6 * G};
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(p.both_dits_fit, "the CPU holds both DiTs");
+    in.n_gpus = 1;
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(!p.both_dits_fit, "a GPU of unknown size is not assumed to hold two DiTs");
+    in.gpu_total[0] = 77 * G; /* 2*20 + 15 + 6 + 16 of work: just fits */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(p.both_dits_fit, "77 GiB holds 2 DiTs + TE + VAEs + work");
+    in.gpu_total[0] = 76 * G;
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(!p.both_dits_fit, "76 GiB does not");
+    in.te_device = "cpu"; /* the TE and VAEs leave the GPU: 2*20 + 16 = 56 */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(p.both_dits_fit, "with the text encoder elsewhere 76 GiB holds both DiTs");
+    in.te_device = NULL;
+    in.n_gpus = 2;
+    in.gpu_total[0] = 56 * G; /* the DiT alone on the first GPU */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(p.both_dits_fit, "two GPUs, 56 GiB for the DiTs: %s", p.summary);
+    in.gpu_total[0] = 55 * G;
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(!p.both_dits_fit, "55 GiB does not hold two 20 GiB DiTs + 16 GiB of work");
+    in.device = "cpu";
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(p.both_dits_fit, "--device cpu");
+}
+
 int main(void)
 {
     MM_RUN(test_rules);
+    MM_RUN(test_both_dits);
     return mm_test_exit();
 }

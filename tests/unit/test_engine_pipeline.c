@@ -233,9 +233,9 @@ int main(void)
     snprintf(models, sizeof models, "%s/models", dir);
     mm_engine_options o;
     mm_engine_options_defaults(&o);
-    o.checkpoints = models;
-    o.device = "cpu";
-    o.log = on_log;
+    o.h3.checkpoints.models_path = models;
+    o.h3.device = "cpu";
+    o.h3.log = on_log;
     mm_error err = {{0}};
     if (mm_engine_create("h3", &o, &engine, &err) != 0) {
         printf("FAIL setup: %s\n", err.msg);
