@@ -72,7 +72,8 @@ def test_three_workers_share_the_queue(build):
         while time.time() < end:
             try:
                 p = st.pid("worker-2")
-                if p != pids[2] and alive(p):
+                # Between fork and exec the child still shows serve's argv.
+                if p != pids[2] and alive(p) and cmdline(p)[1:2] == [b"worker"]:
                     break
             except OSError:
                 pass
