@@ -296,11 +296,7 @@ void mm_api_list(mm_req *r)
         for (char *t = strtok_r(status, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             while (*t == ' ')
                 t++;
-            bool ok = false;
-            if (strcmp(t, "active") == 0) {
-                strcat(status_array, status_array[1] ? ",queued,processing" : "queued,processing");
-                continue;
-            }
+            bool active = strcmp(t, "active") == 0, ok = active;
             for (size_t i = 0; i < 5; i++)
                 if (strcmp(t, statuses[i]) == 0)
                     ok = true;
@@ -308,12 +304,14 @@ void mm_api_list(mm_req *r)
                 mm_reply_error(r, 400, "status", accept_status, "'%s' is not a status", t);
                 return;
             }
-            if (strlen(status_array) + strlen(t) + 3 >= sizeof status_array) {
+            /* Every addition is bounded, 'active' included ("active,active,..." once overran the array). */
+            const char *add = active ? "queued,processing" : t;
+            if (strlen(status_array) + strlen(add) + 3 >= sizeof status_array) {
                 mm_reply_error(r, 400, "status", accept_status, "lists too many statuses");
                 return;
             }
             strcat(status_array, status_array[1] ? "," : "");
-            strcat(status_array, t);
+            strcat(status_array, add);
         }
         strcat(status_array, "}");
     }

@@ -573,6 +573,12 @@ def search_filter_and_paging(s):
                      ("limit=abc", "limit"), ("rating=good", "rating")):
         st, body = s.get("/api/ai/queue?" + q)
         check(st == 400 and body["error"]["field"] == field, "%s -> %d %r", q, st, body)
+    # 'active' adds 17 characters per mention: a long list is refused, not written past the array (it once was).
+    st, body = s.get("/api/ai/queue?status=" + ",".join(["active"] * 36))
+    check(st == 400 and body["error"]["field"] == "status" and "too many" in body["error"]["message"],
+          "36 x active -> %d %r", st, body)
+    st, body = s.get("/api/ai/queue?status=active,active&search=%s" % tag)
+    check(st == 200 and body["count"] == 0, "active twice -> %d %r", st, body)
 
 
 def urllib_quote(text):
