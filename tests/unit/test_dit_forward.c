@@ -12,6 +12,7 @@
 
 #include "backend/ops.h"
 #include "conformance/dit_kit.h"
+#include "model/dit/config.h"
 #include "model/dit/dit.h"
 #include "test.h"
 #include "test_sampler_kit.h"
@@ -255,6 +256,73 @@ static void test_broken_checkpoints_are_refused(void)
     unlink(path);
 }
 
+/* The smallest file mm_dit_config_read reads its sizes from: BF16 tensors
+ * with the given shapes (a 0 dimension holds no bytes). */
+static mm_safetensors *config_file(const char *const names[8], const int64_t shapes[8][2], int ndims[8],
+                                   unsigned char *buf, size_t cap, mm_error *err)
+{
+    char header[2048];
+    size_t hl = 0;
+    uint64_t off = 0;
+    hl += (size_t)snprintf(header + hl, sizeof header - hl, "{");
+    for (int i = 0; i < 8; i++) {
+        uint64_t bytes = 2;
+        for (int d = 0; d < ndims[i]; d++)
+            bytes *= (uint64_t)shapes[i][d];
+        char shape[64];
+        if (ndims[i] == 2)
+            snprintf(shape, sizeof shape, "%lld,%lld", (long long)shapes[i][0], (long long)shapes[i][1]);
+        else
+            snprintf(shape, sizeof shape, "%lld", (long long)shapes[i][0]);
+        hl += (size_t)snprintf(header + hl, sizeof header - hl,
+                               "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
+                               i ? "," : "", names[i], shape, (unsigned long long)off,
+                               (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    hl += (size_t)snprintf(header + hl, sizeof header - hl, "}");
+    if (8 + hl + off > cap)
+        return NULL;
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(buf + 8, header, hl);
+    memset(buf + 8 + hl, 0, (size_t)off);
+    mm_safetensors *st = NULL;
+    return mm_st_open_memory(&st, "config-test", buf, 8 + hl + (size_t)off, err) == 0 ? st : NULL;
+}
+
+static void test_config_refuses_empty_and_huge_dimensions(void)
+{
+    static const char *const names[8] = {"video_patch_proj.weight", "audio_patch_proj.weight",
+                                         "condition_proj.weight",   "adaln_t_table",
+                                         "rope.inv_freq",           "blocks.0.attn.q_norm.weight",
+                                         "blocks.0.attn.qkv_proj.weight", "blocks.0.mlp.fc1.weight"};
+    int ndims[8] = {2, 2, 2, 2, 1, 1, 2, 2};
+    /* A consistent toy: hidden 8, head dim 4 (2 heads), ffn 8. */
+    const int64_t good[8][2] = {{8, 4}, {8, 4}, {8, 4}, {4, 4}, {1, 0}, {4, 0}, {24, 8}, {16, 8}};
+    static unsigned char buf[8192];
+    struct {
+        int tensor;
+        int64_t dim0;
+    } bad[] = {{5, 0}, {0, 0}, {6, 0}, {0, (int64_t)1 << 33}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int64_t shapes[8][2];
+        memcpy(shapes, good, sizeof shapes);
+        shapes[bad[k].tensor][0] = bad[k].dim0;
+        if (bad[k].dim0 > 4096)
+            shapes[bad[k].tensor][1] = 0; /* no bytes, so the file stays small */
+        mm_error err = {{0}};
+        mm_safetensors *st = config_file(names, shapes, ndims, buf, sizeof buf, &err);
+        MM_REQUIRE(st, "case %zu: the test file does not open: %s", k, err.msg);
+        mm_dit_config c;
+        int rc = mm_dit_config_read(st, NULL, &c, &err);
+        MM_EXPECT(rc != 0 && strstr(err.msg, names[bad[k].tensor]) && strstr(err.msg, "each dimension"),
+                  "%s with dimension %lld: rc %d, message '%s'", names[bad[k].tensor], (long long)bad[k].dim0, rc,
+                  err.msg);
+        mm_st_close(st);
+    }
+}
+
 int main(void)
 {
     char path[1024];
@@ -277,6 +345,7 @@ int main(void)
     MM_RUN(test_config_from_checkpoint);
     MM_RUN(test_forward_is_repeatable);
     MM_RUN(test_broken_checkpoints_are_refused);
+    MM_RUN(test_config_refuses_empty_and_huge_dimensions);
     MM_RUN(test_control_fc1_halves_swapped);
     MM_RUN(test_control_qkv_per_head_interleaved);
     mm_ctx_destroy(ctx);

@@ -3,6 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The sizes read from these shapes become ints, divisors and factors of
+ * allocation sizes: a file with a 0 (or a huge) dimension is refused here
+ * (a 0-element q_norm once divided by zero below). */
+#define MAX_CONFIG_DIM (1 << 24)
+
 static const mm_st_entry *need(const mm_safetensors *st, const char *name, int ndim, mm_error *err)
 {
     const mm_st_entry *e = mm_st_find(st, name);
@@ -14,6 +19,13 @@ static const mm_st_entry *need(const mm_safetensors *st, const char *name, int n
         mm_fail(err, "%s: '%s' has %d dims, %d expected", mm_st_path(st), name, e->ndim, ndim);
         return NULL;
     }
+    for (int i = 0; i < ndim; i++)
+        if (e->shape[i] < 1 || e->shape[i] > MAX_CONFIG_DIM) {
+            char sb[96];
+            mm_fail(err, "%s: '%s' has shape %s; each dimension must be 1..%d", mm_st_path(st), name,
+                    mm_shape_str(e->ndim, e->shape, sb, sizeof sb), MAX_CONFIG_DIM);
+            return NULL;
+        }
     return e;
 }
 
