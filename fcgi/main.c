@@ -223,8 +223,18 @@ int main(int argc, char **argv)
             break;
         case O_DB: db = optarg; break;
         case O_OUTPUTS: outputs = optarg; break;
-        case O_LEASE: app.lease_seconds = atof(optarg); break;
-        case O_UPLOAD: app.max_upload_bytes = (size_t)atol(optarg) << 20; break;
+        case O_LEASE:
+            /* atof/atol took "abc" as 0 and "-1" MiB as a near-infinite upload limit. */
+            if (!parse_count("--lease", optarg, 86400, &app.lease_seconds))
+                return 2;
+            break;
+        case O_UPLOAD: {
+            double mb;
+            if (!parse_count("--max-upload-mb", optarg, 1 << 20, &mb))
+                return 2;
+            app.max_upload_bytes = (size_t)mb << 20;
+            break;
+        }
         case O_AUTH:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
                 fprintf(stderr, "mmh3-fcgi: --auth %s: accepted: on, off\n", optarg);

@@ -531,6 +531,7 @@ def last_event_id_catch_up_and_resync(s):
     check(st == 400, "a malformed Last-Event-ID: %d", st)
 
 
+
 # ---------------------------------------------------------------- listing
 
 @test
@@ -579,6 +580,19 @@ def search_filter_and_paging(s):
           "36 x active -> %d %r", st, body)
     st, body = s.get("/api/ai/queue?status=active,active&search=%s" % tag)
     check(st == 200 and body["count"] == 0, "active twice -> %d %r", st, body)
+
+
+@test
+def fcgi_refuses_malformed_limits(s):
+    # mmh3-fcgi's own options (serve checks its copies first): atol/atof once read "-1" MiB as
+    # an 8-EiB upload limit and "abc" as a lease of 0 seconds.
+    fcgi = os.path.join(s.build, "mmh3-fcgi")
+    for args, flag in ((["--max-upload-mb", "-1"], "--max-upload-mb"), (["--max-upload-mb", "12x"], "--max-upload-mb"),
+                       (["--lease", "abc"], "--lease"), (["--lease", "-5"], "--lease")):
+        p = subprocess.run([fcgi, "--listen", os.path.join(s.work, "never.sock")] + args, capture_output=True,
+                           text=True, timeout=20)
+        check(p.returncode == 2 and flag in p.stderr and "accepted" in p.stderr, "%r -> %d %r", args, p.returncode,
+              p.stderr[-300:])
 
 
 def urllib_quote(text):
