@@ -90,16 +90,18 @@ static bool write_to(client *c, const char *text, size_t len)
     return true;
 }
 
-/* Sends one event to every client (or to only `one`). */
-static void send_event(mm_sse_hub *h, client *one, long long seq, const char *event, const char *json)
+/* Sends one event to every client (or to only `one`). Clients whose write
+ * fails are dropped (freed): false when that happened to `one`. */
+static bool send_event(mm_sse_hub *h, client *one, long long seq, const char *event, const char *json)
 {
     char *data = mm_json_compact(json);
     size_t n = data ? strlen(data) + strlen(event) + 64 : 0;
     char *buf = data ? malloc(n) : NULL;
     if (!buf) {
         free(data);
-        return;
+        return true;
     }
+    bool one_alive = true;
     int len = seq >= 0 ? snprintf(buf, n, "id: %lld\nevent: %s\ndata: %s\n\n", seq, event, data)
                        : snprintf(buf, n, "event: %s\ndata: %s\n\n", event, data);
     for (client **link = &h->clients; *link;) {
@@ -109,6 +111,8 @@ static void send_event(mm_sse_hub *h, client *one, long long seq, const char *ev
             continue;
         }
         if (!write_to(c, buf, (size_t)len)) {
+            if (c == one)
+                one_alive = false;
             drop(h, link);
             continue;
         }
@@ -118,9 +122,11 @@ static void send_event(mm_sse_hub *h, client *one, long long seq, const char *ev
     }
     free(buf);
     free(data);
+    return one_alive;
 }
 
-static void catch_up(mm_sse_hub *h, PGconn *db, client *c)
+/* False when c's stream turned out to be gone: c is dropped (freed) then. */
+static bool catch_up(mm_sse_hub *h, PGconn *db, client *c)
 {
     char from[32];
     snprintf(from, sizeof from, "%lld", c->last_seq);
@@ -132,14 +138,12 @@ static void catch_up(mm_sse_hub *h, PGconn *db, client *c)
                     "    OR $1::bigint > (SELECT last_value FROM event_seq)",
                     1, p, &res, &err) < 0) {
         mm_log("events: %s", err.msg);
-        return;
+        return true;
     }
     bool too_old = PQgetvalue(res, 0, 0)[0] == 't';
     PQclear(res);
-    if (too_old) {
-        send_event(h, c, -1, "resync", "{}");
-        return;
-    }
+    if (too_old)
+        return send_event(h, c, -1, "resync", "{}");
     char overlap[32], limit[16];
     snprintf(overlap, sizeof overlap, "%lld", c->last_seq > CATCHUP_OVERLAP ? c->last_seq - CATCHUP_OVERLAP : 0);
     snprintf(limit, sizeof limit, "%d", CATCHUP_MAX + 1);
@@ -155,15 +159,17 @@ static void catch_up(mm_sse_hub *h, PGconn *db, client *c)
                     " ORDER BY seq LIMIT $2::int",
                     2, q, &res, &err) < 0) {
         mm_log("events: %s", err.msg);
-        return;
+        return true;
     }
+    bool alive = true;
     if (PQntuples(res) > CATCHUP_MAX) {
-        send_event(h, c, -1, "resync", "{}");
+        alive = send_event(h, c, -1, "resync", "{}");
     } else {
-        for (int i = 0; i < PQntuples(res); i++)
-            send_event(h, c, atoll(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+        for (int i = 0; alive && i < PQntuples(res); i++)
+            alive = send_event(h, c, atoll(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
     }
     PQclear(res);
+    return alive;
 }
 
 static void adopt_pending(mm_sse_hub *h, PGconn *db)
@@ -384,9 +390,14 @@ static void *hub_main(void *arg)
                 if (complained)
                     mm_log("events: database connection is back; catching the streams up");
                 complained = false;
-                /* Whatever happened while we were away, every stream gets it now. */
-                for (client *c = h->clients; c; c = c->next)
-                    catch_up(h, db, c);
+                /* Whatever happened while we were away, every stream gets it now.
+                 * A stream that closed meanwhile is dropped (freed) by its
+                 * catch-up, and *link then already holds the next one. */
+                for (client **link = &h->clients; *link;) {
+                    client *c = *link;
+                    if (catch_up(h, db, c))
+                        link = &c->next;
+                }
             } else {
                 if (!complained)
                     mm_log("events: %s (retrying)", err.msg);

@@ -531,6 +531,35 @@ def last_event_id_catch_up_and_resync(s):
     check(st == 400, "a malformed Last-Event-ID: %d", st)
 
 
+@test
+def streams_closed_while_the_database_was_away_are_dropped_on_its_return(s):
+    # When the hub's LISTEN connection comes back it catches every stream up; a stream that
+    # closed meanwhile fails mid catch-up and is freed, and the walk over the streams once
+    # read its `next` after that (a use-after-free ASan reports in the sanitize suite).
+    gs = [s.enqueue(**small()) for _ in range(2)]
+    for g in gs:
+        s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
+    live, dead = Events(s.base), Events(s.base)
+    try:
+        time.sleep(0.3)
+        for g in gs:
+            s.request("PATCH", "/api/ai/queue/" + g["generation_id"], {"rating": "rejected"})
+        for ev in (live, dead):
+            ev.wait(lambda e: e.get("json", {}).get("generation_id") == gs[-1]["generation_id"]
+                    and e["json"].get("rating") == "rejected", what="the ratings")
+        dead.close()
+        time.sleep(0.5)
+        s.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+               " WHERE application_name = 'mmh3-fcgi-events'")
+        time.sleep(1.5)
+        s.request("PATCH", "/api/ai/queue/" + gs[0]["generation_id"], {"rating": "approved"})
+        live.wait(lambda e: e.get("json", {}).get("generation_id") == gs[0]["generation_id"]
+                  and e["json"].get("rating") == "approved", timeout=15, what="an event after the reconnect")
+    finally:
+        live.close()
+        if dead.conn.sock:
+            dead.close()
+
 
 # ---------------------------------------------------------------- listing
 
