@@ -26,11 +26,14 @@ typedef struct axis {
     int32_t *w;
 } axis;
 
+/* Leaves *a empty: axis_plan frees on failure and its caller frees again. */
 static void axis_free(axis *a)
 {
     free(a->first);
     free(a->count);
     free(a->w);
+    a->first = a->count = NULL;
+    a->w = NULL;
 }
 
 static int axis_plan(axis *a, int in_size, int out_size, mm_error *err)
