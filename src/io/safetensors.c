@@ -493,6 +493,9 @@ int mm_st_writer_declare(mm_st_writer *w, const char *name, mm_dtype dtype, int 
         w->entries = ne;
         w->cap = nc;
     }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) /* checked before the name is copied: that copy is freed only once counted */
+            return mm_fail(err, "%s: tensor '%s': negative dimension", w->path, name);
     mm_st_entry *e = &w->entries[w->n];
     memset(e, 0, sizeof *e);
     if (!(e->name = xstrdup(name)))
@@ -501,8 +504,6 @@ int mm_st_writer_declare(mm_st_writer *w, const char *name, mm_dtype dtype, int 
     e->ndim = ndim;
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return mm_fail(err, "%s: tensor '%s': negative dimension", w->path, name);
         e->shape[i] = shape[i];
         numel *= shape[i];
     }
