@@ -272,9 +272,27 @@ static void take_notifies(PGconn *db, batch *b)
     }
 }
 
+/* NOTIFYs that came while the snapshot query ran are taken into `next`;
+ * those of rows the snapshot already shows at their seq or later are
+ * dropped there (sent again, a stream would see the same snapshot twice). */
+static void take_during_snapshot(PGconn *db, const PGresult *res, batch *next)
+{
+    take_notifies(db, next);
+    int kept = 0;
+    for (int i = 0; i < next->n; i++) {
+        bool covered = false;
+        for (int row = 0; res && next->ev[i].kind == 'u' && !covered && row < PQntuples(res); row++)
+            covered = strcmp(PQgetvalue(res, row, 0), next->ev[i].id) == 0 &&
+                      atoll(PQgetvalue(res, row, 1)) >= next->ev[i].seq;
+        if (!covered)
+            next->ev[kept++] = next->ev[i];
+    }
+    next->n = kept;
+}
+
 /* Sends a batch: the current snapshot of each updated row (one query) and
  * the deletions, in seq order. */
-static void send_batch(mm_sse_hub *h, PGconn *db, batch *b)
+static void send_batch(mm_sse_hub *h, PGconn *db, batch *b, batch *next)
 {
     if (b->n) {
         qsort(b->ev, (size_t)b->n, sizeof b->ev[0], cmp_event);
@@ -300,6 +318,7 @@ static void send_batch(mm_sse_hub *h, PGconn *db, batch *b)
                 mm_log("events: %s", err.msg);
         }
         free(ids);
+        take_during_snapshot(db, res, next);
         for (int i = 0; i < b->n; i++) {
             if (b->ev[i].kind == 'd') {
                 char data[128];
@@ -341,36 +360,54 @@ static void revalidate_streams(mm_sse_hub *h, PGconn *db)
         mm_log("events: ended %d stream(s) of revoked tokens", ended);
 }
 
+static bool batch_empty(const batch *b) { return !b->n && !b->status && !b->tokens && !b->overflow; }
+
+/* The batch being gathered (hub thread only). The hub's own queries (the
+ * snapshots below, the catch-ups, the status) read NOTIFYs that arrive
+ * meanwhile into libpq's queue, where poll() cannot see them: they are taken
+ * into the next batch right away and `carried` makes the hub come back at
+ * once (they once waited for the next unrelated NOTIFY). */
+static batch batches[2];
+static int gathering; /* index of the batch being gathered */
+static bool carried;
+
 /* Reads NOTIFYs until the database has been quiet for a moment (so a burst
  * becomes one batch and one query), then relays them. A flood (a bulk
  * UPDATE or DELETE of thousands of rows) is not relayed row by row: the
  * streams get one `resync` once it is over, and the clients reload. */
 static void relay_notifies(mm_sse_hub *h, PGconn *db)
 {
-    static batch b;
-    memset(&b, 0, sizeof b);
-    take_notifies(db, &b);
+    batch *b = &batches[gathering], *next = &batches[!gathering];
+    memset(next, 0, sizeof *next);
+    if (!carried) {
+        memset(b, 0, sizeof *b);
+        take_notifies(db, b);
+    }
+    carried = false;
+    if (batch_empty(b))
+        return;
     double start = now_seconds();
     for (;;) {
         struct pollfd pfd = {.fd = PQsocket(db), .events = POLLIN};
         if (now_seconds() - start > BATCH_SECONDS || poll(&pfd, 1, QUIET_MS) <= 0 || !PQconsumeInput(db))
             break;
-        take_notifies(db, &b);
+        take_notifies(db, b);
     }
-    if (b.tokens)
+    if (b->tokens)
         revalidate_streams(h, db);
-    if (b.overflow) {
+    if (b->overflow) {
         if (!h->flooding)
             mm_log("events: more than %d rows changed at once; streams will get a resync", FLOOD_ROWS);
         h->flooding = true;
         h->flood_seen = now_seconds();
-        return;
+    } else if (h->flooding) {
+        h->flood_seen = now_seconds(); /* the flood's tail: covered by the resync */
+    } else {
+        send_batch(h, db, b, next);
     }
-    if (h->flooding) {
-        h->flood_seen = now_seconds();
-        return; /* the flood's tail: covered by the resync */
-    }
-    send_batch(h, db, &b);
+    take_notifies(db, next);
+    gathering = !gathering;
+    carried = !batch_empty(next);
 }
 
 static void *hub_main(void *arg)
@@ -414,16 +451,16 @@ static void *hub_main(void *arg)
             wait = 0.6;
         if (!db && next_connect - now_seconds() < wait)
             wait = next_connect - now_seconds();
-        int timeout = wait > 0 ? (int)(wait * 1000) + 1 : 0;
+        int timeout = wait > 0 && !carried ? (int)(wait * 1000) + 1 : 0;
         int k = poll(pfd, 2, timeout);
         if (k < 0 && errno != EINTR)
             mm_log("events: poll: %s", strerror(errno));
         if (pfd[0].revents & POLLIN)
             adopt_pending(h, db && PQstatus(db) == CONNECTION_OK ? db : NULL);
-        if (db && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP))) {
-            if (PQconsumeInput(db))
-                relay_notifies(h, db);
-        }
+        /* Also when the socket is quiet: NOTIFYs read by our own queries (catch-ups) wait in libpq. */
+        bool readable = db && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP));
+        if (db && PQstatus(db) == CONNECTION_OK && (!readable || PQconsumeInput(db)))
+            relay_notifies(h, db);
         if (h->flooding && now_seconds() - h->flood_seen > 0.5) {
             h->flooding = false;
             send_event(h, NULL, -1, "resync", "{}");
