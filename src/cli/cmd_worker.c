@@ -46,7 +46,8 @@ static void usage(FILE *out)
             "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n");
 }
 
-int mm_cmd_worker(int argc, char **argv)
+/* token: the --oxen-token copy, owned by mm_cmd_worker (blanked and freed there). */
+static int worker_with_args(int argc, char **argv, char **token)
 {
     mm_worker_options o;
     mm_worker_options_defaults(&o);
@@ -111,7 +112,12 @@ int mm_cmd_worker(int argc, char **argv)
         case O_OXEN_REMOTE: o.oxen.remote = optarg; break;
         case O_OXEN_TOKEN:
             /* Kept, then blanked on the command line (ps shows argv). */
-            o.oxen.token = strdup(optarg);
+            free(*token);
+            if (!(*token = strdup(optarg))) {
+                fprintf(stderr, "mmh3 worker: out of memory\n");
+                return 1;
+            }
+            o.oxen.token = *token;
             memset(optarg, 'x', strlen(optarg));
             break;
         case O_OXEN_MODEL: o.oxen.model = optarg; break;
@@ -165,6 +171,17 @@ int mm_cmd_worker(int argc, char **argv)
         return 1;
     }
     return 0;
+}
+
+int mm_cmd_worker(int argc, char **argv)
+{
+    char *token = NULL;
+    int rc = worker_with_args(argc, argv, &token);
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+    return rc;
 }
 #else
 int mm_cmd_worker(int argc, char **argv)
