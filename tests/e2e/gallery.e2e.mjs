@@ -301,6 +301,8 @@ test('the event stream reconnects by itself after the API process dies', async (
     const pid = Number(fs.readFileSync(path.join(runDir, 'fcgi.pid'), 'utf8').trim());
     process.kill(pid, 'SIGKILL'); // mmh3 serve restarts it
     await until('the tab to notice the lost stream', async () => (await page.locator('[data-testid=live-state]').getAttribute('data-state')) !== 'open', 15_000, 50);
+    // Said in words next to the dot while it lasts.
+    await until('"Reconnecting…" in the header', () => page.getByTestId('live-label').isVisible(), 15_000, 50);
     await until('the API to come back', async () => (await fetch(`${base}/api/status`)).ok, 30_000);
     await api('PATCH', `/api/ai/queue/${g.generation_id}`, { rating: 'approved' });
     await until('the stream to reopen', async () => (await page.locator('[data-testid=live-state]').getAttribute('data-state')) === 'open', 30_000);
@@ -498,6 +500,80 @@ test('phone width: gallery, prompt bar and lightbox fit the screen', async ({ co
   } finally {
     await page.close();
   }
+});
+
+test('phone width: whole lines in text tiles, queue counts in the header, a portrait clip fills the viewer', async ({ context }) => {
+  const img = await uploadFile(path.join(stills, 'first.png'), 'image/png');
+  const snd = await uploadFile(path.join(stills, 'voice.wav'), 'audio/wav');
+  // A long prompt with references and progress: the most a text tile holds.
+  const word = unique('balloon');
+  const busy = await enqueue({ prompt: `${word} drifting over a valley of fairy chimneys at sunrise, long shadows, a flock of birds crossing, slow crane shot rising above the ridge`, image_ids: [img.image_id, snd.image_id], partition: 'ref2va', steps: 60 });
+  const tall = await enqueue({ prompt: `${unique('dancer')} spinning, portrait`, width: 192, height: 320 });
+  const page = await context.newPage();
+  try {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await openGallery(page);
+    await tile(page, busy.generation_id).waitFor({ timeout: 10_000 });
+    const cut = await page.locator('[data-testid=tile] .tile-card').evaluateAll((cards) => cards
+      .filter((c) => c.scrollHeight > c.clientHeight + 1)
+      .map((c) => `${c.closest('[data-testid=tile]').dataset.status} tile: content ${c.scrollHeight}px in ${c.clientHeight}px`));
+    // A squeezed text block shows a fraction of a line: its height is not a whole number of lines.
+    const halfLines = await page.locator('[data-testid=tile] .tile-card').evaluateAll((cards) => cards.flatMap((c) => [...c.querySelectorAll('.tile-prompt, .tile-error')]
+      .map((el) => { const lh = parseFloat(getComputedStyle(el).lineHeight); const lines = el.clientHeight / lh; return { lines, off: Math.abs(lines - Math.round(lines)) * lh, text: el.textContent.slice(0, 30) }; })
+      .filter((x) => x.off > 1.5)
+      .map((x) => `"${x.text}…" shows ${x.lines.toFixed(2)} lines`)));
+    if (cut.length || halfLines.length) throw new Error(`text tiles cut their content at the edge: ${[...cut, ...halfLines].slice(0, 3).join('; ')}`);
+    if (!(await page.locator('[data-testid=queue-counts]').isVisible())) throw new Error('the queue counts are hidden on a phone');
+    const brand = await page.locator('.brand').boundingBox();
+    const gear = await page.getByTestId('settings-button').boundingBox();
+    if (Math.abs((gear.y + gear.height / 2) - (brand.y + brand.height / 2)) > 8) throw new Error('the settings button sits on a row of its own');
+    await page.screenshot({ path: path.join(outDir, 'phone-text-tiles.png') });
+    await settled(tall.generation_id);
+    await tile(page, tall.generation_id).locator('a').click();
+    await page.waitForSelector('[data-testid=player-video]');
+    const viewer = await page.getByTestId('lb-viewer').boundingBox();
+    if (viewer.height <= viewer.width) throw new Error(`a 192×320 clip shows in a ${Math.round(viewer.width)}×${Math.round(viewer.height)} box`);
+    await page.screenshot({ path: path.join(outDir, 'phone-lightbox-portrait.png') });
+  } finally {
+    await page.close();
+    await api('DELETE', `/api/ai/queue/${busy.generation_id}`).catch(() => {});
+  }
+});
+
+test('filtered views take in live changes: a job finishing under Done, a clip approved in another tab under Approved', async ({ page, context }) => {
+  const word = unique('lantern');
+  await openGallery(page);
+  await page.fill('[data-testid=search]', word);
+  await page.click('[data-testid=filter-succeeded]');
+  await until('the empty filtered view', async () => (await page.getByTestId('empty').count()) === 1, 10_000);
+  const g = await enqueue({ prompt: `${word} festival on a river` });
+  await until('the tile of the job that finished while filtered', async () => (await tile(page, g.generation_id).count()) === 1, 120_000);
+  if (!/^1 clip/.test(await page.textContent('[data-testid=result-count]'))) throw new Error(`count: ${await page.textContent('[data-testid=result-count]')}`);
+  await page.click('[data-testid=filter-approved]');
+  await until('no approved clip yet', async () => (await page.getByTestId('empty').count()) === 1, 10_000);
+  const other = await context.newPage();
+  try {
+    await openGallery(other);
+    await tile(other, g.generation_id).hover();
+    await tile(other, g.generation_id).getByTestId('approve').click();
+    await until('the clip approved in the other tab to appear under Approved', async () => (await tile(page, g.generation_id).count()) === 1, 15_000);
+  } finally {
+    await other.close();
+  }
+});
+
+test('an audio reference plays with controls in the rail, not as a black box', async ({ page }) => {
+  const snd = await uploadFile(path.join(stills, 'voice.wav'), 'audio/wav');
+  const g = await enqueue({ prompt: `${unique('choir')} singing`, image_ids: [snd.image_id], partition: 'ref2va' });
+  await page.goto(`${base}/g/${g.generation_id}`);
+  await page.locator('[data-testid=rail-ref][data-kind=audio]').click();
+  await page.getByTestId('audio-view').waitFor({ timeout: 10_000 });
+  const bar = await page.locator('[data-testid=audio-view] media-control-bar').boundingBox();
+  if (!bar || bar.height < 30) throw new Error(`the audio controls are not shown (${JSON.stringify(bar)})`);
+  const play = await page.locator('[data-testid=audio-view] media-play-button').boundingBox();
+  if (!play || play.width < 20) throw new Error('no play button for the audio reference');
+  await page.screenshot({ path: path.join(outDir, 'lightbox-audio-reference.png') });
+  await api('DELETE', `/api/ai/queue/${g.generation_id}`).catch(() => {});
 });
 
 test('no layout shift while the gallery media loads', async ({ page }) => {

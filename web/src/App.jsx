@@ -76,7 +76,8 @@ export default function App({ hubFactory = () => new EventHub() }) {
         onSettings={() => setSettingsOpen(true)}
       />
       <main className="main" aria-label="Gallery">
-        <Gallery gallery={gallery} onLoadMore={() => store.loadMore()} />
+        <Gallery gallery={gallery} onLoadMore={() => store.loadMore()}
+          onClearFilters={() => { setStatuses([]); setSearch(''); setApprovedOnly(false); }} />
       </main>
       <PromptBar ref={promptRef} settings={settings} />
       {generationId && <Lightbox key={generationId} id={generationId} onEdit={editGeneration} />}

@@ -19,6 +19,8 @@ function fromUpload(r) {
     thumb: r.poster_url || (kind === 'image' ? r.url : null) || null,
     name: r.original_name || null,
     duration: r.duration_seconds ?? null,
+    width: r.width || null,
+    height: r.height || null,
   };
 }
 

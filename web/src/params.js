@@ -99,7 +99,8 @@ export function validate({ prompt, params, chips, lastChipKey }) {
   const pending = chips.filter((c) => c.state === 'uploading');
   if (pending.length) add('refs', `Wait for ${pending.length === 1 ? 'the upload' : `${pending.length} uploads`} to finish.`);
   const broken = chips.filter((c) => c.state === 'error');
-  if (broken.length) add('refs', 'Remove the references that failed to upload (marked in red).');
+  // The server's reason for each refused upload, in full (the chip has room for a few words only).
+  for (const c of broken) add('refs', `“${c.name}” failed to upload: ${c.error || 'no reason given'}. Remove it (marked in red).`);
   if (chips.length > MAX_REFS) add('refs', `${chips.length} references attached; at most ${MAX_REFS} are accepted.`);
 
   const partition = params.partition;

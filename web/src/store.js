@@ -126,12 +126,23 @@ export class GalleryStore {
     this.byId.set(id, merged);
     const listed = this.ids.includes(id);
     const complete = merged.prompt !== undefined;
-    if (!listed && complete && matchesQuery(merged, this.query) && (isNew || !before)) {
+    // A row enters the list when it is new, or when this change makes it
+    // match (a job finishing under "Done", a clip approved in another tab
+    // under "Approved"); a known row that matched all along but lies beyond
+    // the loaded pages stays for paging to bring.
+    const enters = isNew || !before || before.prompt === undefined || !matchesQuery(before, this.query);
+    if (!listed && complete && matchesQuery(merged, this.query) && enters) {
       // Newest first: find the slot by enqueue time.
       let i = 0;
       while (i < this.ids.length && newer(merged, this.byId.get(this.ids[i])) > 0) i++;
-      this.ids.splice(i, 0, id);
-      this.count++;
+      if (i < this.ids.length || this.exhausted || !this.ids.length) {
+        this.ids.splice(i, 0, id);
+        this.count++;
+      } else if (before && before.prompt !== undefined) {
+        // Older than everything loaded while more pages remain: the next
+        // page brings it; the total grows only by a row that newly matches.
+        this.count++;
+      }
     } else if (listed && !matchesQuery(merged, this.query)) {
       this.ids = this.ids.filter((x) => x !== id);
       this.count = Math.max(0, this.count - 1);

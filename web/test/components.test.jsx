@@ -39,7 +39,43 @@ describe('PromptBar', () => {
     expect(calls.filter((c) => c.url === '/api/images')).toHaveLength(2);
     expect(calls[0].init.body.get('files').name).toBe('first.png');
     expect(screen.getByTestId('params-toggle').textContent).toMatch(/ref2va/);
+    // Under ref2va the first image is a reference like the others, not frame 1,
+    // and no chip offers to be pinned as a last frame.
+    expect(screen.getAllByTestId('chip')[0].textContent).toMatch(/first\.png/);
+    expect(screen.getAllByTestId('chip')[0].textContent).not.toMatch(/Frame 1/);
+    expect(screen.queryAllByTestId('pin-last')).toHaveLength(0);
+  });
+
+  it('labels the first image frame 1 only under fl2va', async () => {
+    fakeFetch((url, init) => (url === '/api/images' ? uploadAnswer(init.body.get('files').type.split('/')[0]) : { status: 404, body: {} }));
+    render(<PromptBar settings={null} />);
+    const files = ['a.png', 'b.png'].map((name) => new File(['x'], name, { type: 'image/png' }));
+    await act(async () => { fireEvent.change(screen.getByTestId('file-input'), { target: { files } }); });
+    await waitFor(() => expect(screen.getAllByTestId('chip').every((c) => c.dataset.state === 'done')).toBe(true));
     expect(screen.getAllByTestId('chip')[0].textContent).toMatch(/Frame 1/);
+    fireEvent.click(screen.getByTestId('params-toggle'));
+    fireEvent.click(screen.getByTestId('model-ref2va'));
+    expect(screen.getAllByTestId('chip')[0].textContent).toMatch(/a\.png/);
+    expect(screen.queryAllByTestId('pin-last')).toHaveLength(0);
+  });
+
+  it('lists the server\'s reason for a refused upload in full', async () => {
+    const reason = 'files[0]: not a picture, video or audio FFmpeg can read (broken.png: Invalid data found when processing input); accepted: PNG, JPEG, WebP, MP4, WAV';
+    fakeFetch((url) => (url === '/api/images' ? { status: 400, body: { status: 'error', status_message: reason, error: { field: 'files[0]', message: 'x' } } } : { status: 404, body: {} }));
+    render(<PromptBar settings={null} />);
+    await act(async () => { fireEvent.change(screen.getByTestId('file-input'), { target: { files: [new File(['x'], 'broken.png', { type: 'image/png' })] } }); });
+    await waitFor(() => expect(screen.getByTestId('chip').dataset.state).toBe('error'));
+    expect(screen.getByTestId('problems').textContent).toContain(`“broken.png” failed to upload: ${reason}`);
+  });
+
+  it('shows a glyph, not a broken image, for a chip the browser cannot decode', async () => {
+    fakeFetch((url, init) => (url === '/api/images' ? uploadAnswer('image') : { status: 404, body: {} }));
+    render(<PromptBar settings={null} />);
+    await act(async () => { fireEvent.change(screen.getByTestId('file-input'), { target: { files: [new File(['x'], 'odd.png', { type: 'image/png' })] } }); });
+    const chip = screen.getByTestId('chip');
+    fireEvent.error(chip.querySelector('img'));
+    expect(chip.querySelector('img')).toBeNull();
+    expect(within(chip).getByTestId('thumb-glyph')).toBeTruthy();
   });
 
   it('explains a pinned last frame under ref2va before anything is sent', async () => {

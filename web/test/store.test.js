@@ -5,8 +5,8 @@ import { GalleryStore, matchesQuery } from '../src/store.js';
 // store's merging rules; the real API is covered by the e2e suite.
 function client(rows) {
   return {
-    list: async ({ statuses, search, limit, offset }) => {
-      const all = rows.filter((g) => matchesQuery(g, { statuses, search }));
+    list: async ({ statuses, search, rating = '', limit, offset }) => {
+      const all = rows.filter((g) => matchesQuery(g, { statuses, search, rating }));
       return { count: all.length, generations: all.slice(offset, offset + limit) };
     },
     get: async (id) => {
@@ -54,5 +54,47 @@ describe('GalleryStore', () => {
     expect(matchesQuery({ prompt: 'A Red Fox', status: 'queued' }, { statuses: [], search: 'red fox' })).toBe(true);
     expect(matchesQuery({ prompt: 'A Red Fox', status: 'queued' }, { statuses: [], search: 'blue' })).toBe(false);
     expect(matchesQuery({ prompt: 'x', status: 'queued', rating: null }, { statuses: [], search: '', rating: 'approved' })).toBe(false);
+  });
+});
+
+describe('GalleryStore under a filter', () => {
+  it('adds a row whose change makes it match: a job finishing under "Done"', async () => {
+    const s = new GalleryStore(client([row('g1')]));
+    await s.setQuery({ statuses: ['succeeded'], search: '' });
+    // The new job is announced while queued (not shown), then finishes.
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'queued', seq: 3 }) });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g1']);
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'processing', seq: 4 }) });
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'succeeded', seq: 5 }) });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g2', 'g1']);
+    expect(s.getSnapshot().count).toBe(2);
+  });
+  it('adds a clip approved elsewhere under "Approved" and drops it when cleared', async () => {
+    const s = new GalleryStore(client([row('g1', { rating: 'approved' }), row('g2')]));
+    await s.setQuery({ statuses: [], search: '', rating: '' });
+    await s.setQuery({ statuses: [], search: '', rating: 'approved' });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g1']);
+    s.onEvent({ event: 'generation_update', data: row('g2', { rating: 'approved', seq: 7 }) });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g2', 'g1']);
+    expect(s.getSnapshot().count).toBe(2);
+    s.onEvent({ event: 'generation_update', data: row('g2', { rating: null, seq: 8 }) });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(['g1']);
+    expect(s.getSnapshot().count).toBe(1);
+  });
+  it('leaves a row older than the loaded pages for paging to bring', async () => {
+    const rows = Array.from({ length: 50 }, (_, i) => row(`g${50 - i}`));
+    const s = new GalleryStore(client(rows));
+    await s.setQuery({ statuses: [], search: '' });
+    expect(s.getSnapshot().items).toHaveLength(40);
+    await s.setQuery({ statuses: ['succeeded'], search: '' });
+    // g3 lies beyond the loaded 40: an update about it must not append it
+    // after g11 (the next page would then skip or repeat rows).
+    s.upsert(row('g3', { seq: 2 }));
+    expect(s.getSnapshot().items).toHaveLength(40);
+    expect(s.getSnapshot().items.some((g) => g.generation_id === 'g3')).toBe(false);
+    expect(s.getSnapshot().count).toBe(50);
+    await s.loadMore();
+    expect(s.getSnapshot().items.map((g) => g.generation_id).slice(-3)).toEqual(['g3', 'g2', 'g1']);
+    expect(s.getSnapshot().items).toHaveLength(50);
   });
 });

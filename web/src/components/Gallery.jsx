@@ -2,7 +2,7 @@ import { useEffect, useRef } from 'react';
 import Tile from './Tile.jsx';
 
 /** The tile grid, newest first, loading the next page as its end nears. */
-export default function Gallery({ gallery, onLoadMore }) {
+export default function Gallery({ gallery, onLoadMore, onClearFilters }) {
   const sentinel = useRef(null);
   const { items, loading, exhausted, error, query } = gallery;
 
@@ -16,7 +16,7 @@ export default function Gallery({ gallery, onLoadMore }) {
     return () => io.disconnect();
   }, [onLoadMore, items.length, exhausted]);
 
-  const filtered = query.search || query.statuses.length;
+  const filtered = Boolean(query.search || query.statuses.length || query.rating);
   return (
     <>
       <ul className="grid" data-testid="gallery">
@@ -27,9 +27,14 @@ export default function Gallery({ gallery, onLoadMore }) {
         ))}
       </ul>
       {!loading && !error && items.length === 0 && (
-        <p className="empty" data-testid="empty">
-          {filtered ? 'Nothing matches this search and filter.' : 'No clips yet. Describe one below and press Enter.'}
-        </p>
+        <div className="empty" data-testid="empty">
+          {filtered ? (
+            <>
+              <p>Nothing matches {query.search ? `“${query.search}”` : 'this filter'}{query.search && (query.statuses.length || query.rating) ? ' with these filters' : ''}.</p>
+              {onClearFilters && <button type="button" className="ghost" onClick={onClearFilters} data-testid="clear-filters">Show all clips</button>}
+            </>
+          ) : <p>No clips yet. Describe one below and press Enter.</p>}
+        </div>
       )}
       {error && (
         <p className="empty error" role="alert">

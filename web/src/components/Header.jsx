@@ -1,6 +1,12 @@
 import { useEffect, useRef } from 'react';
 import { STATUSES } from '../api.js';
 
+/** The search shortcut as this keyboard writes it (⌘K on Apple, Ctrl K elsewhere). */
+export function searchShortcut(nav = typeof navigator !== 'undefined' ? navigator : null) {
+  const platform = (nav && (nav.userAgentData?.platform || nav.platform || nav.userAgent)) || '';
+  return /mac|iphone|ipad|ipod/i.test(platform) ? '⌘K' : 'Ctrl K';
+}
+
 const LABELS = { queued: 'Queued', processing: 'Running', succeeded: 'Done', failed: 'Failed', cancelled: 'Cancelled' };
 
 /** Engine kind/state, weights residency and queue counts from /api/status. */
@@ -14,13 +20,15 @@ export function StatusSummary({ status }) {
   const residency = engine.resident === true ? 'resident' : engine.resident === false ? (kind === 'mock' ? 'none (mock)' : 'not loaded') : null;
   const q = status.queue || {};
   const bad = !kind || /failed|offline/.test(state);
-  const name = kind === 'mock' ? 'mock engine' : kind === 'h3' ? 'H3 engine' : kind ? `${kind} engine` : 'no worker';
+  // " engine" is dropped on phones (CSS) to leave room for the queue counts.
+  const short = kind === 'mock' ? 'mock' : kind === 'h3' ? 'H3' : kind || null;
+  const name = short ? <>{short}<span className="engine-word"> engine</span></> : 'no worker';
   return (
     <span className="status-summary" data-testid="engine-status" title={message}>
-      <span className={`status-pill ${bad ? 'bad' : kind === 'mock' ? 'warn' : 'ok'}`} data-testid="engine-kind" data-kind={kind || ''}>
+      <span className={`status-pill ${bad ? 'bad' : kind === 'mock' ? 'warn' : 'ok'}`} data-testid="engine-kind" data-kind={kind || ''} title={residency ? `weights ${residency}` : undefined}>
         {name}{state ? ` · ${state}` : ''}
       </span>
-      {residency && <span className="status-pill muted" data-testid="residency">weights {residency}</span>}
+      {residency && <span className="status-pill muted residency" data-testid="residency">weights {residency}</span>}
       {bad && engine.message && <span className="status-pill bad engine-message">{engine.message}</span>}
       <span className="status-pill muted" data-testid="queue-counts">
         {q.processing ?? 0} running · {q.queued ?? 0} queued
@@ -52,8 +60,11 @@ export default function Header({ status, live, statuses, onStatuses, approvedOnl
       <div className="header-row">
         <a className="brand" href="/" aria-label="mmh3 gallery">mmh3</a>
         <StatusSummary status={status} />
-        <span className={`live-dot ${live}`} title={live === 'open' ? 'live updates on' : 'reconnecting to live updates…'} data-testid="live-state" data-state={live}>
-          <span className="visually-hidden">{live === 'open' ? 'live' : 'reconnecting'}</span>
+        <span className={`live ${live}`} title={live === 'open' ? 'live updates on' : 'reconnecting to live updates…'} data-testid="live-state" data-state={live} role="status">
+          <span className="live-dot" aria-hidden="true" />
+          {live === 'reconnecting'
+            ? <span className="live-label" data-testid="live-label">Reconnecting…</span>
+            : <span className="visually-hidden">{live === 'open' ? 'live' : 'connecting'}</span>}
         </span>
         <div className="search">
           <input
@@ -66,7 +77,7 @@ export default function Header({ status, live, statuses, onStatuses, approvedOnl
             onKeyDown={(e) => { if (e.key === 'Escape') { onSearch(''); e.currentTarget.blur(); } }}
             data-testid="search"
           />
-          <kbd className="kbd-hint" aria-hidden="true">⌘K</kbd>
+          {!search && <kbd className="kbd-hint" aria-hidden="true" data-testid="search-hint">{searchShortcut()}</kbd>}
         </div>
         <button type="button" className="icon-button" aria-label="Settings" onClick={onSettings} data-testid="settings-button">
           <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true"><path fill="currentColor" d="M19.4 13a7.7 7.7 0 0 0 0-2l2-1.6-2-3.4-2.4 1a7.3 7.3 0 0 0-1.7-1L15 3.5h-4l-.4 2.5a7.3 7.3 0 0 0-1.7 1l-2.4-1-2 3.4 2 1.6a7.7 7.7 0 0 0 0 2l-2 1.6 2 3.4 2.4-1a7.3 7.3 0 0 0 1.7 1l.4 2.5h4l.4-2.5a7.3 7.3 0 0 0 1.7-1l2.4 1 2-3.4-2-1.6ZM13 15.5a3.5 3.5 0 1 1 0-7 3.5 3.5 0 0 1 0 7Z" transform="translate(-1 0)"/></svg>

@@ -107,9 +107,13 @@ export default function Lightbox({ id, onEdit }) {
   };
 
   const title = g ? g.prompt : 'Generation';
+  // The viewer takes the shape of what it shows (a portrait clip is tall on a
+  // phone, not a strip in a 16:9 box); the desktop layout fills the space.
+  const shape = current ? (current.kind === 'audio' ? null : current) : g;
+  const aspect = shape && shape.width > 0 && shape.height > 0 ? `${shape.width} / ${shape.height}` : null;
   return (
     <Modal className="lightbox" label={title ? `Generation: ${title.slice(0, 80)}` : 'Generation'} onClose={closeLightbox} onKeyDownCapture={onKeyDown} testId="lightbox">
-      <div className="lb-viewer">
+      <div className={`lb-viewer ${current && current.kind === 'audio' ? 'audio' : ''}`} style={aspect ? { '--viewer-aspect': aspect } : undefined} data-testid="lb-viewer">
         {!g && gone && <div className="lb-placeholder" role="alert" data-testid="lb-gone">This generation was deleted.</div>}
         {!g && !gone && !missing && <div className="lb-placeholder">Loading…</div>}
         {!g && missing && <div className="lb-placeholder" role="alert">{missing}</div>}
@@ -131,7 +135,7 @@ export default function Lightbox({ id, onEdit }) {
         )}
         {g && current && (
           current.url
-            ? <Player ref={player} key={`ref-${view}`} src={current.url} poster={current.thumb} kind={current.kind} label={current.label} />
+            ? <Player ref={player} key={`ref-${view}`} src={current.url} poster={current.thumb} kind={current.kind} label={current.name ? `${current.label} · ${current.name}` : current.label} />
             : <div className="lb-placeholder">{current.label}: no preview</div>
         )}
       </div>

@@ -84,8 +84,8 @@ const Player = forwardRef(function Player({ src, poster, frames, label, kind = '
   if (kind === 'image') {
     return <div className="viewer-still"><img src={src} alt={label || ''} /></div>;
   }
-  return (
-    <MediaController className="player" nohotkeys="" data-testid="player">
+  const controller = (
+    <MediaController className={`player ${kind === 'audio' ? 'audio' : ''}`} nohotkeys="" audio={kind === 'audio' ? true : undefined} data-testid="player">
       {kind === 'audio' ? (
         <audio slot="media" src={src} ref={video} preload="auto" />
       ) : (
@@ -108,6 +108,15 @@ const Player = forwardRef(function Player({ src, poster, frames, label, kind = '
         {kind !== 'audio' && <MediaFullscreenButton />}
       </MediaControlBar>
     </MediaController>
+  );
+  if (kind !== 'audio') return controller;
+  // Audio has no picture: say what is playing instead of a black box.
+  return (
+    <div className="audio-view" data-testid="audio-view">
+      <div className="audio-face" aria-hidden="true"><span className="audio-glyph">♪</span></div>
+      <p className="audio-label">{label || 'Audio'}</p>
+      {controller}
+    </div>
   );
 });
 

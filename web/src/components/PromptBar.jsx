@@ -6,7 +6,7 @@ import { buildRequest, clipSummary, defaultParams, paramsFromGeneration, validat
 import { referencesOf } from '../media.js';
 import ParamsPopover from './ParamsPopover.jsx';
 import RewriteSheet from './RewriteSheet.jsx';
-import { PlayBadge, SpeakerBadge } from './bits.jsx';
+import { PlayBadge, SpeakerBadge, ThumbImage } from './bits.jsx';
 
 let chipSeq = 0;
 
@@ -32,12 +32,15 @@ function probeDuration(url, kind) {
   });
 }
 
-function Chip({ chip, index, pinned, onPin, onRemove }) {
-  const canPin = chip.kind === 'image' && index > 0;
+function Chip({ chip, index, pinned, partition, onPin, onRemove }) {
+  // Pinning is an fl2va idea; a chip pinned before a switch to ref2va keeps
+  // its button so it can be unpinned.
+  const canPin = chip.kind === 'image' && index > 0 && (partition === 'fl2va' || pinned);
+  const frameOne = index === 0 && chip.kind === 'image' && partition === 'fl2va';
   return (
     <li className={`chip kind-${chip.kind} state-${chip.state} ${pinned ? 'pinned' : ''}`} data-testid="chip" data-kind={chip.kind} data-state={chip.state} data-image-id={chip.imageId || ''}>
       <span className="chip-thumb">
-        {chip.kind === 'image' && chip.preview && <img src={chip.preview} alt="" />}
+        {chip.kind === 'image' && <ThumbImage src={chip.preview} kind="image" lazy={false} />}
         {chip.kind === 'video' && chip.preview && <video src={chip.preview} muted preload="metadata" />}
         {chip.kind === 'audio' && <span className="ref-glyph">♪</span>}
         {chip.kind === 'video' && <span className="badge"><PlayBadge /></span>}
@@ -45,7 +48,7 @@ function Chip({ chip, index, pinned, onPin, onRemove }) {
         {chip.state === 'uploading' && <span className="chip-spinner" aria-label="uploading" />}
       </span>
       <span className="chip-label" title={chip.error || chip.name}>
-        {index === 0 && chip.kind === 'image' ? 'Frame 1' : pinned ? 'Last frame' : chip.name}
+        {frameOne ? 'Frame 1' : pinned ? 'Last frame' : chip.name}
         {chip.state === 'error' && <span className="chip-error"> · {chip.error}</span>}
       </span>
       {canPin && (
@@ -195,7 +198,7 @@ const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
       {chips.length > 0 && (
         <ul className="chips" aria-label="References">
           {chips.map((c, i) => (
-            <Chip key={c.key} chip={c} index={i} pinned={lastKey === c.key}
+            <Chip key={c.key} chip={c} index={i} pinned={lastKey === c.key} partition={partition}
               onPin={() => setLastKey(lastKey === c.key ? null : c.key)} onRemove={() => removeChip(c.key)} />
           ))}
         </ul>

@@ -1,4 +1,5 @@
 // Small shared pieces: icons and reference thumbnails.
+import { useState } from 'react';
 
 export const CheckIcon = () => (
   <svg viewBox="0 0 24 24" width="18" height="18" aria-hidden="true"><path fill="none" stroke="currentColor" strokeWidth="3" strokeLinecap="round" strokeLinejoin="round" d="m5 12.5 4.5 4.5L19 7.5" /></svg>
@@ -13,10 +14,23 @@ export const SpeakerBadge = () => (
   <svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true"><path fill="currentColor" d="M2 6h3l4-3v10L5 10H2z" /><path fill="none" stroke="currentColor" strokeWidth="1.5" d="M11 5.5a3.5 3.5 0 0 1 0 5M12.5 3.5a6 6 0 0 1 0 9" /></svg>
 );
 
+export const kindGlyph = (kind) => (kind === 'audio' ? '♪' : kind === 'video' ? '▶' : '▦');
+
+/**
+ * A thumbnail image that turns into the kind's glyph when it cannot be shown
+ * (an upload purged from disk, a file the browser cannot decode) instead of
+ * the browser's broken-image icon.
+ */
+export function ThumbImage({ src, kind, lazy = true }) {
+  const [failed, setFailed] = useState(null);
+  if (!src || failed === src) return <span className="ref-glyph" data-testid="thumb-glyph">{kindGlyph(kind)}</span>;
+  return <img src={src} alt="" loading={lazy ? 'lazy' : undefined} onError={() => setFailed(src)} />;
+}
+
 export function RefThumb({ r, small }) {
   return (
     <span className={`ref-thumb kind-${r.kind} ${small ? 'small' : ''}`} title={r.label}>
-      {r.thumb ? <img src={r.thumb} alt="" loading="lazy" /> : <span className="ref-glyph">{r.kind === 'audio' ? '♪' : r.kind === 'video' ? '▶' : '▦'}</span>}
+      <ThumbImage src={r.thumb} kind={r.kind} />
       {r.kind === 'video' && <span className="badge"><PlayBadge /></span>}
       {r.kind === 'audio' && <span className="badge"><SpeakerBadge /></span>}
     </span>

@@ -1,0 +1,67 @@
+import { describe, expect, it, vi } from 'vitest';
+import { fireEvent, render, screen, within } from '@testing-library/react';
+import Header, { searchShortcut } from '../src/components/Header.jsx';
+import Gallery from '../src/components/Gallery.jsx';
+import Player from '../src/components/Player.jsx';
+import { RefThumb } from '../src/components/bits.jsx';
+
+// What the gallery tells its user: connection state, the search shortcut,
+// why a list is empty, what an audio reference is, a reference that is gone.
+const headerProps = { status: null, statuses: [], onStatuses: () => {}, approvedOnly: false, onApprovedOnly: () => {}, search: '', onSearch: () => {}, count: 0, onSettings: () => {} };
+
+describe('header feedback', () => {
+  it('says in words that live updates are reconnecting, not only with a dot', () => {
+    const { rerender } = render(<Header {...headerProps} live="open" />);
+    expect(screen.queryByTestId('live-label')).toBeNull();
+    rerender(<Header {...headerProps} live="reconnecting" />);
+    const label = screen.getByTestId('live-label');
+    expect(label.textContent).toMatch(/Reconnecting/);
+    expect(label.closest('.visually-hidden')).toBeNull();
+  });
+  it('writes the search shortcut for the keyboard at hand and hides it over typed text', () => {
+    expect(searchShortcut({ platform: 'MacIntel' })).toBe('⌘K');
+    expect(searchShortcut({ platform: 'Linux x86_64' })).toBe('Ctrl K');
+    expect(searchShortcut({ userAgentData: { platform: 'Windows' } })).toBe('Ctrl K');
+    const { rerender } = render(<Header {...headerProps} live="open" />);
+    expect(screen.getByTestId('search-hint').textContent).toBe(searchShortcut());
+    rerender(<Header {...headerProps} live="open" search="fox" />);
+    expect(screen.queryByTestId('search-hint')).toBeNull();
+  });
+});
+
+const gallery = (query) => ({ items: [], loading: false, exhausted: true, error: null, count: 0, query: { statuses: [], search: '', rating: '', ...query } });
+
+describe('empty gallery', () => {
+  it('under the approved filter says nothing matches and offers to show all', () => {
+    const clear = vi.fn();
+    render(<Gallery gallery={gallery({ rating: 'approved' })} onLoadMore={() => {}} onClearFilters={clear} />);
+    expect(screen.getByTestId('empty').textContent).toMatch(/Nothing matches this filter/);
+    expect(screen.getByTestId('empty').textContent).not.toMatch(/No clips yet/);
+    fireEvent.click(screen.getByTestId('clear-filters'));
+    expect(clear).toHaveBeenCalledTimes(1);
+  });
+  it('names the search that found nothing', () => {
+    render(<Gallery gallery={gallery({ search: 'zebra', statuses: ['failed'] })} onLoadMore={() => {}} onClearFilters={() => {}} />);
+    expect(screen.getByTestId('empty').textContent).toMatch(/Nothing matches “zebra” with these filters/);
+  });
+  it('without filters invites the first prompt, with no clear button', () => {
+    render(<Gallery gallery={gallery({})} onLoadMore={() => {}} onClearFilters={() => {}} />);
+    expect(screen.getByTestId('empty').textContent).toMatch(/No clips yet/);
+    expect(screen.queryByTestId('clear-filters')).toBeNull();
+  });
+});
+
+describe('references', () => {
+  it('an audio reference in the viewer shows what plays, not a black box', () => {
+    render(<Player src="/api/files/uploads/a.wav" kind="audio" label="Audio 3 · voice.wav" />);
+    const view = screen.getByTestId('audio-view');
+    expect(view.textContent).toMatch(/Audio 3 · voice\.wav/);
+    expect(view.querySelector('audio')).toBeTruthy();
+  });
+  it('a thumbnail whose file is gone falls back to the kind glyph', () => {
+    render(<RefThumb r={{ id: 'x', kind: 'image', thumb: '/api/files/uploads/x.png', label: 'First frame' }} />);
+    fireEvent.error(document.querySelector('.ref-thumb img'));
+    expect(document.querySelector('.ref-thumb img')).toBeNull();
+    expect(within(document.querySelector('.ref-thumb')).getByTestId('thumb-glyph').textContent).toBe('▦');
+  });
+});
