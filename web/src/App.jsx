@@ -58,6 +58,14 @@ export default function App({ hubFactory = () => new EventHub() }) {
 
   const loadSettings = useCallback(() => api.settings().then(setSettings, () => setSettings(null)), []);
   useEffect(() => { loadSettings(); }, [loadSettings]);
+  // Settings have no event: a tab coming back to the front re-reads them (and
+  // the status), so a rewrite switched on in another tab applies here too.
+  useEffect(() => {
+    const back = () => { if (document.visibilityState !== 'hidden') { loadSettings(); loadStatus(); } };
+    window.addEventListener('focus', back);
+    document.addEventListener('visibilitychange', back);
+    return () => { window.removeEventListener('focus', back); document.removeEventListener('visibilitychange', back); };
+  }, [loadSettings, loadStatus]);
 
   const editGeneration = useCallback((g) => promptRef.current && promptRef.current.load(g), []);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { fireEvent, render, screen, within } from '@testing-library/react';
+import { fireEvent, render, screen, waitFor, within } from '@testing-library/react';
 import Header, { searchShortcut } from '../src/components/Header.jsx';
 import Gallery from '../src/components/Gallery.jsx';
 import Player from '../src/components/Player.jsx';
@@ -63,5 +63,33 @@ describe('references', () => {
     fireEvent.error(document.querySelector('.ref-thumb img'));
     expect(document.querySelector('.ref-thumb img')).toBeNull();
     expect(within(document.querySelector('.ref-thumb')).getByTestId('thumb-glyph').textContent).toBe('▦');
+  });
+});
+
+describe('tiles and tabs', () => {
+  it('a rejected clip says so on its tile, not only by fading', async () => {
+    const { default: Tile } = await import('../src/components/Tile.jsx');
+    render(<Tile g={{ generation_id: 'r', status: 'succeeded', prompt: 'dull', result_url: '/api/files/generations/r.mp4', rating: 'rejected' }} />);
+    expect(screen.getByTestId('rejected-badge').textContent).toBe('rejected');
+    expect(screen.getByTestId('tile').querySelector('a').getAttribute('aria-label')).toMatch(/\(rejected\)$/);
+  });
+  it('a tab coming back to the front re-reads the settings changed in another tab', async () => {
+    const { default: App } = await import('../src/App.jsx');
+    let rewrite = false;
+    const seen = [];
+    vi.stubGlobal('fetch', vi.fn(async (url) => {
+      seen.push(String(url));
+      const body = String(url).startsWith('/api/settings') ? { rewrite_enabled: rewrite, has_oxen_api_key: false }
+        : String(url).startsWith('/api/status') ? { engine: { kind: 'mock', state: 'ready' }, queue: {} }
+          : { count: 0, generations: [] };
+      return new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json' } });
+    }));
+    const hub = { subscribe: () => () => {}, onState: (fn) => { fn('open'); return () => {}; }, close: () => {} };
+    render(<App hubFactory={() => hub} />);
+    await waitFor(() => expect(seen.filter((u) => u === '/api/settings')).toHaveLength(1));
+    rewrite = true;
+    fireEvent(window, new Event('focus'));
+    await waitFor(() => expect(seen.filter((u) => u === '/api/settings')).toHaveLength(2));
+    vi.unstubAllGlobals();
   });
 });

@@ -77,7 +77,7 @@ function Tile({ g }) {
       data-status={g.status}
       data-rating={g.rating || ''}
     >
-      <a className="tile-link" href={`/g/${g.generation_id}`} onClick={open} aria-label={`Open: ${g.prompt || 'generation'}`}>
+      <a className="tile-link" href={`/g/${g.generation_id}`} onClick={open} aria-label={`Open: ${g.prompt || 'generation'}${g.rating === 'rejected' ? ' (rejected)' : ''}`}>
         {g.status === 'succeeded' && resultUrl(g) ? (
           <TileMedia g={g} />
         ) : (
@@ -92,6 +92,7 @@ function Tile({ g }) {
           </div>
         )}
       </a>
+      {g.rating === 'rejected' && <span className="rejected-badge" data-testid="rejected-badge" title="Rejected">rejected</span>}
       {g.status === 'succeeded' && (
         <>
           <div className="tile-caption" aria-hidden="true">
