@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -251,9 +252,36 @@ typedef enum job_end { JOB_DONE, JOB_ENGINE_DEAD } job_end;
  * succeeded only once the clip is there. */
 typedef int (*publish_fn)(void *user, mm_job_outcome *out, mm_error *err);
 
+/* Messages are shown to every user of the web app, which must not learn where
+ * the server keeps its files: paths under the outputs folder are written
+ * relative to it ("uploads/<id>.png"), whether the engine was given the folder
+ * as configured or resolved. */
+static void hide_outputs_dir(char *msg, const char *outputs)
+{
+    char resolved[PATH_MAX];
+    const char *forms[2] = {outputs, realpath(outputs, resolved)};
+    for (int i = 0; i < 2; i++) {
+        size_t n = forms[i] ? strlen(forms[i]) : 0;
+        if (n == 0)
+            continue;
+        for (char *at = msg; (at = strstr(at, forms[i]));) {
+            if (at[n] == '/')
+                memmove(at, at + n + 1, strlen(at + n + 1) + 1);
+            else
+                at += n;
+        }
+    }
+}
+
 static void finish(render_ctx *r, mm_job_outcome *out, publish_fn publish, void *user)
 {
     mm_error err = {{0}};
+    char shown[MM_ERROR_MAX];
+    if (out->error_message) {
+        snprintf(shown, sizeof shown, "%s", out->error_message);
+        hide_outputs_dir(shown, r->o->outputs);
+        out->error_message = shown;
+    }
     bool lost = false, done = false;
     for (int tries = 0; tries < 30 && !atomic_load(&job_lost) && !done; tries++) {
         if (tries) {
@@ -277,6 +305,7 @@ static void finish(render_ctx *r, mm_job_outcome *out, publish_fn publish, void 
             PQclear(PQexec(r->db, "ROLLBACK"));
             static char why[MM_ERROR_MAX];
             snprintf(why, sizeof why, "%s", err.msg);
+            hide_outputs_dir(why, r->o->outputs);
             out->status = "failed";
             out->result_path = out->poster_path = NULL;
             out->error_message = why;
