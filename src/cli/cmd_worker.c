@@ -3,7 +3,9 @@
  * pointed at the same database and a shared outputs folder. */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,19 @@ static void usage(FILE *out)
 }
 
 /* token: the --oxen-token copy, owned by mm_cmd_worker (blanked and freed there). */
+/* An integer flag in LO..HI: strtol's long is checked before it narrows to
+ * int, so 4294967297 is refused instead of becoming 1. */
+static bool int_in(const char *text, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
 static int worker_with_args(int argc, char **argv, char **token)
 {
     mm_worker_options o;
@@ -95,8 +110,7 @@ static int worker_with_args(int argc, char **argv, char **token)
             }
             break;
         case O_ATTEMPTS:
-            o.max_attempts = (int)strtol(optarg, &end, 10);
-            if (*end || o.max_attempts < 1 || o.max_attempts > 100) {
+            if (!int_in(optarg, 1, 100, &o.max_attempts)) {
                 fprintf(stderr, "mmh3 worker: --max-attempts %s: accepted: integer 1..100\n", optarg);
                 return 2;
             }

@@ -405,6 +405,11 @@ def worker_and_serve_refuse_bad_engine_flags_in_one_line(env):
     problems = []
     cases = [(cmd, args, named, None) for cmd in ("worker", "serve") for args, named in ENGINE_BAD]
     cases += [("worker", ["--threads", "abc"], "--threads abc", None)]
+    # 2^32 + 1 once passed the range checks as 1 (strtol's long cast to int before the check)
+    big = "4294967297"
+    cases += [("serve", [flag, big], flag + " " + big, None)
+              for flag in ("--threads", "--gpu-workers", "--max-attempts", "--upload-mb")]
+    cases += [("worker", ["--max-attempts", big], "--max-attempts " + big, None)]
     cases += [(cmd, [], "MMH3_REF_SHORT_EDGE=100", {"MMH3_REF_SHORT_EDGE": "100"}) for cmd in ("worker", "serve")]
     for cmd, args, named, extra in cases:
         e = dict(os.environ, **(extra or {}))
