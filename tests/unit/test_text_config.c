@@ -128,11 +128,51 @@ static void test_errors(void)
     json_decref(p);
 }
 
+/* The release config with the first FROM replaced by TO. */
+static int parse_release_with(const char *from, const char *to, mm_qwen3vl_config *c)
+{
+    const char *base = "{" RELEASE_TEXT ", " RELEASE_VISION ", " RELEASE_IDS "}";
+    const char *at = strstr(base, from);
+    if (!at)
+        return mm_fail(&err, "test: '%s' is not in the release config", from);
+    char j[4096];
+    snprintf(j, sizeof j, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
+    return parse(j, c);
+}
+
+/* Numbers a config file can hold but the sizes cannot: a float far outside
+ * int64 (converting it was undefined; 1e300 became INT64_MIN positions),
+ * values that wrapped int arithmetic in the checks (a square side, the mrope
+ * section sum) and array entries that were truncated to int. */
+static void test_out_of_range_numbers(void)
+{
+    static const struct {
+        const char *from, *to, *named;
+    } cases[] = {
+        {"\"max_position_embeddings\": 262144", "\"max_position_embeddings\": 1e300", "max_position_embeddings"},
+        {"\"max_position_embeddings\": 262144", "\"max_position_embeddings\": -1e300", "max_position_embeddings"},
+        {"\"num_position_embeddings\": 2304", "\"num_position_embeddings\": 2147483647", "num_position_embeddings"},
+        {"\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20]",
+         "\"mrope_interleaved\": false, \"mrope_section\": [2147483647, 2147483647, 66]", "mrope_section"},
+        {"\"mrope_interleaved\": true, \"mrope_section\": [24, 20, 20]",
+         "\"mrope_interleaved\": false, \"mrope_section\": [-10, 40, 34]", "mrope_section"},
+        {"[8, 16, 24]", "[8, 16, 4294967320]", "deepstack_visual_indexes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mm_qwen3vl_config c;
+        err.msg[0] = '\0';
+        int rc = parse_release_with(cases[i].from, cases[i].to, &c);
+        MM_EXPECT(rc < 0 && strstr(err.msg, cases[i].named) && !strstr(err.msg, "test:"), "%s: rc %d, '%s'",
+                  cases[i].to, rc, err.msg);
+    }
+}
+
 int main(void)
 {
     MM_RUN(test_release_config);
     MM_RUN(test_kit_config);
     MM_RUN(test_rope_parameters_spelling);
     MM_RUN(test_errors);
+    MM_RUN(test_out_of_range_numbers);
     return mm_test_exit();
 }

@@ -13,12 +13,16 @@ static int get_int(const json_t *obj, const char *key, const char *where, int64_
         *out = json_integer_value(v);
         return 0;
     }
-    /* Some writers emit integral values as floats (5000000.0). */
-    if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v))) {
-        *out = (int64_t)json_real_value(v);
-        return 0;
+    /* Some writers emit integral values as floats (5000000.0); one outside
+     * int64 (1e300) has no integer value, and converting it is undefined. */
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+            *out = (int64_t)d;
+            return 0;
+        }
     }
-    return mm_fail(err, "%s: \"%s\" must be an integer", where, key);
+    return mm_fail(err, "%s: \"%s\" must be an integer (within int64)", where, key);
 }
 
 static int get_int32(const json_t *obj, const char *key, const char *where, int *out, mm_error *err)
@@ -58,7 +62,10 @@ static int get_int_array(const json_t *obj, const char *key, const char *where, 
         const json_t *e = json_array_get(a, i);
         if (!json_is_integer(e))
             return mm_fail(err, "%s: \"%s\"[%zu] must be an integer", where, key, i);
-        out[i] = (int)json_integer_value(e);
+        json_int_t x = json_integer_value(e);
+        if (x < INT32_MIN || x > INT32_MAX)
+            return mm_fail(err, "%s: \"%s\"[%zu] = %lld is out of range", where, key, i, (long long)x);
+        out[i] = (int)x;
     }
     *n = (int)len;
     return 0;
@@ -131,6 +138,8 @@ static int parse_text(mm_qwen3vl_text_config *t, const json_t *tc, mm_error *err
     const json_t *bias = json_object_get(tc, "attention_bias");
     if (bias && json_is_true(bias))
         return mm_fail(err, "text_config: attention_bias true is not supported (the H3 conditioner has none)");
+    if (maxpos < 1)
+        return mm_fail(err, "text_config: max_position_embeddings %lld must be positive", (long long)maxpos);
     t->rms_eps = (float)eps;
     t->max_positions = maxpos;
     return parse_rope(t, tc, err);
@@ -175,8 +184,9 @@ static int get_token_id(const json_t *root, const char *key, int32_t *out, mm_er
 
 int mm_qwen3vl_pos_side(const mm_qwen3vl_vision_config *v)
 {
-    int s = (int)lround(sqrt((double)v->num_pos_embed));
-    return s * s == v->num_pos_embed ? s : -1;
+    /* in long long: the side of INT_MAX rounds to 46341, whose square is not an int */
+    long long s = llround(sqrt((double)v->num_pos_embed));
+    return s * s == v->num_pos_embed ? (int)s : -1;
 }
 
 int mm_qwen3vl_config_validate(const mm_qwen3vl_config *cfg, mm_error *err)
@@ -191,14 +201,22 @@ int mm_qwen3vl_config_validate(const mm_qwen3vl_config *cfg, mm_error *err)
                        t->n_kv_heads);
     if (t->head_dim % 2)
         return mm_fail(err, "text_config: head_dim %d must be even (rotary halves)", t->head_dim);
-    int sec = t->mrope_section[0] + t->mrope_section[1] + t->mrope_section[2];
+    /* in int64: huge sections once wrapped around to the right sum */
+    int64_t sec = 0;
+    for (int i = 0; i < 3; i++) {
+        if (t->mrope_section[i] < 0)
+            return mm_fail(err, "text_config: mrope_section [%d, %d, %d] has a negative entry", t->mrope_section[0],
+                           t->mrope_section[1], t->mrope_section[2]);
+        sec += t->mrope_section[i];
+    }
     if (sec != t->head_dim / 2)
-        return mm_fail(err, "text_config: mrope_section [%d, %d, %d] sums to %d, head_dim/2 is %d",
-                       t->mrope_section[0], t->mrope_section[1], t->mrope_section[2], sec, t->head_dim / 2);
+        return mm_fail(err, "text_config: mrope_section [%d, %d, %d] sums to %lld, head_dim/2 is %d",
+                       t->mrope_section[0], t->mrope_section[1], t->mrope_section[2], (long long)sec,
+                       t->head_dim / 2);
     /* Interleaved: H takes every third frequency from 1, W from 2, each for
      * 3*section slots; both runs must fit in the head_dim/2 frequencies. */
     if (t->mrope_interleaved &&
-        (3 * t->mrope_section[1] > t->head_dim / 2 || 3 * t->mrope_section[2] > t->head_dim / 2))
+        (3 * (int64_t)t->mrope_section[1] > t->head_dim / 2 || 3 * (int64_t)t->mrope_section[2] > t->head_dim / 2))
         return mm_fail(err, "text_config: interleaved mrope_section [%d, %d, %d] does not fit head_dim/2 = %d",
                        t->mrope_section[0], t->mrope_section[1], t->mrope_section[2], t->head_dim / 2);
     if (!(t->rope_theta > 0) || !(t->rms_eps > 0))
