@@ -209,6 +209,7 @@ test('open a lightbox and step frames with the keyboard', async ({ page }) => {
   await until('the clip to load', () => page.locator('[data-testid=player-video]').evaluate((v) => v.readyState >= 2), 20_000);
   await page.locator('[data-testid=player-video]').evaluate((v) => { v.pause(); v.currentTime = 0; });
   await expectReadout(page, '1 / 39');
+  if (!/←\/→ frame/.test(await page.textContent('[data-testid=keys-hint]'))) throw new Error('the key hint under a clip does not list frame stepping');
   for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowRight');
   await expectReadout(page, '4 / 39');
   await page.keyboard.press('Shift+ArrowRight');
@@ -491,6 +492,21 @@ test('phone width: gallery, prompt bar and lightbox fit the screen', async ({ co
     await openGallery(page);
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     if (overflow > 0) throw new Error(`the page is ${overflow}px wider than the phone screen`);
+    // Every status filter and the clip count are on screen: nothing scrolled
+    // out of a row that does not look scrollable.
+    const hidden = await page.evaluate(() => {
+      const row = document.querySelector('.filters');
+      const out = [];
+      if (row.scrollWidth > row.clientWidth + 1) out.push(`the filter row scrolls (${row.scrollWidth}px in ${row.clientWidth}px)`);
+      for (const el of [...row.querySelectorAll('button'), document.querySelector('[data-testid=result-count]')]) {
+        const r = el.getBoundingClientRect();
+        const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+        if (r.width === 0 || r.left < 0 || r.right > window.innerWidth || !hit || !el.contains(hit)) out.push(`"${el.textContent}" at x ${Math.round(r.left)}..${Math.round(r.right)}`);
+      }
+      return out;
+    });
+    if (hidden.length) throw new Error(`off screen on a phone: ${hidden.join('; ')}`);
+    if (!/^\d+ clips?$/.test(await page.textContent('[data-testid=result-count]'))) throw new Error('no clip count');
     await page.screenshot({ path: path.join(outDir, 'phone-gallery.png') });
     await tile(page, g.generation_id).locator('a').click();
     await page.waitForSelector('[data-testid=player-video]');
@@ -572,6 +588,12 @@ test('an audio reference plays with controls in the rail, not as a black box', a
   if (!bar || bar.height < 30) throw new Error(`the audio controls are not shown (${JSON.stringify(bar)})`);
   const play = await page.locator('[data-testid=audio-view] media-play-button').boundingBox();
   if (!play || play.width < 20) throw new Error('no play button for the audio reference');
+  // The hint lists the keys that work on audio: no frames to step; ← → seek by seconds.
+  const hint = await page.textContent('[data-testid=keys-hint]');
+  if (/frame/.test(hint) || !/space play/.test(hint) || !/m mute/.test(hint)) throw new Error(`key hint under an audio reference: "${hint}"`);
+  await until('the audio to load', async () => page.$eval('[data-testid=audio-view] audio', (a) => a.readyState >= 1 && a.duration > 2), 10_000);
+  await page.keyboard.press('ArrowRight');
+  await until('→ to seek one second', async () => Math.abs(await page.$eval('[data-testid=audio-view] audio', (a) => a.currentTime) - 1) < 0.05, 5_000);
   await page.screenshot({ path: path.join(outDir, 'lightbox-audio-reference.png') });
   await api('DELETE', `/api/ai/queue/${g.generation_id}`).catch(() => {});
 });

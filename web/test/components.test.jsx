@@ -112,6 +112,39 @@ describe('PromptBar', () => {
     expect(screen.getByTestId('prompt-input').value).toBe('a heron takes off');
   });
 
+  it('says an empty prompt is missing on submit or on leaving the field, not while it is being rewritten', async () => {
+    const calls = fakeFetch((url) => (url === '/api/ai/queue' ? { status: 400, body: { status: 'error', status_message: 'steps: 99 is out of range; accepted: 1..60' } } : { status: 404, body: {} }));
+    render(<PromptBar settings={null} />);
+    const input = screen.getByTestId('prompt-input');
+    const promptProblem = () => screen.queryByTestId('problems')?.querySelector('[data-field=prompt]') || null;
+    fireEvent.change(input, { target: { value: 'a heron takes off' } });
+    await act(async () => { fireEvent.keyDown(input, { key: 'Enter' }); });
+    await waitFor(() => expect(screen.getByTestId('server-error')).toBeTruthy());
+    // Clearing the refused prompt to write another is not a mistake yet.
+    fireEvent.change(input, { target: { value: '' } });
+    expect(promptProblem()).toBeNull();
+    // Submitting it empty is: say so, send nothing.
+    await act(async () => { fireEvent.keyDown(input, { key: 'Enter' }); });
+    expect(promptProblem().textContent).toBe('Write a prompt first.');
+    expect(calls.filter((c) => c.url === '/api/ai/queue')).toHaveLength(1);
+    // Typing again takes it away; emptying the field and leaving it brings it back.
+    fireEvent.change(input, { target: { value: 'a' } });
+    expect(promptProblem()).toBeNull();
+    fireEvent.change(input, { target: { value: '' } });
+    expect(promptProblem()).toBeNull();
+    fireEvent.blur(input);
+    expect(promptProblem().textContent).toBe('Write a prompt first.');
+  });
+
+  it('does not complain about an empty prompt that was only visited', () => {
+    fakeFetch(() => ({ status: 404, body: {} }));
+    render(<PromptBar settings={null} />);
+    const input = screen.getByTestId('prompt-input');
+    fireEvent.focus(input);
+    fireEvent.blur(input);
+    expect(screen.queryByTestId('problems')).toBeNull();
+  });
+
   it('loads a generation for edit & resubmit with its seed locked', () => {
     fakeFetch(() => ({ status: 404, body: {} }));
     const ref = createRef();

@@ -93,3 +93,37 @@ describe('tiles and tabs', () => {
     vi.unstubAllGlobals();
   });
 });
+
+describe('lightbox key hints', () => {
+  it('lists the keys of what the viewer shows: frames for video, seconds for audio, none for a still', async () => {
+    const { default: Lightbox, keyHints } = await import('../src/components/Lightbox.jsx');
+    expect(keyHints('video').join(' ')).toMatch(/←\/→ frame.*shift ±1 s.*space.*l loop.*m mute/);
+    for (const media of ['audio', 'image', null]) expect(keyHints(media).join(' ')).not.toMatch(/frame/);
+    expect(keyHints('audio').join(' ')).toMatch(/←\/→ ±1 s.*space play.*m mute/);
+    for (const media of ['image', null]) expect(keyHints(media).join(' ')).not.toMatch(/space|mute|loop|←/);
+    const g = {
+      generation_id: 'lbkeys', status: 'succeeded', prompt: 'a choir', partition: 'ref2va', frames: 39,
+      result_url: '/api/files/generations/lbkeys.mp4',
+      references: [
+        { image_id: 'a1', kind: 'audio', url: '/api/files/uploads/a1.wav' },
+        { image_id: 'i1', kind: 'image', url: '/api/files/uploads/i1.png' },
+        { image_id: 'v1', kind: 'video', url: '/api/files/uploads/v1.mp4', poster_url: '/api/files/uploads/v1.jpg' },
+      ],
+    };
+    vi.stubGlobal('fetch', vi.fn(async () => new Response(JSON.stringify({ generation: g }), { status: 200, headers: { 'Content-Type': 'application/json' } })));
+    render(<Lightbox id="lbkeys" onEdit={() => {}} />);
+    const hint = await screen.findByTestId('keys-hint');
+    expect(hint.dataset.media).toBe('video');
+    expect(hint.textContent).toMatch(/←\/→ frame/);
+    const [audio, still, video] = screen.getAllByTestId('rail-ref');
+    fireEvent.click(audio);
+    expect(screen.getByTestId('keys-hint').dataset.media).toBe('audio');
+    expect(screen.getByTestId('keys-hint').textContent).not.toMatch(/frame/);
+    expect(screen.getByTestId('keys-hint').textContent).toMatch(/space play/);
+    fireEvent.click(still);
+    expect(screen.getByTestId('keys-hint').textContent).not.toMatch(/frame|space|mute/);
+    fireEvent.click(video);
+    expect(screen.getByTestId('keys-hint').textContent).toMatch(/←\/→ frame/);
+    vi.unstubAllGlobals();
+  });
+});

@@ -52,6 +52,25 @@ function Timings({ g }) {
   );
 }
 
+// Audio has no frames: the arrows seek by seconds instead.
+const AUDIO_SEEK_S = 1;
+const AUDIO_SEEK_LONG_S = 5;
+
+/**
+ * The keys that do something for what the viewer shows: a video (the result
+ * or a video reference) steps frames; audio seeks by seconds; a still, a live
+ * job or an ended one has no player keys. Moving through the list and closing
+ * always work.
+ */
+export function keyHints(media) {
+  const player = media === 'video'
+    ? ['←/→ frame', 'shift ±1 s', 'space play', 'l loop', 'm mute']
+    : media === 'audio'
+      ? [`←/→ ±${AUDIO_SEEK_S} s`, `shift ±${AUDIO_SEEK_LONG_S} s`, 'space play', 'l loop', 'm mute']
+      : [];
+  return [...player, '↑/↓ previous/next clip', 'esc close'];
+}
+
 function ConfirmButton({ label, confirmLabel, onConfirm, className = '', testId }) {
   const [armed, setArmed] = useState(false);
   useEffect(() => {
@@ -85,14 +104,20 @@ export default function Lightbox({ id, onEdit }) {
   const refs = referencesOf(g);
   const active = g && ACTIVE.has(g.status);
   const current = view === 'result' ? null : refs[view] || null;
+  // What plays in the viewer: 'video', 'audio', 'image' or null (no player).
+  const media = !g ? null
+    : current ? (current.url ? current.kind : null)
+      : g.status === 'succeeded' && resultUrl(g) ? 'video' : null;
+  const playable = media === 'video' || media === 'audio';
 
   const onKeyDown = (e) => {
     if (isTyping(e.target) || e.metaKey || e.ctrlKey || e.altKey) return;
-    const p = player.current;
+    const p = playable ? player.current : null;
     const key = e.key;
     let handled = true;
-    if (key === 'ArrowRight' && p) p.step(e.shiftKey ? FPS : 1);
-    else if (key === 'ArrowLeft' && p) p.step(e.shiftKey ? -FPS : -1);
+    const arrow = key === 'ArrowRight' ? 1 : key === 'ArrowLeft' ? -1 : 0;
+    if (arrow && p && media === 'audio') p.seek(arrow * (e.shiftKey ? AUDIO_SEEK_LONG_S : AUDIO_SEEK_S));
+    else if (arrow && p) p.step(arrow * (e.shiftKey ? FPS : 1));
     else if ((key === ' ' || key === 'Spacebar') && p) p.togglePlay();
     else if ((key === 'l' || key === 'L') && p) p.toggleLoop();
     else if ((key === 'm' || key === 'M') && p) p.toggleMute();
@@ -190,7 +215,7 @@ export default function Lightbox({ id, onEdit }) {
                 onConfirm={async () => { if (await cancelOrDelete(g)) closeLightbox(); }} />
             )}
           </div>
-          {g.status === 'succeeded' && <p className="muted small keys-hint">←/→ frame · shift ±1 s · space play · l loop · m mute · ↑/↓ previous/next clip · esc close</p>}
+          <p className="muted small keys-hint" data-testid="keys-hint" data-media={media || 'none'}>{keyHints(media).join(' · ')}</p>
         </aside>
       )}
     </Modal>

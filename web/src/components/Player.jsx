@@ -76,6 +76,13 @@ const Player = forwardRef(function Player({ src, poster, frames, label, kind = '
       pending.current = null;
       if (v.paused) v.play().catch(() => {}); else v.pause();
     },
+    /** Moves by whole seconds (audio has no frames to step). */
+    seek(seconds) {
+      const v = video.current;
+      if (!v) return;
+      const end = Number.isFinite(v.duration) ? v.duration : Infinity;
+      v.currentTime = Math.min(end, Math.max(0, (v.currentTime || 0) + seconds));
+    },
     toggleLoop() { setLoop((l) => !l); },
     toggleMute() { const v = video.current; if (v) v.muted = !v.muted; },
     get element() { return video.current; },

@@ -68,7 +68,11 @@ const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
   const [lastKey, setLastKey] = useState(null);
   const [params, setParams] = useState(defaultParams);
   const [showParams, setShowParams] = useState(false);
-  const [attempted, setAttempted] = useState(false);
+  // Whether an empty prompt is worth saying: after a submit, or after the
+  // user edited the field and left it — never while they are typing in it
+  // (clearing the prompt to write another is not a mistake).
+  const [promptChecked, setPromptChecked] = useState(false);
+  const promptEdited = useRef(false);
   const [serverError, setServerError] = useState(null);
   const [busy, setBusy] = useState(false);
   const [dragging, setDragging] = useState(false);
@@ -82,7 +86,7 @@ const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
   const effective = useMemo(() => ({ ...params, partition }), [params, partition]);
   const form = { prompt, params: effective, chips, lastChipKey: lastKey };
   const problems = validate(form);
-  const shown = attempted ? problems : problems.filter((p) => p.field !== 'prompt');
+  const shown = promptChecked ? problems : problems.filter((p) => p.field !== 'prompt');
 
   const set = useCallback((patch) => setParams((p) => ({ ...p, ...patch })), []);
 
@@ -128,7 +132,8 @@ const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
       setChips(next);
       const last = refs.findIndex((r) => r.id === g.last_image_id);
       setLastKey(last >= 0 ? next[last].key : null);
-      setAttempted(false);
+      setPromptChecked(false);
+      promptEdited.current = false;
       setTimeout(() => textRef.current && textRef.current.focus(), 0);
     },
     focus() { textRef.current && textRef.current.focus(); },
@@ -165,7 +170,8 @@ const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
     chips.forEach((c) => c.preview && c.local && URL.revokeObjectURL(c.preview));
     setChips([]);
     setLastKey(null);
-    setAttempted(false);
+    setPromptChecked(false);
+    promptEdited.current = false;
     if (params.seedMode === 'locked') set({ seedMode: 'random', seed: '' });
   };
 
@@ -185,7 +191,8 @@ const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
 
   const onSubmit = (e) => {
     if (e) e.preventDefault();
-    setAttempted(true);
+    setPromptChecked(true);
+    promptEdited.current = false;
     if (busy || problems.length) return;
     const body = buildRequest(form);
     if (settings && settings.rewrite_enabled) setRewrite({ original: body.prompt, body });
@@ -216,7 +223,8 @@ const PromptBar = forwardRef(function PromptBar({ settings }, ref) {
           placeholder="Describe a clip… (Enter to generate, Shift+Enter for a new line)"
           aria-label="Prompt"
           value={prompt}
-          onChange={(e) => setPrompt(e.target.value)}
+          onChange={(e) => { setPrompt(e.target.value); setPromptChecked(false); promptEdited.current = true; }}
+          onBlur={() => { if (promptEdited.current) { promptEdited.current = false; setPromptChecked(true); } }}
           onKeyDown={(e) => { if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) onSubmit(e); }}
           onPaste={(e) => {
             const files = Array.from(e.clipboardData?.files || []);
