@@ -65,7 +65,7 @@ PY=$(command -v python3 || true)
 # ---------------------------------------------------------------- build
 if want build; then
   step "(build) build-device/ with CUDA and the static FFmpeg"
-  [ -f .carry/ffmpeg/flags.sh ] || [ "${MMH3_DEVICE_BUILT:-0}" = 1 ] ||
+  [ -f .carry/ffmpeg/flags.sh ] || [ -f .carry/ffmpeg.tar.xz ] || [ "${MMH3_DEVICE_BUILT:-0}" = 1 ] ||
     note "WARNING: no .carry/ffmpeg (run tests/device/prepare_engine.sh here): no mp4 can be written"
   make_limit=400 device_build engine mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/bench_text_encoder || finish 1
   note "build ok ($((SECONDS - t0)) s; $(grep -o 'media (FFmpeg): [a-z]*' "$B/config.log" "$OUT/engine_configure.log" 2>/dev/null | tail -1 || echo 'prebuilt'))"

@@ -13,12 +13,23 @@
 #                                    autoreconf), then ../configure ARGS into $OUT/LOG
 #   device_make DIR LOG TARGETS…     make -j$(nproc) TARGETS in DIR into $OUT/LOG
 #   device_build LOG TARGETS…        the one shared build, $B = build-device/: CUDA (sm_90a unless
-#                                    $CUDA_ARCH says otherwise; CUDA=no for CPU stand-ins), no
-#                                    serving stack, the carried static FFmpeg when .carry/ffmpeg
-#                                    exists; configure once, then make TARGETS (LOG_configure.log,
-#                                    LOG_build.log). With MMH3_DEVICE_BUILT=1 (session.sh: the
-#                                    prebuilt binaries or its own build are in place) it only
-#                                    checks that the targets exist, and builds the missing ones.
+#                                    $CUDA_ARCH says otherwise; CUDA=no for CPU stand-ins), the
+#                                    carried static FFmpeg (.carry/ffmpeg/ here, or its packed
+#                                    form .carry/ffmpeg.tar.xz that device calls carry), the FULL
+#                                    product (serving stack: mmh3 serve, mmh3-fcgi) when
+#                                    .carry/server is carried, else --without-server; configure
+#                                    once, then make TARGETS (LOG_configure.log, LOG_build.log).
+#                                    With MMH3_DEVICE_BUILT=1 (session.sh: the prebuilt binaries
+#                                    or its own build are in place) it only checks that the
+#                                    targets exist, and builds the missing ones.
+#   device_server                    the carried serving-stack prefix (.carry/server/server.tar.xz,
+#                                    tests/device/prepare_server.sh: PostgreSQL 15, nginx, static
+#                                    libpq/libfcgi/libcurl) unpacked at $SERVER_PREFIX (a fixed
+#                                    path: the build records nginx's and PostgreSQL's paths) unless
+#                                    already there with the same stamp; returns 1 when not carried
+#   device_server_flags              device_server, then its flags.sh: LIBPQ_*/CURL_* and
+#                                    CPPFLAGS/LDFLAGS exported, $MMH3_SERVER_CONFIGURE (configure
+#                                    arguments) set; returns 1 when not carried
 #   device_source_stamp              one hash over what the build reads (C/CUDA sources, *.am,
 #                                    configure.ac, m4): the prebuilt binaries carry it
 #   device_wait_file FILE SECONDS    waits while FILE.part exists and session.sh's background
@@ -43,6 +54,7 @@ TE_CKPT=${MMH3_TE_RANDOM:-/tmp/mmh3-te-full-random.safetensors}
 VV_CKPT=${MMH3_VV_RANDOM:-/tmp/vae_video_full.safetensors}
 AV_CKPT=${MMH3_AV_RANDOM:-/tmp/vae_audio_full.safetensors}
 if [ "${MMH3_DEVICE_DRY:-0}" = 1 ]; then dry=1 DEV=cpu; else dry=0 DEV=cuda; fi
+SERVER_PREFIX=/tmp/mmh3-server # where .carry/server/server.tar.xz is unpacked (prepare_server.sh builds for it)
 # every program a device session runs (session.sh builds them once; prepare_build.sh prebuilds them here)
 DEVICE_TARGETS="mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-attn bench/mmh3-bench-qgemm
   bench/mmh3-bench-dit-quality bench/bench_text_encoder bench/bench_vae bench/mmh3-bench-sp
@@ -158,10 +170,42 @@ device_build() {
   if [ -f .carry/ffmpeg/flags.sh ]; then
     FF=$top/.carry/ffmpeg . .carry/ffmpeg/flags.sh
     ff=--with-ffmpeg
+  elif [ -f .carry/ffmpeg.tar.xz ]; then # the packed form the device calls carry (prepare_engine.sh)
+    [ -f /tmp/mmh3-ffmpeg/ffmpeg/flags.sh ] || { mkdir -p /tmp/mmh3-ffmpeg && tar -xJf .carry/ffmpeg.tar.xz -C /tmp/mmh3-ffmpeg; }
+    FF=/tmp/mmh3-ffmpeg/ffmpeg . /tmp/mmh3-ffmpeg/ffmpeg/flags.sh
+    ff=--with-ffmpeg
   fi
-  device_configure "$B" "${log}_configure.log" --with-cuda="${CUDA:-yes}" --without-server "$ff" \
+  local server=(--without-server)
+  if device_server_flags; then
+    server=("${MMH3_SERVER_CONFIGURE[@]}")
+    # a build-device/ configured without the serving stack on this machine earlier: configure again
+    if [ -f "$B/Makefile" ] && ! grep -q 'define MMH3_HAVE_SERVER 1' "$B/config.h" 2>/dev/null; then
+      echo "build-device/ has no serving stack; configuring again with .carry/server"
+      rm -f "$B/Makefile"
+    fi
+  fi
+  device_configure "$B" "${log}_configure.log" --with-cuda="${CUDA:-yes}" "${server[@]}" "$ff" \
     CUDA_ARCH="${CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}" || return 1
   device_make "$B" "${log}_build.log" "$@"
+}
+
+device_server() {
+  [ -f .carry/server/server.tar.xz ] || return 1
+  local want; want=$(cat .carry/server/server.stamp 2>/dev/null || echo none)
+  [ -x "$SERVER_PREFIX/bin/postgres" ] && [ "$(cat "$SERVER_PREFIX/.stamp" 2>/dev/null)" = "$want" ] && return 0
+  rm -rf "$SERVER_PREFIX"
+  mkdir -p "$(dirname "$SERVER_PREFIX")"
+  if ! tar -xJf .carry/server/server.tar.xz -C "$(dirname "$SERVER_PREFIX")" || [ ! -x "$SERVER_PREFIX/bin/postgres" ]; then
+    note "FAIL: could not unpack .carry/server/server.tar.xz at $SERVER_PREFIX"
+    return 1
+  fi
+  echo "unpacked the serving stack at $SERVER_PREFIX ($(du -sh "$SERVER_PREFIX" | cut -f1), stamp $want)"
+}
+
+device_server_flags() {
+  device_server || return 1
+  # shellcheck disable=SC1091
+  . "$SERVER_PREFIX/flags.sh"
 }
 
 device_source_stamp() {

@@ -3,6 +3,7 @@
 # git-ignored .carry/ folder the device call carries:
 #
 #   .carry/ffmpeg/         a minimal static FFmpeg + x264 (tests/device/prepare_ffmpeg.sh; built once)
+#   .carry/ffmpeg.tar.xz   the same, packed (~2 MB): what device calls carry (tests/device/carry.sh)
 #   .carry/minimax-h3/     the release's small config files: FL2VA/{text_encoder/config.json,
 #                          processor/*.json, tokenizer/*}, scheduler/, audio_scheduler/ (copied from
 #                          shared/minimax-h3; MiniMax-licensed, never committed)
@@ -19,6 +20,10 @@ mkdir -p .carry
 
 if [ ! -f .carry/ffmpeg/flags.sh ]; then
   bash tests/device/prepare_ffmpeg.sh
+fi
+# the packed form the device calls carry (10 MB of archives -> ~2 MB; lib.sh device_build unpacks it)
+if [ ! -f .carry/ffmpeg.tar.xz ] || [ -n "$(find .carry/ffmpeg -newer .carry/ffmpeg.tar.xz | head -1)" ]; then
+  tar -C .carry -cf - ffmpeg | xz -T"$(nproc)" -9 >.carry/ffmpeg.tar.xz.part && mv .carry/ffmpeg.tar.xz.part .carry/ffmpeg.tar.xz
 fi
 
 shared=${MMH3_SHARED:-}
@@ -43,4 +48,4 @@ ff -f lavfi -i testsrc2=size=1920x1080:rate=1 -frames:v 1 -q:v 3 "$m/ref_image.j
 ff -f lavfi -i testsrc2=size=640x360:rate=30 -f lavfi -i sine=frequency=330:sample_rate=44100 -t 1 \
   -c:v libx264 -pix_fmt yuv420p -c:a aac -shortest "$m/ref_clip.mp4"
 ff -f lavfi -i "sine=frequency=523:sample_rate=44100" -t 3 "$m/ref_audio.wav"
-echo "prepare_engine: $(du -sh .carry/ffmpeg .carry/minimax-h3 .carry/engine-media | tr '\n' ' ')"
+echo "prepare_engine: $(du -sh .carry/ffmpeg .carry/ffmpeg.tar.xz .carry/minimax-h3 .carry/engine-media | tr '\n' ' ')"

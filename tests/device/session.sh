@@ -4,9 +4,11 @@
 # already has. Priority order: call 1 alone gives the CUDA op tests and the DiT speed figures.
 #
 #   here:    bash tests/device/prepare.sh && bash tests/device/prepare_engine.sh   (once: .carry/)
+#            bash tests/device/prepare_server.sh  (once: the serving stack for call 3, ~15 min, ~5 MB)
 #            bash tests/device/prepare_build.sh   (after the last code change: the binaries for sm_90a,
 #                                                  ~2 min on 2 cores; without it each call builds, ~1 min)
-#   device:  run(command="bash tests/device/session.sh --call N", carry=[".carry"], timeout_s=600)
+#   device:  run(command="bash tests/device/session.sh --call N", carry=<bash tests/device/carry.sh N>,
+#                timeout_s=600)   (the whole .carry no longer fits the 64 MiB with the tree)
 #
 #   call 1  (~8 min)  speed: CUDA runtime/ops/kernels/twins + fa3 + sm90 GEMM device tests, mmh3 check,
 #                     DiT kit on CUDA, attention kernels, clip5 exact+fast with the block breakdown +
@@ -15,15 +17,17 @@
 #   call 2  (~7 min)  vae (kit CUDA+CPU, bench, PyTorch reference) · te (kit, full-size nvfp4 and
 #                     bf16-resident encodes, transformers reference) · multigpu --layers 10 (world
 #                     size 1: NCCL self-exchange, SP-1 vs plain)   [background: VAEs, text encoder]
-#   call 3  (~7 min)  t2v: mmh3 generate 1344x768x124, 28 steps, through the real CLI · ref2va without
-#                     and with --ref-kv-cache   [background: all four checkpoints, ~41 GB]
-#   call 4  (only with ≥ 6 min of device time left) what an earlier call skipped, e.g.
-#                     --steps speed:300 (MMH3_SPEED_ARGS="--part clip15"), or the default: kbench
-#                     (kernel benchmarks vs PyTorch) and qgemm (the int8 GEMM paths)
+#   call 3  (~9 min)  t2v: mmh3 generate 1344x768x124, 28 steps, through the real CLI · server: the
+#                     same job through mmh3 serve (PostgreSQL, nginx, mmh3-fcgi, the real engine),
+#                     followed on the SSE stream, mp4 through nginx, + a warm second job's start
+#                     [background: all four checkpoints, ~41 GB]
+#   call 4  (only with ≥ 6 min of device time left) ref2va without and with --ref-kv-cache, kbench
+#                     (kernel benchmarks vs PyTorch), qgemm (the int8 GEMM paths); or what an earlier
+#                     call skipped, e.g. --steps speed:300 (MMH3_SPEED_ARGS="--part clip15")
 #
 #   options: --call N | --steps NAME[:SECONDS],...   --budget SECONDS (default 560: the call's
 #            whole length; steps that no longer fit are skipped and listed)   --dry (CPU stand-ins)
-#   steps:   speed vae te multigpu t2v ref2va kbench qgemm (arguments: MMH3_<STEP>_ARGS)
+#   steps:   speed vae te multigpu t2v server ref2va kbench qgemm (arguments: MMH3_<STEP>_ARGS)
 #
 # What comes back ($OUT, ≤ 8 files): session_summary.txt (host, build, every step's rc, time and
 # summary lines, the skipped steps) and session_logs.tgz (every step's logs, packed after each
@@ -48,8 +52,8 @@ done
 case "$call" in
   1) : "${steps:=speed:500}" ;;
   2) : "${steps:=vae:200,te:240,multigpu:150}" ;;
-  3) : "${steps:=t2v:300,ref2va:240}" ;;
-  4) : "${steps:=kbench:200,qgemm:60}" ;;
+  3) : "${steps:=t2v:290,server:260}" ;;
+  4) : "${steps:=ref2va:240,kbench:200,qgemm:60}" ;;
   "") [ -n "$steps" ] || { echo "session.sh: --call 1|2|3|4 or --steps"; exit 2; } ;;
   *) echo "session.sh: --call 1|2|3|4"; exit 2 ;;
 esac
@@ -77,9 +81,13 @@ say "host: $(timeout 10 nvidia-smi --query-gpu=name,memory.total,driver_version 
 echo "[$((SECONDS - t0))s] >>> build"
 device_deps
 stamp=$(device_source_stamp)
-have=$(cat .carry/build-device.stamp 2>/dev/null || echo none)
+have=$(cat .carry/build-device.stamp 2>/dev/null || echo none) # "<hash>" or "<hash> server" (full product)
 how=""
-if [ -f .carry/build-device.tar.xz ] && [ "$stamp" = "$have" ]; then
+server_carried=no
+if [ -f .carry/server/server.tar.xz ]; then server_carried=yes; DEVICE_TARGETS="$DEVICE_TARGETS mmh3-fcgi"; fi
+say "carried: $(cd .carry 2>/dev/null && ls -d * 2>/dev/null | tr '\n' ' ')"
+if [ -f .carry/build-device.tar.xz ] && [ "${have%% *}" = "$stamp" ] &&
+  { [ "$server_carried" = no ] || [ "$have" = "$stamp server" ]; }; then
   mkdir -p "$B" && tar -xJf .carry/build-device.tar.xz -C "$B"
   bad=$(for t in $DEVICE_TARGETS; do ldd "$B/$t" 2>&1 | grep -E 'not found' | sed "s|^|$t: |"; done | head -5)
   if [ -z "$bad" ] && "$B/mmh3" --help >/dev/null 2>&1; then
@@ -89,7 +97,7 @@ if [ -f .carry/build-device.tar.xz ] && [ "$stamp" = "$have" ]; then
     rm -rf "$B"
   fi
 else
-  [ -f .carry/build-device.tar.xz ] && say "prebuilt stamp $have does not match this tree ($stamp) — building"
+  [ -f .carry/build-device.tar.xz ] && say "prebuilt stamp '$have' does not match this tree ($stamp$( [ "$server_carried" = yes ] && echo ' server')) — building"
 fi
 if [ -z "$how" ]; then
   # shellcheck disable=SC2086
@@ -107,7 +115,7 @@ chain=()
 want_ckpt speed && chain+=(dit)
 want_ckpt vae && chain+=(vv av)
 want_ckpt te && chain+=(te)
-{ want_ckpt t2v || want_ckpt ref2va; } && chain+=(dit te vv av)
+{ want_ckpt t2v || want_ckpt ref2va || want_ckpt server; } && chain+=(dit te vv av)
 writer() { # KIND: write the shared checkpoint unless present (FILE.part marks a write in progress)
   local f shape=() full=--full
   [ "$dry" = 1 ] && shape=(--layers 2 --hidden 256 --heads 2 --ffn 512 --text-dim 256) full=""
@@ -148,7 +156,8 @@ fi
 
 # ------------------------------------------------------------------ the steps
 declare -A summ=([speed]=summary_speed.txt [vae]=vae_summary.txt [te]=te_summary.txt [multigpu]=summary_multigpu.txt
-  [t2v]=engine_summary.txt [ref2va]=engine_summary.txt [kbench]=bench_join.txt [qgemm]=summary_speed.txt)
+  [t2v]=engine_summary.txt [ref2va]=engine_summary.txt [kbench]=bench_join.txt [qgemm]=summary_speed.txt
+  [server]=server_summary.txt)
 skipped=()
 for spec in ${steps//,/ }; do
   name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
@@ -163,6 +172,7 @@ for spec in ${steps//,/ }; do
     multigpu) cmd=(bash tests/device/multigpu.sh ${extra:---layers 10 --gpus 1}) ;;
     t2v) cmd=(bash tests/device/engine.sh --part gen,t2v $extra) ;;
     ref2va) cmd=(bash tests/device/engine.sh --part gen,ref2va $extra) ;;
+    server) cmd=(bash tests/device/server.sh --budget $((limit - 10)) --cli "$LOGS/t2v/engine_t2v.txt" $extra) ;;
     kbench) cmd=(bash tests/device/run.sh --no-build --no-tests $extra) ;;
     qgemm) cmd=(bash tests/device/speed.sh --part qgemm --budget $((limit - 10)) $extra) ;;
     *) say "== $name: unknown step"; continue ;;

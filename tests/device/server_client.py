@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""The HTTP side of tests/device/server.sh: drives `mmh3 serve` through nginx like a browser tab
+would (Python standard library only: the GPU host has no curl).
+
+    server_client.py --base 127.0.0.1:PORT ready [--timeout S]
+    server_client.py --base ... job NAME --request JSON --out DIR [--timeout S] [--cancel-after-start]
+    server_client.py --base ... status [--out FILE]
+
+`job` opens the event stream (GET /api/events) BEFORE it enqueues (POST /api/ai/queue), then
+records every generation_update of its job with the time since the enqueue answered: when the
+worker claimed it, each stage's first event, each denoising step. Succeeded: the stored row
+(timings, placement, seed) is read back, the mp4 is downloaded through nginx (result_url) to
+DIR/NAME.mp4, and a summary is printed ("SERVER <key> <value>" lines for the shell; the whole record
+in DIR/NAME.json). --cancel-after-start: the job is cancelled (DELETE) once its prompt is being
+encoded or a later stage is reached — a warm worker's start latency without a whole render.
+Exit status 0 when the job ended as expected (succeeded, or cancelled with --cancel-after-start).
+"""
+import argparse
+import http.client
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+STAGES = ("loading", "encoding_prompt", "encoding_references", "denoising", "decoding_video", "decoding_audio",
+          "writing")
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def request(base, method, path, body=None, timeout=60):
+    conn = http.client.HTTPConnection(base, timeout=timeout)
+    headers = {}
+    data = None
+    if body is not None:
+        data = json.dumps(body)
+        headers["Content-Type"] = "application/json"
+    conn.request(method, path, body=data, headers=headers)
+    resp = conn.getresponse()
+    payload = resp.read()
+    conn.close()
+    try:
+        return resp.status, json.loads(payload) if payload else None, payload
+    except ValueError:
+        return resp.status, None, payload
+
+
+class Stream:
+    """GET /api/events on a thread; each event's JSON with its arrival time (time.monotonic())."""
+
+    def __init__(self, base):
+        self.events = []
+        self.cond = threading.Condition()
+        self.closed = False
+        self.conn = http.client.HTTPConnection(base, timeout=3600)
+        self.conn.request("GET", "/api/events", headers={"Accept": "text/event-stream"})
+        self.resp = self.conn.getresponse()
+        if self.resp.status != 200:
+            raise RuntimeError("GET /api/events -> %d" % self.resp.status)
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        ev = {}
+        try:
+            while True:
+                line = self.resp.readline()
+                if not line:
+                    break
+                line = line.decode("utf-8").rstrip("\n")
+                if line == "":
+                    if "data" in ev:
+                        try:
+                            data = json.loads(ev["data"])
+                        except ValueError:
+                            data = None
+                        with self.cond:
+                            self.events.append((time.monotonic(), ev.get("event", "message"), data))
+                            self.cond.notify_all()
+                    ev = {}
+                elif not line.startswith(":"):
+                    k, _, v = line.partition(":")
+                    ev[k] = v[1:] if v.startswith(" ") else v
+        except (OSError, ValueError):
+            pass
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    def close(self):
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+        self.conn.close()
+
+
+def cmd_ready(a):
+    end = time.time() + a.timeout
+    last = None
+    while time.time() < end:
+        try:
+            st, body, _ = request(a.base, "GET", "/api/status", timeout=5)
+            last = (st, body)
+            if st == 200 and body["engine"]["state"] == "ready" and any(w.get("online") for w in body["workers"]):
+                print("SERVER ready engine=%s state=%s" % (body["engine"]["kind"], body["engine"]["state"]))
+                return 0
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        time.sleep(0.25)
+    print("SERVER not_ready within %ss; last /api/status: %r" % (a.timeout, last))
+    return 1
+
+
+def cmd_status(a):
+    st, body, raw = request(a.base, "GET", "/api/status")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(body, f, indent=2)
+    if st != 200 or not body:
+        print("SERVER status_http %d %r" % (st, raw[:300]))
+        return 1
+    e = body.get("engine", {})
+    print("SERVER engine kind=%s state=%s resident=%s placement=%s" % (e.get("kind"), e.get("state"),
+                                                                   e.get("resident"), e.get("placement")))
+    if e.get("message"):
+        print("SERVER engine_message %s" % e["message"])
+    details = e.get("details") or {}
+    for k in sorted(details):
+        print("SERVER engine_details.%s %s" % (k, json.dumps(details[k], sort_keys=True)))
+    for w in body.get("workers", []):
+        print("SERVER worker %s state=%s online=%s engine=%s" % (w.get("worker_id"), w.get("state"), w.get("online"),
+                                                               w.get("engine_kind")))
+    print("SERVER queue %s" % json.dumps(body.get("queue"), sort_keys=True))
+    return 0
+
+
+def cmd_job(a):
+    req = json.loads(a.request)
+    stream = Stream(a.base)
+    time.sleep(0.2)  # the stream is registered with the hub before the job exists
+    t_post = time.monotonic()
+    st, body, raw = request(a.base, "POST", "/api/ai/queue", req)
+    t0 = time.monotonic()
+    if st != 200:
+        print("SERVER enqueue_failed %d %s" % (st, raw[:500].decode("utf-8", "replace")))
+        return 1
+    gid = body["generations"][0]["generation_id"]
+    print("SERVER %s_enqueued %s (POST answered in %.3f s)" % (a.name, gid, t0 - t_post), flush=True)
+    end = t0 + a.timeout
+    seen = 0
+    firsts = {}  # "processing" and each stage -> seconds after the enqueue
+    steps = []  # (step, seconds after the enqueue), first event of each step
+    last = None
+    cancelled = False
+    while True:
+        with stream.cond:
+            while seen >= len(stream.events) and not stream.closed and time.monotonic() < end:
+                stream.cond.wait(min(1.0, max(0.01, end - time.monotonic())))
+            batch = stream.events[seen:]
+            seen = len(stream.events)
+            closed = stream.closed
+        for t, kind, g in batch:
+            if kind != "generation_update" or not g or g.get("generation_id") != gid:
+                continue
+            if last and g.get("seq", 0) < last.get("seq", 0):
+                continue  # a stale snapshot
+            last = g
+            dt = t - t0
+            if g["status"] == "processing" and "processing" not in firsts:
+                firsts["processing"] = dt
+                print("SERVER %s_event processing +%.2fs" % (a.name, dt), flush=True)
+            stage = g.get("stage")
+            if g["status"] == "processing" and stage in STAGES and stage not in firsts:
+                firsts[stage] = dt
+                print("SERVER %s_event stage %s +%.2fs" % (a.name, stage, dt), flush=True)
+            if stage == "denoising" and g.get("step", 0) >= 1 and (not steps or g["step"] > steps[-1][0]):
+                steps.append((g["step"], dt))
+                print("SERVER %s_event step %d/%d +%.2fs" % (a.name, g["step"], g.get("total_steps") or 0, dt),
+                      flush=True)
+            if a.cancel_after_start and not cancelled and any(s in firsts for s in STAGES[1:]):
+                cst, cbody, _ = request(a.base, "DELETE", "/api/ai/queue/%s" % gid)
+                cancelled = True
+                print("SERVER %s_cancel +%.2fs -> %d %s" % (a.name, time.monotonic() - t0, cst,
+                                                            (cbody or {}).get("action")), flush=True)
+        if last and last["status"] in TERMINAL:
+            break
+        if closed or time.monotonic() >= end:
+            break
+    t_end = time.monotonic() - t0
+    stream.close()
+    st, g, _ = request(a.base, "GET", "/api/ai/queue/%s" % gid)
+    if st != 200 or not g:
+        print("SERVER %s_row_missing %d" % (a.name, st))
+        return 1
+    record = {"name": a.name, "request": req, "generation": g, "events_after_enqueue": firsts,
+              "steps": steps, "end_seen_after": t_end}
+    ok = g["status"] == ("cancelled" if a.cancel_after_start else "succeeded")
+    print("SERVER %s_status %s (seen on the stream after %.2f s; %s)" % (
+        a.name, g["status"], t_end, "stream closed early" if closed and g["status"] not in TERMINAL else "ok"))
+    if g.get("error_message"):
+        print("SERVER %s_error %s" % (a.name, g["error_message"]))
+    if "processing" in firsts:
+        print("SERVER %s_claimed_after %.2f s" % (a.name, firsts["processing"]))
+    for s in STAGES:
+        if s in firsts:
+            print("SERVER %s_first_%s_after %.2f s" % (a.name, s, firsts[s]))
+    if steps:
+        print("SERVER %s_first_step_event_after %.2f s" % (a.name, steps[0][1]))
+        gaps = [b[1] - p[1] for p, b in zip(steps, steps[1:]) if b[0] == p[0] + 1]
+        if gaps:
+            print("SERVER %s_step_events %d seen of %s; interval mean %.3f s, min %.3f, max %.3f" % (
+                a.name, len(steps), g.get("total_steps"), sum(gaps) / len(gaps), min(gaps), max(gaps)))
+        record["step_intervals"] = gaps
+    timings = g.get("timings") or {}
+    print("SERVER %s_timings %s" % (a.name, " ".join("%s=%.2f" % (k, v) for k, v in timings.items()
+                                                     if isinstance(v, (int, float)))))
+    if g.get("total_seconds") is not None:
+        print("SERVER %s_total_seconds %.2f (enqueue to the end on the stream: %.2f s)" % (
+            a.name, g["total_seconds"], t_end))
+    print("SERVER %s_placement %s" % (a.name, g.get("placement")))
+    print("SERVER %s_seed %s size %sx%s frames %s steps %s" % (a.name, g.get("seed"), g.get("width"), g.get("height"),
+                                                               g.get("frames"), g.get("steps")))
+    if g["status"] == "succeeded":
+        url = g.get("result_url") or ""
+        t = time.monotonic()
+        conn = http.client.HTTPConnection(a.base, timeout=120)
+        conn.request("GET", url)
+        resp = conn.getresponse()
+        path = os.path.join(a.out, a.name + ".mp4")
+        n = 0
+        with open(path, "wb") as f:
+            while True:
+                chunk = resp.read(1 << 20)
+                if not chunk:
+                    break
+                f.write(chunk)
+                n += len(chunk)
+        conn.close()
+        ctype = resp.getheader("Content-Type")
+        print("SERVER %s_download %s -> %d, %s, %d bytes in %.2f s (nginx)" % (a.name, url, resp.status, ctype, n,
+                                                                              time.monotonic() - t))
+        record["download"] = {"url": url, "status": resp.status, "content_type": ctype, "bytes": n}
+        ok = ok and resp.status == 200 and n > 0 and ctype == "video/mp4"
+    with open(os.path.join(a.out, a.name + ".json"), "w") as f:
+        json.dump(record, f, indent=2)
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("ready")
+    r.add_argument("--timeout", type=float, default=120)
+    s = sub.add_parser("status")
+    s.add_argument("--out")
+    j = sub.add_parser("job")
+    j.add_argument("name")
+    j.add_argument("--request", required=True)
+    j.add_argument("--out", required=True)
+    j.add_argument("--timeout", type=float, default=600)
+    j.add_argument("--cancel-after-start", action="store_true")
+    a = ap.parse_args()
+    return {"ready": cmd_ready, "status": cmd_status, "job": cmd_job}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
