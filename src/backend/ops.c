@@ -5,6 +5,7 @@
  * then calls its CPU or CUDA twin. */
 #include "backend/ops.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -30,6 +31,18 @@ struct mm_ctx {
 
 /* ================================================================ context */
 
+int mm_env_threads(void)
+{
+    /* atoi took "4294967297" as 1 worker and "99999" as 99999 threads */
+    const char *e = getenv("MMH3_THREADS");
+    if (!e)
+        return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    return !errno && end != e && *end == '\0' && v >= 1 && v <= 1024 ? (int)v : 0;
+}
+
 int mm_ctx_create(mm_ctx **out, mm_device dev, int n_threads, mm_error *err)
 {
     *out = NULL;
@@ -46,10 +59,8 @@ int mm_ctx_create(mm_ctx **out, mm_device dev, int n_threads, mm_error *err)
             return -1;
         }
     } else {
-        if (n_threads <= 0) {
-            const char *e = getenv("MMH3_THREADS");
-            n_threads = e ? atoi(e) : 0;
-        }
+        if (n_threads <= 0)
+            n_threads = mm_env_threads();
         if (n_threads <= 0) {
             long n = sysconf(_SC_NPROCESSORS_ONLN);
             n_threads = n > 0 ? (int)n : 1;

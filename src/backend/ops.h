@@ -62,6 +62,9 @@ typedef struct mm_ctx mm_ctx;
  * $MMH3_THREADS when set). CUDA: n_threads is ignored; the context creates
  * its own stream on the device. */
 int mm_ctx_create(mm_ctx **out, mm_device dev, int n_threads, mm_error *err);
+/* $MMH3_THREADS when it is an integer in 1..1024 (the range of --threads),
+ * else 0 (unset or not a count: one worker per core). */
+int mm_env_threads(void);
 void mm_ctx_destroy(mm_ctx *ctx);
 
 mm_device mm_ctx_device(const mm_ctx *ctx);

@@ -260,8 +260,9 @@ int mm_sp_dit_load(mm_sp_dit **out, const char *path, mm_ctx *ctx0, const mm_sp_
     }
     int threads = o.cpu_threads;
     if (threads <= 0) {
-        const char *t = getenv("MMH3_THREADS");
-        long cores = t ? atol(t) : sysconf(_SC_NPROCESSORS_ONLN);
+        long cores = mm_env_threads();
+        if (cores <= 0)
+            cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = (int)(cores / n > 0 ? cores / n : 1);
     }
     for (int r = 0; r < n; r++) {

@@ -2,7 +2,9 @@
  * here, on seeded random inputs, mixed dtypes and strided views. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/ops.h"
@@ -933,6 +935,35 @@ static void test_threads_bitwise_equal(void)
     mm_tensor_free(&a2);
 }
 
+/* A CPU context with no thread count takes $MMH3_THREADS only when it is a
+ * count in 1..1024; anything else means one worker per core. */
+static void test_threads_from_the_environment(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    static const struct {
+        const char *value;
+        long want; /* 0: one per core */
+    } cases[] = {{"3", 3}, {"4294967297", 0}, {"99999", 0}, {"2x", 0}, {"0", 0}, {"-4", 0}};
+    const char *saved = getenv("MMH3_THREADS");
+    char keep[64] = "";
+    if (saved)
+        snprintf(keep, sizeof keep, "%s", saved);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("MMH3_THREADS", cases[i].value, 1);
+        mm_ctx *c = NULL;
+        mm_error e = {{0}};
+        MM_REQUIRE(mm_ctx_create(&c, mm_cpu(), 0, &e) == 0, "MMH3_THREADS=%s: %s", cases[i].value, e.msg);
+        long want = cases[i].want ? cases[i].want : (cores > 0 ? cores : 1);
+        MM_EXPECT(mm_ctx_threads(c) == want, "MMH3_THREADS=%s: %d workers, %ld expected", cases[i].value,
+                  mm_ctx_threads(c), want);
+        mm_ctx_destroy(c);
+    }
+    if (saved)
+        setenv("MMH3_THREADS", keep, 1);
+    else
+        unsetenv("MMH3_THREADS");
+}
+
 int main(void)
 {
     mm_error e = {{0}};
@@ -958,6 +989,7 @@ int main(void)
     MM_RUN(test_int8_gemm_and_quantize);
     MM_RUN(test_sticky_errors);
     MM_RUN(test_threads_bitwise_equal);
+    MM_RUN(test_threads_from_the_environment);
     mm_ctx_destroy(ctx);
     return mm_test_exit();
 }
