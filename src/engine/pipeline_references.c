@@ -116,6 +116,11 @@ static bool cache_get(pl_ref_cache *c, pl_item *it, int channels)
         it->alat = e->alat ? dup_floats(e->alat, 2 * (int64_t)channels * e->a_latents) : NULL;
         it->a_latents = e->a_latents;
         hit = (!e->vlat || it->vlat) && (!e->alat || it->alat);
+        if (!hit) { /* out of memory for one copy: a miss owns nothing */
+            free(it->vlat);
+            free(it->alat);
+            it->vlat = it->alat = NULL;
+        }
         unlink_entry(c, e);
         push_front(c, e);
         break;

@@ -394,9 +394,15 @@ static int disk_write(mm_prompt_cache *c, const entry *e, mm_error *err)
     uint8_t digest[32];
     mm_sha256_final(&s, digest);
     if (write_all(fd, head, sizeof head) < 0 || write_all(fd, e->tags, (size_t)e->rows) < 0 ||
-        write_all(fd, e->data, data_bytes) < 0 || write_all(fd, digest, 32) < 0 || close(fd) < 0) {
+        write_all(fd, e->data, data_bytes) < 0 || write_all(fd, digest, 32) < 0) {
         int saved = errno;
         close(fd);
+        unlink(tmp);
+        errno = saved;
+        return mm_fail_errno(err, "prompt cache: writing %s", tmp);
+    }
+    if (close(fd) < 0) { /* the descriptor is gone either way: never closed twice */
+        int saved = errno;
         unlink(tmp);
         errno = saved;
         return mm_fail_errno(err, "prompt cache: writing %s", tmp);
