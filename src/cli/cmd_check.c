@@ -32,6 +32,7 @@ static void usage(FILE *f)
             "\n"
             "  --partition fl2va|ref2va   the DiT generate will use (default fl2va; the other one is optional)\n"
             "  --dit-path PATH            that partition's DiT\n"
+            "  --dit-fl2va-path PATH   --dit-ref2va-path PATH   (as for generate; the messages name them)\n"
             "  --text-encoder-path PATH   --video-vae-path PATH   --audio-vae-path PATH\n"
             "  --config-path DIR          MiniMaxAI/MiniMax-H3 FL2VA folder (tokenizer, processor, text_encoder config)\n"
             "  --models-path DIR          instead of $MODELS_PATH (default /data/shared/models)\n"
@@ -91,6 +92,8 @@ int mm_cmd_check(int argc, char **argv)
         }
         const char **dst = strcmp(a, "--partition") == 0           ? &partition
                            : strcmp(a, "--dit-path") == 0          ? &dit_path
+                           : strcmp(a, "--dit-fl2va-path") == 0    ? &o.override[MM_COMP_DIT_FL2VA]
+                           : strcmp(a, "--dit-ref2va-path") == 0   ? &o.override[MM_COMP_DIT_REF2VA]
                            : strcmp(a, "--text-encoder-path") == 0 ? &o.override[MM_COMP_TEXT_ENCODER]
                            : strcmp(a, "--video-vae-path") == 0    ? &o.override[MM_COMP_VIDEO_VAE]
                            : strcmp(a, "--audio-vae-path") == 0    ? &o.override[MM_COMP_AUDIO_VAE]
@@ -118,7 +121,8 @@ int mm_cmd_check(int argc, char **argv)
         fprintf(stderr, "mmh3 check: --partition %s: accepted: fl2va, ref2va\n", partition);
         return 2;
     }
-    o.override[used] = dit_path;
+    if (dit_path)
+        o.override[used] = dit_path;
     if (o.allow_download && !json)
         o.progress = progress;
 

@@ -13,6 +13,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -84,7 +85,11 @@ static void usage(FILE *f)
 
 static int bad(const char *flag, const char *value, const char *problem, const char *accepted)
 {
-    fprintf(stderr, PROG ": %s %s: %s; accepted: %s\n", flag, value, problem, accepted);
+    /* a media probe's message may already list what it accepts */
+    if (strstr(problem, "; accepted: "))
+        fprintf(stderr, PROG ": %s %s: %s\n", flag, value, problem);
+    else
+        fprintf(stderr, PROG ": %s %s: %s; accepted: %s\n", flag, value, problem, accepted);
     return 2;
 }
 
@@ -102,6 +107,7 @@ static bool parse_ll(const char *s, long long *v)
     return !errno && end != s && *end == '\0';
 }
 
+/* NULL with errno set when reading fails (a folder gives EISDIR) */
 static char *read_all(FILE *f, size_t *len)
 {
     size_t cap = 4096, n = 0;
@@ -121,8 +127,16 @@ static char *read_all(FILE *f, size_t *len)
             cap *= 2;
         }
     }
+    if (buf && ferror(f)) {
+        int saved = errno;
+        free(buf);
+        errno = saved ? saved : EIO;
+        return NULL;
+    }
     if (buf)
         buf[n] = '\0';
+    else
+        errno = ENOMEM;
     *len = n;
     return buf;
 }
@@ -139,7 +153,16 @@ static int mkdirs(const char *path)
             return -1;
         *p = '/';
     }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    if (mkdir(tmp, 0755) == 0)
+        return 0;
+    struct stat st;
+    if (errno != EEXIST)
+        return -1;
+    if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR; /* a file of that name is in the way */
+        return -1;
+    }
+    return 0;
 }
 
 static int mkdirs_parent(const char *file)
@@ -151,6 +174,37 @@ static int mkdirs_parent(const char *file)
         return 0;
     *slash = '\0';
     return mkdirs(dir);
+}
+
+#define MM_ACCEPT_OUT "a file path in a writable folder (written as FILE.part, renamed into place when done)"
+
+/* The mp4 is first created when the render is done; find out now, not after
+ * the render, that it cannot be. The probe file is the writer's own FILE.part,
+ * removed again unless it was there before. An existing FILE is left alone. */
+static int check_out_writable(const char *out, int *rc)
+{
+    struct stat st;
+    char part[4096];
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+        *rc = bad("--out", out, "is a folder", MM_ACCEPT_OUT);
+        return -1;
+    }
+    if (snprintf(part, sizeof part, "%s.part", out) >= (int)sizeof part) {
+        *rc = bad("--out", out, "path too long", MM_ACCEPT_OUT);
+        return -1;
+    }
+    bool had_part = lstat(part, &st) == 0;
+    int fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        char why[320];
+        snprintf(why, sizeof why, "cannot write there (%s)", strerror(errno));
+        *rc = bad("--out", out, why, MM_ACCEPT_OUT);
+        return -1;
+    }
+    close(fd);
+    if (!had_part)
+        unlink(part);
+    return 0;
 }
 
 /* outputs/20261129_143501-a-red-fox-runs-through.mp4 */
@@ -181,12 +235,22 @@ static void default_out(const char *prompt, char *buf, size_t n)
 }
 
 static volatile sig_atomic_t interrupted;
+static char part_path[4096]; /* the writer's FILE.part, set before the handlers */
 
+/* The first Ctrl-C (or SIGTERM/SIGHUP) cancels at the next step and the engine
+ * removes what it began writing. A second one ends the process at once; it
+ * still removes FILE.part (unlink is async-signal-safe), so no half-written
+ * clip is left beside the output. */
 static void on_sigint(int sig)
 {
-    (void)sig;
+    if (interrupted) {
+        if (part_path[0])
+            unlink(part_path);
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     interrupted = 1;
-    signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends the process */
 }
 
 static bool should_cancel(void *user)
@@ -392,10 +456,12 @@ int mm_cmd_generate(int argc, char **argv)
             return 2;
         }
         prompt_buf = read_all(f, &prompt_len);
+        int read_errno = errno;
         if (f != stdin)
             fclose(f);
         if (!prompt_buf) {
-            fprintf(stderr, PROG ": --file %s: cannot read it\n", file_arg);
+            fprintf(stderr, PROG ": --file %s: cannot read it: %s; accepted: a UTF-8 text file, or '-' for stdin\n",
+                    file_arg, strerror(read_errno));
             return 2;
         }
         /* one trailing newline is the file's, not the prompt's */
@@ -419,7 +485,9 @@ int mm_cmd_generate(int argc, char **argv)
         goto out;
     }
 
-    /* ---- references: probe each, kinds decide partition and canvas */
+    /* ---- references: probe each, kinds decide partition and canvas; a bad
+     * file gets our one line, not FFmpeg's demuxer chatter */
+    mm_media_set_verbose(-1);
     mm_gen_request req = {0};
     int counts[3] = {0};
     int ref_w = 0, ref_h = 0;
@@ -548,11 +616,17 @@ int mm_cmd_generate(int argc, char **argv)
         default_out(prompt, out_default, sizeof out_default);
         out_arg = out_default;
     }
+    if (!*out_arg) {
+        rc = bad("--out", "''", "empty", MM_ACCEPT_OUT);
+        goto out;
+    }
     if (mkdirs_parent(out_arg) != 0) {
         fprintf(stderr, PROG ": --out %s: cannot create its folder: %s\n", out_arg, strerror(errno));
         rc = 1;
         goto out;
     }
+    if (check_out_writable(out_arg, &rc) != 0)
+        goto out;
     if (frames_dir && mkdirs(frames_dir) != 0) {
         fprintf(stderr, PROG ": --frames-dir %s: cannot create it: %s\n", frames_dir, strerror(errno));
         rc = 1;
@@ -599,7 +673,10 @@ int mm_cmd_generate(int argc, char **argv)
         goto out;
     }
     double resolve_s = mm_timing_now() - t0;
+    snprintf(part_path, sizeof part_path, "%s.part", out_arg);
     signal(SIGINT, on_sigint);
+    signal(SIGTERM, on_sigint);
+    signal(SIGHUP, on_sigint);
     mm_gen_callbacks cb = {
         .progress = on_progress, .should_cancel = should_cancel, .user = &view, .stage_progress = on_stage};
     mm_gen_result res;
@@ -607,6 +684,8 @@ int mm_cmd_generate(int argc, char **argv)
     int grc = mm_engine_generate(engine, &req, &cb, &res, &e);
     mm_progress_view_finish(&view.view);
     signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     mm_engine_destroy(engine);
     if (grc == MM_CANCELLED) {
         fprintf(stderr, PROG ": cancelled; nothing written\n");

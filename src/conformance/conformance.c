@@ -1,10 +1,12 @@
 #include "conformance/conformance.h"
 #include "conformance/output.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MM_CONF_KIT(name, fn) int fn(mm_conf_run *run, mm_error *err);
 #include "conformance/kits.h"
@@ -59,10 +61,20 @@ int mm_conformance_run(const char *kit_dir, const mm_conf_options *opts, bool *a
     *all_passed = false;
     char path[4096];
     snprintf(path, sizeof path, "%s/manifest.json", kit_dir);
+    struct stat st;
+    if (stat(kit_dir, &st) != 0)
+        return mm_fail(err, "%s: %s; accepted: a conformance kit folder (with manifest.json)", kit_dir,
+                       strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return mm_fail(err, "%s: not a folder; accepted: a conformance kit folder (with manifest.json)", kit_dir);
+    if (stat(path, &st) != 0)
+        return mm_fail(err, "%s: not a conformance kit: it has no manifest.json; accepted: a kit folder such as "
+                            "the dit, text_encoder or vae kit (with manifest.json)",
+                       kit_dir);
     json_error_t jerr;
     json_t *manifest = json_load_file(path, 0, &jerr);
     if (!manifest)
-        return mm_fail(err, "%s: %s (line %d)", path, jerr.text, jerr.line);
+        return mm_fail(err, "%s: not valid JSON: %s (line %d)", path, jerr.text, jerr.line);
     const char *kind = json_string_value(json_object_get(manifest, "kit"));
     mm_conf_kit_fn fn = NULL;
     for (size_t i = 0; kind && i < sizeof kits / sizeof kits[0]; i++)

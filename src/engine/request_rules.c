@@ -111,10 +111,10 @@ int mm_rule_prompt(const char *s, size_t len, mm_error *err)
         unsigned char c = (unsigned char)s[i];
         size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
         if (n == 0 || i + n > len || (n == 2 && c < 0xC2))
-            return mm_fail(err, "invalid UTF-8 at byte %zu", i);
+            return mm_fail(err, "has invalid UTF-8 at byte %zu", i);
         for (size_t k = 1; k < n; k++)
             if (((unsigned char)s[i + k] & 0xC0) != 0x80)
-                return mm_fail(err, "invalid UTF-8 at byte %zu", i);
+                return mm_fail(err, "has invalid UTF-8 at byte %zu", i);
         if (c == 0)
             return mm_fail(err, "contains a NUL character at byte %zu", i);
         if (n > 1 || (c != ' ' && c != '\t' && c != '\n' && c != '\r'))

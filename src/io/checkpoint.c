@@ -23,7 +23,7 @@ static void fmt(char *buf, size_t n, const char *f, ...)
 static const mm_component_info components[MM_COMP_COUNT] = {
     [MM_COMP_DIT_FL2VA] = {"dit_fl2va", "DiT (fl2va)", "--dit-path", "Comfy-Org/MiniMax-H3",
                            "diffusion_models/minimax_h3_fl2va_pruned_int8_convrot.safetensors", "minimax_h3_fl2va"},
-    [MM_COMP_DIT_REF2VA] = {"dit_ref2va", "DiT (ref2va)", "--ref2va-dit-path", "Comfy-Org/MiniMax-H3",
+    [MM_COMP_DIT_REF2VA] = {"dit_ref2va", "DiT (ref2va)", "--dit-ref2va-path", "Comfy-Org/MiniMax-H3",
                             "diffusion_models/minimax_h3_ref2va_pruned_int8_convrot.safetensors", "minimax_h3_ref2va"},
     [MM_COMP_TEXT_ENCODER] = {"text_encoder", "text encoder", "--text-encoder-path", "Comfy-Org/MiniMax-H3",
                               "text_encoders/qwen3vl_32b_minimax_h3_nvfp4_awq.safetensors", "qwen3vl_32b_minimax_h3"},

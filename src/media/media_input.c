@@ -400,7 +400,9 @@ static int check_picture(mm_input *in, const mm_media_limits *lim, mm_media_info
     int w = st->codecpar->width, h = st->codecpar->height;
     const char *what = info->kind == MM_MEDIA_IMAGE ? "image" : "video";
     if (w <= 0 || h <= 0)
-        return mm_fail(err, "%s: cannot read the %s's size: the file is damaged or truncated", in->name, what);
+        return mm_fail(err, "%s: cannot read the %s's size: the file is damaged or truncated, or larger than "
+                            "FFmpeg decodes (at most %d pixels per side are accepted)",
+                       in->name, what, lim->max_side);
     if (w > lim->max_side || h > lim->max_side)
         return mm_fail(err, "%s: %s of %dx%d is too large: at most %d pixels per side are accepted", in->name, what, w,
                        h, lim->max_side);

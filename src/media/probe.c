@@ -37,7 +37,10 @@ int mm_media_check(mm_error *err)
     return 0;
 }
 
-void mm_media_set_verbose(int verbose) { av_log_set_level(verbose ? AV_LOG_INFO : AV_LOG_ERROR); }
+void mm_media_set_verbose(int verbose)
+{
+    av_log_set_level(verbose < 0 ? AV_LOG_QUIET : verbose ? AV_LOG_INFO : AV_LOG_ERROR);
+}
 
 typedef struct decode_state {
     AVCodecContext *dec;

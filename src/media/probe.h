@@ -79,8 +79,9 @@ int mm_media_probe_buffer(const uint8_t *data, size_t size, const mm_media_limit
 int mm_media_check(mm_error *err);
 
 /* Sets FFmpeg's log level for programs that use the media code: quiet
- * (errors only) unless verbose. FFmpeg logs to stderr; libx264 prints its
- * statistics at the default level. */
+ * (errors only) unless verbose; silent when verbose < 0 (while probing
+ * a user's file, whose every problem our own message already names).
+ * FFmpeg logs to stderr; libx264 prints its statistics at the default level. */
 void mm_media_set_verbose(int verbose);
 
 #endif

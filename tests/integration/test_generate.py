@@ -106,6 +106,13 @@ def make_media(env):
            "sine=frequency=440:sample_rate=44100", "-t", "1.5", "-c:v", "libx264", "-pix_fmt", "yuv420p",
            "-c:a", "aac", "-shortest", m + "/clip.mp4")
     ffmpeg("-f", "lavfi", "-i", "sine=frequency=660:sample_rate=22050", "-t", "2", m + "/tone.wav")
+    # hostile inputs: a PNG cut after 300 bytes, text named .png, a prompt file that is not UTF-8
+    with open(m + "/first.png", "rb") as f, open(m + "/truncated.png", "wb") as g:
+        g.write(f.read(300))
+    with open(m + "/text.png", "w") as f:
+        f.write("hello\n")
+    with open(m + "/latin1.txt", "wb") as f:
+        f.write(b"a fox \xe9 in snow\n")
 
 
 # ------------------------------------------------------------ renders
@@ -263,6 +270,36 @@ def cancel_stops_at_the_next_forward(env):
     check(not os.path.exists(out) and not os.path.exists(out + ".part"), "a file was left behind")
 
 
+def render_and_signal(env, out, stage, sigs):
+    cmd = [env.mmh3, "generate", "-p", "a signalled render", "--size", "256x256", "--frames", "62", "--steps", "3",
+           "--plain", "--device", "cpu", "--models-path", env.models, "-o", out]
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=env.work)
+    seen = ""
+    for line in p.stderr:
+        seen += line
+        if stage in line:
+            for s in sigs:
+                p.send_signal(s)
+                time.sleep(0.05)
+            break
+    seen += p.stderr.read()
+    return p.wait(60), seen
+
+
+@test
+def sigterm_cancels_and_a_second_ctrl_c_leaves_no_part_file(env):
+    out = env.out("signalled.mp4")
+    rc, log = render_and_signal(env, out, "denoising step 2/", [signal.SIGTERM])
+    check(rc == 130 and "cancelled" in log, "SIGTERM: exit %d: %s", rc, log[-300:])
+    check(not os.path.exists(out) and not os.path.exists(out + ".part"), "SIGTERM left a file behind")
+    # the mp4 writer has FILE.part open while the audio decodes; a second
+    # Ctrl-C ends the process at once and must take FILE.part with it
+    rc, log = render_and_signal(env, out, "decoding audio", [signal.SIGINT, signal.SIGINT])
+    check(rc == -signal.SIGINT, "two Ctrl-C: exit %d: %s", rc, log[-300:])
+    check(not os.path.exists(out + ".part"), "two Ctrl-C left %s.part behind", out)
+    check(not os.path.exists(out), "two Ctrl-C left a clip at -o")
+
+
 @test
 def timing_table_adds_up(env):
     r = env.generate("-p", "a timing check", "--size", "64x64", "--seed", "9", "-o", env.out("timing.mp4"), *QUICK)
@@ -322,6 +359,16 @@ BAD = [
     (["-p", "a", "--last-image", "MEDIA/clip.mp4"], "--last-image"),
     (["-p", "a", "-i", "MEDIA/missing.png"], "--image"),
     (["-p", "a", "--ref-short-edge", "100"], "--ref-short-edge 100"),
+    # hostile files: FFmpeg's own log lines stay out; the message is ours, once
+    (["-p", "a", "-i", "MEDIA/truncated.png"], "--image MEDIA/truncated.png: "),
+    (["-p", "a", "--last-image", "MEDIA/truncated.png"], "--last-image MEDIA/truncated.png: "),
+    (["-p", "a", "-i", "MEDIA/text.png"], "not a media file"),
+    (["-f", "MEDIA"], "--file MEDIA: cannot read it: Is a directory"),
+    (["-f", "MEDIA/latin1.txt"], "the prompt has invalid UTF-8 at byte 6"),
+    # the output is checked before anything loads or renders
+    (["-p", "a", "-o", "MEDIA"], "--out MEDIA: is a folder"),
+    (["-p", "a", "-o", ""], "--out '': empty"),
+    (["-p", "a", "-o", "/proc/mmh3-cannot-write.mp4"], "--out /proc/mmh3-cannot-write.mp4: cannot write there"),
 ]
 
 
@@ -332,9 +379,60 @@ def bad_values_and_clashes_give_one_clear_line(env):
         args = [a.replace("MEDIA", env.media) for a in args]
         r = env.generate(*args, models=False, device=False)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        if r.returncode != 2 or len(lines) != 1 or named not in lines[0] or not lines[0].startswith("mmh3 generate"):
+        named = named.replace("MEDIA", env.media)
+        if (r.returncode != 2 or len(lines) != 1 or named not in lines[0] or not lines[0].startswith("mmh3 generate")
+                or lines[0].count("accepted:") > 1):
             problems.append("%s -> exit %d, %r" % (" ".join(args), r.returncode, lines))
     check(not problems, "\n  ".join([""] + problems))
+
+
+@test
+def failed_runs_keep_an_existing_output_and_leave_no_part(env):
+    out = env.out("kept.mp4")
+    with open(out, "wb") as f:
+        f.write(b"an earlier clip")
+    r = env.generate("-p", "x", "-o", out, "--models-path", os.path.join(env.work, "nowhere"), models=False, *QUICK)
+    check(r.returncode == 1, "exit %d: %s", r.returncode, r.stderr.strip()[-300:])
+    with open(out, "rb") as f:
+        check(f.read() == b"an earlier clip", "the existing %s was changed by a failed run", out)
+    check(not os.path.exists(out + ".part"), "%s.part left behind", out)
+    r = env.generate("-p", "x", "--frames-dir", os.path.join(env.media, "first.png"), "-o", env.out("fd.mp4"),
+                     models=False)
+    check(r.returncode != 0 and "--frames-dir" in r.stderr and "Not a directory" in r.stderr,
+          "a file as --frames-dir: exit %d: %s", r.returncode, r.stderr.strip())
+
+
+@test
+def check_and_conformance_name_the_problem(env):
+    # every flag the "not found" lines of mmh3 check suggest exists in check and generate
+    r = subprocess.run([env.mmh3, "check", "--models-path", os.path.join(env.work, "nowhere")],
+                       capture_output=True, text=True)
+    check(r.returncode == 1, "check on an empty folder: exit %d", r.returncode)
+    words = [w.rstrip(",") for w in r.stdout.split()]
+    flags = sorted(set(w for w in words if w.startswith("--") and w.endswith("-path")))
+    check(flags, "no flag suggested: %s", r.stdout[-600:])
+    gen_help = subprocess.run([env.mmh3, "generate", "--help"], capture_output=True, text=True).stdout
+    for flag in flags:
+        c = subprocess.run([env.mmh3, "check", "--models-path", env.models, flag, "/nonexistent/x"],
+                           capture_output=True, text=True)
+        check("unknown option" not in c.stderr, "check suggests %s but refuses it: %s", flag, c.stderr.strip())
+        check(flag in gen_help, "check suggests %s, generate --help does not list it", flag)
+    # conformance on a folder that is not a kit, a file, and a kit with a broken manifest
+    kit = os.path.join(env.work, "broken-kit")
+    os.makedirs(kit, exist_ok=True)
+    cases = [(env.media, "not a conformance kit"), (os.path.join(env.media, "first.png"), "not a folder"),
+             (os.path.join(env.work, "no-such-kit"), "No such file or directory")]
+    for path, want in cases:
+        c = subprocess.run([env.mmh3, "conformance", path], capture_output=True, text=True)
+        msg = (c.stdout + c.stderr).strip()
+        check(c.returncode == 1 and want in msg and "accepted:" in msg and "line -1" not in msg,
+              "conformance %s: exit %d: %s", path, c.returncode, msg)
+    with open(os.path.join(kit, "manifest.json"), "w") as f:
+        f.write('{"kit": "minimax-h3-dit-conformance", "cases": [')
+    c = subprocess.run([env.mmh3, "conformance", kit], capture_output=True, text=True)
+    msg = (c.stdout + c.stderr).strip()
+    check(c.returncode == 1 and "manifest.json: not valid JSON" in msg, "broken manifest: exit %d: %s", c.returncode,
+          msg)
 
 
 @test
