@@ -81,6 +81,21 @@ void mm_checkpoint_hf_cache(const mm_checkpoint_opts *o, char *buf, size_t n)
         fmt(buf, n, "%s/.cache/huggingface/hub", getenv("HOME") ? getenv("HOME") : "");
 }
 
+/* "not found" would mislead when something is there: say what it is */
+static void note_unusable(char *looked, size_t n, const char *cand)
+{
+    struct stat sb;
+    size_t used = strlen(looked);
+    if (stat(cand, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode))
+            fmt(looked + used, n - used, " (%s, not a file)", S_ISDIR(sb.st_mode) ? "a folder" : "a special file");
+        return;
+    }
+    int why = errno;
+    if (lstat(cand, &sb) == 0)
+        fmt(looked + used, n - used, " (a link that leads nowhere: %s)", strerror(why));
+}
+
 static bool is_file(const char *p)
 {
     struct stat sb;
@@ -304,6 +319,7 @@ int mm_checkpoint_resolve(mm_component c, const mm_checkpoint_opts *o, mm_resolv
 
     fmt(cand, sizeof cand, "%s/%s", models, ci->rel_path);
     fmt(looked, sizeof looked, "%s", cand);
+    note_unusable(looked, sizeof looked, cand);
     if (is_file(cand)) {
         fmt(out->path, sizeof out->path, "%s", cand);
         out->where = MM_FOUND_MODELS_REL;
@@ -311,6 +327,7 @@ int mm_checkpoint_resolve(mm_component c, const mm_checkpoint_opts *o, mm_resolv
     }
     fmt(cand, sizeof cand, "%s/%s", models, bare);
     fmt(looked + strlen(looked), sizeof looked - strlen(looked), ", %s", cand);
+    note_unusable(looked, sizeof looked, cand);
     if (is_file(cand)) {
         fmt(out->path, sizeof out->path, "%s", cand);
         out->where = MM_FOUND_MODELS_BARE;

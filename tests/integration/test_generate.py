@@ -418,6 +418,17 @@ def check_and_conformance_name_the_problem(env):
                            capture_output=True, text=True)
         check("unknown option" not in c.stderr, "check suggests %s but refuses it: %s", flag, c.stderr.strip())
         check(flag in gen_help, "check suggests %s, generate --help does not list it", flag)
+    # a folder or a dangling link where a checkpoint belongs is named as such, not just "not found"
+    odd = os.path.join(env.work, "odd-models")
+    os.makedirs(os.path.join(odd, "diffusion_models", "minimax_h3_fl2va_pruned_int8_convrot.safetensors"),
+                exist_ok=True)
+    os.makedirs(os.path.join(odd, "vae"), exist_ok=True)
+    link = os.path.join(odd, "vae", "minimax_h3_video_vae_fp16.safetensors")
+    if not os.path.lexists(link):
+        os.symlink(os.path.join(env.work, "gone.safetensors"), link)
+    c = subprocess.run([env.mmh3, "check", "--models-path", odd], capture_output=True, text=True)
+    check("convrot.safetensors (a folder, not a file)" in c.stdout, "a folder as the DiT: %s", c.stdout[:600])
+    check("fp16.safetensors (a link that leads nowhere" in c.stdout, "a dangling link as the VAE: %s", c.stdout)
     # conformance on a folder that is not a kit, a file, and a kit with a broken manifest
     kit = os.path.join(env.work, "broken-kit")
     os.makedirs(kit, exist_ok=True)
