@@ -2,7 +2,6 @@
  * the GPU worker and nginx, supervised; Ctrl-C stops them all. */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -63,19 +62,6 @@ static void usage(FILE *out)
             "  --oxen-model NAME   hub model name whose queued jobs are claimed (default minimax-h3)\n"
             "  --oxen-poll S       claim loop interval while idle (default 10; 0 disables claiming)\n"
             "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n");
-}
-
-/* An integer flag in LO..HI: strtol's long is checked before it narrows to
- * int, so 4294967297 is refused instead of becoming 1. */
-static bool int_in(const char *text, long lo, long hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return false;
-    *out = (int)v;
-    return true;
 }
 
 static int parse_limit(const char *flag, const char *text, double max, double *out)
@@ -154,20 +140,20 @@ int mm_cmd_serve(int argc, char **argv)
                 }
                 break;
             }
-            if (!int_in(optarg, 1, 16, &o.gpu_workers)) {
+            if (!mm_flag_int(optarg, 1, 16, &o.gpu_workers)) {
                 fprintf(stderr, "mmh3 serve: --gpu-workers %s: accepted: 1..16 or all\n", optarg);
                 return 2;
             }
             break;
         case O_WEB: o.web_root = optarg; break;
         case O_THREADS:
-            if (!int_in(optarg, 1, 1024, &o.threads)) {
+            if (!mm_flag_int(optarg, 1, 1024, &o.threads)) {
                 fprintf(stderr, "mmh3 serve: --threads %s: accepted: 1..1024\n", optarg);
                 return 2;
             }
             break;
         case O_ATTEMPTS:
-            if (!int_in(optarg, 1, 100, &o.max_attempts)) {
+            if (!mm_flag_int(optarg, 1, 100, &o.max_attempts)) {
                 fprintf(stderr, "mmh3 serve: --max-attempts %s: accepted: 1..100\n", optarg);
                 return 2;
             }
@@ -180,7 +166,7 @@ int mm_cmd_serve(int argc, char **argv)
             }
             break;
         case O_UPLOAD:
-            if (!int_in(optarg, 1, 16384, &o.upload_mb)) {
+            if (!mm_flag_int(optarg, 1, 16384, &o.upload_mb)) {
                 fprintf(stderr, "mmh3 serve: --upload-mb %s: accepted: 1..16384\n", optarg);
                 return 2;
             }

@@ -3,7 +3,6 @@
  * pointed at the same database and a shared outputs folder. */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,19 +48,6 @@ static void usage(FILE *out)
 }
 
 /* token: the --oxen-token copy, owned by mm_cmd_worker (blanked and freed there). */
-/* An integer flag in LO..HI: strtol's long is checked before it narrows to
- * int, so 4294967297 is refused instead of becoming 1. */
-static bool int_in(const char *text, long lo, long hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return false;
-    *out = (int)v;
-    return true;
-}
-
 static int worker_with_args(int argc, char **argv, char **token)
 {
     mm_worker_options o;
@@ -110,7 +96,7 @@ static int worker_with_args(int argc, char **argv, char **token)
             }
             break;
         case O_ATTEMPTS:
-            if (!int_in(optarg, 1, 100, &o.max_attempts)) {
+            if (!mm_flag_int(optarg, 1, 100, &o.max_attempts)) {
                 fprintf(stderr, "mmh3 worker: --max-attempts %s: accepted: integer 1..100\n", optarg);
                 return 2;
             }

@@ -83,7 +83,7 @@ bool mm_engine_flags_has_value(int c)
     return f && f->value;
 }
 
-static bool parse_int(const char *s, long long lo, long long hi, int *out)
+bool mm_flag_int(const char *s, long long lo, long long hi, int *out)
 {
     char *end;
     errno = 0;
@@ -96,7 +96,7 @@ static bool parse_int(const char *s, long long lo, long long hi, int *out)
 
 #define ACCEPT_EDGE "a multiple of 32 in 64..4096"
 
-static bool edge_ok(const char *s, int *out) { return parse_int(s, 64, 4096, out) && *out % 32 == 0; }
+static bool edge_ok(const char *s, int *out) { return mm_flag_int(s, 64, 4096, out) && *out % 32 == 0; }
 
 int mm_engine_flags_apply(int c, const char *spelled, const char *v, mm_engine_options *o, mm_error *err)
 {
@@ -122,11 +122,11 @@ int mm_engine_flags_apply(int c, const char *spelled, const char *v, mm_engine_o
                                 "released DiT computes in bf16 with int8 weights)", flag, v);
         return 0;
     case MM_EF_THREADS:
-        if (!parse_int(v, 1, 1024, &p->threads))
+        if (!mm_flag_int(v, 1, 1024, &p->threads))
             return mm_fail(err, "%s %s: out of range; accepted: an integer 1..1024", flag, v);
         return 0;
     case MM_EF_GPUS:
-        if (!parse_int(v, 1, 64, &p->gpus))
+        if (!mm_flag_int(v, 1, 64, &p->gpus))
             return mm_fail(err, "%s %s: out of range; accepted: 1..64 GPUs dividing the DiT's head count "
                                 "(H3: 1, 2, 4, 7, 8)", flag, v);
         return 0;

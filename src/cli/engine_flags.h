@@ -73,6 +73,10 @@ int mm_engine_flags_finish(mm_engine_options *o, mm_error *err);
 const char *mm_engine_flags_name(int c);
 bool mm_engine_flags_has_value(int c);
 
+/* An integer flag value in lo..hi, checked before it narrows to int (so
+ * 4294967297 is refused instead of becoming 1); every command's numeric flags. */
+bool mm_flag_int(const char *s, long long lo, long long hi, int *out);
+
 /* The help lines of cmd's engine flags: each flag indented by `indent`
  * spaces, its help from column `column`. */
 void mm_engine_flags_usage(FILE *f, mm_engine_cmd cmd, int indent, int column);
