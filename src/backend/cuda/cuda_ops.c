@@ -578,12 +578,12 @@ int mm_cuda_convrot_quantize(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_t
     return mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, "mm_convrot_quantize", &e) : 0;
 }
 
-int mm_cuda_gemm_i8_scaled(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q_x, const mm_tensor *s_x,
-                           const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *bias)
+/* The int8 GEMM's operands: quantized rows q_x [r, K] with per-row scales
+ * s_x, quantized weights q_w [n, K] with per-output scales s_w (both scale
+ * vectors made f32 in t's temporaries). */
+static mmk_qlinear qlinear_operands(mm_ctx *ctx, temps *t, const mm_tensor *q_x, const mm_tensor *s_x,
+                                    const mm_tensor *q_w, const mm_tensor *s_w, mm_error *e, int *rc)
 {
-    mm_error e = {{0}};
-    temps t = {DEV(ctx), 0, {0}};
-    int rc = 0;
     int64_t r = q_x->shape[0], n = q_w->shape[0];
     mmk_qlinear a;
     memset(&a, 0, sizeof a);
@@ -594,9 +594,19 @@ int mm_cuda_gemm_i8_scaled(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q_x, co
     a.ldx = q_x->stride[0];
     a.wq = q_w->data;
     a.ldw = q_w->stride[0];
-    a.sx = vec_f32(ctx, &t, s_x, r, &e, &rc);
-    a.sw = vec_f32(ctx, &t, s_w, n, &e, &rc);
-    a.bias = vec_f32(ctx, &t, bias, n, &e, &rc);
+    a.sx = vec_f32(ctx, t, s_x, r, e, rc);
+    a.sw = vec_f32(ctx, t, s_w, n, e, rc);
+    return a;
+}
+
+int mm_cuda_gemm_i8_scaled(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q_x, const mm_tensor *s_x,
+                           const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *bias)
+{
+    mm_error e = {{0}};
+    temps t = {DEV(ctx), 0, {0}};
+    int rc = 0;
+    mmk_qlinear a = qlinear_operands(ctx, &t, q_x, s_x, q_w, s_w, &e, &rc);
+    a.bias = vec_f32(ctx, &t, bias, q_w->shape[0], &e, &rc);
     a.y = out->data;
     a.ldy = out->stride[0];
     a.y_dtype = out->dtype;
@@ -852,17 +862,7 @@ int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x
     temps t = {DEV(ctx), 0, {0}};
     int rc = 0;
     int32_t *zero_idx = NULL;
-    mmk_qlinear a;
-    memset(&a, 0, sizeof a);
-    a.M = (int)r;
-    a.N = (int)n;
-    a.K = (int)q_x->shape[1];
-    a.xq = q_x->data;
-    a.ldx = q_x->stride[0];
-    a.wq = q_w->data;
-    a.ldw = q_w->stride[0];
-    a.sx = vec_f32(ctx, &t, s_x, r, &e, &rc);
-    a.sw = vec_f32(ctx, &t, s_w, n, &e, &rc);
+    mmk_qlinear a = qlinear_operands(ctx, &t, q_x, s_x, q_w, s_w, &e, &rc);
     a.y = x->data;
     a.ldy = x->stride[0];
     a.y_dtype = MM_BF16;
