@@ -91,18 +91,26 @@ typedef struct heartbeat_ctx {
     const char *worker_id;
 } heartbeat_ctx;
 
-static void handle_notifies(PGconn *c)
+/* Takes every buffered NOTIFY (including those mm_db_ensure read ahead, which
+ * poll() will not report again): a cancel request for the job in hand sets
+ * cancel_requested; true when one says a job was queued. */
+static bool take_notifies(PGconn *c)
 {
+    bool queued = false;
     PGnotify *n;
     while ((n = PQnotifies(c))) {
         json_t *ev = json_loads(n->extra, 0, NULL);
         const char *kind = json_string_value(json_object_get(ev, "kind"));
+        const char *status = json_string_value(json_object_get(ev, "status"));
         if (kind && strcmp(kind, "update") == 0 && json_is_true(json_object_get(ev, "cancel_requested")) &&
             is_current(json_string_value(json_object_get(ev, "generation_id"))))
             atomic_store(&cancel_requested, true);
+        if (status && strcmp(status, "queued") == 0)
+            queued = true;
         json_decref(ev);
         PQfreemem(n);
     }
+    return queued;
 }
 
 /* Renews the worker's heartbeat (its lease on the job it holds) and listens
@@ -143,12 +151,12 @@ static void *heartbeat_main(void *arg)
                 mm_log("heartbeat: %s", err.msg);
             last_beat = now_seconds();
         }
-        handle_notifies(c); /* any that mm_db_ensure read ahead */
+        take_notifies(c);
         struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
         if (poll(&pfd, 1, 250) > 0) {
             if (!PQconsumeInput(c))
                 continue; /* the status check above reconnects */
-            handle_notifies(c);
+            take_notifies(c);
         }
     }
     if (c)
@@ -554,29 +562,11 @@ static int connect_with_retry(const mm_worker_options *o, PGconn **out, mm_error
     return mm_fail(err, "stopped before the database was reachable");
 }
 
-/* True when a buffered NOTIFY says a job was queued; frees them all. */
-static bool queued_notified(PGconn *db)
-{
-    bool wake = false;
-    PGnotify *nt;
-    while ((nt = PQnotifies(db))) {
-        json_t *ev = json_loads(nt->extra, 0, NULL);
-        const char *status = json_string_value(json_object_get(ev, "status"));
-        if (status && strcmp(status, "queued") == 0)
-            wake = true;
-        json_decref(ev);
-        PQfreemem(nt);
-    }
-    return wake;
-}
-
-/* Waits for a NOTIFY that may mean new work, a signal, or the timeout.
- * Notifications already read into libpq's buffer (mm_db_ensure reads ahead)
- * count too: poll() would not see them again. */
+/* Waits for a NOTIFY that may mean new work, a signal, or the timeout. */
 static void wait_for_work(PGconn *db, double timeout)
 {
     double end = now_seconds() + timeout;
-    if (queued_notified(db))
+    if (take_notifies(db))
         return;
     while (!atomic_load(&stop_requested)) {
         double left = end - now_seconds();
@@ -586,7 +576,7 @@ static void wait_for_work(PGconn *db, double timeout)
         int n = poll(&pfd, 1, (int)(left * 1000) + 1);
         if (n <= 0)
             continue;
-        if (!PQconsumeInput(db) || queued_notified(db))
+        if (!PQconsumeInput(db) || take_notifies(db))
             return;
     }
 }
