@@ -55,7 +55,7 @@ SPACE_DOWN, TIME_DOWN = (2, 2, 2, 2, 1, 1), (1, 2, 2, 1, 1, 1)
 def rms_norm(x, shape, w, eps):
     """F.rms_norm (torch >= 2.4), or the same formula on older torch."""
     if hasattr(F, 'rms_norm'):
-        return rms_norm(x, shape, w, eps)
+        return F.rms_norm(x, shape, w, eps)
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return y * w if w is not None else y
 
