@@ -66,14 +66,14 @@ if [ "$dry" = 1 ]; then # CPU stand-ins: tiny shared files of their own
     MMH3_VV_RANDOM=/tmp/mmh3-dry/vv.safetensors MMH3_AV_RANDOM=/tmp/mmh3-dry/av.safetensors
   DIT_CKPT=$MMH3_DIT_RANDOM TE_CKPT=$MMH3_TE_RANDOM VV_CKPT=$MMH3_VV_RANDOM AV_CKPT=$MMH3_AV_RANDOM
 fi
-S=$RESULT/session_summary.txt
-say() { echo "$*" | tee -a "$S"; }
+SUMMARY=$RESULT/session_summary.txt # not S: the serving stack's flags.sh (sourced by the build) sets S
+say() { echo "$*" | tee -a "$SUMMARY"; }
 left() { echo $((budget - (SECONDS - t0))); }
 pack() {
   tar -czf "$RESULT/session_logs.tgz.part" --exclude='*.mp4' --exclude='*.safetensors' -C "$LOGS" . 2>/dev/null &&
     mv "$RESULT/session_logs.tgz.part" "$RESULT/session_logs.tgz"
 }
-: >"$S"
+: >"$SUMMARY"
 say "session call ${call:-(steps)}: steps $steps, budget ${budget}s$( [ "$dry" = 1 ] && echo ', CPU stand-ins (dry)')"
 say "host: $(timeout 10 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'no GPU'); $(nproc) cores; $(df -h /tmp | awk 'NR==2 {print $4 " free in /tmp"}'); carry $(du -sh .carry 2>/dev/null | cut -f1)"
 
@@ -185,15 +185,15 @@ for spec in ${steps//,/ }; do
   { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && rc="$rc (TIMEOUT)"
   say "== $name: rc=$rc, $((SECONDS - s)) s of ${limit}s"
   if [ -f "$LOGS/$name/${summ[$name]}" ]; then
-    sed 's/^/   /' "$LOGS/$name/${summ[$name]}" | tee -a "$S"
+    sed 's/^/   /' "$LOGS/$name/${summ[$name]}" | tee -a "$SUMMARY"
   else
-    tail -n 15 "$LOGS/$name.log" | cut -c1-220 | sed 's/^/   /' | tee -a "$S"
+    tail -n 15 "$LOGS/$name.log" | cut -c1-220 | sed 's/^/   /' | tee -a "$SUMMARY"
   fi
   pack
 done
 if [ -n "${writers:-}" ]; then # a writer still running at the end is stopped (by its ids)
   pkill -P "$writers" 2>/dev/null; kill "$writers" 2>/dev/null; rm -f /tmp/mmh3-writers.pid
-  cat "$LOGS/writers.log" >>"$S"
+  cat "$LOGS/writers.log" >>"$SUMMARY"
 fi
 [ ${#skipped[@]} -gt 0 ] && say "SKIPPED (run them in call 4 with --steps): ${skipped[*]}"
 say "session call ${call:-(steps)} done in $((SECONDS - t0)) s"
