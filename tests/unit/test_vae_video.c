@@ -5,6 +5,8 @@
  * encoder's zero causal padding, reflect padding and right/bottom
  * downsample padding, ImageNet input normalization, per-frame GroupNorm and
  * causality (exact), the seed-42 sample; plus the streaming API's edges. */
+#include <unistd.h>
+
 #include "test_vae_kit.h"
 
 typedef struct sink {
@@ -312,6 +314,48 @@ static void test_encode_causal_per_frame(void)
     vk_close(&k);
 }
 
+/* A header may pair a huge dimension with a zero one: no data, so the file-size
+ * check passes, but the configuration read from it would truncate to int.
+ * Both VAE loaders refuse it by name before reading anything else. */
+static int write_header_only(const char *path, const char *json)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    uint64_t n = strlen(json);
+    int ok = fwrite(&n, 8, 1, f) == 1 && fwrite(json, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static void test_hostile_shapes(void)
+{
+    char dir[] = "/tmp/mmh3-vae-hostile-XXXXXX", path[64];
+    MM_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/vae.safetensors", dir);
+    mm_ctx *ctx = NULL;
+    mm_error err = {0};
+    MM_REQUIRE(mm_ctx_create(&ctx, mm_cpu(), 0, &err) == 0, "%s", err.msg);
+    const char *video = "{\"encoder.conv_in.weight\":{\"dtype\":\"F16\",\"shape\":[4294967424,0,3,3,3],"
+                        "\"data_offsets\":[0,0]}}";
+    const char *audio = "{\"mean_proj.weight\":{\"dtype\":\"F32\",\"shape\":[0,64,33554433],"
+                        "\"data_offsets\":[0,0]}}";
+    mm_video_vae *vv = NULL;
+    mm_audio_vae *av = NULL;
+    MM_REQUIRE(write_header_only(path, video) == 0, "write %s", path);
+    MM_EXPECT(mm_video_vae_load(&vv, path, NULL, MM_VAE_ENCODER, ctx, &err) != 0 &&
+                  strstr(err.msg, "encoder.conv_in.weight") && strstr(err.msg, "each dimension must be 1.."),
+              "video: '%s'", err.msg);
+    MM_REQUIRE(write_header_only(path, audio) == 0, "write %s", path);
+    err = (mm_error){0};
+    MM_EXPECT(mm_audio_vae_load(&av, path, NULL, MM_VAE_ENCODER, ctx, &err) != 0 &&
+                  strstr(err.msg, "mean_proj.weight") && strstr(err.msg, "each dimension must be 1.."),
+              "audio: '%s'", err.msg);
+    MM_EXPECT(vv == NULL && av == NULL, "nothing returned on failure");
+    mm_ctx_destroy(ctx);
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     MM_RUN(test_decode_single_intermediates);
@@ -321,5 +365,6 @@ int main(void)
     MM_RUN(test_encode_bad_inputs);
     MM_RUN(test_encode_keyframe);
     MM_RUN(test_encode_causal_per_frame);
+    MM_RUN(test_hostile_shapes);
     return mm_test_exit();
 }

@@ -8,17 +8,6 @@
 
 #include "model/vae/audio_vae_internal.h"
 
-static int shape_of(const mm_safetensors *st, const char *name, int ndim, int64_t *shape, mm_error *err)
-{
-    const mm_st_entry *e = mm_st_find(st, name);
-    if (!e)
-        return mm_fail(err, "%s: tensor '%s' not found (not a MiniMax-H3 audio VAE file?)", mm_st_path(st), name);
-    if (e->ndim != ndim)
-        return mm_fail(err, "%s: '%s' has rank %d, %d expected", mm_st_path(st), name, e->ndim, ndim);
-    memcpy(shape, e->shape, sizeof(int64_t) * (size_t)ndim);
-    return 0;
-}
-
 static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const mm_audio_vae_options *o, int parts,
                        mm_error *err)
 {
@@ -33,7 +22,7 @@ static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const m
     c->layernorm_eps = o->layernorm_eps;
     memcpy(c->dilations, o->dilations, sizeof c->dilations);
     memcpy(c->residual_dilations, o->residual_dilations, sizeof c->residual_dilations);
-    if (shape_of(st, "mean_proj.weight", 3, s, err) != 0)
+    if (vae_shape_of(st, "audio VAE", "mean_proj.weight", 3, s, err) != 0)
         return -1;
     c->latent_channels = (int)s[0];
     if (o->n_latent_const != c->latent_channels)
@@ -43,7 +32,7 @@ static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const m
     memcpy(c->latents_std, o->latents_std, sizeof c->latents_std);
     int hop_enc = 0, hop_dec = 0;
     if (c->has_encoder) {
-        if (shape_of(st, "encoder.block.0.weight", 3, s, err) != 0)
+        if (vae_shape_of(st, "audio VAE", "encoder.block.0.weight", 3, s, err) != 0)
             return -1;
         c->encoder_dim = (int)s[0];
         int count = vae_count_indexed(st, "encoder.block.%d.");
@@ -58,7 +47,7 @@ static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const m
         for (int b = 0; b < c->n_encoder_blocks; b++) {
             c->encoder_rates[b] = o->encoder_rates[b];
             snprintf(n, sizeof n, "encoder.block.%d.block.4.weight", b + 1);
-            if (shape_of(st, n, 3, s, err) != 0)
+            if (vae_shape_of(st, "audio VAE", n, 3, s, err) != 0)
                 return -1;
             if (s[2] != 2 * o->encoder_rates[b])
                 return mm_fail(err, "%s: %s has kernel %lld; rate %d needs %d", mm_st_path(st), n, (long long)s[2],
@@ -66,10 +55,10 @@ static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const m
             hop_enc *= o->encoder_rates[b];
         }
         snprintf(n, sizeof n, "encoder.block.%d.weight", c->n_encoder_blocks + 2);
-        if (shape_of(st, n, 3, s, err) != 0)
+        if (vae_shape_of(st, "audio VAE", n, 3, s, err) != 0)
             return -1;
         c->latent_dim = (int)s[0];
-        if (shape_of(st, "pre_block.attn.qkv.weight", 2, s, err) != 0)
+        if (vae_shape_of(st, "audio VAE", "pre_block.attn.qkv.weight", 2, s, err) != 0)
             return -1;
         if (s[0] != 3 * c->latent_dim || s[1] != c->latent_dim)
             return mm_fail(err, "%s: pre_block.attn.qkv.weight [%lld, %lld]; [%d, %d] expected", mm_st_path(st),
@@ -82,12 +71,12 @@ static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const m
             return mm_fail(err, "audio VAE: head dim %d does not pool evenly to %d channels", c->head_dim,
                            c->latent_channels);
         c->pool_group = c->head_dim / c->latent_channels;
-        if (shape_of(st, "pre_block.mlp.w0.weight", 2, s, err) != 0)
+        if (vae_shape_of(st, "audio VAE", "pre_block.mlp.w0.weight", 2, s, err) != 0)
             return -1;
         c->mlp_hidden = (int)s[0];
     }
     if (c->has_decoder) {
-        if (shape_of(st, "decoder.conv_pre.weight", 3, s, err) != 0)
+        if (vae_shape_of(st, "audio VAE", "decoder.conv_pre.weight", 3, s, err) != 0)
             return -1;
         c->decoder_dim = (int)s[0];
         c->n_stages = vae_count_indexed(st, "decoder.ups.%d.");
@@ -102,7 +91,7 @@ static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const m
         int ch = c->decoder_dim;
         for (int i = 0; i < c->n_stages; i++) {
             snprintf(n, sizeof n, "decoder.ups.%d.0.weight", i);
-            if (shape_of(st, n, 3, s, err) != 0)
+            if (vae_shape_of(st, "audio VAE", n, 3, s, err) != 0)
                 return -1;
             if (s[0] != ch || s[1] != ch / 2)
                 return mm_fail(err, "%s: %s [%lld, %lld, k]; [%d, %d, k] expected", mm_st_path(st), n,
@@ -118,7 +107,7 @@ static int read_config(mm_audio_vae_config *c, const mm_safetensors *st, const m
         c->final_channels = ch;
         for (int m = 0; m < c->n_amp_kernels; m++) {
             snprintf(n, sizeof n, "decoder.resblocks.%d.convs1.0.weight", m);
-            if (shape_of(st, n, 3, s, err) != 0)
+            if (vae_shape_of(st, "audio VAE", n, 3, s, err) != 0)
                 return -1;
             c->amp_kernels[m] = (int)s[2];
         }

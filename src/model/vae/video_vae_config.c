@@ -9,23 +9,12 @@
 
 static int pymod(int a, int m) { return ((a % m) + m) % m; }
 
-static int shape_of(const mm_safetensors *st, const char *name, int ndim, int64_t *shape, mm_error *err)
-{
-    const mm_st_entry *e = mm_st_find(st, name);
-    if (!e)
-        return mm_fail(err, "%s: tensor '%s' not found (not a MiniMax-H3 video VAE file?)", mm_st_path(st), name);
-    if (e->ndim != ndim)
-        return mm_fail(err, "%s: '%s' has rank %d, %d expected", mm_st_path(st), name, e->ndim, ndim);
-    memcpy(shape, e->shape, sizeof(int64_t) * (size_t)ndim);
-    return 0;
-}
-
 static int read_encoder(mm_video_vae_config *c, const mm_safetensors *st, const mm_video_vae_options *o,
                         mm_error *err)
 {
     int64_t s[5];
     char name[160];
-    if (shape_of(st, "encoder.conv_in.weight", 5, s, err) != 0)
+    if (vae_shape_of(st, "video VAE", "encoder.conv_in.weight", 5, s, err) != 0)
         return -1;
     c->in_channels = (int)s[1];
     c->levels = vae_count_indexed(st, "encoder.down.%d.");
@@ -39,7 +28,7 @@ static int read_encoder(mm_video_vae_config *c, const mm_safetensors *st, const 
         return mm_fail(err, "%s: encoder.down.0 has no blocks", mm_st_path(st));
     for (int l = 0; l < c->levels; l++) {
         snprintf(name, sizeof name, "encoder.down.%d.block.0.conv1.weight", l);
-        if (shape_of(st, name, 5, s, err) != 0)
+        if (vae_shape_of(st, "video VAE", name, 5, s, err) != 0)
             return -1;
         c->block_out[l] = (int)s[0];
         if (c->block_out[l] % o->norm_groups != 0)
@@ -58,7 +47,7 @@ static int read_encoder(mm_video_vae_config *c, const mm_safetensors *st, const 
     }
     c->norm_groups = o->norm_groups;
     c->groupnorm_eps = o->groupnorm_eps;
-    if (shape_of(st, "quant_conv.weight", 5, s, err) != 0)
+    if (vae_shape_of(st, "video VAE", "quant_conv.weight", 5, s, err) != 0)
         return -1;
     if (s[0] % 2 || s[0] != s[1])
         return mm_fail(err, "%s: quant_conv.weight [%lld, %lld, ...]: a square map onto mean | logvar expected",
@@ -71,7 +60,7 @@ static int read_decoder(mm_video_vae_config *c, const mm_safetensors *st, const 
                         mm_error *err)
 {
     int64_t s[5];
-    if (shape_of(st, "decoder.x_embedder.weight", 2, s, err) != 0)
+    if (vae_shape_of(st, "video VAE", "decoder.x_embedder.weight", 2, s, err) != 0)
         return -1;
     c->dim = (int)s[0];
     if (c->latent_channels && c->latent_channels != s[1])
@@ -86,10 +75,10 @@ static int read_decoder(mm_video_vae_config *c, const mm_safetensors *st, const 
     c->layers = vae_count_indexed(st, "decoder.transformer_blocks.%d.");
     if (c->layers < 1)
         return mm_fail(err, "%s: the decoder has no transformer blocks", mm_st_path(st));
-    if (shape_of(st, "decoder.transformer_blocks.0.ff.w1.weight", 2, s, err) != 0)
+    if (vae_shape_of(st, "video VAE", "decoder.transformer_blocks.0.ff.w1.weight", 2, s, err) != 0)
         return -1;
     c->ffn_hidden = (int)(s[0] / 2);
-    if (shape_of(st, "decoder.register_tokens", 3, s, err) != 0)
+    if (vae_shape_of(st, "video VAE", "decoder.register_tokens", 3, s, err) != 0)
         return -1;
     c->registers = (int)s[1];
     c->norm_eps = o->norm_eps;
@@ -104,7 +93,7 @@ static int read_decoder(mm_video_vae_config *c, const mm_safetensors *st, const 
         c->patch_t *= o->time_down[l];
         c->patch_s *= o->space_down[l];
     }
-    if (shape_of(st, "decoder.proj_out.weight", 2, s, err) != 0)
+    if (vae_shape_of(st, "video VAE", "decoder.proj_out.weight", 2, s, err) != 0)
         return -1;
     int64_t per = (int64_t)c->patch_t * c->patch_s * c->patch_s;
     if (s[0] % per || s[1] != c->dim)
