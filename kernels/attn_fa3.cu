@@ -87,7 +87,7 @@ template <bool QK8, bool PV8> struct Fa3Layout {
 };
 
 struct Fa3Params {
-    int seq, heads, heads_kv, n_kb;
+    int seq, seq_kv, heads, heads_kv, n_qb, n_kb; /* queries, keys; their 128-row tiles */
     float scale_log2;
     bf16 *o;
     int64_t ldo;
@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float sl_row[2] = {p.scale_log2, p.scale_log2};
     if constexpr (QK8) {
         /* rows past the sequence have scale 1 (the table covers whole tiles) */
-        const float *qs = p.q_scale + (int64_t)h * n_kb * kBM;
+        const float *qs = p.q_scale + (int64_t)h * p.n_qb * kBM;
         sl_row[0] *= qs[row0];
         sl_row[1] *= qs[row0 + 8];
     }
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
         mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
-    fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, 0, p.seq, t);
+    fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
     fa3_pack_p<PV8>(pa, sc);
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             mmk_fence_regs(sc);
         mmk_mbar_arrive(EMPTY_K(s));
-        fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, j, p.seq, t);
+        fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
          * for anything written meanwhile (sc above) */
@@ -767,18 +767,18 @@ struct Temps {
     }
 };
 
-/* The transposed bf16 V of exact and fast-qk modes, and its tensor map. */
-int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, cudaStream_t s, CUtensorMap *mv, mm_error *err)
+/* The transposed bf16 V (seq_kv keys) of exact and fast-qk modes, and its tensor map. */
+int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, int seq_kv, cudaStream_t s, CUtensorMap *mv, mm_error *err)
 {
-    const int64_t ld_vt = (a->seq + 7) / 8 * 8;
+    const int64_t ld_vt = (seq_kv + 7) / 8 * 8;
     bf16 *vt = (bf16 *)tmp.get((size_t)a->heads_kv * kD * ld_vt * sizeof(bf16), err);
     if (!vt)
         return -1;
-    dim3 tg((a->seq + 31) / 32, kD / 32, a->heads_kv);
-    k_fa3_vt_bf16<<<tg, 256, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq, vt, ld_vt);
+    dim3 tg((seq_kv + 31) / 32, kD / 32, a->heads_kv);
+    k_fa3_vt_bf16<<<tg, 256, 0, s>>>((const bf16 *)a->v, a->ldv, seq_kv, vt, ld_vt);
     if (mmk_launched(err, "k_fa3_vt_bf16"))
         return -1;
-    return mmk_tma_map_2d(mv, false, vt, (uint64_t)a->seq, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt * 2, 64, kD, err);
+    return mmk_tma_map_2d(mv, false, vt, (uint64_t)seq_kv, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt * 2, 64, kD, err);
 }
 
 } // namespace
@@ -812,6 +812,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         return -1;
     if (!mmk_fa3_usable(dev))
         return mm_fail(err, "attention (fa3): needs an sm_90 GPU and sm_90a code in this build");
+    const int seq_kv = a->seq_kv > 0 ? a->seq_kv : a->seq;
     if (a->seq <= 0)
         return 0;
     if (a->mode < MMK_FA3_EXACT || a->mode > MMK_FA3_FAST_QK)
@@ -823,13 +824,15 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         return mm_fail(err, "attention (fa3): q, k, v, o must be 16-byte aligned with row strides that are multiples "
                        "of 8 elements");
     cudaStream_t s = (cudaStream_t)st;
-    const int n_kb = (a->seq + kBN - 1) / kBN, rows_pad = n_kb * kBM;
+    const int n_kb = (seq_kv + kBN - 1) / kBN, n_qb = (a->seq + kBM - 1) / kBM, rows_pad = n_qb * kBM;
     const bool pp = a->pingpong != 0;
     Fa3Params p;
     memset(&p, 0, sizeof p);
     p.seq = a->seq;
+    p.seq_kv = seq_kv;
     p.heads = a->heads;
     p.heads_kv = a->heads_kv;
+    p.n_qb = n_qb;
     p.n_kb = n_kb;
     p.scale_log2 = a->scale * 1.4426950408889634f;
     p.o = (bf16 *)a->o;
@@ -837,56 +840,56 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     Temps tmp = {dev, {nullptr}, 0};
     CUtensorMap mq, mk, mv;
     if (a->mode == MMK_FA3_EXACT) {
-        if (prepare_vt_bf16(tmp, a, s, &mv, err) ||
+        if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err) ||
             mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
-            mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->ldk * 2, 64, kBN, err))
+            mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, seq_kv, (uint64_t)a->ldk * 2, 64, kBN, err))
             return -1;
-        return pp ? launch<false, false, true>(mq, mk, mv, p, n_kb, s, err)
-                  : launch<false, false, false>(mq, mk, mv, p, n_kb, s, err);
+        return pp ? launch<false, false, true>(mq, mk, mv, p, n_qb, s, err)
+                  : launch<false, false, false>(mq, mk, mv, p, n_qb, s, err);
     }
 
     /* fast modes: k/v statistics, int8 q (per row) and k (smoothed, per tile) */
-    const int n_parts = (a->seq + kStatRows - 1) / kStatRows;
+    const int n_parts = (seq_kv + kStatRows - 1) / kStatRows;
     float *part = (float *)tmp.get((size_t)n_parts * a->heads_kv * 4 * kD * sizeof(float), err);
     float *stats = (float *)tmp.get((size_t)a->heads_kv * 4 * kD * sizeof(float), err);
     int8_t *q8 = (int8_t *)tmp.get((size_t)a->seq * a->heads * kD, err);
-    int8_t *k8 = (int8_t *)tmp.get((size_t)a->seq * a->heads_kv * kD, err);
+    int8_t *k8 = (int8_t *)tmp.get((size_t)seq_kv * a->heads_kv * kD, err);
     float *qs = (float *)tmp.get((size_t)a->heads * rows_pad * sizeof(float), err);
     float *ks = (float *)tmp.get((size_t)a->heads_kv * n_kb * sizeof(float), err);
     if (!part || !stats || !q8 || !k8 || !qs || !ks)
         return -1;
     k_fa3_kv_partial<<<dim3(n_parts, a->heads_kv), kD, 0, s>>>((const bf16 *)a->k, a->ldk, (const bf16 *)a->v, a->ldv,
-                                                                a->seq, a->heads_kv, part);
+                                                                seq_kv, a->heads_kv, part);
     if (mmk_launched(err, "k_fa3_kv_partial"))
         return -1;
-    k_fa3_kv_finish<<<a->heads_kv, kD, 0, s>>>(part, n_parts, a->heads_kv, a->seq, stats);
+    k_fa3_kv_finish<<<a->heads_kv, kD, 0, s>>>(part, n_parts, a->heads_kv, seq_kv, stats);
     if (mmk_launched(err, "k_fa3_kv_finish"))
         return -1;
     k_fa3_quant_q<<<(unsigned)(((int64_t)rows_pad * a->heads + 15) / 16), 256, 0, s>>>(
         (const bf16 *)a->q, a->ldq, a->seq, a->heads, rows_pad, q8, qs);
     if (mmk_launched(err, "k_fa3_quant_q"))
         return -1;
-    k_fa3_quant_k<<<dim3(n_kb, a->heads_kv), 256, 0, s>>>((const bf16 *)a->k, a->ldk, a->seq, a->heads_kv, stats, k8,
+    k_fa3_quant_k<<<dim3(n_kb, a->heads_kv), 256, 0, s>>>((const bf16 *)a->k, a->ldk, seq_kv, a->heads_kv, stats, k8,
                                                            ks, n_kb);
     if (mmk_launched(err, "k_fa3_quant_k"))
         return -1;
     p.q_scale = qs;
     p.k_scale = ks;
     if (mmk_tma_map_2d(&mq, true, q8, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->heads * kD, 128, kBM, err) ||
-        mmk_tma_map_2d(&mk, true, k8, (uint64_t)a->heads_kv * kD, a->seq, (uint64_t)a->heads_kv * kD, 128, kBN, err))
+        mmk_tma_map_2d(&mk, true, k8, (uint64_t)a->heads_kv * kD, seq_kv, (uint64_t)a->heads_kv * kD, 128, kBN, err))
         return -1;
     if (a->mode == MMK_FA3_FAST_QK) {
-        if (prepare_vt_bf16(tmp, a, s, &mv, err))
+        if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err))
             return -1;
-        return pp ? launch<true, false, true>(mq, mk, mv, p, n_kb, s, err)
-                  : launch<true, false, false>(mq, mk, mv, p, n_kb, s, err);
+        return pp ? launch<true, false, true>(mq, mk, mv, p, n_qb, s, err)
+                  : launch<true, false, false>(mq, mk, mv, p, n_qb, s, err);
     }
     /* e4m3 P·V: the smoothed, scaled, permuted, transposed v */
     const int64_t ld_vt = (int64_t)n_kb * kBN;
     uint8_t *vt8 = (uint8_t *)tmp.get((size_t)a->heads_kv * kD * ld_vt, err);
     if (!vt8)
         return -1;
-    k_fa3_v_quant_t<<<dim3((unsigned)(ld_vt / 32), a->heads_kv), 256, 0, s>>>((const bf16 *)a->v, a->ldv, a->seq,
+    k_fa3_v_quant_t<<<dim3((unsigned)(ld_vt / 32), a->heads_kv), 256, 0, s>>>((const bf16 *)a->v, a->ldv, seq_kv,
                                                                               a->heads_kv, stats, vt8, ld_vt);
     if (mmk_launched(err, "k_fa3_v_quant_t"))
         return -1;
@@ -894,7 +897,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.v_scale = stats + (size_t)2 * a->heads_kv * kD;
     if (mmk_tma_map_2d(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
         return -1;
-    return pp ? launch<true, true, true>(mq, mk, mv, p, n_kb, s, err) : launch<true, true, false>(mq, mk, mv, p, n_kb, s, err);
+    return pp ? launch<true, true, true>(mq, mk, mv, p, n_qb, s, err) : launch<true, true, false>(mq, mk, mv, p, n_qb, s, err);
 }
 
 /* ------------------------------------------------------------------ first-use self-check */
@@ -915,9 +918,11 @@ double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* One mode on the two self-check problems; returns the worse rel_l2, or a
- * negative value when something could not run (message in err). */
-double fa3_selfcheck(int dev, int mode, mm_error *err)
+/* One mode on the self-check problems: two of equal lengths (returns the
+ * worse rel_l2, or a negative value when something could not run, message
+ * in err) and one with fewer queries than keys (*cross: its rel_l2, or
+ * negative). */
+double fa3_selfcheck(int dev, int mode, double *cross, mm_error *err)
 {
     const int S = 700, H = 4, W = 3 * H * kD;
     const size_t n = (size_t)S * W, no = (size_t)S * H * kD;
@@ -926,14 +931,19 @@ double fa3_selfcheck(int dev, int mode, mm_error *err)
     bf16 *o_ref = (bf16 *)mm_cuda_malloc(dev, no * 2, err), *o_fa3 = (bf16 *)mm_cuda_malloc(dev, no * 2, err);
     uint16_t *h_ref = (uint16_t *)malloc(no * 2), *h_fa3 = (uint16_t *)malloc(no * 2);
     double worst = -1;
+    *cross = -1;
     if (s && qkv && o_ref && o_fa3 && h_ref && h_fa3 &&
         mmk_fill_random(dev, s, qkv, MM_BF16, (int64_t)n, 0xfa3c0de, 2.f, err) == 0) {
         worst = 0;
-        for (int gqa = 0; gqa < 2 && worst >= 0; gqa++) {
-            const int hkv = gqa ? H / 2 : H;
+        /* problems 0, 1: 700 × 700 rows over 4 and 2 kv heads; 2: 300 query
+         * rows (three tiles, the last partial) over the 700 keys */
+        for (int prob = 0; prob < 3 && worst >= 0; prob++) {
+            const int hkv = prob == 1 ? H / 2 : H, sq = prob == 2 ? 300 : S;
+            const size_t nq = (size_t)sq * H * kD;
             mmk_attention r;
             memset(&r, 0, sizeof r);
-            r.seq_q = r.seq_k = S;
+            r.seq_q = sq;
+            r.seq_k = S;
             r.heads_q = H;
             r.heads_kv = hkv;
             r.head_dim = kD;
@@ -948,7 +958,8 @@ double fa3_selfcheck(int dev, int mode, mm_error *err)
             r.portable = 1;
             mmk_fa3 f;
             memset(&f, 0, sizeof f);
-            f.seq = S;
+            f.seq = sq;
+            f.seq_kv = S;
             f.heads = H;
             f.heads_kv = hkv;
             f.q = r.q;
@@ -967,11 +978,15 @@ double fa3_selfcheck(int dev, int mode, mm_error *err)
                 cudaError_t e = cudaGetLastError();
                 if (!err->msg[0])
                     mm_fail(err, "%s", cudaGetErrorString(e));
-                worst = -1;
+                if (prob < 2)
+                    worst = -1;
                 break;
             }
-            double rel = rel_l2_bf16(h_ref, h_fa3, no);
-            worst = rel > worst ? rel : worst;
+            double rel = rel_l2_bf16(h_ref, h_fa3, nq);
+            if (prob == 2)
+                *cross = rel;
+            else
+                worst = rel > worst ? rel : worst;
         }
     }
     mm_cuda_free(dev, qkv);
@@ -986,6 +1001,8 @@ std::mutex g_fa3_check_mu;
 
 } // namespace
 
+static int g_cross_verdict[64][MMK_FA3_MODES]; /* 1: the queries ≠ keys problem passed */
+
 extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
 {
     static int verdict[64][MMK_FA3_MODES];
@@ -995,14 +1012,17 @@ extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
     if (!verdict[dev][mode]) {
         mm_error err = {{0}};
-        double rel = fa3_selfcheck(dev, mode, &err);
+        double cross = -1;
+        double rel = fa3_selfcheck(dev, mode, &cross, &err);
         const double tol = mode == MMK_FA3_EXACT ? 1e-2 : 0.08;
-        const bool ok = rel >= 0 && rel < tol;
+        const bool ok = rel >= 0 && rel < tol, cross_ok = ok && cross >= 0 && cross < tol;
         error[dev][mode] = rel;
         verdict[dev][mode] = ok ? 1 : 2;
+        g_cross_verdict[dev][mode] = cross_ok ? 1 : 2;
         if (ok)
             fprintf(stderr, "mmh3: cuda:%d attention: %s kernel in use (self-check against the portable one: rel_l2 "
-                            "%.2g)\n", dev, mmk_fa3_mode_name(mode), rel);
+                            "%.2g; fewer queries than keys: %s rel_l2 %.2g)\n", dev, mmk_fa3_mode_name(mode), rel,
+                    cross_ok ? "in use," : "NOT used,", cross);
         else if (rel >= 0)
             fprintf(stderr, "mmh3: cuda:%d attention: the %s kernel disagrees with the portable one (rel_l2 %.3g, "
                             "limit %.2g); not used\n", dev, mmk_fa3_mode_name(mode), rel, tol);
@@ -1013,6 +1033,14 @@ extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
     if (rel_l2)
         *rel_l2 = error[dev][mode];
     return verdict[dev][mode] == 1;
+}
+
+extern "C" int mmk_fa3_cross_verified(int dev, int mode)
+{
+    if (!mmk_fa3_verified(dev, mode, NULL))
+        return 0;
+    std::lock_guard<std::mutex> lock(g_fa3_check_mu);
+    return g_cross_verdict[dev][mode] == 1;
 }
 
 static const mmk_kernel_entry g_fa3_kernels[] = {

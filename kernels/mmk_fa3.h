@@ -2,8 +2,10 @@
  * general kernels of kernels/mmk.h: FlashAttention-3 in structure, for one
  * packed sequence, non-causal, head dim 128 (what every main block of the
  * DiT runs: S ≈ 38k rows, 56 heads). GQA: q head h reads kv head
- * h / (heads / heads_kv). No causal mask, no packed sequences: callers with
- * those use mmk_attention_run.
+ * h / (heads / heads_kv). The keys may be more (or fewer) than the queries
+ * (seq_kv: the reference KV cache's forwards, whose queries are the rows
+ * not cached and whose keys are those rows plus the cached ones). No causal
+ * mask, no packed sequences: callers with those use mmk_attention_run.
  *
  * MMK_FA3_EXACT computes what mmk_attention_run computes — bf16 q, k, v,
  * fp32 scores and softmax statistics (base-2 exponentials with scale·log2 e
@@ -42,7 +44,8 @@ extern "C" {
 enum { MMK_FA3_EXACT = 0, MMK_FA3_FAST = 1, MMK_FA3_FAST_QK = 2, MMK_FA3_MODES = 3 };
 
 typedef struct mmk_fa3 {
-    int seq, heads, heads_kv;
+    int seq, heads, heads_kv; /* seq: query rows (and key rows where seq_kv is 0) */
+    int seq_kv;               /* key/value rows; 0: seq */
     const void *q, *k, *v;
     int64_t ldq, ldk, ldv;
     void *o;
@@ -67,6 +70,10 @@ const char *mmk_fa3_mode_name(int mode);
  * prints one line on stderr the first time. 1 = verified; rel_l2 (may be
  * NULL) receives the worse of the two errors. */
 int mmk_fa3_verified(int dev, int mode, double *rel_l2);
+/* The same self-check's third problem, queries ≠ keys (300 query rows over
+ * 700 keys, the seq_kv path): 1 when it passed too. A separate verdict so
+ * that a failure there keeps the equal-length kernel in use. */
+int mmk_fa3_cross_verified(int dev, int mode);
 
 #ifdef __cplusplus
 }

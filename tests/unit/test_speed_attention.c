@@ -222,6 +222,101 @@ static void test_fastqk_ragged(void) { check("fast-qk", 1000, 3, 3, 1.0f, IN_OUT
 static void test_fastqk_gqa_no_pingpong(void) { check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 0); }
 static void test_fastqk_dit_like(void) { check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1); }
 
+/* Fewer queries than keys (the reference KV cache's reduced forwards: the
+ * rows not cached attend to themselves and the cached rows): every output
+ * row depends on its own query and all keys only, so the first sq rows of a
+ * run over all S rows are the answer, bit for bit, in every mode; rows past
+ * sq are not written; exact mode also against the CPU twin. */
+static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
+{
+    printf("  .. %d queries over %d keys, heads %d/%d, mode %d\n", sq, S, hq, hkv, (int)mode);
+    fflush(stdout);
+    const int D = 128;
+    const int64_t A = (int64_t)hq * D, Akv = (int64_t)hkv * D, W = A + 2 * Akv;
+    const int64_t n = (int64_t)S * W, no = (int64_t)S * A;
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n), *full = malloc(sizeof(uint16_t) * (size_t)no);
+    uint16_t *part = malloc(sizeof(uint16_t) * (size_t)no);
+    float *hf = malloc(sizeof(float) * (size_t)n), *ref = malloc(sizeof(float) * (size_t)(sq * A));
+    fill(hf, h, S, W, A, Akv, 1.0f, IN_DIT);
+    mm_error err = {{0}};
+    mm_tensor dq = {0}, d_full = {0}, d_part = {0};
+    const int64_t shp[2] = {S, W}, oshp[2] = {S, A}, hd[2] = {hq, D}, hdkv[2] = {hkv, D};
+    if (mm_tensor_alloc(&dq, mm_ctx_device(gpu), MM_BF16, 2, shp, &err) ||
+        mm_tensor_alloc(&d_full, mm_ctx_device(gpu), MM_BF16, 2, oshp, &err) ||
+        mm_tensor_alloc(&d_part, mm_ctx_device(gpu), MM_BF16, 2, oshp, &err)) {
+        MM_EXPECT(0, "allocating: %s", err.msg);
+        goto done;
+    }
+    mm_tensor hq_t = mm_tensor_wrap(h, mm_cpu(), MM_BF16, 2, shp);
+    mm_copy(gpu, &dq, &hq_t);
+    mm_fill(gpu, &d_full, NAN);
+    mm_fill(gpu, &d_part, NAN);
+    mm_tensor q3 = mm_tensor_narrow(&dq, 1, 0, A), k3 = mm_tensor_narrow(&dq, 1, A, Akv);
+    mm_tensor v3 = mm_tensor_narrow(&dq, 1, A + Akv, Akv);
+    mm_tensor q = mm_tensor_unflatten(&q3, 1, 2, hd), k = mm_tensor_unflatten(&k3, 1, 2, hdkv);
+    mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, hdkv), of = mm_tensor_unflatten(&d_full, 1, 2, hd);
+    mm_tensor op3 = mm_tensor_unflatten(&d_part, 1, 2, hd);
+    mm_tensor qs = mm_tensor_narrow(&q, 0, 0, sq), op = mm_tensor_narrow(&op3, 0, 0, sq);
+    if (!mm_cuda_fa3_fits(gpu, &op, &qs, &k, &v)) {
+        MM_EXPECT(0, "%d queries over %d keys do not fit the kernel", sq, S);
+        goto done;
+    }
+    mm_cuda_attention_fa3(gpu, &of, &q, &k, &v, 0.0f, mode);
+    mm_cuda_attention_fa3(gpu, &op, &qs, &k, &v, 0.0f, mode);
+    mm_tensor hf_t = mm_tensor_wrap(full, mm_cpu(), MM_BF16, 2, oshp), hp_t = mm_tensor_wrap(part, mm_cpu(), MM_BF16, 2, oshp);
+    mm_copy(gpu, &hf_t, &d_full);
+    mm_copy(gpu, &hp_t, &d_part);
+    if (mm_ctx_sync(gpu, &err) != 0) {
+        MM_EXPECT(0, "GPU: %s", err.msg);
+        goto done;
+    }
+    const size_t nq = (size_t)sq * (size_t)A;
+    MM_EXPECT(memcmp(full, part, nq * 2) == 0, "%d queries over %d keys differ from the first rows of the full run", sq,
+              S);
+    long written = 0;
+    for (size_t i = nq; i < (size_t)no; i++)
+        written += !isnan(mm_bf16_to_f32(part[i]));
+    MM_EXPECT(written == 0, "%ld outputs past the %d query rows written", written, sq);
+    if (mode == MM_FA3_EXACT) {
+        mm_tensor cq = mm_tensor_wrap(hf, mm_cpu(), MM_F32, 2, shp);
+        mm_tensor cq3 = mm_tensor_narrow(&cq, 1, 0, A), ck3 = mm_tensor_narrow(&cq, 1, A, Akv);
+        mm_tensor cv3 = mm_tensor_narrow(&cq, 1, A + Akv, Akv);
+        mm_tensor cqh = mm_tensor_unflatten(&cq3, 1, 2, hd), ckh = mm_tensor_unflatten(&ck3, 1, 2, hdkv);
+        mm_tensor cvh = mm_tensor_unflatten(&cv3, 1, 2, hdkv), cqs = mm_tensor_narrow(&cqh, 0, 0, sq);
+        mm_tensor cref = mm_tensor_wrap(ref, mm_cpu(), MM_F32, 3, (int64_t[]){sq, hq, D});
+        mm_attention(cpu, &cref, &cqs, &ckh, &cvh, NULL);
+        if (mm_ctx_sync(cpu, &err) != 0) {
+            MM_EXPECT(0, "CPU: %s", err.msg);
+            goto done;
+        }
+        float *got = malloc(sizeof(float) * nq);
+        for (size_t i = 0; i < nq; i++)
+            got[i] = mm_bf16_to_f32(part[i]);
+        double rel = fa3_rel_l2(got, ref, (int64_t)nq);
+        free(got);
+        printf("     rel_l2 %.3g vs f32 (tolerance 0.01)\n", rel);
+        MM_EXPECT(rel < 1e-2, "%d queries over %d keys: rel_l2 %.4g >= 0.01", sq, S, rel);
+    }
+done:
+    mm_tensor_free(&dq);
+    mm_tensor_free(&d_full);
+    mm_tensor_free(&d_part);
+    free(h);
+    free(full);
+    free(part);
+    free(hf);
+    free(ref);
+}
+
+static void test_fewer_queries_than_keys(void)
+{
+    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
+    cross_case(700, 129, 2, 2, MM_FA3_EXACT);
+    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
+    cross_case(2049, 1, 2, 2, MM_FA3_FAST);
+    cross_case(1000, 517, 2, 2, MM_FA3_FAST_QK);
+}
+
 /* The DiT's choice (cuda_speed.h): by default every Hopper kernel after its
  * first-use self-check — which must pass on this GPU — and the environment
  * forces or refuses each one. */
@@ -232,6 +327,7 @@ static void test_policy_defaults_and_overrides(void)
     mm_cuda_speed_paths_get(0, true, &p);
     printf("  default: attention %s | fast %s | gemm %s\n", p.attention, p.fast, p.gemm);
     MM_EXPECT(p.fa3 && strstr(p.attention, "self-check"), "exact attention: %s", p.attention);
+    MM_EXPECT(p.fa3_cross && p.fast_fa3_cross, "fewer queries than keys not verified: %s | %s", p.attention, p.fast);
     MM_EXPECT(p.fast_fa3 && p.fast_mode == MM_FA3_FAST && strstr(p.fast, "self-check"), "fast: %s", p.fast);
     MM_EXPECT(p.qgemm && strstr(p.gemm, "bit for bit"), "gemm: %s", p.gemm);
     setenv("MMH3_DIT_ATTN", "mm", 1), setenv("MMH3_DIT_FAST", "qk", 1), setenv("MMH3_DIT_GEMM", "cublaslt", 1);
@@ -286,6 +382,7 @@ int main(void)
     MM_RUN(test_fastqk_ragged);
     MM_RUN(test_fastqk_gqa_no_pingpong);
     MM_RUN(test_fastqk_dit_like);
+    MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_policy_defaults_and_overrides);
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);

@@ -26,10 +26,10 @@ bool mm_cuda_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, con
     mm_device dev = mm_ctx_device(ctx);
     if (dev.kind != MM_DEVICE_CUDA || !mmk_fa3_usable(dev.index))
         return false;
-    int64_t S = q->shape[0];
-    return head_view(q, dev, S) && head_view(k, dev, S) && head_view(v, dev, S) && head_view(out, dev, S) &&
+    int64_t S = q->shape[0], S_kv = k->shape[0];
+    return head_view(q, dev, S) && head_view(k, dev, S_kv) && head_view(v, dev, S_kv) && head_view(out, dev, S) &&
            out->shape[1] == q->shape[1] && v->shape[1] == k->shape[1] && k->shape[1] > 0 &&
-           q->shape[1] % k->shape[1] == 0 && S <= INT32_MAX;
+           q->shape[1] % k->shape[1] == 0 && S <= INT32_MAX && S_kv <= INT32_MAX;
 }
 
 int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
@@ -43,6 +43,7 @@ int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const
     mmk_fa3 a;
     memset(&a, 0, sizeof a);
     a.seq = (int)q->shape[0];
+    a.seq_kv = (int)k->shape[0];
     a.heads = (int)q->shape[1];
     a.heads_kv = (int)k->shape[1];
     a.q = q->data;
@@ -151,13 +152,16 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
         snprintf(out->attention, sizeof out->attention, "mm_attention (%s; no sm_90a fa3 kernel for this GPU/build)",
                  mmk_attention_path(dev));
     else if (ca == CHOICE_FORCE)
-        out->fa3 = true, snprintf(out->attention, sizeof out->attention, "fa3 bf16 (forced by MMH3_DIT_ATTN=fa3)");
+        out->fa3 = out->fa3_cross = true,
+        snprintf(out->attention, sizeof out->attention, "fa3 bf16 (forced by MMH3_DIT_ATTN=fa3)");
     else if (ca == CHOICE_OFF)
         snprintf(out->attention, sizeof out->attention, "mm_attention (%s; MMH3_DIT_ATTN=%.40s)",
                  mmk_attention_path(dev), raw);
-    else if ((out->fa3 = mmk_fa3_verified(dev, MMK_FA3_EXACT, &rel) != 0))
-        snprintf(out->attention, sizeof out->attention, "fa3 bf16 (self-check vs the portable kernel: rel_l2 %.2g)",
-                 rel);
+    else if ((out->fa3 = mmk_fa3_verified(dev, MMK_FA3_EXACT, &rel) != 0)) {
+        out->fa3_cross = mmk_fa3_cross_verified(dev, MMK_FA3_EXACT) != 0;
+        snprintf(out->attention, sizeof out->attention, "fa3 bf16 (self-check vs the portable kernel: rel_l2 %.2g%s)",
+                 rel, out->fa3_cross ? "" : "; fewer queries than keys failed it: mm_attention there");
+    }
     else
         snprintf(out->attention, sizeof out->attention, "mm_attention (%s; fa3 bf16 failed its self-check)",
                  mmk_attention_path(dev));
@@ -170,11 +174,15 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
     if (!hopper || fast_off)
         snprintf(out->fast, sizeof out->fast, "as exact mode (%s)", fast_off ? "MMH3_DIT_FAST=off" : "no fast kernel");
     else if (ca == CHOICE_FORCE)
-        out->fast_fa3 = true, snprintf(out->fast, sizeof out->fast, "%s (forced by MMH3_DIT_ATTN=fa3)", fname);
+        out->fast_fa3 = out->fast_fa3_cross = true,
+        snprintf(out->fast, sizeof out->fast, "%s (forced by MMH3_DIT_ATTN=fa3)", fname);
     else if (!want_fast)
         snprintf(out->fast, sizeof out->fast, "%s once its self-check passes (not run yet)", fname);
-    else if ((out->fast_fa3 = mmk_fa3_verified(dev, (int)out->fast_mode, &rel) != 0))
-        snprintf(out->fast, sizeof out->fast, "%s (self-check vs the portable kernel: rel_l2 %.2g)", fname, rel);
+    else if ((out->fast_fa3 = mmk_fa3_verified(dev, (int)out->fast_mode, &rel) != 0)) {
+        out->fast_fa3_cross = mmk_fa3_cross_verified(dev, (int)out->fast_mode) != 0;
+        snprintf(out->fast, sizeof out->fast, "%s (self-check vs the portable kernel: rel_l2 %.2g%s)", fname, rel,
+                 out->fast_fa3_cross ? "" : "; fewer queries than keys failed it: exact mode there");
+    }
     else
         snprintf(out->fast, sizeof out->fast, "as exact mode (%s failed its self-check)", fname);
 

@@ -2,10 +2,12 @@
  * kernels/mmk_fa3.h and kernels/mmk_qgemm.h, beside backend/ops.h — and the
  * policy that decides when they run.
  *
- * Attention (fa3): q, k, v, out bf16 [S, H, 128] views on the context's GPU
- * (rows a multiple of 8 elements apart, heads 128 apart, 16-byte aligned;
- * e.g. the thirds of a fused qkv buffer), one sequence, non-causal, GQA
- * allowed, scale 1/sqrt(128) when scale = 0. Modes:
+ * Attention (fa3): q, out bf16 [S, H, 128] and k, v [S_kv, H_kv, 128] views
+ * on the context's GPU (rows a multiple of 8 elements apart, heads 128
+ * apart, 16-byte aligned; e.g. the thirds of a fused qkv buffer), one
+ * sequence, non-causal, GQA allowed, S_kv = S or not (the reference KV
+ * cache: fewer queries than keys; the policy below says whether that
+ * variant passed its self-check), scale 1/sqrt(128) when scale = 0. Modes:
  *   MM_FA3_EXACT   bf16 products: what mm_attention computes, in another
  *                  summation order;
  *   MM_FA3_FAST    int8 q·k (per-row q, smoothed per-tile k) and e4m3 p·v
@@ -62,6 +64,8 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
 typedef struct mm_cuda_speed_paths {
     bool fa3;              /* exact-mode attention through fa3 bf16 */
     bool fast_fa3;         /* fast mode through fa3 in fast_mode (false: as exact mode) */
+    bool fa3_cross;        /* ... and those with fewer (more) queries than keys too */
+    bool fast_fa3_cross;
     mm_fa3_mode fast_mode;
     bool qgemm;            /* int8 linears through the sm90 GEMM */
     char attention[200], fast[200], gemm[200];
