@@ -190,9 +190,13 @@ static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm
         mm_dit_request_end(s->dreq);
         s->dreq = NULL;
         mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
+        pl_refkv_attach(s->kv, NULL);
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
         mm_dit_request_set_fast(s->rreq, s->j->req->fast);
+        pl_refkv_attach(s->kv, s->rreq);
+        pl_log(s->j->p, "reference KV cache: forwards 2.. run %lld rows, attention %s over %lld keys",
+               (long long)r->rows, mm_dit_sdpa_kind(s->rreq, true), (long long)(r->rows + pl_refkv_rows(s->kv)));
     }
     const int vw = video->width, aw = audio->width;
     const int64_t nv = video->n_rows - video->cond_rows, na = audio->n_rows - audio->cond_rows;
@@ -328,7 +332,12 @@ int pl_denoise(pl_job *j, mm_error *err)
     }
     if (s.dreq) { /* fast mode (issue 9): the DiT's 8-bit attention where the GPU has it */
         mm_dit_request_set_fast(s.dreq, j->req->fast);
-        pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s.dreq));
+        if (s.kv) {
+            pl_refkv_attach(s.kv, s.dreq);
+            pl_log(p, "DiT attention: %s (through the reference KV cache's hook)", mm_dit_sdpa_kind(s.dreq, false));
+        } else {
+            pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s.dreq));
+        }
     }
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);

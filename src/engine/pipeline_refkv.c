@@ -19,6 +19,12 @@
  * the pinned ones, positions and timesteps unchanged) with a hook that
  * appends the kept K/V before calling the attention. The refined text is
  * computed once and shared by both requests.
+ *
+ * Both hooks call the request's own SDPA (mm_dit_sdpa, attached with
+ * pl_refkv_attach): the kernel the DiT's policy picked — fa3 bf16, or the
+ * fast kernel in fast mode — with the reduced forwards' queries fewer than
+ * their keys. mm_attention instead (the generic kernel, 1.5–3x slower on
+ * Hopper) made the cached forwards slower than the uncached ones.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +42,7 @@ struct pl_refkv {
     mm_dit_layout reduced;
     int block;
     int64_t cond_video, cond_audio; /* pinned rows of each stream (first in each) */
+    mm_dit_request *req;             /* whose SDPA the hooks call; NULL: mm_attention */
 };
 
 static bool pinned(uint8_t role) { return role == MM_DIT_ROW_COND_VIDEO || role == MM_DIT_ROW_REF_AUDIO; }
@@ -168,6 +175,12 @@ static mm_tensor cache_slot(pl_refkv *kv, int block, int which)
     return mm_tensor_select(&b, 0, which);
 }
 
+static int attend(pl_refkv *kv, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k,
+                  const mm_tensor *v)
+{
+    return kv->req ? mm_dit_sdpa(kv->req, out, q, k, v) : mm_attention(ctx, out, q, k, v, NULL);
+}
+
 /* First forward: attention as usual, and the pinned rows' K/V of this block kept. */
 static int capture(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k,
                    const mm_tensor *v)
@@ -179,7 +192,7 @@ static int capture(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, 
     mm_tensor ck = cache_slot(kv, b, 0), cv = cache_slot(kv, b, 1);
     mm_gather_rows(ctx, &ck, k, &kv->ref_idx);
     mm_gather_rows(ctx, &cv, v, &kv->ref_idx);
-    return mm_attention(ctx, out, q, k, v, NULL);
+    return attend(kv, ctx, out, q, k, v);
 }
 
 /* Later forwards: the active rows attend to [their K/V ; the kept K/V]. */
@@ -199,7 +212,7 @@ static int attend_cached(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tenso
     mm_copy(ctx, &va, v);
     mm_copy(ctx, &vr, &cv);
     mm_tensor kall = mm_tensor_narrow(&kv->kbuf, 0, 0, na + nr), vall = mm_tensor_narrow(&kv->vbuf, 0, 0, na + nr);
-    return mm_attention(ctx, out, q, &kall, &vall, NULL);
+    return attend(kv, ctx, out, q, &kall, &vall);
 }
 
 mm_dit_request_opts pl_refkv_capture_opts(pl_refkv *kv, const mm_tensor *refined_text)
@@ -213,3 +226,5 @@ mm_dit_request_opts pl_refkv_cached_opts(pl_refkv *kv, const mm_tensor *refined_
 }
 
 void pl_refkv_begin_forward(pl_refkv *kv) { kv->block = 0; }
+
+void pl_refkv_attach(pl_refkv *kv, mm_dit_request *req) { kv->req = req; }

@@ -7,6 +7,8 @@
  *   opts = pl_refkv_capture_opts(kv, &refined);  full request   (forward 1)
  *   opts = pl_refkv_cached_opts(kv, &refined);   reduced request on
  *                                                pl_refkv_reduced(kv) (forwards 2..)
+ *   pl_refkv_attach(kv, req) after each request begins (its SDPA: fa3 where
+ *                                the GPU has it; mm_attention until then),
  *   pl_refkv_begin_forward(kv) before every forward.
  */
 #ifndef MMH3_ENGINE_PIPELINE_REFKV_H
@@ -28,5 +30,7 @@ int64_t pl_refkv_rows(const pl_refkv *kv);
 mm_dit_request_opts pl_refkv_capture_opts(pl_refkv *kv, const mm_tensor *refined_text);
 mm_dit_request_opts pl_refkv_cached_opts(pl_refkv *kv, const mm_tensor *refined_text);
 void pl_refkv_begin_forward(pl_refkv *kv);
+/* The request whose attention (mm_dit_sdpa) the hooks run; NULL: mm_attention. */
+void pl_refkv_attach(pl_refkv *kv, mm_dit_request *req);
 
 #endif

@@ -150,6 +150,11 @@ if want ref2va; then
   if [ "$rc1" = 0 ] && [ "$rc2" = 0 ]; then
     note "ref2va rows: $(grep -m1 'denoise: ' "$OUT/engine_ref2va_nokv.txt" | sed 's/^ *//')"
     note "ref2va KV cache: $(grep -m1 'reference KV cache' "$OUT/engine_ref2va_kv.txt" | sed 's/^ *//')"
+    # which attention each run's forwards used (the cache's forwards 2..: fewer queries than keys)
+    note "ref2va attention uncached: $(grep -m1 'DiT attention' "$OUT/engine_ref2va_nokv.txt" | sed 's/^ *//')"
+    note "ref2va attention cached: $(grep -m1 'DiT attention' "$OUT/engine_ref2va_kv.txt" | sed 's/^ *//')"
+    note "ref2va attention cached: $(grep -m1 'forwards 2.. run' "$OUT/engine_ref2va_kv.txt" | sed 's/^ *//')"
+    note "ref2va fa3 self-check: $(grep -m1 'fa3 bf16 (exact) kernel' "$OUT/engine_ref2va_kv.txt" | sed 's/^mmh3: //')"
     a=$(figure 'per step:' ref2va_nokv | awk '{print $3}'); b=$(figure 'per step:' ref2va_kv | awk '{print $3}')
     note "ref2va per step: uncached $a s, cached $b s (mean over $REF_STEPS-1 forwards, forward 1 full in both)"
     [ -n "$a" ] && [ -n "$b" ] && note "ref2va denoise speed-up with --ref-kv-cache: $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2fx", a/b}')"

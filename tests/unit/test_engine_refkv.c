@@ -69,10 +69,11 @@ static void test_capture_is_plain_and_cached_matches_same_step(void)
                "%s", err.msg);
     mm_dit_request_opts o = pl_refkv_capture_opts(kv, &refined);
     pl_refkv_begin_forward(kv);
-    MM_REQUIRE(mm_dit_request_begin_ex(dit, ctx, l, NULL, &o, NULL, &cap, &err) == 0 &&
-                   mm_dit_forward(cap, f.row_t, &video, &audio, &vv1, &va1, &err) == 0,
-               "capturing forward: %s", err.msg);
+    MM_REQUIRE(mm_dit_request_begin_ex(dit, ctx, l, NULL, &o, NULL, &cap, &err) == 0, "%s", err.msg);
+    pl_refkv_attach(kv, cap); /* the hooks run the request's own SDPA, as the pipeline has them */
+    MM_REQUIRE(mm_dit_forward(cap, f.row_t, &video, &audio, &vv1, &va1, &err) == 0, "capturing forward: %s", err.msg);
     mm_dit_request_end(cap);
+    pl_refkv_attach(kv, NULL);
     MM_EXPECT(memcmp(vv0.data, vv1.data, mm_tensor_nbytes(&vv0)) == 0 &&
                   memcmp(va0.data, va1.data, mm_tensor_nbytes(&va0)) == 0,
               "the capturing forward equals the plain forward bit for bit");
@@ -96,9 +97,9 @@ static void test_capture_is_plain_and_cached_matches_same_step(void)
     mm_tensor tv_c = f32_copy(&tv), ta_c = f32_copy(&ta);
     o = pl_refkv_cached_opts(kv, &refined);
     pl_refkv_begin_forward(kv);
-    MM_REQUIRE(mm_dit_request_begin_ex(dit, ctx, r, NULL, &o, NULL, &red, &err) == 0 &&
-                   mm_dit_forward(red, rt, &tv_c, &ta_c, &vv2, &va2, &err) == 0,
-               "cached forward: %s", err.msg);
+    MM_REQUIRE(mm_dit_request_begin_ex(dit, ctx, r, NULL, &o, NULL, &red, &err) == 0, "%s", err.msg);
+    pl_refkv_attach(kv, red);
+    MM_REQUIRE(mm_dit_forward(red, rt, &tv_c, &ta_c, &vv2, &va2, &err) == 0, "cached forward: %s", err.msg);
     mm_dit_request_end(red);
     const float *p0v = (const float *)vv0.data + l->cond_video_rows * cfg->video_row_width;
     const float *p0a = (const float *)va0.data + l->cond_audio_rows * cfg->audio_row_width;
@@ -140,8 +141,10 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
         if (mm_dit_request_begin_ex(dit, ctx, l, NULL, &o, NULL, &s->red, err) != 0)
             return -1;
     }
-    if (s->kv)
+    if (s->kv) {
         pl_refkv_begin_forward(s->kv);
+        pl_refkv_attach(s->kv, cached ? s->red : s->full);
+    }
     mm_dit_row_timesteps(l, t_video, t_audio, 0.999f, s->row_t);
     int64_t nv = video->n_rows - cv, na = audio->n_rows - ca;
     mm_tensor hv = mm_tensor_wrap(video->rows + cv * video->width, mm_cpu(), MM_F32, 2,

@@ -105,12 +105,16 @@ int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *vid
  * budget: docs/PERFORMANCE.md), exact elsewhere. */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);
 /* What the main blocks' attention runs now, e.g. "fa3-i8-e4m3 (fast)",
- * "fa3-bf16", "mm_attention". */
+ * "fa3-bf16", "mm_attention", "hook (the caller's attention)". */
 const char *mm_dit_attention_kind(const mm_dit_request *req);
 /* The request's own SDPA (the kernel the policy above picked for its mode;
  * the attention hook is not called): for hooks that split the heads and
  * still want the fast kernel on their share. Same contract as the hook. */
 int mm_dit_sdpa(mm_dit_request *req, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
+/* What mm_dit_sdpa runs on views like the blocks' (fewer_queries: k/v with
+ * more rows than q, as the reference KV cache's hook passes them), e.g.
+ * "fa3-bf16"; mm_dit_attention_kind without the hook. */
+const char *mm_dit_sdpa_kind(const mm_dit_request *req, bool fewer_queries);
 /* Stage timing of one main block for benchmarks: mark(user, stage) is called
  * on the host before each stage of block `block` (stage names such as
  * "attention", "fc1 int8 GEMM") and with NULL after its last stage, in

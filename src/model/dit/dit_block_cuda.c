@@ -90,17 +90,19 @@ void mm_dit_request_set_profile(mm_dit_request *r, const mm_dit_profile *p)
         memset(&r->profile, 0, sizeof r->profile);
 }
 
-/* The Hopper attention mode this request runs, or -1 for mm_attention. */
-static int fa3_mode(const mm_dit_request *r)
+/* The Hopper attention mode this request runs, or -1 for mm_attention;
+ * cross: fewer (or more) queries than keys (the reference KV cache's hook),
+ * a kernel variant with its own self-check verdict. */
+static int fa3_mode(const mm_dit_request *r, bool cross)
 {
-    if (r->fast && r->paths.fast_fa3)
+    if (r->fast && r->paths.fast_fa3 && (!cross || r->paths.fast_fa3_cross))
         return (int)r->paths.fast_mode;
-    return r->paths.fa3 ? (int)MM_FA3_EXACT : -1;
+    return r->paths.fa3 && (!cross || r->paths.fa3_cross) ? (int)MM_FA3_EXACT : -1;
 }
 
 static int sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
 {
-    const int mode = r->cuda_path ? fa3_mode(r) : -1;
+    const int mode = r->cuda_path ? fa3_mode(r, q->shape[0] != k->shape[0]) : -1;
     if (mode >= 0 && mm_cuda_fa3_fits(r->ctx, o, q, k, v))
         return mm_cuda_attention_fa3(r->ctx, o, q, k, v, 0.0f, (mm_fa3_mode)mode);
     return mm_attention(r->ctx, o, q, k, v, NULL);
@@ -111,10 +113,8 @@ int mm_dit_sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_te
     return sdpa(r, o, q, k, v);
 }
 
-const char *mm_dit_attention_kind(const mm_dit_request *r)
+static const char *kind(const mm_dit_request *r, bool cross)
 {
-    if (r->attention)
-        return "hook (sequence-parallel)";
     if (!r->cuda_path)
         return r->fast ? "mm_attention (fast mode needs the fused CUDA path: exact)" : "mm_attention";
     const mm_dit_config *c = &r->dit->cfg;
@@ -126,7 +126,7 @@ const char *mm_dit_attention_kind(const mm_dit_request *r)
     const int64_t head[2] = {c->heads, c->head_dim};
     mm_tensor qh = mm_tensor_unflatten(&q3, 1, 2, head), kh = mm_tensor_unflatten(&k3, 1, 2, head);
     mm_tensor vh = mm_tensor_unflatten(&v3, 1, 2, head), oh = mm_tensor_unflatten(&o2, 1, 2, head);
-    const int mode = fa3_mode(r);
+    const int mode = fa3_mode(r, cross);
     const bool fits = mm_cuda_fa3_fits(r->ctx, &oh, &qh, &kh, &vh);
     if (mode == MM_FA3_FAST && fits)
         return "fa3-i8-e4m3 (fast)";
@@ -136,6 +136,13 @@ const char *mm_dit_attention_kind(const mm_dit_request *r)
         return r->fast ? "fa3-bf16 (fast mode without its kernel: exact)" : "fa3-bf16";
     return r->fast ? "mm_attention (fast mode without its kernel: exact)" : "mm_attention";
 }
+
+const char *mm_dit_attention_kind(const mm_dit_request *r)
+{
+    return r->attention ? "hook (the caller's attention)" : kind(r, false);
+}
+
+const char *mm_dit_sdpa_kind(const mm_dit_request *r, bool fewer_queries) { return kind(r, fewer_queries); }
 
 static void mark(const mm_dit_request *r, int block, const char *stage)
 {
