@@ -148,6 +148,8 @@ static int place(pl_item *it, const uint8_t *rgb, int w, int h, int stride, int 
     uint8_t *src = packed_rgb(rgb, w, h, stride, err);
     if (!src)
         return -1;
+    it->src_width = w;
+    it->src_height = h;
     it->rgb = malloc((size_t)out_w * out_h * 3);
     if (!it->rgb) {
         free(src);
@@ -298,6 +300,8 @@ static int ref_video(pl_job *j, pl_item *it, mm_error *err)
     it->frames = malloc(frame_bytes * (size_t)n);
     it->width = cw;
     it->height = ch;
+    it->src_width = info->width;
+    it->src_height = info->height;
     if (!it->frames) {
         mm_video_close(r);
         return mm_fail(err, "out of memory for %d frames of %dx%d", n, cw, ch);

@@ -80,6 +80,7 @@ typedef struct pl_item {
     /* pictures: RGB24 on their canvas */
     uint8_t *rgb;
     int width, height;
+    int src_width, src_height; /* as the file has it (pictures, ref2va videos) */
     /* ref2va video: every frame on its canvas, and the 2 fps samples for Qwen3-VL */
     uint8_t *frames;
     int n_frames;
@@ -99,6 +100,7 @@ typedef struct pl_item {
     int64_t a_latents;
     int a_channels;
     bool cached;            /* latents came from the reference cache */
+    double video_s, audio_s; /* encode wall seconds (pipeline_references.c's breakdown) */
 } pl_item;
 
 typedef struct pl_job {

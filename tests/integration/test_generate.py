@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import struct
@@ -675,7 +676,7 @@ def ref2va_image_video_audio_layout_and_clip(env):
     r = env.generate("-p", "a fox, a test card and a tone", "-i", env.media + "/first.png", "-i",
                      env.media + "/clip.mp4", "--audio", env.media + "/tone.wav", "--ref-short-edge", "64",
                      "--ref-video-short-edge", "64", "--size", "64", "--seed", "21", "-o", out, "--dump-layout",
-                     lay_path, *QUICK)
+                     lay_path, "-v", *QUICK)
     ok(r, "ref2va")
     check("ref2va" in r.stderr.splitlines()[0], "partition: %s", r.stderr.splitlines()[0])
     target = canvas_for(320, 180, 64)
@@ -710,6 +711,15 @@ def ref2va_image_video_audio_layout_and_clip(env):
     vidx = [i for i, (_, role, _) in enumerate(exp) if role in (1, 3)]
     aidx = [i for i, (_, role, _) in enumerate(exp) if role in (2, 4)]
     check(lay["video_index"] == vidx and lay["audio_index"] == aidx, "index maps differ")
+    # -v: one line per reference under the stage total, with what was encoded, by which encoder, where
+    want = [r"reference 1 \(picture 320x180 -> %dx%d\): video VAE \d+\.\d\d s on cpu$" % image,
+            r"reference 2 \(video 160x96 -> %dx%d, 22 frames = 2 clips\): video VAE \d+\.\d\d s, "
+            r"audio VAE \d+\.\d\d s \(0\.92 s of sound\) on cpu$" % video,
+            r"reference 3 \(audio 0\.92 s\): audio VAE \d+\.\d\d s on cpu$"]
+    lines = [ln.strip() for ln in r.stderr.splitlines()]
+    for pat in want:
+        check(any(re.match(pat, ln) for ln in lines), "no line like %r in the -v output:\n%s", pat,
+              "\n".join(ln for ln in lines if "reference" in ln))
 
 
 @test
