@@ -245,6 +245,21 @@ static void test_convs(void)
     mm_tensor c3 = tb_zeros(MM_F32, 5, MM_SHAPE(1, 6, 5, 6, 5)), g3 = dev(&c3);
     mm_conv3d(cpu, &c3, &v, &vw, NULL, &p3), mm_conv3d(gpu, &g3, &dvv, &dvw, NULL, &p3);
     compare("conv3d (f16)", &c3, &g3, 1e-4, false);
+    /* the same with 8 input channels (K = 216, a multiple of 8) and groups 1 in f32: the CUDA side takes
+     * im2col + cuBLASLt (16- and 32-bit im2col) instead of the direct kernel */
+    mm_tensor v8 = tb_rand(MM_F16, 5, MM_SHAPE(1, 8, 5, 12, 10), 1.0), vw8 = tb_rand(MM_F16, 5, MM_SHAPE(6, 8, 3, 3, 3), 0.3);
+    mm_tensor dv8 = dev(&v8), dvw8 = dev(&vw8);
+    mm_tensor c8 = tb_zeros(MM_F32, 5, MM_SHAPE(1, 6, 5, 6, 5)), g8 = dev(&c8);
+    mm_conv3d(cpu, &c8, &v8, &vw8, NULL, &p3), mm_conv3d(gpu, &g8, &dv8, &dvw8, NULL, &p3);
+    compare("conv3d (f16, im2col + GEMM)", &c8, &g8, 1e-4, false);
+    mm_tensor w1 = tb_rand(MM_F32, 3, MM_SHAPE(8, 12, 7), 0.3), dw1 = dev(&w1);
+    mm_conv_params p1 = {.stride = {2}, .dilation = {3}, .pad = {{9, 9}}, .groups = 1};
+    mm_tensor o1 = tb_zeros(MM_F32, 3, MM_SHAPE(2, 8, 25)), g1 = dev(&o1);
+    mm_conv1d(cpu, &o1, &x, &w1, &b, &p1), mm_conv1d(gpu, &g1, &dx, &dw1, &db, &p1);
+    compare("conv1d (f32, im2col + GEMM)", &o1, &g1, F32_TOL, false);
+    mm_tensor *gemm_path[] = {&v8, &vw8, &dv8, &dvw8, &c8, &g8, &w1, &dw1, &o1, &g1};
+    for (size_t i = 0; i < sizeof gemm_path / sizeof gemm_path[0]; i++)
+        mm_tensor_free(gemm_path[i]);
     const int pads[5][2] = {{0, 0}, {0, 0}, {0, 0}, {1, 1}, {1, 1}};
     mm_tensor pc = tb_zeros(MM_F16, 5, MM_SHAPE(1, 4, 5, 14, 12)), pg = dev(&pc);
     mm_pad(cpu, &pc, &v, pads, MM_PAD_REFLECT, 0), mm_pad(gpu, &pg, &dvv, pads, MM_PAD_REFLECT, 0);
