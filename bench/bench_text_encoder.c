@@ -11,7 +11,11 @@
  *       [--device cuda|cpu] [--reps 5] [--prompt-tokens 300] [--keyframe 1344x768] [--bf16-weights]
  *       loads it with the real loader and prints, per case,
  *         TE_BENCH <case> rows <L> median_ms <t> min_ms <t> tflops <rate>
- *       and the device memory: TE_MEM load_bytes <b> peak_bytes <b>.
+ *       and the device memory: TE_MEM load_bytes <b> peak_bytes <b>; then the
+ *       nvfp4 decode alone (the per-linear cost of the nvfp4-resident path),
+ *       layer 0's seven linears into one bf16 scratch, timed between syncs:
+ *         TE_DECODE layer 0 weights <n> bytes <b> median_ms <t> gbps <rate>
+ *       (bytes = packed + block scales read + bf16 written).
  *
  * The tokenizer is a stand-in (one id per word, the config's vision ids):
  * only the encoder is timed, and the row counts equal the real ones for the
@@ -26,6 +30,7 @@
 #include "backend/device.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
+#include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/text/conditioner.h"
 #include "model/text/qwen3vl_config.h"
@@ -326,6 +331,72 @@ static double vision_flops(const mm_qwen3vl_config *c, double N)
     return N * (patch + c->vision.depth * block + mergers) + c->vision.depth * 4.0 * D * N * N;
 }
 
+/* The nvfp4 decode of layer 0, alone: the linears loaded as the encoder
+ * loads them, decoded back to back into one scratch sized for the largest. */
+static int bench_decode(const char *ckpt, mm_ctx *ctx, int reps, mm_error *err)
+{
+    static const char *names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                  "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+    enum { NL = sizeof names / sizeof names[0] };
+    mm_safetensors *st = NULL;
+    mm_linear lin[NL];
+    int loaded = 0, rc = -1;
+    bool on_cpu = mm_ctx_device(ctx).kind == MM_DEVICE_CPU;
+    mm_tensor scratch = {0};
+    double *t = calloc((size_t)reps, sizeof *t);
+    int64_t largest = 0, weights = 0;
+    double bytes = 0;
+    if (!t || mm_st_open(&st, ckpt, err) < 0)
+        goto out;
+    for (; loaded < NL; loaded++) {
+        char prefix[96];
+        mm_linear host;
+        snprintf(prefix, sizeof prefix, "model.layers.0.%s", names[loaded]);
+        if (mm_linear_load(&host, st, prefix, err) < 0)
+            goto out;
+        if (host.format != MM_WEIGHT_NVFP4) {
+            mm_fail(err, "%s is %s, not nvfp4", prefix, mm_weight_format_name(host.format));
+            goto out;
+        }
+        if (on_cpu)
+            lin[loaded] = host;
+        else if (mm_linear_to_device(&lin[loaded], &host, ctx, err) < 0)
+            goto out;
+        int64_t n = host.out_features * host.in_features;
+        largest = n > largest ? n : largest;
+        weights += n;
+        bytes += (double)n / 2 + (double)n / 16 + 2.0 * (double)n;
+    }
+    if (mm_tensor_alloc(&scratch, mm_ctx_device(ctx), MM_BF16, 1, MM_SHAPE(largest), err) < 0)
+        goto out;
+    for (int r = -1; r < reps; r++) { /* one warm-up */
+        double s = now();
+        for (int i = 0; i < NL; i++) {
+            mm_tensor w = mm_tensor_wrap(scratch.data, scratch.device, MM_BF16, 2,
+                                         MM_SHAPE(lin[i].out_features, lin[i].in_features));
+            mm_nvfp4_dequantize(ctx, &w, &lin[i].weight, &lin[i].weight_scale, lin[i].weight_scale_2);
+        }
+        if (mm_ctx_sync(ctx, err) < 0)
+            goto out;
+        if (r >= 0)
+            t[r] = now() - s;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    printf("TE_DECODE layer 0 weights %lld bytes %.0f median_ms %8.3f gbps %7.1f\n", (long long)weights, bytes,
+           1e3 * t[reps / 2], bytes / t[reps / 2] / 1e9);
+    fflush(stdout);
+    rc = 0;
+out:
+    if (!on_cpu)
+        for (int i = 0; i < loaded; i++)
+            mm_linear_free(&lin[i]);
+    mm_tensor_free(&scratch);
+    if (st)
+        mm_st_close(st);
+    free(t);
+    return rc;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_text_encoder --generate FILE --config config.json [--layers N]\n"
@@ -465,6 +536,10 @@ int main(int argc, char **argv)
     }
     mm_device_memory_stats(dev, &ms);
     printf("TE_MEM in_use_bytes %zu peak_bytes %zu\n", ms.in_use, ms.peak);
+    if (rc == 0 && bench_decode(ckpt, ctx, reps, &err) < 0) {
+        fprintf(stderr, "bench_text_encoder: nvfp4 decode: %s\n", err.msg);
+        rc = 1;
+    }
     free(prompt), free(caption), free(rgb);
     mm_conditioner_free(c);
     mm_ctx_destroy(ctx);

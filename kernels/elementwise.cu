@@ -400,7 +400,17 @@ __device__ __forceinline__ float e2m1(unsigned code)
     return (code & 8) ? -v : v;
 }
 
-/* One thread per packed byte (two outputs). */
+/* Byte offset of block scale (r, c) in the cuBLAS 128×4 swizzle (k_nvfp4
+ * spells it out in 64 bits); C = K/16 scales per row. 32-bit: the caller
+ * checks N·K/8 < 2^31, so N·C fits. */
+__device__ __forceinline__ unsigned nvfp4_scale_off(unsigned r, unsigned c, unsigned C)
+{
+    return ((r >> 7) * (C >> 2) + (c >> 2)) * 512u + (r & 31u) * 16u + ((r >> 5) & 3u) * 4u + (c & 3u);
+}
+
+/* The general decode, one thread per packed byte (two outputs), 64-bit
+ * indices: any float output, any alignment. The fast path below must match
+ * it bit for bit. */
 __global__ void k_nvfp4(int K, int row0, int rows, const uint8_t *__restrict__ packed,
                         const uint8_t *__restrict__ scales, float global_scale, void *y, mm_dtype yt)
 {
@@ -418,6 +428,65 @@ __global__ void k_nvfp4(int K, int row0, int rows, const uint8_t *__restrict__ p
         uint8_t b = packed[r * half + j];
         mmk_st(y, yt, rr * K + 2 * j, e2m1(b >> 4) * d);
         mmk_st(y, yt, rr * K + 2 * j + 1, e2m1(b & 15) * d);
+    }
+}
+
+/* Two decoded weights in the output type, as the scalar stores round them. */
+template <typename T> struct nvfp4_out;
+template <> struct nvfp4_out<bf16> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+template <> struct nvfp4_out<__half> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b)
+    {
+        __half2 h = __floats2half2_rn(a, b);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+};
+
+/* The bandwidth-bound decode, hand-written because it runs once per linear
+ * per encode and must cost no more than moving its bytes. One thread per
+ * 32-bit word of packed codes = 8 weights of one scale block (K % 64 == 0:
+ * a word never crosses a block or a row), so a warp reads 128 contiguous
+ * bytes and writes 512 contiguous bytes (bf16/f16: one 128-bit store per
+ * thread; f32: two) — full sectors both ways. 32-bit index arithmetic (the
+ * host checks N·K/8 < 2^31), e2m1 from a 16-entry shared table (16 distinct
+ * words in 16 distinct banks: no conflicts), the same f32 products as
+ * k_nvfp4, so the result is bit-identical. packed and y start at row row0. */
+template <typename T>
+__global__ void __launch_bounds__(256) k_nvfp4_vec(unsigned words_per_row, unsigned C, unsigned row0, unsigned n_words,
+                                                   const uint32_t *__restrict__ packed,
+                                                   const uint8_t *__restrict__ scales, float global_scale,
+                                                   T *__restrict__ y)
+{
+    __shared__ float lut[16];
+    if (threadIdx.x < 16)
+        lut[threadIdx.x] = e2m1(threadIdx.x);
+    __syncthreads();
+    for (unsigned w = blockIdx.x * blockDim.x + threadIdx.x; w < n_words; w += gridDim.x * blockDim.x) {
+        unsigned rr = w / words_per_row, j = w - rr * words_per_row;
+        uint32_t q = __ldg(packed + w);
+        __nv_fp8_e4m3 sc;
+        sc.__x = __ldg(scales + nvfp4_scale_off(row0 + rr, j >> 1, C)); /* two words per 16-weight block */
+        float d = (float)sc * global_scale, f[8];
+#pragma unroll
+        for (int b = 0; b < 4; b++) { /* byte b holds weights 2b (high nibble) and 2b+1 (low) */
+            unsigned byte = (q >> (8 * b)) & 0xffu;
+            f[2 * b] = lut[byte >> 4] * d;
+            f[2 * b + 1] = lut[byte & 15u] * d;
+        }
+        if constexpr (sizeof(T) == 4) {
+            float4 *o = reinterpret_cast<float4 *>(y) + 2 * (size_t)w;
+            o[0] = make_float4(f[0], f[1], f[2], f[3]);
+            o[1] = make_float4(f[4], f[5], f[6], f[7]);
+        } else {
+            reinterpret_cast<uint4 *>(y)[w] = make_uint4(nvfp4_out<T>::pack(f[0], f[1]), nvfp4_out<T>::pack(f[2], f[3]),
+                                                         nvfp4_out<T>::pack(f[4], f[5]), nvfp4_out<T>::pack(f[6], f[7]));
+        }
     }
 }
 
@@ -613,6 +682,25 @@ extern "C" int mmk_nvfp4_dequant(int dev, mmk_stream s, int N, int K, int row0, 
         return mm_fail(err, "nvfp4 decode: output dtype %s not supported", mm_dtype_name(y_dtype));
     if (rows == 0)
         return 0;
+    int64_t n_words = (int64_t)rows * (K / 8);
+    bool aligned = (uintptr_t)packed % 4 == 0 && (uintptr_t)y % 16 == 0;
+    if (aligned && (int64_t)N * (K / 8) < INT32_MAX) {
+        unsigned wpr = (unsigned)(K / 8), C = (unsigned)(K / 16), r0 = (unsigned)row0, nw = (unsigned)n_words;
+        const uint32_t *pw = reinterpret_cast<const uint32_t *>(packed) + (size_t)row0 * wpr;
+        unsigned grid = mmk_grid(n_words);
+        switch (y_dtype) {
+        case MM_BF16:
+            k_nvfp4_vec<bf16><<<grid, 256, 0, s>>>(wpr, C, r0, nw, pw, scales, global_scale, static_cast<bf16 *>(y));
+            break;
+        case MM_F16:
+            k_nvfp4_vec<__half><<<grid, 256, 0, s>>>(wpr, C, r0, nw, pw, scales, global_scale, static_cast<__half *>(y));
+            break;
+        default:
+            k_nvfp4_vec<float><<<grid, 256, 0, s>>>(wpr, C, r0, nw, pw, scales, global_scale, static_cast<float *>(y));
+            break;
+        }
+        return mmk_launched(err, "k_nvfp4_vec");
+    }
     k_nvfp4<<<mmk_grid((int64_t)rows * K / 2), 256, 0, s>>>(K, row0, rows, packed, scales, global_scale, y, y_dtype);
     return mmk_launched(err, "k_nvfp4");
 }
@@ -627,6 +715,9 @@ static const mmk_kernel_entry g_kernels[] = {
     {"fill_random", (const void *)k_fill_random, 80},
     {"embed_i8", (const void *)k_embed_i8, 80},
     {"nvfp4", (const void *)k_nvfp4, 80},
+    {"nvfp4_vec_bf16", (const void *)k_nvfp4_vec<bf16>, 80},
+    {"nvfp4_vec_f16", (const void *)k_nvfp4_vec<__half>, 80},
+    {"nvfp4_vec_f32", (const void *)k_nvfp4_vec<float>, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_elementwise(int *n)

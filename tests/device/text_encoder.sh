@@ -18,7 +18,10 @@
 #   CPU stand-in (here): MMH3_DEVICE_DRY=1 — a tiny text encoder (mmh3-gen-tiny all, its patched
 #            config), everything on the CPU, no transformers run.
 #
-# Logs under $OUT: te_run.log, te_summary.txt, te_cuda.safetensors, te_cpu.safetensors.
+#   The bench ends with TE_DECODE: the nvfp4 decode of one layer alone (GB/s moved), the part of
+#   the nvfp4-resident time the bf16-resident run does not pay.
+#
+# Logs under $OUT: te_run.log, te_summary.txt, te_cuda_ops.txt, te_cuda.safetensors, te_cpu.safetensors.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -40,9 +43,18 @@ device_summary "text encoder" te_summary.txt
 REPS=${TE_REPS:-3}
 
 step "build"
-device_build te mmh3 mmh3-gen-tiny bench/bench_text_encoder || finish 1
+targets=(mmh3 mmh3-gen-tiny bench/bench_text_encoder)
+[ "$dry" = 1 ] || targets+=(tests/unit/test_cuda_ops)
+device_build te "${targets[@]}" || finish 1
 note "build ok ($((SECONDS - t0)) s)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1
+
+if [ "$dry" = 0 ]; then # the nvfp4 decode (128-bit and general kernels) bit for bit against its CPU twin, among all ops
+  step "CUDA ops vs their CPU twins"
+  timeout 120 "$B/tests/unit/test_cuda_ops" >"$OUT/te_cuda_ops.txt" 2>&1
+  grep -E '^FAIL|nvfp4' "$OUT/te_cuda_ops.txt"
+  note "cuda ops: $(grep -c '^PASS' "$OUT/te_cuda_ops.txt") passed, $(grep -c '^FAIL' "$OUT/te_cuda_ops.txt") failed"
+fi
 
 device_python "torch, transformers"
 
@@ -115,6 +127,8 @@ while read -r l; do note "$l"; done < <(awk '
     if (peak) printf "TE peak GPU memory: ours %.1f GiB, transformers %.1f GiB\n", peak / 2^30, tpeak / 2^30
   }' "$OUT/te_bench_ours.txt" "$OUT/te_bench_torch.txt")
 while read -r l; do note "bf16-resident: $l"; done < <(grep -h '^TE_BENCH\|^TE_MEM\|^TE_LOAD' "$OUT/te_bench_ours_bf16.txt" 2>/dev/null)
-while read -r l; do note "nvfp4-resident: $l"; done < <(grep -h '^TE_MEM\|^TE_LOAD' "$OUT/te_bench_ours.txt" 2>/dev/null)
+while read -r l; do note "nvfp4-resident: $l"; done < <(grep -h '^TE_MEM\|^TE_LOAD\|^TE_DECODE' "$OUT/te_bench_ours.txt" 2>/dev/null)
 while read -r l; do note "$l"; done < <(grep -h '^TE_CUDA_VS_CPU worst\|^TE_TORCH_MEM\|^TE_TORCH_LOAD' "$OUT/te_run.log" 2>/dev/null)
-grep -q " 0 failed" "$OUT/te_kit_cuda.txt" && grep -q '^TE_BENCH' "$OUT/te_bench_ours.txt" && finish 0 || finish 1
+ops_ok=1
+[ "$dry" = 1 ] || { grep -q '^PASS test_nvfp4_and_embedding' "$OUT/te_cuda_ops.txt" && ! grep -q '^FAIL' "$OUT/te_cuda_ops.txt"; } || ops_ok=0
+[ "$ops_ok" = 1 ] && grep -q " 0 failed" "$OUT/te_kit_cuda.txt" && grep -q '^TE_BENCH' "$OUT/te_bench_ours.txt" && finish 0 || finish 1

@@ -566,22 +566,47 @@ static void test_convrot_and_i8(void)
     mm_tensor_free(&gwq), mm_tensor_free(&gsw), mm_tensor_free(&gbias), pfree(&y), pfree(&yf);
 }
 
-static void test_nvfp4_and_embedding(void)
+/* One nvfp4 decode, CPU against GPU, bit for bit (EXACT alone would let
+ * -0 and +0 pass). misalign > 0 puts the GPU output that many elements past
+ * an aligned address, which takes the general one-byte-per-thread kernel
+ * instead of the 128-bit one. */
+static void nvfp4_case(int64_t N, int64_t K, mm_dtype t, int64_t misalign)
 {
-    int64_t N = 256, K = 128;
     mm_tensor packed = T_alloc(mm_cpu(), MM_U8, SH(N, K / 2)), sc = T_alloc(mm_cpu(), MM_F8_E4M3, SH(N, K / 16));
     for (int64_t i = 0; i < N * K / 2; i++)
         ((uint8_t *)packed.data)[i] = (uint8_t)cuda_test_next(&rng);
-    for (int64_t i = 0; i < N * K / 16; i++)
-        ((uint8_t *)sc.data)[i] = (uint8_t)(0x18 + cuda_test_next(&rng) % 0x50);
-    mm_tensor gp = G(&packed), gs = G(&sc);
-    pair o = OUT(MM_BF16, SH(N, K)), of = OUT(MM_F32, SH(N, K));
-    mm_nvfp4_dequantize(cpu, &o.c, &packed, &sc, 0.0123f), mm_nvfp4_dequantize(gpu, &o.g, &gp, &gs, 0.0123f);
-    mm_nvfp4_dequantize(cpu, &of.c, &packed, &sc, 0.0123f), mm_nvfp4_dequantize(gpu, &of.g, &gp, &gs, 0.0123f);
-    if (ctx_ok("nvfp4")) {
-        cmpg("nvfp4 -> bf16", &o.c, &o.g, EXACT, 0, 0);
-        cmpg("nvfp4 -> f32", &of.c, &of.g, EXACT, 0, 0);
+    for (int64_t i = 0; i < N * K / 16; i++) { /* every e4m3 code but the NaNs: zero, subnormals, negatives */
+        uint8_t b = (uint8_t)cuda_test_next(&rng);
+        ((uint8_t *)sc.data)[i] = (b & 0x7f) == 0x7f ? (uint8_t)(b ^ 1) : b;
     }
+    mm_tensor gp = G(&packed), gs = G(&sc);
+    mm_tensor c = T_alloc(mm_cpu(), t, SH(N, K)), buf = T_alloc(mm_cuda(0), t, SH(N * K + misalign));
+    mm_fill(gpu, &buf, NAN);
+    mm_tensor g = mm_tensor_wrap((char *)buf.data + mm_dtype_nbytes(t, misalign), mm_cuda(0), t, SH(N, K));
+    mm_nvfp4_dequantize(cpu, &c, &packed, &sc, 0.0123f), mm_nvfp4_dequantize(gpu, &g, &gp, &gs, 0.0123f);
+    char what[96];
+    snprintf(what, sizeof what, "nvfp4 [%lld, %lld] -> %s%s", (long long)N, (long long)K, mm_dtype_name(t),
+             misalign ? " (unaligned output)" : "");
+    if (ctx_ok(what)) {
+        mm_tensor h = D(&g);
+        cmp(what, &c, &h, EXACT, 0, 0);
+        MM_EXPECT(memcmp(h.data, c.data, mm_dtype_nbytes(t, N * K)) == 0, "%s: not bit-identical", what);
+        mm_tensor_free(&h);
+    }
+    mm_tensor_free(&packed), mm_tensor_free(&sc), mm_tensor_free(&gp), mm_tensor_free(&gs);
+    mm_tensor_free(&c), mm_tensor_free(&buf);
+}
+
+static void test_nvfp4_and_embedding(void)
+{
+    /* K = 320: five 4-block scale tiles per row (not a multiple of 256); three 128-row tiles */
+    nvfp4_case(256, 128, MM_BF16, 0);
+    nvfp4_case(256, 128, MM_F32, 0);
+    nvfp4_case(384, 320, MM_BF16, 0);
+    nvfp4_case(384, 320, MM_F16, 0);
+    nvfp4_case(384, 320, MM_F32, 0);
+    nvfp4_case(384, 320, MM_BF16, 1);
+    nvfp4_case(128, 64, MM_F32, 3);
     int64_t V = 500, Dm = 96, n = 31;
     mm_tensor tab = R(MM_I8, SH(V, Dm), 1), ts = R(MM_F32, SH(V, 1), 0.01), ids = R(MM_I32, SH(n), 1);
     for (int i = 0; i < n; i++)
@@ -609,7 +634,6 @@ static void test_nvfp4_and_embedding(void)
     mm_scatter_rows(cpu, &big, &src, &perm), mm_scatter_rows(gpu, &gbig, &gsrc, &gperm);
     if (ctx_ok("scatter"))
         cmpg("scatter_rows", &big, &gbig, EXACT, 0, 0);
-    mm_tensor_free(&packed), mm_tensor_free(&sc), mm_tensor_free(&gp), mm_tensor_free(&gs), pfree(&o), pfree(&of);
     mm_tensor_free(&tab), mm_tensor_free(&ts), mm_tensor_free(&ids), mm_tensor_free(&gt), mm_tensor_free(&gts);
     mm_tensor_free(&gid), pfree(&e), mm_tensor_free(&src), mm_tensor_free(&gsrc), mm_tensor_free(&perm);
     mm_tensor_free(&gperm), mm_tensor_free(&big), mm_tensor_free(&gbig), pfree(&ga);
