@@ -65,6 +65,7 @@ struct mm_sp_request {
     /* host copies of the whole streams, in and out */
     float *h_video, *h_audio, *h_vv, *h_va;
     const float *row_t; /* during a forward */
+    bool fast;          /* for job_set_fast */
 };
 
 void mm_sp_options_defaults(mm_sp_options *o)
@@ -379,6 +380,15 @@ static int upload_i64_as_i32(mm_ctx *ctx, mm_tensor *dst, const int64_t *v, int6
     return rc;
 }
 
+/* The rank's Ulysses share runs the request's own SDPA (FA3 on Hopper, fast
+ * mode when set), not the portable-interface mm_attention. */
+static int request_sdpa(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k,
+                        const mm_tensor *v)
+{
+    (void)ctx; /* the request's own: the hook is called with it */
+    return mm_dit_sdpa(user, out, q, k, v);
+}
+
 static int job_begin(rank_state *rs, void *arg)
 {
     begin_args *a = arg;
@@ -412,6 +422,11 @@ static int job_begin(rank_state *rs, void *arg)
     mm_dit_request_opts opts = {.refined_text = &text_loc, .attention = mm_ulysses_attention, .attention_user = rr->u};
     if (mm_dit_request_begin_ex(rs->dit, ctx, ll, NULL, &opts, NULL, &rr->dreq, err) != 0)
         goto out;
+    mm_ulysses_set_sdpa(rr->u, request_sdpa, rr->dreq);
+    if (q->sp->n == 1) { /* the caller's tensors go straight in (mm_sp_forward) */
+        rc = 0;
+        goto out;
+    }
     rr->row_t = malloc(sizeof(float) * (size_t)(ll->rows ? ll->rows : 1));
     rr->h_vin = malloc(sizeof(float) * (size_t)(nv * q->vw + 1));
     rr->h_vout = malloc(sizeof(float) * (size_t)(nv * q->vw + 1));
@@ -562,6 +577,50 @@ static int job_forward(rank_state *rs, void *arg)
     return 0;
 }
 
+static int job_set_fast(rank_state *rs, void *arg)
+{
+    mm_sp_request *q = arg;
+    mm_dit_request_set_fast(q->rr[rs->rank].dreq, q->fast);
+    return mm_ctx_failed(rs->ctx) ? mm_fail(&rs->err, "fast mode could not be set up") : 0;
+}
+
+int mm_sp_request_set_fast(mm_sp_request *q, bool fast, mm_error *err)
+{
+    /* On each rank's own thread: choosing the kernels may run their
+     * first-use self-checks on the rank's device. */
+    q->fast = fast;
+    return run_all(q->sp, job_set_fast, q, false, err);
+}
+
+void mm_sp_request_attention_kind(const mm_sp_request *q, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s", mm_dit_sdpa_kind(q->rr[0].dreq, false),
+             q->sp->n > 1 || mm_ulysses_bytes(q->rr[0].u) ? " on each rank's heads (Ulysses all-to-all)"
+                                                           : " (1 rank: no exchange)");
+}
+
+void mm_sp_request_set_profile(mm_sp_request *q, const mm_dit_profile *p)
+{
+    mm_dit_request_set_profile(q->rr[0].dreq, p);
+    mm_ulysses_set_profile(q->rr[0].u, p ? p->mark : NULL, p ? p->user : NULL);
+}
+
+typedef struct direct_args {
+    mm_sp_request *req;
+    const float *row_t;
+    const mm_tensor *video_rows, *audio_rows;
+    mm_tensor *v_video, *v_audio;
+} direct_args;
+
+/* One rank holds every row in layout order on the caller's device: the
+ * caller's tensors go straight into the DiT, with no host staging. */
+static int job_forward_direct(rank_state *rs, void *arg)
+{
+    direct_args *a = arg;
+    return mm_dit_forward(a->req->rr[rs->rank].dreq, a->row_t, a->video_rows, a->audio_rows, a->v_video, a->v_audio,
+                          &rs->err);
+}
+
 static int check_rows(const mm_tensor *t, int64_t rows, int width, const char *what, mm_error *err)
 {
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != width || t->dtype != MM_F32 ||
@@ -581,6 +640,12 @@ int mm_sp_forward(mm_sp_request *q, const float *row_t, const mm_tensor *video_r
         check_rows(v_video, q->video_rows, q->vw, "v_video", err) ||
         check_rows(v_audio, q->audio_rows, q->aw, "v_audio", err))
         return -1;
+    if (sp->n == 1) {
+        direct_args a = {q, row_t, video_rows, audio_rows, v_video, v_audio};
+        if (run_all(sp, job_forward_direct, &a, false, err) != 0)
+            return mm_error_prefix(err, "sequence-parallel forward");
+        return 0;
+    }
     mm_tensor hv = mm_tensor_wrap(q->h_video, mm_cpu(), MM_F32, 2, MM_SHAPE(q->video_rows, q->vw));
     mm_tensor ha = mm_tensor_wrap(q->h_audio, mm_cpu(), MM_F32, 2, MM_SHAPE(q->audio_rows, q->aw));
     stage(ctx0, &hv, video_rows);

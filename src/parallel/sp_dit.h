@@ -15,8 +15,12 @@
  * on threads of their own, one per device). Every rank computes exactly what
  * the one-device forward computes for its rows: the row-local ops see the
  * same inputs, and attention sees the same keys (the split pads nothing).
- * N = 1 runs the same path (pack, exchange with itself, unpack) on one
- * device, which is how one GPU checks it against the plain forward.
+ * Each rank's attention share runs its request's own SDPA (mm_dit_sdpa: FA3
+ * on Hopper, fast mode when set), the kernel the plain forward runs.
+ * N = 1 is the plain forward: no exchange, no staging (the caller's tensors
+ * go straight in); MMH3_SP_EXCHANGE_SELF=1 keeps the pack / exchange with
+ * itself / unpack steps, which is how one GPU checks that path against the
+ * plain forward (parallel/ulysses.h).
  *
  * Inputs and outputs cross between devices through host memory (≈ 15 MB
  * each way per step at 1344×768×124), so no step depends on peer copies.
@@ -24,6 +28,7 @@
 #ifndef MMH3_PARALLEL_SP_DIT_H
 #define MMH3_PARALLEL_SP_DIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "backend/ops.h"
@@ -61,6 +66,19 @@ int mm_sp_request_begin(mm_sp_dit *sp, const mm_dit_layout *layout, const mm_ten
 void mm_sp_request_end(mm_sp_request *req);
 /* Workspace + exchange buffers of the largest rank. */
 size_t mm_sp_request_bytes(const mm_sp_request *req);
+
+/* Fast mode (mm_dit_request_set_fast) on every rank's request. */
+int mm_sp_request_set_fast(mm_sp_request *req, bool fast, mm_error *err);
+/* What rank 0's attention share runs ("fa3-bf16", ...: mm_dit_attention_kind
+ * of its request without the hook), into buf. */
+void mm_sp_request_attention_kind(const mm_sp_request *req, char *buf, size_t n);
+/* Stage timing of main block p->block on rank 0 (it runs on the calling
+ * thread, on ctx0's stream): the DiT's stage marks (mm_dit_profile) and,
+ * inside its attention stage, the Ulysses ones ("Ulysses pack q/k/v",
+ * "Ulysses all-to-all (heads)", ...; for every block — the caller keeps
+ * those that fall inside the profiled block's "attention" stage). NULL
+ * turns it off. */
+void mm_sp_request_set_profile(mm_sp_request *req, const mm_dit_profile *p);
 
 int mm_sp_forward(mm_sp_request *req, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
                   mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);

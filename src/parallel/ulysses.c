@@ -17,7 +17,18 @@ struct mm_ulysses {
     mm_sp_msg head_sends[3 * MM_SP_MAX_RANKS], head_recvs[3 * MM_SP_MAX_RANKS];
     mm_sp_msg row_sends[MM_SP_MAX_RANKS], row_recvs[MM_SP_MAX_RANKS];
     int n_head_msgs, n_row_msgs;
+    bool exchange; /* false: one rank, the hook is the SDPA on the caller's views */
+    mm_ulysses_sdpa_fn sdpa;
+    void *sdpa_user;
+    void (*mark)(void *user, const char *stage);
+    void *mark_user;
 };
+
+static bool env_is_1(const char *name)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, "1") == 0;
+}
 
 int mm_ulysses_create(mm_ulysses **out, mm_comm *comm, const mm_sp_split *split, int head_dim, mm_dtype dtype,
                       mm_error *err)
@@ -37,6 +48,11 @@ int mm_ulysses_create(mm_ulysses **out, mm_comm *comm, const mm_sp_split *split,
     u->hd = (int64_t)split->heads_per_rank * head_dim;
     const mm_device dev = mm_comm_device(comm);
     const int64_t N = split->ranks, S = split->rows;
+    u->exchange = N > 1 || env_is_1("MMH3_SP_EXCHANGE_SELF");
+    if (!u->exchange) {
+        *out = u;
+        return 0;
+    }
     if (mm_tensor_alloc(&u->a, dev, dtype, 4, MM_SHAPE(3, N, u->n_me, u->hd), err) != 0 ||
         mm_tensor_alloc(&u->b, dev, dtype, 3, MM_SHAPE(3, S, u->hd), err) != 0 ||
         mm_tensor_alloc(&u->o, dev, dtype, 2, MM_SHAPE(S, u->hd), err) != 0) {
@@ -62,7 +78,35 @@ void mm_ulysses_free(mm_ulysses *u)
 
 size_t mm_ulysses_bytes(const mm_ulysses *u)
 {
+    if (!u->exchange)
+        return 0;
     return mm_tensor_nbytes(&u->a) + mm_tensor_nbytes(&u->b) + mm_tensor_nbytes(&u->o);
+}
+
+void mm_ulysses_set_sdpa(mm_ulysses *u, mm_ulysses_sdpa_fn fn, void *user)
+{
+    u->sdpa = fn;
+    u->sdpa_user = user;
+}
+
+void mm_ulysses_set_profile(mm_ulysses *u, void (*mark)(void *user, const char *stage), void *user)
+{
+    u->mark = mark;
+    u->mark_user = user;
+}
+
+static void mark(const mm_ulysses *u, const char *stage)
+{
+    if (u->mark)
+        u->mark(u->mark_user, stage);
+}
+
+static int sdpa(mm_ulysses *u, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k,
+                const mm_tensor *v)
+{
+    if (u->sdpa)
+        return u->sdpa(u->sdpa_user, ctx, out, q, k, v);
+    return mm_attention(ctx, out, q, k, v, NULL);
 }
 
 /* [n, H, D] → [N, n, H/N, D]: the head groups as the leading dim. */
@@ -82,6 +126,11 @@ int mm_ulysses_attention(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tenso
         q->dtype != u->dtype)
         return mm_ctx_fail(ctx, "Ulysses attention on rank %d: q must be %s [%lld, %d, %lld]", u->rank,
                            mm_dtype_name(u->dtype), (long long)u->n_me, u->split.heads, (long long)D);
+    if (!u->exchange) {
+        mark(u, "Ulysses: SDPA, all heads (1 rank: no exchange)");
+        return sdpa(u, ctx, out, q, k, v);
+    }
+    mark(u, "Ulysses pack q/k/v");
     const mm_tensor *qkv[3] = {q, k, v};
     for (int w = 0; w < 3; w++) {
         mm_tensor dst = mm_tensor_select(&u->a, 0, w); /* [N, n_me, hd] */
@@ -90,6 +139,7 @@ int mm_ulysses_attention(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tenso
         mm_copy(ctx, &dst, &src);
     }
     mm_error err = {{0}};
+    mark(u, "Ulysses all-to-all (heads)");
     /* Exchange even when the context has failed: the peers wait for us. */
     if (mm_comm_exchange(u->comm, ctx, u->a.data, u->head_sends, u->n_head_msgs, u->b.data, u->head_recvs,
                          u->n_head_msgs, mm_dtype_nbytes(u->dtype, 1), &err) != 0)
@@ -100,10 +150,13 @@ int mm_ulysses_attention(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tenso
         all[w] = mm_tensor_unflatten(&all[w], 1, 2, MM_SHAPE(hl, D));
     }
     mm_tensor o = mm_tensor_unflatten(&u->o, 1, 2, MM_SHAPE(hl, D)); /* [S, hl, D] */
-    mm_attention(ctx, &o, &all[0], &all[1], &all[2], NULL);
+    mark(u, "Ulysses SDPA, all rows, H/N heads");
+    sdpa(u, ctx, &o, &all[0], &all[1], &all[2]);
+    mark(u, "Ulysses all-to-all (rows)");
     if (mm_comm_exchange(u->comm, ctx, u->o.data, u->row_sends, u->n_row_msgs, u->a.data, u->row_recvs,
                          u->n_row_msgs, mm_dtype_nbytes(u->dtype, 1), &err) != 0)
         return mm_ctx_fail(ctx, "Ulysses exchange (rows) on rank %d: %s", u->rank, err.msg);
+    mark(u, "Ulysses unpack");
     /* a now holds [N][n_me][hd]: group p's heads for our rows. */
     mm_tensor back = mm_tensor_wrap(u->a.data, u->a.device, u->dtype, 4, MM_SHAPE(N, u->n_me, hl, D));
     mm_tensor dst = by_group(out, N, hl);

@@ -6,8 +6,8 @@
  *      (one strided copy per part);
  *   2. all-to-all: the rows of the rank's H/N heads arrive from every peer,
  *      in packed-row order: recv [3][S][H/N·D] — q, k, v of all S rows;
- *   3. attention over all S rows for H/N heads (the plain kernel: no padding
- *      exists, so nothing is masked);
+ *   3. attention over all S rows for H/N heads (the caller's SDPA, see
+ *      mm_ulysses_set_sdpa: no padding exists, so nothing is masked);
  *   4. all-to-all back: rows [row_begin[p], row_begin[p+1]) of the result go
  *      to rank p; the rank gets its n_me rows for every head group;
  *   5. unpack into the caller's out [n_me, H, D] (one strided copy).
@@ -16,6 +16,11 @@
  * H·D): at 1344×768×124 over 8 GPUs ≈ 0.24 GB out and in per block.
  * Messages are posted on the compute stream (NCCL) so the host never waits;
  * see docs/MULTIGPU.md for the overlap plan.
+ *
+ * One rank (N = 1) has nothing to exchange: the hook is then just the SDPA
+ * on the caller's views, with no buffers, copies or messages (the plain
+ * forward, bit for bit). MMH3_SP_EXCHANGE_SELF=1 keeps steps 1-5 at N = 1,
+ * so that one GPU can still check the pack/exchange/unpack path.
  */
 #ifndef MMH3_PARALLEL_ULYSSES_H
 #define MMH3_PARALLEL_ULYSSES_H
@@ -35,6 +40,20 @@ int mm_ulysses_create(mm_ulysses **out, mm_comm *comm, const mm_sp_split *split,
                       mm_error *err);
 void mm_ulysses_free(mm_ulysses *u);
 size_t mm_ulysses_bytes(const mm_ulysses *u);
+
+/* The attention over the rank's share (out, q, k, v: [rows, heads, D]
+ * views; the contract of mm_dit_attention_fn). Default (fn NULL):
+ * mm_attention. The sequence-parallel DiT passes its request's own SDPA
+ * (mm_dit_sdpa), so the share runs the kernel the plain forward picks (FA3
+ * on Hopper, fast mode) instead of the portable-interface one. */
+typedef int (*mm_ulysses_sdpa_fn)(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k,
+                                  const mm_tensor *v);
+void mm_ulysses_set_sdpa(mm_ulysses *u, mm_ulysses_sdpa_fn fn, void *user);
+
+/* Stage marks for benchmarks (like mm_dit_profile): mark(user, stage) is
+ * called on the host before each stage of every call ("Ulysses pack q/k/v",
+ * "Ulysses all-to-all (heads)", ...), in stream order; NULL turns it off. */
+void mm_ulysses_set_profile(mm_ulysses *u, void (*mark)(void *user, const char *stage), void *user);
 
 /* The DiT's attention hook (mm_dit_attention_fn; user = the mm_ulysses):
  * q, k, v, out [n_me, H, D] views. Failures are recorded in ctx. */
