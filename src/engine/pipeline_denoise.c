@@ -314,8 +314,12 @@ int pl_denoise(pl_job *j, mm_error *err)
         goto done;
     if (p->sp[j->partition]) {
         /* --gpus N: the sequence-parallel DiT (its ranks use the attention hook, so no reference KV cache) */
-        if (mm_sp_request_begin(p->sp[j->partition], l, text_rows, &s.sreq, err) != 0)
+        if (mm_sp_request_begin(p->sp[j->partition], l, text_rows, &s.sreq, err) != 0 ||
+            mm_sp_request_set_fast(s.sreq, j->req->fast, err) != 0)
             goto done;
+        char kind[200];
+        mm_sp_request_attention_kind(s.sreq, kind, sizeof kind);
+        pl_log(p, "DiT attention: %s", kind);
     } else if (p->o.ref_kv_cache && l->cond_video_rows + l->cond_audio_rows > 0 && use_ref_kv(p, cfg, l)) {
         mm_dit_request_opts o;
         if (pl_refkv_create(&s.kv, p->dit_ctx, cfg, l, err) != 0 ||
