@@ -160,6 +160,14 @@ static void check_case(const char *name, const int *ranks, int n_ranks)
 }
 
 static void test_t2va_over_1_2_4_ranks(void) { check_case("t2va_step0", (const int[]){1, 2, 4}, 3); }
+/* One rank runs the plain forward behind the hook; MMH3_SP_EXCHANGE_SELF=1
+ * keeps its pack / exchange with itself / unpack, which must agree too. */
+static void test_one_rank_exchanging_with_itself(void)
+{
+    setenv("MMH3_SP_EXCHANGE_SELF", "1", 1);
+    check_case("t2va_step0", (const int[]){1}, 1);
+    unsetenv("MMH3_SP_EXCHANGE_SELF");
+}
 static void test_fl2va_over_2_and_4_ranks(void) { check_case("fl2va_firstlast_step5", (const int[]){2, 4}, 2); }
 static void test_ref2va_over_4_ranks(void) { check_case("ref2va_step4", (const int[]){4}, 1); }
 
@@ -209,9 +217,11 @@ static void test_eight_ranks_on_an_eight_head_model(void)
     unlink(path);
 }
 
-/* On the GPU host: the same decomposition over the GPUs there (N = 1 on one
- * GPU: pack, NCCL exchange with itself, unpack), against the plain CUDA
- * forward and the kit. Silent without a GPU unless MMH3_REQUIRE_GPU=1. */
+/* On the GPU host: the same decomposition over the GPUs there, against the
+ * plain CUDA forward and the kit. N = 1 twice: as it runs (the plain forward
+ * behind the hook) and with MMH3_SP_EXCHANGE_SELF=1 (pack, NCCL exchange with
+ * itself, unpack), so that one GPU checks the exchange path too. Silent
+ * without a GPU unless MMH3_REQUIRE_GPU=1. */
 static void test_gpus_equal_the_plain_cuda_forward(void)
 {
     const int gpus = mm_cuda_device_count();
@@ -233,18 +243,29 @@ static void test_gpus_equal_the_plain_cuda_forward(void)
         char key[256];
         snprintf(key, sizeof key, "%s.out.video", names[c]);
         const float *kv = kit_f32(mm_st_find(cases, key));
-        for (int N = 1; N <= gpus && N <= 4; N *= 2) {
-            MM_EXPECT(forward_on(g, kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, N, 2, &o, &err) == 0,
-                      "%s over %d GPU(s): %s", names[c], N, err.msg);
+        for (int k = 0; k < 4; k++) {
+            const int N = k < 2 ? 1 : 1 << (k - 1); /* 1, 1 exchanging with itself, 2, 4 */
+            const bool self = k == 1;
+            if (N > gpus)
+                continue;
+            o.v = NULL;
+            if (self)
+                setenv("MMH3_SP_EXCHANGE_SELF", "1", 1);
+            const int rc = forward_on(g, kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, N, 2, &o, &err);
+            if (self)
+                unsetenv("MMH3_SP_EXCHANGE_SELF");
+            MM_EXPECT(rc == 0, "%s over %d GPU(s)%s: %s", names[c], N, self ? " (exchange with itself)" : "",
+                      err.msg);
             if (!o.v)
                 continue;
             const double d = mm_conf_measure(o.v, ref.v, ref.nv + ref.na).rel_l2;
             const double dk = kv ? mm_conf_measure(o.v, kv, ref.nv).rel_l2 : 0;
-            MM_EXPECT(d <= 1e-3 && dk <= video_tol, "%s over %d GPU(s): rel_l2 %.3g vs plain CUDA, %.3g vs the kit",
-                      names[c], N, d, dk);
-            printf("     %s over %d GPU(s): rel_l2 %.2g vs the plain CUDA forward%s, video %.3g vs the kit\n",
-                   names[c], N, d, memcmp(o.v, ref.v, sizeof(float) * (size_t)(ref.nv + ref.na)) ? "" : " (bit-identical)",
-                   dk);
+            const char *how = self ? " (exchange with itself)" : "";
+            MM_EXPECT(d <= 1e-3 && dk <= video_tol, "%s over %d GPU(s)%s: rel_l2 %.3g vs plain CUDA, %.3g vs the kit",
+                      names[c], N, how, d, dk);
+            printf("     %s over %d GPU(s)%s: rel_l2 %.2g vs the plain CUDA forward%s, video %.3g vs the kit\n",
+                   names[c], N, how, d,
+                   memcmp(o.v, ref.v, sizeof(float) * (size_t)(ref.nv + ref.na)) ? "" : " (bit-identical)", dk);
             free(o.v);
         }
         free(ref.v);
@@ -275,6 +296,7 @@ int main(void)
     video_tol = tv.rel_l2;
     audio_tol = ta.rel_l2;
     MM_RUN(test_t2va_over_1_2_4_ranks);
+    MM_RUN(test_one_rank_exchanging_with_itself);
     MM_RUN(test_fl2va_over_2_and_4_ranks);
     MM_RUN(test_ref2va_over_4_ranks);
     MM_RUN(test_ranks_that_do_not_divide_the_heads_are_refused);
