@@ -314,6 +314,48 @@ static void test_encode_causal_per_frame(void)
     vk_close(&k);
 }
 
+/* The last clip of a video runs on only the frames its kept latents see (the
+ * rest are dropped: token_drop). A video of one clip's length keeps fewer
+ * latents than a clip holds, so its one clip is cut short; its latents must
+ * equal, bit for bit, the first latents of the same frames encoded as the
+ * full first clip of a two-clip video. */
+static void test_encode_last_clip_cut_short(void)
+{
+    vk k;
+    MM_REQUIRE(vk_open(&k, MM_VAE_ENCODER, 0) == 0, "%s", k.err.msg);
+    const int S = 32, T = mm_video_vae_get_config(k.video)->clip_length, F = 2 * T;
+    uint8_t *a = malloc((size_t)F * S * S * 3);
+    MM_REQUIRE(a, "out of memory");
+    uint32_t seed = 7;
+    for (int64_t i = 0; i < (int64_t)F * S * S * 3; i++) {
+        seed = seed * 1103515245u + 12345u;
+        a[i] = (uint8_t)(seed >> 16);
+    }
+    mm_video_encode_options mo = {.sample = false, .seed = 42, .fp16_round = false};
+    mm_video_latents two, one;
+    MM_REQUIRE(mm_video_vae_encode_video(k.video, k.ctx, F, S, S, 3 * S, pull, a, &mo, &two, &k.err) == 0, "%s",
+               k.err.msg);
+    MM_REQUIRE(mm_video_vae_encode_video(k.video, k.ctx, T, S, S, 3 * S, pull, a, &mo, &one, &k.err) == 0, "%s",
+               k.err.msg);
+    /* two clips keep 2·tl − drop latents, one clip tl − drop */
+    const int64_t C = one.shape[0], kept = one.shape[1], tl = two.shape[1] - one.shape[1];
+    const int64_t hw = one.shape[2] * one.shape[3];
+    MM_REQUIRE(kept >= 1 && kept < tl && two.shape[0] == C && two.shape[2] * two.shape[3] == hw,
+               "one clip keeps %lld of %lld latents: nothing to cut short", (long long)kept, (long long)tl);
+    int64_t differ = 0;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t t = 0; t < kept; t++) {
+            const size_t o1 = (size_t)((c * kept + t) * hw), o2 = (size_t)((c * two.shape[1] + t) * hw);
+            differ += memcmp(one.mean + o1, two.mean + o2, sizeof(float) * (size_t)hw) != 0;
+            differ += memcmp(one.logvar + o1, two.logvar + o2, sizeof(float) * (size_t)hw) != 0;
+        }
+    MM_EXPECT(differ == 0, "%lld latent planes of the cut-short clip differ from the full clip's", (long long)differ);
+    mm_video_latents_free(&two);
+    mm_video_latents_free(&one);
+    free(a);
+    vk_close(&k);
+}
+
 /* A header may pair a huge dimension with a zero one: no data, so the file-size
  * check passes, but the configuration read from it would truncate to int.
  * Both VAE loaders refuse it by name before reading anything else. */
@@ -365,6 +407,7 @@ int main(void)
     MM_RUN(test_encode_bad_inputs);
     MM_RUN(test_encode_keyframe);
     MM_RUN(test_encode_causal_per_frame);
+    MM_RUN(test_encode_last_clip_cut_short);
     MM_RUN(test_hostile_shapes);
     return mm_test_exit();
 }
