@@ -514,13 +514,15 @@ int mm_sp_request_begin(mm_sp_dit *sp, const mm_dit_layout *layout, const mm_ten
     int rc = -1;
     if (mm_sp_split_make(layout->rows, c->heads, sp->n, &q->split, err) != 0)
         goto out;
-    q->h_video = malloc(sizeof(float) * (size_t)(q->video_rows * q->vw + 1));
-    q->h_vv = malloc(sizeof(float) * (size_t)(q->video_rows * q->vw + 1));
-    q->h_audio = malloc(sizeof(float) * (size_t)(q->audio_rows * q->aw + 1));
-    q->h_va = malloc(sizeof(float) * (size_t)(q->audio_rows * q->aw + 1));
-    if (!q->h_video || !q->h_vv || !q->h_audio || !q->h_va) {
-        mm_fail(err, "out of host memory");
-        goto out;
+    if (sp->n > 1) { /* one rank takes the caller's tensors as they are (mm_sp_forward) */
+        q->h_video = malloc(sizeof(float) * (size_t)(q->video_rows * q->vw + 1));
+        q->h_vv = malloc(sizeof(float) * (size_t)(q->video_rows * q->vw + 1));
+        q->h_audio = malloc(sizeof(float) * (size_t)(q->audio_rows * q->aw + 1));
+        q->h_va = malloc(sizeof(float) * (size_t)(q->audio_rows * q->aw + 1));
+        if (!q->h_video || !q->h_vv || !q->h_audio || !q->h_va) {
+            mm_fail(err, "out of host memory");
+            goto out;
+        }
     }
     /* The text on the host once; every rank uploads it to its own device. */
     if (mm_tensor_alloc(&text_host, mm_cpu(), text->dtype, 2, text->shape, err) != 0)
@@ -641,6 +643,18 @@ int mm_sp_forward(mm_sp_request *q, const float *row_t, const mm_tensor *video_r
         check_rows(v_audio, q->audio_rows, q->aw, "v_audio", err))
         return -1;
     if (sp->n == 1) {
+        /* No staging at one rank: the rows must already be where rank 0 runs
+         * (with more ranks they may be anywhere ctx0 can copy from). */
+        const mm_device d0 = mm_ctx_device(ctx0);
+        const mm_tensor *all[4] = {video_rows, audio_rows, v_video, v_audio};
+        for (int i = 0; i < 4; i++)
+            if (!mm_device_eq(all[i]->device, d0)) {
+                char want[32], got[32];
+                mm_device_name(d0, want, sizeof want);
+                mm_device_name(all[i]->device, got, sizeof got);
+                return mm_fail(err, "sequence-parallel forward over one rank: the rows must be on %s (rank 0's "
+                               "device), not %s", want, got);
+            }
         direct_args a = {q, row_t, video_rows, audio_rows, v_video, v_audio};
         if (run_all(sp, job_forward_direct, &a, false, err) != 0)
             return mm_error_prefix(err, "sequence-parallel forward");

@@ -80,6 +80,10 @@ void mm_sp_request_attention_kind(const mm_sp_request *req, char *buf, size_t n)
  * turns it off. */
 void mm_sp_request_set_profile(mm_sp_request *req, const mm_dit_profile *p);
 
+/* One forward of the whole sequence: video/audio rows in, velocities out
+ * (f32, contiguous, layout order). With N > 1 they may be on any device ctx0
+ * copies from (they cross through the host); with N = 1 they go straight in
+ * and must be on ctx0's device (refused otherwise). */
 int mm_sp_forward(mm_sp_request *req, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
                   mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);
 

@@ -168,6 +168,41 @@ static void test_one_rank_exchanging_with_itself(void)
     check_case("t2va_step0", (const int[]){1}, 1);
     unsetenv("MMH3_SP_EXCHANGE_SELF");
 }
+/* One rank stages nothing: rows that are not on rank 0's device (here host
+ * rows tagged as a GPU's) are refused by name instead of being handed to the
+ * DiT as they are; the request stays usable. */
+static void test_one_rank_refuses_rows_on_another_device(void)
+{
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, "t2va_step0") == 0, "case");
+    mm_sp_options opt;
+    mm_sp_options_defaults(&opt);
+    opt.ranks = 1;
+    opt.cpu_threads = 1;
+    mm_sp_dit *sp = NULL;
+    mm_sp_request *req = NULL;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_sp_dit_load(&sp, kit_ckpt, ctx, &opt, NULL, &err) == 0 &&
+                   mm_sp_request_begin(sp, &f.l, &f.text, &req, &err) == 0,
+               "%s", err.msg);
+    const mm_dit_config *c = mm_sp_dit_config(sp);
+    float *vv = malloc(sizeof(float) * (size_t)(f.l.video_rows * c->video_row_width + 1));
+    float *va = malloc(sizeof(float) * (size_t)(f.l.audio_rows * c->audio_row_width + 1));
+    mm_tensor tvv = mm_tensor_wrap(vv, mm_cpu(), MM_F32, 2, MM_SHAPE(f.l.video_rows, c->video_row_width));
+    mm_tensor tva = mm_tensor_wrap(va, mm_cpu(), MM_F32, 2, MM_SHAPE(f.l.audio_rows, c->audio_row_width));
+    mm_tensor elsewhere = f.video;
+    elsewhere.device = mm_cuda(0);
+    const int rc = mm_sp_forward(req, f.row_t, &elsewhere, &f.audio, &tvv, &tva, &err);
+    MM_EXPECT(rc != 0 && strstr(err.msg, "rank 0's device") && strstr(err.msg, "cuda:0"), "rc %d, message: %s", rc,
+              err.msg);
+    err = (mm_error){{0}};
+    MM_EXPECT(mm_sp_forward(req, f.row_t, &f.video, &f.audio, &tvv, &tva, &err) == 0, "then: %s", err.msg);
+    free(vv);
+    free(va);
+    mm_sp_request_end(req);
+    mm_sp_dit_free(sp);
+    kit_forward_case_free(&f);
+}
 static void test_fl2va_over_2_and_4_ranks(void) { check_case("fl2va_firstlast_step5", (const int[]){2, 4}, 2); }
 static void test_ref2va_over_4_ranks(void) { check_case("ref2va_step4", (const int[]){4}, 1); }
 
@@ -297,6 +332,7 @@ int main(void)
     audio_tol = ta.rel_l2;
     MM_RUN(test_t2va_over_1_2_4_ranks);
     MM_RUN(test_one_rank_exchanging_with_itself);
+    MM_RUN(test_one_rank_refuses_rows_on_another_device);
     MM_RUN(test_fl2va_over_2_and_4_ranks);
     MM_RUN(test_ref2va_over_4_ranks);
     MM_RUN(test_ranks_that_do_not_divide_the_heads_are_refused);
