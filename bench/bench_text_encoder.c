@@ -433,8 +433,8 @@ int main(int argc, char **argv)
             device = v;
         else if (!strcmp(a, "--layers"))
             layers = atoi(v);
-        else if (!strcmp(a, "--reps"))
-            reps = atoi(v);
+        else if (!strcmp(a, "--reps") && (reps = atoi(v)) >= 1) /* the medians read t[reps / 2] */
+            ;
         else if (!strcmp(a, "--prompt-tokens"))
             tokens = atoi(v);
         else if (!strcmp(a, "--keyframe") && sscanf(v, "%dx%d", &kw, &kh) == 2)
