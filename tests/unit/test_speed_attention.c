@@ -317,6 +317,21 @@ static void test_fewer_queries_than_keys(void)
     cross_case(1000, 517, 2, 2, MM_FA3_FAST_QK);
 }
 
+/* Keys may be more or fewer than the queries, but not none: the kernel
+ * reads seq_kv = 0 as "as many as the queries" (mmk_fa3.seq_kv), so an empty
+ * k/v must not be taken for fa3 at all (mm_attention gets it instead). */
+static void test_no_keys_do_not_fit(void)
+{
+    mm_error err = {{0}};
+    mm_tensor t = {0};
+    MM_REQUIRE(mm_tensor_alloc(&t, mm_cuda(0), MM_BF16, 3, MM_SHAPE(8, 2, 128), &err) == 0, "%s", err.msg);
+    mm_tensor none = mm_tensor_narrow(&t, 0, 0, 0);
+    none.data = t.data; /* an aligned address, as an empty view of a real buffer has */
+    MM_EXPECT(mm_cuda_fa3_fits(gpu, &t, &t, &t, &t), "8 queries over 8 keys do not fit");
+    MM_EXPECT(!mm_cuda_fa3_fits(gpu, &t, &t, &none, &none), "8 queries over no keys taken for fa3");
+    mm_tensor_free(&t);
+}
+
 /* The DiT's choice (cuda_speed.h): by default every Hopper kernel after its
  * first-use self-check — which must pass on this GPU — and the environment
  * forces or refuses each one. */
@@ -383,6 +398,7 @@ int main(void)
     MM_RUN(test_fastqk_gqa_no_pingpong);
     MM_RUN(test_fastqk_dit_like);
     MM_RUN(test_fewer_queries_than_keys);
+    MM_RUN(test_no_keys_do_not_fit);
     MM_RUN(test_policy_defaults_and_overrides);
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);

@@ -26,10 +26,11 @@ bool mm_cuda_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, con
     mm_device dev = mm_ctx_device(ctx);
     if (dev.kind != MM_DEVICE_CUDA || !mmk_fa3_usable(dev.index))
         return false;
+    /* no keys cannot go to the kernel: its seq_kv = 0 means "as many as the queries" */
     int64_t S = q->shape[0], S_kv = k->shape[0];
     return head_view(q, dev, S) && head_view(k, dev, S_kv) && head_view(v, dev, S_kv) && head_view(out, dev, S) &&
            out->shape[1] == q->shape[1] && v->shape[1] == k->shape[1] && k->shape[1] > 0 &&
-           q->shape[1] % k->shape[1] == 0 && S <= INT32_MAX && S_kv <= INT32_MAX;
+           q->shape[1] % k->shape[1] == 0 && S <= INT32_MAX && S_kv >= 1 && S_kv <= INT32_MAX;
 }
 
 int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
