@@ -583,7 +583,9 @@ static int job_set_fast(rank_state *rs, void *arg)
 {
     mm_sp_request *q = arg;
     mm_dit_request_set_fast(q->rr[rs->rank].dreq, q->fast);
-    return mm_ctx_failed(rs->ctx) ? mm_fail(&rs->err, "fast mode could not be set up") : 0;
+    if (mm_ctx_error(rs->ctx, &rs->err) != 0) /* the cause, not just that it failed */
+        return mm_error_prefix(&rs->err, "setting up fast mode");
+    return 0;
 }
 
 int mm_sp_request_set_fast(mm_sp_request *q, bool fast, mm_error *err)

@@ -170,7 +170,8 @@ static void test_one_rank_exchanging_with_itself(void)
 }
 /* One rank stages nothing: rows that are not on rank 0's device (here host
  * rows tagged as a GPU's) are refused by name instead of being handed to the
- * DiT as they are; the request stays usable. */
+ * DiT as they are; the request stays usable. And a rank's failure while
+ * fast mode is set up names its cause. */
 static void test_one_rank_refuses_rows_on_another_device(void)
 {
     kit_forward_case f;
@@ -197,6 +198,12 @@ static void test_one_rank_refuses_rows_on_another_device(void)
               err.msg);
     err = (mm_error){{0}};
     MM_EXPECT(mm_sp_forward(req, f.row_t, &f.video, &f.audio, &tvv, &tva, &err) == 0, "then: %s", err.msg);
+    /* a failure on a rank's context while fast mode is set up comes back with its cause */
+    mm_ctx_fail(ctx, "a failure the test recorded");
+    err = (mm_error){{0}};
+    MM_EXPECT(mm_sp_request_set_fast(req, true, &err) != 0 && strstr(err.msg, "a failure the test recorded"),
+              "set_fast: %s", err.msg);
+    mm_ctx_clear_error(ctx);
     free(vv);
     free(va);
     mm_sp_request_end(req);
