@@ -712,3 +712,25 @@ int mm_st_save(const char *path, size_t n, const char *const *names, const mm_te
     }
     return mm_st_writer_close(w, err);
 }
+
+const mm_st_entry *mm_st_find_config(const mm_safetensors *st, const char *name, int ndim, const char *kind,
+                                     mm_error *err)
+{
+    const mm_st_entry *e = mm_st_find(st, name);
+    if (!e) {
+        mm_fail(err, "%s: tensor '%s' not found (not a MiniMax-H3 %s?)", mm_st_path(st), name, kind);
+        return NULL;
+    }
+    if (e->ndim != ndim) {
+        mm_fail(err, "%s: '%s' has %d dims, %d expected", mm_st_path(st), name, e->ndim, ndim);
+        return NULL;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (e->shape[i] < 1 || e->shape[i] > MM_ST_MAX_CONFIG_DIM) {
+            char sb[96];
+            mm_fail(err, "%s: '%s' has shape %s; each dimension must be 1..%d", mm_st_path(st), name,
+                    mm_shape_str(e->ndim, e->shape, sb, sizeof sb), MM_ST_MAX_CONFIG_DIM);
+            return NULL;
+        }
+    return e;
+}

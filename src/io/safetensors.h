@@ -70,6 +70,16 @@ size_t mm_st_count(const mm_safetensors *st);
 const mm_st_entry *mm_st_at(const mm_safetensors *st, size_t i);
 /* NULL when absent. */
 const mm_st_entry *mm_st_find(const mm_safetensors *st, const char *name);
+/* Dimensions a model reads its configuration from (widths, depths, heads)
+ * are at most this: they become ints, divisors and allocation factors. */
+#define MM_ST_MAX_CONFIG_DIM (1 << 24)
+/* The entry `name` of rank ndim whose every dimension is in
+ * 1..MM_ST_MAX_CONFIG_DIM, or NULL with a message naming the file and the
+ * tensor (`kind` says what the file should have been, e.g. "DiT checkpoint").
+ * A header can pair a huge dimension with a zero one and still pass the
+ * file-size check; this is where such a file is refused. */
+const mm_st_entry *mm_st_find_config(const mm_safetensors *st, const char *name, int ndim, const char *kind,
+                                     mm_error *err);
 /* Number of entries whose name starts with `prefix`. */
 size_t mm_st_count_prefix(const mm_safetensors *st, const char *prefix);
 

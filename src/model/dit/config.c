@@ -3,30 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The sizes read from these shapes become ints, divisors and factors of
- * allocation sizes: a file with a 0 (or a huge) dimension is refused here
- * (a 0-element q_norm once divided by zero below). */
-#define MAX_CONFIG_DIM (1 << 24)
-
+/* A 0 or huge dimension is refused by mm_st_find_config (a 0-element q_norm
+ * once divided by zero below). */
 static const mm_st_entry *need(const mm_safetensors *st, const char *name, int ndim, mm_error *err)
 {
-    const mm_st_entry *e = mm_st_find(st, name);
-    if (!e) {
-        mm_fail(err, "%s: tensor '%s' not found (not a MiniMax-H3 DiT checkpoint?)", mm_st_path(st), name);
-        return NULL;
-    }
-    if (e->ndim != ndim) {
-        mm_fail(err, "%s: '%s' has %d dims, %d expected", mm_st_path(st), name, e->ndim, ndim);
-        return NULL;
-    }
-    for (int i = 0; i < ndim; i++)
-        if (e->shape[i] < 1 || e->shape[i] > MAX_CONFIG_DIM) {
-            char sb[96];
-            mm_fail(err, "%s: '%s' has shape %s; each dimension must be 1..%d", mm_st_path(st), name,
-                    mm_shape_str(e->ndim, e->shape, sb, sizeof sb), MAX_CONFIG_DIM);
-            return NULL;
-        }
-    return e;
+    return mm_st_find_config(st, name, ndim, "DiT checkpoint", err);
 }
 
 /* Counts consecutive "<prefix><i>.<leaf>" tensors from i = 0. */

@@ -5,22 +5,14 @@
 
 #include "model/vae/vae_common.h"
 
-#define VAE_MAX_DIM (1 << 24)
-
 int vae_shape_of(const mm_safetensors *st, const char *kind, const char *name, int ndim, int64_t *shape,
                  mm_error *err)
 {
-    const mm_st_entry *e = mm_st_find(st, name);
+    char file_kind[48];
+    snprintf(file_kind, sizeof file_kind, "%s file", kind);
+    const mm_st_entry *e = mm_st_find_config(st, name, ndim, file_kind, err);
     if (!e)
-        return mm_fail(err, "%s: tensor '%s' not found (not a MiniMax-H3 %s file?)", mm_st_path(st), name, kind);
-    if (e->ndim != ndim)
-        return mm_fail(err, "%s: '%s' has rank %d, %d expected", mm_st_path(st), name, e->ndim, ndim);
-    for (int i = 0; i < ndim; i++)
-        if (e->shape[i] < 1 || e->shape[i] > VAE_MAX_DIM) {
-            char sb[96];
-            return mm_fail(err, "%s: '%s' has shape %s; each dimension must be 1..%d", mm_st_path(st), name,
-                           mm_shape_str(e->ndim, e->shape, sb, sizeof sb), VAE_MAX_DIM);
-        }
+        return -1;
     memcpy(shape, e->shape, sizeof(int64_t) * (size_t)ndim);
     return 0;
 }

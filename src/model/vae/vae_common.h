@@ -33,10 +33,8 @@ void vae_store_free(vae_store *s);
 /* Registers a tensor the model made itself (owned; freed with the store). */
 int vae_store_add(vae_store *s, mm_tensor *t, mm_error *err);
 
-/* The shape of tensor `name`, which must have rank ndim and every dimension in
- * 1..2^24, so configuration read from it fits an int and products stay sane
- * (a hostile header can pair a huge dimension with a zero one and still pass
- * the file-size check). `kind` names the expected file in the error. */
+/* The shape of tensor `name` (mm_st_find_config: rank ndim, every dimension
+ * in 1..2^24). `kind` names the expected file in the error. */
 int vae_shape_of(const mm_safetensors *st, const char *kind, const char *name, int ndim, int64_t *shape,
                  mm_error *err);
 
