@@ -91,12 +91,19 @@ static pl_item *new_item(pl_job *j, pl_role role, const char *path, int ref_inde
     return it;
 }
 
-static const char *what(const pl_item *it, char *buf, size_t n)
+const char *pl_item_name(const pl_item *it, char *buf, size_t n)
 {
     if (it->ref_index < 0)
-        snprintf(buf, n, "last image %s", it->path);
+        snprintf(buf, n, "last image");
     else
-        snprintf(buf, n, "reference %d (%s)", it->ref_index + 1, it->path);
+        snprintf(buf, n, "reference %d", it->ref_index + 1);
+    return buf;
+}
+
+static const char *what(const pl_item *it, char *buf, size_t n)
+{
+    char name[32];
+    snprintf(buf, n, "%s (%s)", pl_item_name(it, name, sizeof name), it->path);
     return buf;
 }
 

@@ -102,6 +102,9 @@ typedef struct pl_item {
     bool cached;            /* latents came from the reference cache */
     double video_s, audio_s; /* encode wall seconds (pipeline_references.c's breakdown) */
 } pl_item;
+/* The name users know an item by, in logs and errors alike: "reference N"
+ * (the N-th -i / image_ids entry, keyframes included) or "last image". */
+const char *pl_item_name(const pl_item *it, char *buf, size_t n);
 
 typedef struct pl_job {
     mm_pipeline *p;

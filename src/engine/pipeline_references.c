@@ -247,12 +247,7 @@ static void log_item(const mm_pipeline *p, const encoder_facts *f, const pl_item
     const char *dev = f->device;
     int sr = f->sample_rate;
     double audio_seconds = sr > 0 ? (double)it->audio_samples / sr : 0.0;
-    if (it->ref_index < 0)
-        snprintf(name, sizeof name, "last image");
-    else if (it->role == PL_KEYFRAME_FIRST || it->role == PL_KEYFRAME_LAST)
-        snprintf(name, sizeof name, "keyframe %d", it->ref_index + 1);
-    else
-        snprintf(name, sizeof name, "reference %d", it->ref_index + 1);
+    pl_item_name(it, name, sizeof name);
     if (it->role == PL_REF_VIDEO) {
         int clip = f->clip_length > 0 ? f->clip_length : 1;
         snprintf(what, sizeof what, "video %dx%d -> %dx%d, %d frames = %d clips", it->src_width, it->src_height,
@@ -304,9 +299,8 @@ int pl_encode_references(pl_job *j, mm_error *err)
         if (pl_cancelled(j))
             return MM_CANCELLED;
         if (encode_item(j, it, err) != 0) {
-            char buf[64];
-            snprintf(buf, sizeof buf, it->ref_index < 0 ? "last image" : "reference %d", it->ref_index + 1);
-            return mm_error_prefix(err, "%s (%s)", buf, it->path);
+            char name[32];
+            return mm_error_prefix(err, "%s (%s)", pl_item_name(it, name, sizeof name), it->path);
         }
         cache_put(p->ref_cache, it, channels);
         encoded++;
