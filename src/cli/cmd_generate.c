@@ -697,6 +697,8 @@ int mm_cmd_generate(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    if (interrupted) /* too late to cancel: the engine had already finished the clip */
+        fprintf(stderr, PROG ": the interrupt came after the clip was finished; kept %s\n", out_arg);
     mm_timing_add(&res.timing, MM_TG_LOADING, "resolve checkpoints", resolve_s);
     res.timing.wall = mm_timing_now() - t_start;
     if (verbosity > 0) {

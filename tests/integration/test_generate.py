@@ -303,6 +303,21 @@ def sigterm_cancels_and_a_second_ctrl_c_leaves_no_part_file(env):
 
 
 @test
+def a_ctrl_c_too_late_to_cancel_says_so(env):
+    # signalled once the mp4 is being finished: either the cancel is still
+    # honoured (nothing left behind) or the complete clip is kept and the user
+    # is told why the Ctrl-C did not stop it
+    out = env.out("late_interrupt.mp4")
+    rc, log = render_and_signal(env, out, "writing mp4", [signal.SIGINT])
+    if rc == 130:
+        check(not os.path.exists(out) and not os.path.exists(out + ".part"), "cancelled but left a file")
+    else:
+        check(rc == 0, "exit %d: %s", rc, log[-300:])
+        check("the interrupt came after the clip was finished" in log, "no word on the late Ctrl-C: %s", log[-400:])
+        check_clip(out, 256, 256, 56)  # 62 frames snap down to 17n+5
+
+
+@test
 def timing_table_adds_up(env):
     r = env.generate("-p", "a timing check", "--size", "64x64", "--seed", "9", "-o", env.out("timing.mp4"), *QUICK)
     ok(r, "timing")
