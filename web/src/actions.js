@@ -38,7 +38,7 @@ export async function submit(body) {
   const answer = await api.enqueue(body);
   const { generation, generations, warnings } = enqueued(answer);
   for (const g of generations) {
-    store.upsert({ prompt: body.prompt, ...body, ...g, status: g.status || 'queued', enqueued_at: g.enqueued_at ?? Math.floor(Date.now() / 1000) }, { isNew: true });
+    store.upsert({ prompt: body.prompt, ...body, ...g, status: g.status || 'queued', enqueued_at: g.enqueued_at ?? Math.floor(Date.now() / 1000), enqueued_us: g.enqueued_us ?? Date.now() * 1000 }, { isNew: true });
     store.fetchOne(g.generation_id).catch(() => {});
   }
   for (const w of warnings) toast(typeof w === 'string' ? w : w.message || JSON.stringify(w), { kind: 'warn', timeout: 8000 });

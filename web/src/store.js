@@ -19,7 +19,17 @@ export function matchesQuery(g, query) {
   return true;
 }
 
-const newer = (a, b) => (b.enqueued_at ?? 0) - (a.enqueued_at ?? 0);
+// The server's list order (docs/API.md): enqueue time in microseconds, then
+// the id, both descending. Whole seconds alone would place rows enqueued in
+// the same second differently from the pages that bring their neighbours.
+// uuids compare in PostgreSQL byte by byte, as their lowercase hex does here.
+const enqueuedUs = (g) => g.enqueued_us ?? (g.enqueued_at ?? 0) * 1e6;
+export const newer = (a, b) => {
+  const d = enqueuedUs(b) - enqueuedUs(a);
+  if (d !== 0) return d;
+  const x = String(a.generation_id ?? ''), y = String(b.generation_id ?? '');
+  return x === y ? 0 : y > x ? 1 : -1;
+};
 
 export class GalleryStore {
   constructor(client = api) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GalleryStore, matchesQuery } from '../src/store.js';
+import { GalleryStore, matchesQuery, newer } from '../src/store.js';
 
 // A tiny in-memory stand-in for the list endpoint, enough to exercise the
 // store's merging rules; the real API is covered by the e2e suite.
@@ -96,5 +96,26 @@ describe('GalleryStore under a filter', () => {
     await s.loadMore();
     expect(s.getSnapshot().items.map((g) => g.generation_id).slice(-3)).toEqual(['g3', 'g2', 'g1']);
     expect(s.getSnapshot().items).toHaveLength(50);
+  });
+  it('places a row from an event where the server lists it when the second is the same', async () => {
+    // 45 rows enqueued within one second, listed by the server by microseconds
+    // then id, newest first; an update about one beyond the loaded 40 (a worker
+    // claiming the oldest) must not land among them.
+    const rows = Array.from({ length: 45 }, (_, i) => row(`g${45 - i}`, { enqueued_at: 1000, enqueued_us: 1000e6 + 45 - i }));
+    const s = new GalleryStore(client(rows));
+    await s.setQuery({ statuses: [], search: '' });
+    const loaded = s.getSnapshot().items.map((g) => g.generation_id);
+    s.onEvent({ event: 'generation_update', data: { ...rows[44], status: 'processing', seq: 5 } });
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(loaded);
+    await s.loadMore();
+    expect(s.getSnapshot().items.map((g) => g.generation_id)).toEqual(rows.map((g) => g.generation_id));
+  });
+  it('orders equal enqueue times by id, descending, as the server does', () => {
+    const a = { generation_id: '0f0e0d0c-0000-4000-8000-000000000000', enqueued_us: 5 };
+    const b = { generation_id: 'a0000000-0000-4000-8000-000000000000', enqueued_us: 5 };
+    expect(newer(a, b)).toBeGreaterThan(0); // b first
+    expect(newer(b, a)).toBeLessThan(0);
+    expect(newer(a, { ...a })).toBe(0);
+    expect(newer({ generation_id: 'x', enqueued_us: 7 }, b)).toBeLessThan(0); // the later time first
   });
 });
