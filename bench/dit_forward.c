@@ -34,6 +34,7 @@
 #include "model/dit/dit.h"
 #include "model/dit/layout.h"
 #include "sampler/torch_rng.h"
+#include "stage_timer.h"
 
 typedef struct shape_cfg {
     int hidden, heads, head_dim, ffn, layers, refiner_layers, text_dim;
@@ -253,25 +254,7 @@ static int write_random(const char *path, const shape_cfg *c, mm_ctx *cpu, mm_er
 
 /* --------------------------------------------------------------- benchmark */
 
-/* Stage marks of one block → device events (mm_dit_profile). */
-#define MAX_MARKS 40
-typedef struct stage_timer {
-    int dev, n;
-    const char *name[MAX_MARKS];
-    mm_cuda_event *ev[MAX_MARKS];
-} stage_timer;
-
-static void stage_mark(void *user, const char *stage)
-{
-    stage_timer *t = user;
-    if (t->n >= MAX_MARKS)
-        return;
-    if (!t->ev[t->n])
-        t->ev[t->n] = mm_cuda_event_create(t->dev, NULL);
-    if (t->ev[t->n])
-        mm_cuda_event_record(t->ev[t->n], NULL);
-    t->name[t->n++] = stage;
-}
+static void stage_mark(void *user, const char *stage) { bench_stage_record(user, stage); }
 
 /* Dense work of a stage of one block at S rows, for its rate (0: glue). */
 static double stage_flop(const char *name, double S, double H, double A, double F)
@@ -289,15 +272,11 @@ static double stage_flop(const char *name, double S, double H, double A, double 
     return 0;
 }
 
-static void print_breakdown(const stage_timer *t, int block, int layers, double S, double H, double A, double F)
+static void print_breakdown(const bench_stage_timer *t, int block, int layers, double S, double H, double A,
+                            double F)
 {
-    double total = 0, ms[MAX_MARKS] = {0};
-    for (int i = 0; i + 1 < t->n; i++) {
-        float m = 0;
-        if (t->ev[i] && t->ev[i + 1] && mm_cuda_event_elapsed_ms(t->ev[i], t->ev[i + 1], &m, NULL) == 0)
-            ms[i] = m;
-        total += ms[i];
-    }
+    double ms[BENCH_MAX_STAGES];
+    double total = bench_stage_times(t, ms);
     printf("per-kernel breakdown of main block %d (device events, one forward):\n", block);
     printf("  %-40s %10s %7s %12s\n", "stage", "ms", "share", "TFLOP/s|TOPS");
     for (int i = 0; i + 1 < t->n; i++) {
@@ -308,16 +287,9 @@ static void print_breakdown(const stage_timer *t, int block, int layers, double 
         printf("  %-40s %10.3f %6.1f%% %12s\n", t->name[i], ms[i], total > 0 ? 100.0 * ms[i] / total : 0.0, rate);
     }
     printf("  %-40s %10.3f  (x %d blocks = %.2f s per forward)\n", "block total", total, layers, total * layers * 1e-3);
-    printf("BREAKDOWN block=%d total_ms=%.3f", block, total);
-    for (int i = 0; i + 1 < t->n; i++) {
-        char key[48];
-        int k = 0;
-        for (const char *c = t->name[i]; *c && k < 47; c++)
-            key[k++] = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ? *c : '_';
-        key[k] = 0;
-        printf(" %s=%.3f", key, ms[i]);
-    }
-    printf("\n");
+    char label[32];
+    snprintf(label, sizeof label, "block=%d", block);
+    bench_stage_print_line(t, ms, total, label);
 }
 
 /* rel_l2 of a against b over n floats. */
@@ -562,7 +534,7 @@ int main(int argc, char **argv)
             int pb = profile_block >= 0 ? profile_block : (c->layers > 1 ? 1 : 0);
             if (pb >= c->layers)
                 pb = c->layers - 1;
-            stage_timer tm = {.dev = dev.index};
+            bench_stage_timer tm = {.dev = dev.index};
             mm_dit_profile prof = {pb, stage_mark, &tm};
             mm_dit_request_set_profile(req, &prof);
             if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
@@ -570,8 +542,7 @@ int main(int argc, char **argv)
             mm_dit_request_set_profile(req, NULL);
             printf("(%s) ", mode);
             print_breakdown(&tm, pb, c->layers, S, Hd, Ad, Fd);
-            for (int i = 0; i < MAX_MARKS; i++)
-                mm_cuda_event_destroy(tm.ev[i]);
+            bench_stage_timer_free(&tm);
             fflush(stdout);
         }
     }

@@ -31,6 +31,7 @@
 #include "model/dit/layout.h"
 #include "parallel/sp_dit.h"
 #include "sampler/torch_rng.h"
+#include "stage_timer.h"
 
 static double now(void)
 {
@@ -72,63 +73,37 @@ static int download(mm_ctx *ctx, bench_in *in, mm_error *err)
     return mm_ctx_sync(ctx, err);
 }
 
-/* Stage timing of one main block of the last forward (device events on
- * rank 0's stream): the DiT's stages and, inside its "attention" stage, the
- * Ulysses ones (pack, all-to-all, SDPA, unpack). */
-#define MAX_MARKS 48
-typedef struct stage_timer {
-    int dev, n;
+/* The profiled block's stages (device events on rank 0's stream) and,
+ * inside its "attention" stage, the Ulysses ones (pack, all-to-all, SDPA,
+ * unpack). */
+typedef struct sp_timer {
+    bench_stage_timer t;
     bool in_attention; /* between the profiled block's "attention" mark and its next one */
-    const char *name[MAX_MARKS];
-    mm_cuda_event *ev[MAX_MARKS];
-} stage_timer;
-
-static void record(stage_timer *t, const char *stage)
-{
-    if (t->n >= MAX_MARKS)
-        return;
-    if (!t->ev[t->n])
-        t->ev[t->n] = mm_cuda_event_create(t->dev, NULL);
-    if (t->ev[t->n])
-        mm_cuda_event_record(t->ev[t->n], NULL);
-    t->name[t->n++] = stage;
-}
+} sp_timer;
 
 static void stage_mark(void *user, const char *stage)
 {
-    stage_timer *t = user;
+    sp_timer *st = user;
     if (stage && strncmp(stage, "Ulysses", 7) == 0) { /* every block's: keep the profiled one's */
-        if (t->in_attention)
-            record(t, stage);
+        if (st->in_attention)
+            bench_stage_record(&st->t, stage);
         return;
     }
-    t->in_attention = stage && strcmp(stage, "attention") == 0;
-    record(t, stage ? stage : "(end)");
+    st->in_attention = stage && strcmp(stage, "attention") == 0;
+    bench_stage_record(&st->t, stage);
 }
 
-static void print_breakdown(const stage_timer *t, const char *what, int block, int layers)
+static void print_breakdown(const bench_stage_timer *t, const char *what, int block, int layers)
 {
-    double total = 0, ms[MAX_MARKS] = {0};
-    for (int i = 0; i + 1 < t->n; i++) {
-        float m = 0;
-        if (t->ev[i] && t->ev[i + 1] && mm_cuda_event_elapsed_ms(t->ev[i], t->ev[i + 1], &m, NULL) == 0)
-            ms[i] = m;
-        total += ms[i];
-    }
+    double ms[BENCH_MAX_STAGES];
+    double total = bench_stage_times(t, ms);
     printf("  stages of main block %d, %s (device events on rank 0, last forward):\n", block, what);
     for (int i = 0; i + 1 < t->n; i++)
         printf("    %-48s %9.3f ms %6.1f%%\n", t->name[i], ms[i], total > 0 ? 100.0 * ms[i] / total : 0.0);
     printf("    %-48s %9.3f ms  (x %d blocks = %.3f s)\n", "block total", total, layers, total * layers * 1e-3);
-    printf("BREAKDOWN %s block=%d total_ms=%.3f", what, block, total);
-    for (int i = 0; i + 1 < t->n; i++) {
-        char key[64];
-        int k = 0;
-        for (const char *c = t->name[i]; *c && k < 63; c++)
-            key[k++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_';
-        key[k] = 0;
-        printf(" %s=%.3f", key, ms[i]);
-    }
-    printf("\n");
+    char label[96];
+    snprintf(label, sizeof label, "%s block=%d", what, block);
+    bench_stage_print_line(t, ms, total, label);
 }
 
 /* Times warmup + iters forwards; best time into *best. N = 0: the plain DiT. */
@@ -161,7 +136,7 @@ static int run(const char *ckpt, mm_ctx *ctx0, int N, int cpu_threads, bench_in 
     int rc = N == 0 ? mm_dit_request_begin(dit, ctx0, &in->l, &in->text, NULL, &dreq, err)
                     : mm_sp_request_begin(sp, &in->l, &in->text, &sreq, err);
     const int layers = mm_dit_get_config(N == 0 ? dit : mm_sp_dit_replica(sp, 0))->layers;
-    stage_timer tm = {.dev = dev0.index};
+    sp_timer tm = {.t = {.dev = dev0.index}};
     mm_dit_profile prof = {layers / 2, stage_mark, &tm};
     if (rc == 0) {
         char kind[200];
@@ -191,13 +166,12 @@ static int run(const char *ckpt, mm_ctx *ctx0, int N, int cpu_threads, bench_in 
             fflush(stdout);
         }
     }
-    if (tm.n > 1) {
+    if (tm.t.n > 1) {
         char what[32];
         snprintf(what, sizeof what, N == 0 ? "plain" : "sp_gpus=%d", N);
-        print_breakdown(&tm, what, layers / 2, layers);
+        print_breakdown(&tm.t, what, layers / 2, layers);
     }
-    for (int i = 0; i < MAX_MARKS; i++)
-        mm_cuda_event_destroy(tm.ev[i]);
+    bench_stage_timer_free(&tm.t);
     if (dreq)
         mm_dit_request_set_profile(dreq, NULL);
     if (sreq)
