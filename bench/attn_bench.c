@@ -3,7 +3,8 @@
  * (issue 9).
  *
  *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
- *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk]
+ *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk,
+ *                            fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
@@ -11,7 +12,10 @@
  * MMH3_ATTN set (kernels/attention.cu); fa3, fa3-nopp, fa3-fast,
  * fa3-fastqk = the FA3-style kernel of kernels/attn_fa3.cu (bf16 with and
  * without ping-pong; fast mode: int8 q·k + e4m3 p·v; int8 q·k + bf16 p·v —
- * their quantization passes included). The first path that runs is the
+ * their quantization passes included); a fa3 path ending in -poly25 or
+ * -poly50 runs that path with MMH3_FA3_POLYEXP=0.25 or 0.5 (that share of
+ * the softmax's exp2 by polynomial on the FMA pipes instead of the MUFU,
+ * kernels/fa3_polyexp.h). The first path that runs is the
  * reference of the others' rel_l2. One line per path:
  *   ATTN path=fa3 ms=71.2 tflops=581.7 rel_l2_vs=sm80:0.0021
  */
@@ -122,15 +126,26 @@ int main(int argc, char **argv)
     int failures = 0;
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         const bool fa3 = strncmp(p, "fa3", 3) == 0;
-        const mm_fa3_mode mode = strcmp(p, "fa3-fastqk") == 0                                   ? MM_FA3_FAST_QK
-                                 : strcmp(p, "fa3-fast") == 0 || strcmp(p, "fa3-e4m3") == 0 ? MM_FA3_FAST
-                                                                                            : MM_FA3_EXACT;
+        /* fa3 paths: BASE or BASE-poly25 / BASE-poly50 */
+        char base[32];
+        snprintf(base, sizeof base, "%s", p);
+        char *suffix = strstr(base, "-poly");
+        const char *poly = NULL;
+        if (fa3 && suffix) {
+            poly = strcmp(suffix, "-poly25") == 0 ? "0.25" : strcmp(suffix, "-poly50") == 0 ? "0.5" : "bad";
+            *suffix = 0;
+        }
+        const mm_fa3_mode mode = strcmp(base, "fa3-fastqk") == 0                                      ? MM_FA3_FAST_QK
+                                 : strcmp(base, "fa3-fast") == 0 || strcmp(base, "fa3-e4m3") == 0 ? MM_FA3_FAST
+                                                                                                  : MM_FA3_EXACT;
         if (fa3) {
             if (!mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
                 printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
                 continue;
             }
-            setenv("MMH3_FA3_PINGPONG", strcmp(p, "fa3-nopp") == 0 ? "0" : "1", 1);
+            setenv("MMH3_FA3_PINGPONG", strcmp(base, "fa3-nopp") == 0 ? "0" : "1", 1);
+            if (poly)
+                setenv("MMH3_FA3_POLYEXP", poly, 1);
         } else {
             setenv("MMH3_ATTN", p, 1);
         }
@@ -158,6 +173,7 @@ int main(int argc, char **argv)
         }
         unsetenv("MMH3_ATTN");
         unsetenv("MMH3_FA3_PINGPONG");
+        unsetenv("MMH3_FA3_POLYEXP");
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

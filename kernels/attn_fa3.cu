@@ -47,7 +47,10 @@
  * tile's dequantization scales with int8) inside the exponent (ex2.approx);
  * int32 scores become floats exactly through the float-bias trick (|sum| <
  * 127²·128 < 2²²); keys past the end of the sequence (the last tile; TMA
- * fills them with zeros) are masked. The CPU twin is the exact softmax of
+ * fills them with zeros) are masked. MMH3_FA3_POLYEXP (template parameter
+ * POLYQ, mmk_fa3.polyexp) moves a fixed quarter or half of the exponentials
+ * from the MUFU to a polynomial on the FMA pipes (kernels/fa3_polyexp.h);
+ * POLYQ 0 is the plain kernel. The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device, and tests/unit/test_speed_fast_budget.c holds
  * the CPU model of fast mode's rounding that its tolerance comes from.
@@ -61,6 +64,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "kernels/common.cuh"
+#include "kernels/fa3_polyexp.h"
 #include "kernels/mma.cuh"
 #include "kernels/mmk_fa3.h"
 #include "kernels/tma_host.cuh"
@@ -138,11 +142,29 @@ template <bool PV8> __device__ __forceinline__ void fa3_issue_pv(float (&acc)[64
  * probabilities stay above e4m3's subnormal range; cancels in O / l. */
 template <bool PV8> constexpr float fa3_offset() { return PV8 ? 8.f : 0.f; }
 
+/* MMH3_FA3_POLYEXP (kernels/fa3_polyexp.h): POLYQ quarters of each row's
+ * exponentials by the FMA-pipe polynomial, the rest on the MUFU. Which ones
+ * is fixed per score n-tile (8 columns; a thread holds one column pair of
+ * it per row), so every thread takes the same branch, resolved at compile
+ * time in the unrolled loops: POLYQ 1 = n-tiles 0, 4, 8, 12; 2 = the even
+ * ones (interleaved, so that the two pipes' work alternates). POLYQ 0 is
+ * the plain kernel, instruction for instruction. */
+template <int POLYQ> __device__ __forceinline__ bool fa3_poly_tile(int nt) { return (nt * POLYQ) % 4 < POLYQ; }
+
+template <int POLYQ> __device__ __forceinline__ float fa3_exp2(float x, int nt)
+{
+    if constexpr (POLYQ > 0) {
+        if (fa3_poly_tile<POLYQ>(nt))
+            return mmk_exp2_poly(x);
+    }
+    return mmk_exp2_approx(x);
+}
+
 /* Online softmax of one bf16-product score tile in place (scores →
  * unnormalized probabilities), per thread's two rows (g, g + 8); sl[r] is
  * row r's scale·log2 e. corr[r] = exp2(m_old − m_new) for the running
  * output; l[r] is updated (this thread's columns). */
-template <bool PV8>
+template <bool PV8, int POLYQ>
 __device__ __forceinline__ void fa3_softmax_f32(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                 const float (&sl)[2], int key0, int seq, int t)
 {
@@ -169,8 +191,8 @@ __device__ __forceinline__ void fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
         float neg = fa3_offset<PV8>() - m_use, sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < 16; nt++) {
-            float p0 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r], sl[r], neg));
-            float p1 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r + 1], sl[r], neg));
+            float p0 = fa3_exp2<POLYQ>(fmaf(sc[nt * 4 + 2 * r], sl[r], neg), nt);
+            float p1 = fa3_exp2<POLYQ>(fmaf(sc[nt * 4 + 2 * r + 1], sl[r], neg), nt);
             sc[nt * 4 + 2 * r] = p0;
             sc[nt * 4 + 2 * r + 1] = p1;
             sum += p0 + p1;
@@ -187,7 +209,7 @@ __device__ __forceinline__ float fa3_i2f(int32_t a)
 }
 
 /* The same for int8 products: si (int32 sums) → sc (probabilities). */
-template <bool PV8>
+template <bool PV8, int POLYQ>
 __device__ __forceinline__ void fa3_softmax_i32(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&l)[2],
                                                 float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
 {
@@ -218,7 +240,7 @@ __device__ __forceinline__ void fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int i = nt * 4 + 2 * r + e;
-                float pv = mmk_exp2_approx(fmaf(fa3_i2f(si[i]), sl[r], neg));
+                float pv = fa3_exp2<POLYQ>(fmaf(fa3_i2f(si[i]), sl[r], neg), nt);
                 if (edge && si[i] == INT_MIN)
                     pv = 0.f;
                 sc[i] = pv;
@@ -256,7 +278,7 @@ template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32
 }
 
 /* Scores of tile j → probabilities in sc, whichever product made them. */
-template <bool QK8, bool PV8>
+template <bool QK8, bool PV8, int POLYQ>
 __device__ __forceinline__ void fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 64 : 1], float (&m)[2], float (&l)[2],
                                            float (&corr)[2], const float (&sl_row)[2], const float *ks, int j, int seq,
                                            int t)
@@ -264,14 +286,14 @@ __device__ __forceinline__ void fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 
     if constexpr (QK8) {
         const float kj = ks[j];
         const float sl[2] = {sl_row[0] * kj, sl_row[1] * kj};
-        fa3_softmax_i32<PV8>(si, sc, m, l, corr, sl, j * kBN, seq, t);
+        fa3_softmax_i32<PV8, POLYQ>(si, sc, m, l, corr, sl, j * kBN, seq, t);
     } else {
-        fa3_softmax_f32<PV8>(sc, m, l, corr, sl_row, j * kBN, seq, t);
+        fa3_softmax_f32<PV8, POLYQ>(sc, m, l, corr, sl_row, j * kBN, seq, t);
     }
 }
 #endif
 
-template <bool QK8, bool PV8, bool PINGPONG>
+template <bool QK8, bool PV8, bool PINGPONG, int POLYQ = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     k_fa3(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
           const __grid_constant__ CUtensorMap tmV, const Fa3Params p)
@@ -383,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
         mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
-    fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
+    fa3_scores<QK8, PV8, POLYQ>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
     fa3_pack_p<PV8>(pa, sc);
@@ -413,7 +435,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             mmk_fence_regs(sc);
         mmk_mbar_arrive(EMPTY_K(s));
-        fa3_scores<QK8, PV8>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
+        fa3_scores<QK8, PV8, POLYQ>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
          * for anything written meanwhile (sc above) */
@@ -729,16 +751,31 @@ __global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ 
 
 /* ------------------------------------------------------------------ host */
 
-template <bool QK8, bool PV8, bool PP>
-int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
-           cudaStream_t s, mm_error *err)
+template <bool QK8, bool PV8, bool PP, int POLYQ>
+int launch_one(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
+               cudaStream_t s, mm_error *err)
 {
     constexpr int smem = Fa3Layout<QK8, PV8>::kSmem;
-    MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), err,
+    MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP, POLYQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), err,
             "raising the shared-memory limit of the fa3 attention kernel");
     dim3 grid(n_mb, p.heads);
-    k_fa3<QK8, PV8, PP><<<grid, kThreads, smem, s>>>(q, k, v, p);
+    k_fa3<QK8, PV8, PP, POLYQ><<<grid, kThreads, smem, s>>>(q, k, v, p);
     return mmk_launched(err, QK8 ? (PV8 ? "k_fa3 (int8 q·k, e4m3 p·v)" : "k_fa3 (int8 q·k, bf16 p·v)") : "k_fa3 (bf16)");
+}
+
+/* One product pair: the schedule and the polyexp variant (checked by mmk_fa3_run) */
+template <bool QK8, bool PV8>
+int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb, bool pp,
+           int poly, cudaStream_t s, mm_error *err)
+{
+    switch (poly * 2 + (pp ? 1 : 0)) {
+    case 0: return launch_one<QK8, PV8, false, 0>(q, k, v, p, n_mb, s, err);
+    case 1: return launch_one<QK8, PV8, true, 0>(q, k, v, p, n_mb, s, err);
+    case 2: return launch_one<QK8, PV8, false, 1>(q, k, v, p, n_mb, s, err);
+    case 3: return launch_one<QK8, PV8, true, 1>(q, k, v, p, n_mb, s, err);
+    case 4: return launch_one<QK8, PV8, false, 2>(q, k, v, p, n_mb, s, err);
+    default: return launch_one<QK8, PV8, true, 2>(q, k, v, p, n_mb, s, err);
+    }
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -817,6 +854,9 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         return 0;
     if (a->mode < MMK_FA3_EXACT || a->mode > MMK_FA3_FAST_QK)
         return mm_fail(err, "attention (fa3): unknown mode %d", a->mode);
+    if (a->polyexp < 0 || a->polyexp > MMK_FA3_POLYEXP_MAX)
+        return mm_fail(err, "attention (fa3): polyexp %d quarters not built (0..%d)", a->polyexp, MMK_FA3_POLYEXP_MAX);
+    const int poly = a->polyexp;
     if (a->heads <= 0 || a->heads_kv <= 0 || a->heads % a->heads_kv)
         return mm_fail(err, "attention (fa3): %d query heads cannot share %d kv heads evenly", a->heads, a->heads_kv);
     if (!al16(a->q) || !al16(a->k) || !al16(a->v) || !al16(a->o) || a->ldq % 8 || a->ldk % 8 || a->ldv % 8 ||
@@ -844,8 +884,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
             mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
             mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, seq_kv, (uint64_t)a->ldk * 2, 64, kBN, err))
             return -1;
-        return pp ? launch<false, false, true>(mq, mk, mv, p, n_qb, s, err)
-                  : launch<false, false, false>(mq, mk, mv, p, n_qb, s, err);
+        return launch<false, false>(mq, mk, mv, p, n_qb, pp, poly, s, err);
     }
 
     /* fast modes: k/v statistics, int8 q (per row) and k (smoothed, per tile) */
@@ -881,8 +920,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     if (a->mode == MMK_FA3_FAST_QK) {
         if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err))
             return -1;
-        return pp ? launch<true, false, true>(mq, mk, mv, p, n_qb, s, err)
-                  : launch<true, false, false>(mq, mk, mv, p, n_qb, s, err);
+        return launch<true, false>(mq, mk, mv, p, n_qb, pp, poly, s, err);
     }
     /* e4m3 P·V: the smoothed, scaled, permuted, transposed v */
     const int64_t ld_vt = (int64_t)n_kb * kBN;
@@ -897,7 +935,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.v_scale = stats + (size_t)2 * a->heads_kv * kD;
     if (mmk_tma_map_2d(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
         return -1;
-    return pp ? launch<true, true, true>(mq, mk, mv, p, n_qb, s, err) : launch<true, true, false>(mq, mk, mv, p, n_qb, s, err);
+    return launch<true, true>(mq, mk, mv, p, n_qb, pp, poly, s, err);
 }
 
 /* ------------------------------------------------------------------ first-use self-check */
@@ -922,7 +960,7 @@ double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
  * worse rel_l2, or a negative value when something could not run, message
  * in err) and one with fewer queries than keys (*cross: its rel_l2, or
  * negative). */
-double fa3_selfcheck(int dev, int mode, double *cross, mm_error *err)
+double fa3_selfcheck(int dev, int mode, int poly, double *cross, mm_error *err)
 {
     const int S = 700, H = 4, W = 3 * H * kD;
     const size_t n = (size_t)S * W, no = (size_t)S * H * kD;
@@ -971,6 +1009,7 @@ double fa3_selfcheck(int dev, int mode, double *cross, mm_error *err)
             f.scale = r.scale;
             f.mode = mode;
             f.pingpong = -1;
+            f.polyexp = poly;
             if (mmk_attention_run(dev, s, &r, err) || cudaMemsetAsync(o_fa3, 0xff, no * 2, s) != cudaSuccess ||
                 mmk_fa3_run(dev, s, &f, err) || cudaStreamSynchronize(s) != cudaSuccess ||
                 cudaMemcpy(h_ref, o_ref, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
@@ -1001,46 +1040,51 @@ std::mutex g_fa3_check_mu;
 
 } // namespace
 
-static int g_cross_verdict[64][MMK_FA3_MODES]; /* 1: the queries ≠ keys problem passed */
+/* verdicts per device, mode and polyexp variant; 1: passed, 2: failed */
+static int g_cross_verdict[64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1]; /* the queries ≠ keys problem */
 
-extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
+extern "C" int mmk_fa3_verified(int dev, int mode, int poly, double *rel_l2)
 {
-    static int verdict[64][MMK_FA3_MODES];
-    static double error[64][MMK_FA3_MODES];
-    if (dev < 0 || dev >= 64 || mode < 0 || mode >= MMK_FA3_MODES || !mmk_fa3_usable(dev))
+    static int verdict[64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1];
+    static double error[64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1];
+    if (dev < 0 || dev >= 64 || mode < 0 || mode >= MMK_FA3_MODES || poly < 0 || poly > MMK_FA3_POLYEXP_MAX ||
+        !mmk_fa3_usable(dev))
         return 0;
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
-    if (!verdict[dev][mode]) {
+    if (!verdict[dev][mode][poly]) {
         mm_error err = {{0}};
         double cross = -1;
-        double rel = fa3_selfcheck(dev, mode, &cross, &err);
+        double rel = fa3_selfcheck(dev, mode, poly, &cross, &err);
         const double tol = mode == MMK_FA3_EXACT ? 1e-2 : 0.08;
         const bool ok = rel >= 0 && rel < tol, cross_ok = ok && cross >= 0 && cross < tol;
-        error[dev][mode] = rel;
-        verdict[dev][mode] = ok ? 1 : 2;
-        g_cross_verdict[dev][mode] = cross_ok ? 1 : 2;
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", mmk_fa3_mode_name(mode),
+                 poly == 1 ? " polyexp 0.25" : poly == 2 ? " polyexp 0.5" : "");
+        error[dev][mode][poly] = rel;
+        verdict[dev][mode][poly] = ok ? 1 : 2;
+        g_cross_verdict[dev][mode][poly] = cross_ok ? 1 : 2;
         if (ok)
             fprintf(stderr, "mmh3: cuda:%d attention: %s kernel in use (self-check against the portable one: rel_l2 "
-                            "%.2g; fewer queries than keys: %s rel_l2 %.2g)\n", dev, mmk_fa3_mode_name(mode), rel,
+                            "%.2g; fewer queries than keys: %s rel_l2 %.2g)\n", dev, name, rel,
                     cross_ok ? "in use," : "NOT used,", cross);
         else if (rel >= 0)
             fprintf(stderr, "mmh3: cuda:%d attention: the %s kernel disagrees with the portable one (rel_l2 %.3g, "
-                            "limit %.2g); not used\n", dev, mmk_fa3_mode_name(mode), rel, tol);
+                            "limit %.2g); not used\n", dev, name, rel, tol);
         else
             fprintf(stderr, "mmh3: cuda:%d attention: the %s kernel's self-check failed (%s); not used\n", dev,
-                    mmk_fa3_mode_name(mode), err.msg);
+                    name, err.msg);
     }
     if (rel_l2)
-        *rel_l2 = error[dev][mode];
-    return verdict[dev][mode] == 1;
+        *rel_l2 = error[dev][mode][poly];
+    return verdict[dev][mode][poly] == 1;
 }
 
-extern "C" int mmk_fa3_cross_verified(int dev, int mode)
+extern "C" int mmk_fa3_cross_verified(int dev, int mode, int poly)
 {
-    if (!mmk_fa3_verified(dev, mode, NULL))
+    if (!mmk_fa3_verified(dev, mode, poly, NULL))
         return 0;
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
-    return g_cross_verdict[dev][mode] == 1;
+    return g_cross_verdict[dev][mode][poly] == 1;
 }
 
 static const mmk_kernel_entry g_fa3_kernels[] = {
@@ -1050,6 +1094,12 @@ static const mmk_kernel_entry g_fa3_kernels[] = {
     {"attn_fa3_i8_e4m3_nopp", (const void *)k_fa3<true, true, false>, 90},
     {"attn_fa3_i8_bf16", (const void *)k_fa3<true, false, true>, 90},
     {"attn_fa3_i8_bf16_nopp", (const void *)k_fa3<true, false, false>, 90},
+    {"attn_fa3_bf16_poly25", (const void *)k_fa3<false, false, true, 1>, 90},
+    {"attn_fa3_bf16_poly50", (const void *)k_fa3<false, false, true, 2>, 90},
+    {"attn_fa3_i8_e4m3_poly25", (const void *)k_fa3<true, true, true, 1>, 90},
+    {"attn_fa3_i8_e4m3_poly50", (const void *)k_fa3<true, true, true, 2>, 90},
+    {"attn_fa3_i8_bf16_poly25", (const void *)k_fa3<true, false, true, 1>, 90},
+    {"attn_fa3_i8_bf16_poly50", (const void *)k_fa3<true, false, true, 2>, 90},
     {"attn_fa3_vt_bf16", (const void *)k_fa3_vt_bf16, 90},
     {"attn_fa3_kv_partial", (const void *)k_fa3_kv_partial, 90},
     {"attn_fa3_kv_finish", (const void *)k_fa3_kv_finish, 90},

@@ -53,27 +53,31 @@ typedef struct mmk_fa3 {
     float scale;  /* softmax scale, e.g. 1/sqrt(128) */
     int mode;     /* MMK_FA3_EXACT / _FAST / _FAST_QK */
     int pingpong; /* -1: default (on), 0: off, 1: on — the two consumer warpgroups take turns on the tensor cores */
+    int polyexp;  /* 0 (default): every softmax exp2 on the MUFU (ex2.approx); 1, 2: that many quarters of them
+                     by a polynomial on the FMA pipes (kernels/fa3_polyexp.h; MMH3_FA3_POLYEXP=0.25, 0.5) */
 } mmk_fa3;
+
+enum { MMK_FA3_POLYEXP_MAX = 2 };
 
 /* 1 when `dev` can run it (sm_90 device, sm_90a code in this build). */
 int mmk_fa3_usable(int dev);
 int mmk_fa3_run(int dev, mmk_stream s, const mmk_fa3 *a, mm_error *err);
 const char *mmk_fa3_mode_name(int mode);
 
-/* First-use self-check of a mode on `dev` against the portable attention
+/* First-use self-check of a mode (and polyexp variant, 0..MMK_FA3_POLYEXP_MAX) on `dev` against the portable attention
  * kernel (mmk_attention_run, portable = 1): two problems of 700 rows (six
  * key tiles, the last partial), 4 heads over 4 and over 2 kv heads, q/k/v
  * the thirds of one fused buffer as the DiT passes them, every output
  * written and finite, rel_l2 below 1e-2 (exact) or 0.08 (fast modes: twice
  * their error budget on these inputs). Runs once per device and mode (later
  * calls return the cached verdict), synchronizes the device's stream,
- * prints one line on stderr the first time. 1 = verified; rel_l2 (may be
+ * prints one line on stderr the first time (per variant). 1 = verified; rel_l2 (may be
  * NULL) receives the worse of the two errors. */
-int mmk_fa3_verified(int dev, int mode, double *rel_l2);
+int mmk_fa3_verified(int dev, int mode, int polyexp, double *rel_l2);
 /* The same self-check's third problem, queries ≠ keys (300 query rows over
  * 700 keys, the seq_kv path): 1 when it passed too. A separate verdict so
  * that a failure there keeps the equal-length kernel in use. */
-int mmk_fa3_cross_verified(int dev, int mode);
+int mmk_fa3_cross_verified(int dev, int mode, int polyexp);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,8 @@
 #              mmh3 check --json     which kernels the product uses ("kernel_paths")
 #   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
 #   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p, fa3, fa3-fast,
-#            fa3-fastqk — time and rel_l2 against sm80                                 (~25 s)
+#            fa3-fastqk, and fa3 / fa3-fast with MMH3_FA3_POLYEXP=0.25, 0.5 (-poly25,
+#            -poly50) — time and rel_l2 against sm80                                  (~30 s)
 #   clip5    1344x768x124 (5 s, S=38,010): exact + fast forward (one warm-up each), the
 #            per-kernel breakdown of block 1, fast-vs-exact velocity error; the PyTorch
 #            reference (bench/reference/dit_ref.py, int8 _int_mm + SDPA), same size   (~95 s)
@@ -121,7 +122,7 @@ if want tests; then
   devtest twins 60 test_backend_twins
   devtest kernels 90 test_cuda_kernels
   grep -E 'attention path' "$OUT/speed_kernels.txt" | head -2
-  devtest fa3 120 test_speed_attention
+  devtest fa3 180 test_speed_attention
   grep -E '^  \.\. |rel_l2|default:' "$OUT/speed_fa3.txt" | tail -44
   while read -r line; do note "fa3 $line"; done < <(grep -E '^     rel_l2 .* vs exact' "$OUT/speed_fa3.txt" | sed 's/^ *//')
   devtest qgemm_test 60 test_speed_qgemm
@@ -156,7 +157,7 @@ if want attn; then
     note "SKIP attn: CUDA only (CPU stand-in run)"
   elif [ "$secs" -gt 0 ]; then
     run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 2 \
-        --paths sm80,sm90p,fa3,fa3-fast,fa3-fastqk
+        --paths sm80,sm90p,fa3,fa3-fast,fa3-fastqk,fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50
     while read -r line; do note "$line"; done < <(grep '^ATTN' "$OUT/speed_attn.txt")
   else
     skipped attn

@@ -18,6 +18,11 @@
  * the first-order error budget of those inputs (× 1.25; the budget sits a
  * little above what the model measures, test_speed_fast_budget).
  *
+ * The MMH3_FA3_POLYEXP variants (a share of the softmax's exp2 by polynomial
+ * on the FMA pipes, kernels/fa3_polyexp.h) are held to the same tolerances
+ * as the plain kernel of their mode, including masked keys (partial tiles)
+ * and the fewer-queries-than-keys path; the policy runs their self-checks.
+ *
  * Without a GPU (or on a GPU without the kernel) it prints SKIP;
  * MMH3_REQUIRE_GPU=1 turns a missing sm_90 GPU into a failure. */
 #include <math.h>
@@ -34,6 +39,7 @@
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
+static const char *g_polyexp; /* MMH3_FA3_POLYEXP for the next runs (NULL: unset) */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static float uniform(void)
@@ -132,8 +138,11 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
     char pp[4];
     snprintf(pp, sizeof pp, "%d", pingpong);
     setenv("MMH3_FA3_PINGPONG", pp, 1);
+    if (g_polyexp)
+        setenv("MMH3_FA3_POLYEXP", g_polyexp, 1);
     mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
     unsetenv("MMH3_FA3_PINGPONG");
+    unsetenv("MMH3_FA3_POLYEXP");
     mm_tensor hob = mm_tensor_wrap(ob, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hob, &dout);
     if (mm_ctx_sync(gpu, &err) != 0) {
@@ -181,9 +190,9 @@ done:
 
 static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
-    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d\n", what, S, hq, hkv, qk,
+    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s\n", what, S, hq, hkv, qk,
            kind == IN_DIT ? "DiT-like" : "outlier", mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16",
-           pingpong);
+           pingpong, g_polyexp ? " polyexp " : "", g_polyexp ? g_polyexp : "");
     fflush(stdout);
     result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
     if (!r.ok)
@@ -221,6 +230,43 @@ static void test_fast_dit_like_sharp_gqa(void) { check("fast", 700, 4, 2, 2.0f, 
 static void test_fastqk_ragged(void) { check("fast-qk", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 1); }
 static void test_fastqk_gqa_no_pingpong(void) { check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 0); }
 static void test_fastqk_dit_like(void) { check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1); }
+
+/* the polyexp variants: the same cases as the plain kernels, the same tolerances */
+static void poly_check(const char *poly, const char *what, int S, int hq, int hkv, float qk, int kind,
+                       mm_fa3_mode mode, int pingpong)
+{
+    g_polyexp = poly;
+    check(what, S, hq, hkv, qk, kind, mode, pingpong);
+    g_polyexp = NULL;
+}
+static void test_poly_exact_partial_tile(void)
+{
+    poly_check("0.25", "exact", 77, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+    poly_check("0.5", "exact", 77, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+}
+static void test_poly_exact_ragged(void)
+{
+    poly_check("0.25", "exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+    poly_check("0.5", "exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
+}
+static void test_poly_exact_sharp_gqa(void)
+{
+    poly_check("0.5", "exact", 700, 2, 2, 3.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+    poly_check("0.25", "exact", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+}
+static void test_poly_fast(void)
+{
+    poly_check("0.25", "fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1);
+    poly_check("0.5", "fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1);
+    poly_check("0.5", "fast", 2049, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 0);
+}
+static void test_poly_fast_dit_like_sharp_gqa(void)
+{
+    poly_check("0.25", "fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
+    poly_check("0.5", "fast", 700, 4, 2, 2.0f, IN_DIT, MM_FA3_FAST, 1);
+    poly_check("0.5", "fast", 517, 4, 2, 3.0f, IN_OUTLIER, MM_FA3_FAST, 1);
+}
+static void test_poly_fastqk(void) { poly_check("0.5", "fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1); }
 
 /* Fewer queries than keys (the reference KV cache's reduced forwards: the
  * rows not cached attend to themselves and the cached rows): every output
@@ -261,8 +307,11 @@ static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
         MM_EXPECT(0, "%d queries over %d keys do not fit the kernel", sq, S);
         goto done;
     }
+    if (g_polyexp)
+        setenv("MMH3_FA3_POLYEXP", g_polyexp, 1);
     mm_cuda_attention_fa3(gpu, &of, &q, &k, &v, 0.0f, mode);
     mm_cuda_attention_fa3(gpu, &op, &qs, &k, &v, 0.0f, mode);
+    unsetenv("MMH3_FA3_POLYEXP");
     mm_tensor hf_t = mm_tensor_wrap(full, mm_cpu(), MM_BF16, 2, oshp), hp_t = mm_tensor_wrap(part, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hf_t, &d_full);
     mm_copy(gpu, &hp_t, &d_part);
@@ -315,6 +364,10 @@ static void test_fewer_queries_than_keys(void)
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
     cross_case(1000, 517, 2, 2, MM_FA3_FAST_QK);
+    g_polyexp = "0.5";
+    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
+    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
+    g_polyexp = NULL;
 }
 
 /* Keys may be more or fewer than the queries, but not none: the kernel
@@ -356,6 +409,21 @@ static void test_policy_defaults_and_overrides(void)
     mm_cuda_speed_paths_get(0, false, &p);
     MM_EXPECT(p.fa3 && p.fast_fa3 && p.qgemm && strstr(p.attention, "forced"), "forced: %s | %s", p.attention, p.gemm);
     unsetenv("MMH3_DIT_ATTN"), unsetenv("MMH3_DIT_GEMM");
+    /* MMH3_FA3_POLYEXP: the variant's own self-checks, named in the texts; a value not built: no fa3 */
+    const char *polys[] = {"0.25", "0.5"};
+    for (int i = 0; i < 2; i++) {
+        setenv("MMH3_FA3_POLYEXP", polys[i], 1);
+        mm_cuda_speed_paths_get(0, true, &p);
+        printf("  MMH3_FA3_POLYEXP=%s: attention %s | fast %s\n", polys[i], p.attention, p.fast);
+        MM_EXPECT(p.fa3 && p.fa3_cross && strstr(p.attention, "polyexp") && strstr(p.attention, "self-check"),
+                  "exact, polyexp %s: %s", polys[i], p.attention);
+        MM_EXPECT(p.fast_fa3 && p.fast_fa3_cross && strstr(p.fast, "polyexp") && strstr(p.fast, "self-check"),
+                  "fast, polyexp %s: %s", polys[i], p.fast);
+    }
+    setenv("MMH3_FA3_POLYEXP", "0.3", 1);
+    mm_cuda_speed_paths_get(0, true, &p);
+    MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_POLYEXP=0.3 still runs fa3: %s | %s", p.attention, p.fast);
+    unsetenv("MMH3_FA3_POLYEXP");
 }
 
 int main(void)
@@ -397,6 +465,12 @@ int main(void)
     MM_RUN(test_fastqk_ragged);
     MM_RUN(test_fastqk_gqa_no_pingpong);
     MM_RUN(test_fastqk_dit_like);
+    MM_RUN(test_poly_exact_partial_tile);
+    MM_RUN(test_poly_exact_ragged);
+    MM_RUN(test_poly_exact_sharp_gqa);
+    MM_RUN(test_poly_fast);
+    MM_RUN(test_poly_fast_dit_like_sharp_gqa);
+    MM_RUN(test_poly_fastqk);
     MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_no_keys_do_not_fit);
     MM_RUN(test_policy_defaults_and_overrides);
