@@ -3,7 +3,9 @@
  * interpolation; plus the int8 embedding, nvfp4 weight decoding and the
  * random fill the benchmarks use. One thread per output element (grid-stride
  * loops); the host collapses dims that are contiguous in every operand, so
- * the common contiguous case indexes with a single stride. CPU twins:
+ * the common contiguous case indexes with a single stride; same-dtype copies
+ * of rows contiguous on both sides move raw 16-byte vectors (k_copy_rows, the
+ * Ulysses pack/unpack). CPU twins:
  * src/backend/cpu/elementwise.c, index.c, conv.c (pad, interpolate),
  * quant.c (embedding, nvfp4). */
 #include <cuda_fp8.h>
@@ -158,6 +160,146 @@ __global__ void k_ew_bf16x8(mmk_ew e, int64_t rows, int64_t cols)
         }
         *reinterpret_cast<uint4 *>(static_cast<bf16 *>(e.y.p) + r * e.y.stride[0] + c) = out;
     }
+}
+
+/* Same-dtype copies of rows that are contiguous on both sides — permuted or
+ * narrowed views whose last dim is unit-stride, e.g. the Ulysses pack
+ * [n, H, D] → [N, n, H/N, D], which collapses to [N, n, H/N·D]. k_ew spends
+ * three 64-bit divisions per 2-byte element on the view walk and goes
+ * through f32 per element, ~10× below HBM speed; here a group of G lanes owns
+ * a row, decodes its outer index once with 32-bit math (rows < 2^31), and
+ * moves raw W-byte vectors (W = 16, 8 or 4: the widest that divides the row,
+ * both bases and every outer stride), four in flight per lane. Raw bytes, so
+ * bit-exact by construction, as the CPU twin's memcpy of elements. */
+struct CopyRows {
+    const void *src;
+    void *dst;
+    int outer;                          /* outer dims; rows = their product */
+    unsigned shape[MMK_MAX_DIMS - 1];
+    int64_t sst[MMK_MAX_DIMS - 1];      /* outer strides in vectors */
+    int64_t dst_st[MMK_MAX_DIMS - 1];
+    unsigned rows, vpr;                 /* vectors per row */
+};
+
+/* The rows of one group of G lanes: rows first, first + groups, ...; this
+ * lane moves vectors lane, lane + G, ... of each. Host-callable, so the
+ * index math can be exercised without a GPU. */
+template <typename V, int G>
+__host__ __device__ __forceinline__ void copy_rows_group(const CopyRows &c, unsigned first, unsigned groups,
+                                                         unsigned lane)
+{
+    const V *__restrict__ src = static_cast<const V *>(c.src);
+    V *__restrict__ dst = static_cast<V *>(c.dst);
+    for (unsigned r = first; r < c.rows; r += groups) {
+        int64_t so = 0, dof = 0;
+        unsigned q = r;
+        for (int d = c.outer - 1; d >= 0; d--) {
+            unsigned i = q % c.shape[d];
+            q /= c.shape[d];
+            so += (int64_t)i * c.sst[d];
+            dof += (int64_t)i * c.dst_st[d];
+        }
+        const V *s = src + so;
+        V *o = dst + dof;
+        unsigned j = lane;
+        for (; j + 3 * G < c.vpr; j += 4 * G) {
+            V a0 = s[j], a1 = s[j + G], a2 = s[j + 2 * G], a3 = s[j + 3 * G];
+            o[j] = a0;
+            o[j + G] = a1;
+            o[j + 2 * G] = a2;
+            o[j + 3 * G] = a3;
+        }
+        for (; j < c.vpr; j += G)
+            o[j] = s[j];
+    }
+}
+
+template <typename V, int G>
+__global__ void __launch_bounds__(256) k_copy_rows(CopyRows c)
+{
+    copy_rows_group<V, G>(c, (blockIdx.x * blockDim.x + threadIdx.x) / G, gridDim.x * (blockDim.x / G),
+                          threadIdx.x % G);
+}
+
+/* Lanes per row: a warp for rows of >= 32 vectors, else the smallest power
+ * of two that covers the row. */
+unsigned copy_rows_lanes(unsigned vpr)
+{
+    return vpr >= 32 ? 32 : vpr > 8 ? 16 : vpr > 4 ? 8 : vpr > 2 ? 4 : vpr > 1 ? 2 : 1;
+}
+
+template <typename V>
+void launch_copy_rows(const CopyRows &c, mmk_stream s)
+{
+    unsigned g = copy_rows_lanes(c.vpr);
+    unsigned grid = mmk_grid((int64_t)c.rows * g);
+    switch (g) {
+    case 32: k_copy_rows<V, 32><<<grid, 256, 0, s>>>(c); break;
+    case 16: k_copy_rows<V, 16><<<grid, 256, 0, s>>>(c); break;
+    case 8: k_copy_rows<V, 8><<<grid, 256, 0, s>>>(c); break;
+    case 4: k_copy_rows<V, 4><<<grid, 256, 0, s>>>(c); break;
+    case 2: k_copy_rows<V, 2><<<grid, 256, 0, s>>>(c); break;
+    default: k_copy_rows<V, 1><<<grid, 256, 0, s>>>(c); break;
+    }
+}
+
+/* The vector width (16, 8, 4 bytes) for a collapsed same-dtype copy, or 0
+ * when k_copy_rows does not apply: the last dim unit-stride on both sides,
+ * rows of >= 16 bytes, bases and outer strides multiples of the width,
+ * row count and outer sizes within 32 bits. */
+int copy_rows_width(const mmk_view &y, const mmk_view &a)
+{
+    if (y.dtype != a.dtype || y.ndim < 2 || y.ndim != a.ndim)
+        return 0;
+    int last = y.ndim - 1;
+    if (y.stride[last] != 1 || a.stride[last] != 1)
+        return 0;
+    int64_t es = mm_dtype_bits(y.dtype) / 8, row = y.shape[last] * es, rows = 1;
+    if (es < 1 || row < 16)
+        return 0;
+    for (int d = 0; d < last; d++)
+        rows *= y.shape[d];
+    if (rows >= INT32_MAX || row / 4 >= INT32_MAX)
+        return 0;
+    for (int w = 16; w >= 4; w /= 2) {
+        bool ok = row % w == 0 && (uintptr_t)y.p % w == 0 && (uintptr_t)a.p % w == 0;
+        for (int d = 0; d < last && ok; d++)
+            ok = (y.stride[d] * es) % w == 0 && (a.stride[d] * es) % w == 0;
+        if (ok)
+            return w;
+    }
+    return 0;
+}
+
+CopyRows copy_rows_args(const mmk_view &y, const mmk_view &a, int w)
+{
+    CopyRows c;
+    memset(&c, 0, sizeof c);
+    int last = y.ndim - 1;
+    int64_t es = mm_dtype_bits(y.dtype) / 8;
+    c.src = a.p;
+    c.dst = y.p;
+    c.outer = last;
+    c.rows = 1;
+    for (int d = 0; d < last; d++) {
+        c.shape[d] = (unsigned)y.shape[d];
+        c.sst[d] = a.stride[d] * es / w;
+        c.dst_st[d] = y.stride[d] * es / w;
+        c.rows *= c.shape[d];
+    }
+    c.vpr = (unsigned)(y.shape[last] * es / w);
+    return c;
+}
+
+void copy_rows_run(const mmk_view &y, const mmk_view &a, int w, mmk_stream s)
+{
+    CopyRows c = copy_rows_args(y, a, w);
+    if (w == 16)
+        launch_copy_rows<uint4>(c, s);
+    else if (w == 8)
+        launch_copy_rows<uint2>(c, s);
+    else
+        launch_copy_rows<uint32_t>(c, s);
 }
 
 bool rows_bf16x8(const mmk_view &v)
@@ -540,6 +682,14 @@ extern "C" int mmk_ew_run(int dev, mmk_stream s, const mmk_ew *e_in, mm_error *e
                 err, "copy");
         return 0;
     }
+    /* Rows contiguous on both sides (permuted / narrowed views): raw vectors. */
+    if (e.op == MMK_EW_COPY && !e.elementwise_copy) {
+        int w = copy_rows_width(e.y, e.a);
+        if (w) {
+            copy_rows_run(e.y, e.a, w, s);
+            return mmk_launched(err, w == 16 ? "k_copy_rows16" : w == 8 ? "k_copy_rows8" : "k_copy_rows4");
+        }
+    }
     /* 2-D bf16 rows: the vectorized kernel (after collapsing, a contiguous
      * tensor is 1-D: view it as one row) */
     if (e.op != MMK_EW_FILL && !(e.op == MMK_EW_COPY && e.a.dtype != MM_BF16)) {
@@ -708,6 +858,24 @@ extern "C" int mmk_nvfp4_dequant(int dev, mmk_stream s, int N, int K, int row0, 
 static const mmk_kernel_entry g_kernels[] = {
     {"ew", (const void *)k_ew, 80},
     {"ew_bf16x8", (const void *)k_ew_bf16x8, 80},
+    {"copy_rows16_w32", (const void *)k_copy_rows<uint4, 32>, 80},
+    {"copy_rows16_w16", (const void *)k_copy_rows<uint4, 16>, 80},
+    {"copy_rows16_w8", (const void *)k_copy_rows<uint4, 8>, 80},
+    {"copy_rows16_w4", (const void *)k_copy_rows<uint4, 4>, 80},
+    {"copy_rows16_w2", (const void *)k_copy_rows<uint4, 2>, 80},
+    {"copy_rows16_w1", (const void *)k_copy_rows<uint4, 1>, 80},
+    {"copy_rows8_w32", (const void *)k_copy_rows<uint2, 32>, 80},
+    {"copy_rows8_w16", (const void *)k_copy_rows<uint2, 16>, 80},
+    {"copy_rows8_w8", (const void *)k_copy_rows<uint2, 8>, 80},
+    {"copy_rows8_w4", (const void *)k_copy_rows<uint2, 4>, 80},
+    {"copy_rows8_w2", (const void *)k_copy_rows<uint2, 2>, 80},
+    {"copy_rows8_w1", (const void *)k_copy_rows<uint2, 1>, 80},
+    {"copy_rows4_w32", (const void *)k_copy_rows<uint32_t, 32>, 80},
+    {"copy_rows4_w16", (const void *)k_copy_rows<uint32_t, 16>, 80},
+    {"copy_rows4_w8", (const void *)k_copy_rows<uint32_t, 8>, 80},
+    {"copy_rows4_w4", (const void *)k_copy_rows<uint32_t, 4>, 80},
+    {"copy_rows4_w2", (const void *)k_copy_rows<uint32_t, 2>, 80},
+    {"copy_rows4_w1", (const void *)k_copy_rows<uint32_t, 1>, 80},
     {"index_rows", (const void *)k_index_rows, 80},
     {"snake", (const void *)k_snake, 80},
     {"pad", (const void *)k_pad, 80},

@@ -300,6 +300,7 @@ typedef struct mmk_ew {
     mmk_view y, a, b; /* a, b unused by FILL; b unused by unary ops */
     float alpha, beta;
     double value;
+    int elementwise_copy; /* COPY: skip the raw-row kernel (A/B benchmarks of the element-wise walk); 0 in the product */
 } mmk_ew;
 int mmk_ew_run(int dev, mmk_stream s, const mmk_ew *e, mm_error *err);
 

@@ -313,6 +313,34 @@ int main(int argc, char **argv)
     rope_args ra = {view3d(qkv, MM_BF16, S, NH, D, QKV), view3d(qkv, MM_BF16, S, NH, D, QKV), csv, snv, 96};
     bench("rope_q_op", run_rope, &ra, 0, (double)S * NH * D * 4);
 
+    /* The Ulysses pack / unpack at 2 GPUs (src/parallel/ulysses.c, S/2 rows):
+     * q, a column block of the fused qkv rows [S/2, 56, 128] (row stride
+     * 3·7168), to [2, S/2, 28·128] contiguous, by the raw-row copy kernel
+     * and by the element-wise walk it replaced (`_ew`); the unpack back into
+     * [S/2, 56·128] rows; a plain memcpy of the same bytes as the anchor.
+     * GB/s count read + write. */
+    {
+        const int64_t n = S / 2, N = 2, hl = NH / 2;
+        const double bytes = 2.0 * n * NH * D * 2;
+        mmk_view grouped = {.p = o, .dtype = MM_BF16, .ndim = 4, .shape = {N, n, hl, D},
+                            .stride = {n * hl * D, hl * D, D, 1}};
+        mmk_view q_by_group = {.p = qkv, .dtype = MM_BF16, .ndim = 4, .shape = {N, n, hl, D},
+                               .stride = {hl * D, QKV, D, 1}};
+        mmk_view out_by_group = {.p = x, .dtype = MM_BF16, .ndim = 4, .shape = {N, n, hl, D},
+                                 .stride = {hl * D, NH * D, D, 1}};
+        mmk_ew pack = {.op = MMK_EW_COPY, .y = grouped, .a = q_by_group};
+        bench("ulysses_pack_q_n19005", run_ew, &pack, 0, bytes);
+        mmk_ew pack_ew = pack;
+        pack_ew.elementwise_copy = 1;
+        bench("ulysses_pack_q_n19005_ew", run_ew, &pack_ew, 0, bytes);
+        mmk_ew unpack = {.op = MMK_EW_COPY, .y = out_by_group, .a = grouped};
+        bench("ulysses_unpack_n19005", run_ew, &unpack, 0, bytes);
+        mmk_view flat_src = view2d(qkv, MM_BF16, 1, n * NH * D, n * NH * D),
+                 flat_dst = view2d(o, MM_BF16, 1, n * NH * D, n * NH * D);
+        mmk_ew anchor = {.op = MMK_EW_COPY, .y = flat_dst, .a = flat_src};
+        bench("ulysses_memcpy_anchor", run_ew, &anchor, 0, bytes);
+    }
+
     /* last: the ping-pong variant (named barriers; if it ever hung, only this line is lost) */
     if (have90) {
         bench("attn90pp_s38k_h56_d128", run_attention_sm90pp, &at, 4.0 * S * (double)S * D * NH, 0);

@@ -6,7 +6,7 @@ sizes through PyTorch on the same GPU, printed as
 with names matching bench_kernels' BENCH lines, plus the measured bf16 GEMM
 peak (8192^3) that the benchmark's figures are compared against.
 
-    python3 bench_torch.py [--rows S] [--reps N]
+    python3 bench_torch.py [--rows S] [--reps N] [--only SUBSTRING]
 """
 import argparse
 import sys
@@ -32,7 +32,12 @@ def timed(fn, reps):
     return times[len(times) // 2], times[0], times[-1]
 
 
+ONLY = None
+
+
 def report(name, fn, reps, flops=0.0, nbytes=0.0):
+    if ONLY and ONLY not in name:
+        return
     try:
         ms, lo, hi = timed(fn, reps)
     except Exception as e:  # an op PyTorch lacks here must not hide the others
@@ -47,7 +52,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=38010)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", default=None, help="only the measurements whose name contains this")
     args = ap.parse_args()
+    global ONLY
+    ONLY = args.only
     S, reps = args.rows, args.reps
     dev = torch.device("cuda")
     print(f"# torch {torch.__version__}, {torch.cuda.get_device_name(0)}, S={S}", flush=True)
@@ -98,6 +106,17 @@ def main():
     gate = torch.randn(H, device=dev, dtype=torch.bfloat16)
     y = torch.randn(S, H, device=dev, dtype=torch.bfloat16)
     report("gated_add_5376", lambda: x.add_(gate * y), reps, 0, S * H * 6.0)
+    # the Ulysses pack / unpack at 2 GPUs (bench_kernels: ulysses_*)
+    n, hl = S // 2, NH // 2
+    q2 = qkv[:n, : NH * D]
+    report("ulysses_pack_q_n19005", lambda: q2.view(n, 2, hl, D).transpose(0, 1).contiguous(), reps, 0,
+           2.0 * n * NH * D * 2)
+    grouped = torch.randn(2, n, hl, D, device=dev, dtype=torch.bfloat16)
+    out = torch.empty(n, NH * D, device=dev, dtype=torch.bfloat16)
+    report("ulysses_unpack_n19005", lambda: out.view(n, 2, hl, D).copy_(grouped.transpose(0, 1)), reps, 0,
+           2.0 * n * NH * D * 2)
+    report("ulysses_memcpy_anchor", lambda: out.view(-1).copy_(grouped.view(-1)),
+           reps, 0, 2.0 * n * NH * D * 2)
     print("# torch done", flush=True)
 
 

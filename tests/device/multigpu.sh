@@ -14,7 +14,7 @@
 #   here:    bash tests/device/prepare.sh          (fills .carry/: debs, configure)
 #   CPU stand-in (here): MMH3_DEVICE_DRY=1 — unit tests without MMH3_REQUIRE_GPU, the bench on
 #            CPU ranks with a 2-block hidden-256 random DiT at 64x64 (--gpus 1,2)
-#   device:  bash tests/device/multigpu.sh [--part unit,check,bench[,placement]] [--layers 50] [--gpus 1,2,4,8]
+#   device:  bash tests/device/multigpu.sh [--part [copy,]unit,check,bench[,placement]] [--layers 50] [--gpus 1,2,4,8]
 #            with carry [".carry"]; NCCL_NVLS_ENABLE=0 is set here and again by mmh3 itself.
 #
 # placement (optional, needs `bash tests/device/prepare_engine.sh` here too): the real CLI at
@@ -23,6 +23,7 @@
 # Expected durations on H200s (build-device/ reused when present): build ≈ 15-90 s, unit ≈ 30 s,
 # check ≈ 10 s, bench: writing the random checkpoint ≈ 20 s per 10 blocks on 16 cores (skipped
 # when $MMH3_DIT_RANDOM exists), then per group size one load (≈ 5-20 s) + 3 forwards.
+# copy (optional): test_cuda_ops on GPU 0 (≈ 30 s) and the Ulysses pack/unpack copy benchmark (≈ 20 s).
 # Every step runs under `timeout`; logs and results go straight to $OUT; progress lines on stdout.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -57,8 +58,11 @@ nccl=$(ls /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so
 note "NCCL: ${MMH3_NCCL_LIB:-searched by mmh3 (none named)}"
 
 step "build (build-device/)"
+copy_targets=()
+want copy && copy_targets=(tests/unit/test_cuda_ops tests/device/bench_kernels)
 make_limit=600 device_build multigpu mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-sp \
-  tests/unit/test_parallel_partition tests/unit/test_parallel_comm tests/unit/test_parallel_dit || finish 1
+  tests/unit/test_parallel_partition tests/unit/test_parallel_comm tests/unit/test_parallel_dit \
+  "${copy_targets[@]}" || finish 1
 note "build ok"
 status=0
 export MMH3_BUILD=$B
@@ -74,6 +78,28 @@ if want unit; then
     note "unit $t: $passes passed, $fails failed (exit $rc)"
     [ "$rc" = 0 ] || status=1
   done
+fi
+
+if want copy; then
+  # The raw-row copy kernel behind the Ulysses pack/unpack (kernels/elementwise.cu k_copy_rows):
+  # every CUDA op against its CPU twin (test_strided_copies: byte for byte), then the pack at
+  # S/2 = 19,005 rows against the element-wise walk it replaced, a memcpy anchor and PyTorch.
+  step "copy: test_cuda_ops (MMH3_REQUIRE_GPU=1)"
+  req=(MMH3_REQUIRE_GPU=1); [ "$dry" = 1 ] && req=()
+  env "${req[@]}" timeout 240 "$B/tests/unit/test_cuda_ops" 2>&1 | tee "$OUT/unit_test_cuda_ops.txt"
+  rc=${PIPESTATUS[0]}
+  note "unit test_cuda_ops: $(grep -c '^PASS' "$OUT/unit_test_cuda_ops.txt") passed, $(grep -c '^FAIL' "$OUT/unit_test_cuda_ops.txt") failed (exit $rc)"
+  [ "$rc" = 0 ] || status=1
+  if [ "$dry" = 1 ]; then
+    note "copy bench: skipped (CPU stand-in)"
+  else
+    step "copy: bench_kernels --only ulysses (GB/s = read + write)"
+    timeout 120 "$B/tests/device/bench_kernels" --only ulysses --reps 5 2>&1 | tee "$OUT/bench_copy.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    device_python torch
+    [ -n "$PY" ] && timeout 180 "$PY" tests/device/bench_torch.py --only ulysses --reps 5 2>&1 | tee -a "$OUT/bench_copy.txt"
+    while read -r line; do note "$line"; done < <(grep -E '^(BENCH|TORCH) ulysses' "$OUT/bench_copy.txt")
+  fi
 fi
 
 if want check; then

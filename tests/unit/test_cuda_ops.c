@@ -239,6 +239,195 @@ static void test_copy_convert_fill(void)
     pfree(&of), pfree(&oi);
 }
 
+/* ------------------------------------------------------------------ strided same-dtype copies
+ * Same-dtype copies of permuted / narrowed views: rows contiguous on both
+ * sides take the raw-vector kernel (16/8/4-byte vectors), the rest the
+ * element-wise walk. Each case copies a view of one buffer into a view of
+ * another; both buffers start with the same bytes on the CPU and the GPU,
+ * and afterwards the whole destination buffers must be byte-identical (the
+ * view's elements copied, nothing outside it touched). `raw`: the buffers
+ * hold random bytes — NaNs with payloads, infinities, denormals — which only
+ * a raw copy keeps (the element-wise walk goes through f32), so those cases
+ * also fail if the shape leaves the raw path. */
+
+typedef struct buf2 {
+    mm_tensor c, g; /* 1-D, the same bytes */
+} buf2;
+
+static buf2 BUF(mm_dtype t, int64_t n, bool raw)
+{
+    buf2 b;
+    if (raw) {
+        b.c = T_alloc(mm_cpu(), t, 1, MM_SHAPE(n));
+        unsigned char *p = b.c.data;
+        for (size_t i = 0; i < mm_tensor_nbytes(&b.c); i++)
+            p[i] = (unsigned char)(cuda_test_next(&rng) >> 56);
+    } else {
+        b.c = R(t, 1, MM_SHAPE(n), 3.0);
+    }
+    b.g = G(&b.c);
+    return b;
+}
+
+/* The view `v` of b.c, made the same way over b.g. */
+static mm_tensor ON_GPU(const buf2 *b, const mm_tensor *v)
+{
+    mm_tensor g = *v;
+    g.data = (char *)b->g.data + ((char *)v->data - (char *)b->c.data);
+    g.device = b->g.device;
+    g.storage = NULL;
+    return g;
+}
+
+static void copy_views(const char *what, buf2 *src, const mm_tensor *sv, buf2 *dst, mm_tensor *dv)
+{
+    mm_tensor gs = ON_GPU(src, sv), gd = ON_GPU(dst, dv);
+    mm_copy(cpu, dv, sv);
+    mm_copy(gpu, &gd, &gs);
+    if (!ctx_ok(what))
+        return;
+    mm_tensor h = D(&dst->g);
+    size_t nb = mm_tensor_nbytes(&dst->c);
+    const unsigned char *a = dst->c.data, *b = h.data;
+    size_t first = nb, bad = 0;
+    for (size_t i = 0; i < nb; i++)
+        if (a[i] != b[i]) {
+            bad++;
+            if (first == nb)
+                first = i;
+        }
+    MM_EXPECT(bad == 0, "%s: %zu of %zu bytes differ (first at byte %zu: cpu %02x gpu %02x)", what, bad, nb, first,
+              first < nb ? a[first] : 0, first < nb ? b[first] : 0);
+    mm_tensor_free(&h);
+}
+
+static void bfree(buf2 *b)
+{
+    mm_tensor_free(&b->c);
+    mm_tensor_free(&b->g);
+}
+
+/* [n, H, D] → [N, n, H/N, D], as src/parallel/ulysses.c's by_group. */
+static mm_tensor by_group(const mm_tensor *t, int64_t N, int64_t hl)
+{
+    mm_tensor g = mm_tensor_unflatten(t, 1, 2, MM_SHAPE(N, hl));
+    return mm_tensor_permute(&g, (const int[]){1, 0, 2, 3});
+}
+
+/* The Ulysses pack and unpack at n rows, H heads of D in N groups: q, k, v
+ * are column blocks of the fused [n, 3·H·D] qkv rows (as the DiT hands them
+ * over); the exchange buffer is [3][N][n][H/N·D]; the unpack writes the
+ * groups back into an [n, H·D] output with a wider row stride. */
+static void ulysses_case(mm_dtype t, int64_t n, int64_t H, int64_t D, int64_t N)
+{
+    char what[96];
+    int64_t hl = H / N, A = H * D;
+    buf2 qkv = BUF(t, n * 3 * A, true), ex = BUF(t, 3 * N * n * hl * D, true);
+    mm_tensor qkv2 = mm_tensor_unflatten(&qkv.c, 0, 2, MM_SHAPE(n, 3 * A));
+    mm_tensor ex4 = mm_tensor_unflatten(&ex.c, 0, 4, MM_SHAPE(3, N, n, hl * D));
+    for (int w = 0; w < 3; w++) {
+        mm_tensor x = mm_tensor_narrow(&qkv2, 1, w * A, A);
+        x = mm_tensor_unflatten(&x, 1, 2, MM_SHAPE(H, D));
+        mm_tensor src = by_group(&x, N, hl);
+        mm_tensor dst = mm_tensor_select(&ex4, 0, w);
+        dst = mm_tensor_unflatten(&dst, 2, 2, MM_SHAPE(hl, D));
+        snprintf(what, sizeof what, "ulysses pack %s n=%lld H=%lld D=%lld N=%lld (%c)", mm_dtype_name(t),
+                 (long long)n, (long long)H, (long long)D, (long long)N, "qkv"[w]);
+        copy_views(what, &qkv, &src, &ex, &dst);
+    }
+    /* unpack: [N, n, hl, D] (group 1's block of the buffer) into out[:, :A] */
+    buf2 out = BUF(t, n * (A + 8), true);
+    mm_tensor o2 = mm_tensor_unflatten(&out.c, 0, 2, MM_SHAPE(n, A + 8));
+    o2 = mm_tensor_narrow(&o2, 1, 0, A);
+    mm_tensor o3 = mm_tensor_unflatten(&o2, 1, 2, MM_SHAPE(H, D));
+    mm_tensor dst = by_group(&o3, N, hl);
+    mm_tensor back = mm_tensor_select(&ex4, 0, 1);
+    back = mm_tensor_unflatten(&back, 2, 2, MM_SHAPE(hl, D));
+    snprintf(what, sizeof what, "ulysses unpack %s n=%lld H=%lld D=%lld N=%lld", mm_dtype_name(t), (long long)n,
+             (long long)H, (long long)D, (long long)N);
+    copy_views(what, &ex, &back, &out, &dst);
+    bfree(&qkv), bfree(&ex), bfree(&out);
+}
+
+/* src [a, b, c] narrowed to columns [c0, c0 + len) and permuted to [b, a,
+ * len], into a contiguous destination. */
+static void narrow_case(mm_dtype t, int64_t a, int64_t b, int64_t c, int64_t c0, int64_t len, bool raw)
+{
+    char what[96];
+    buf2 s = BUF(t, a * b * c, raw), d = BUF(t, a * b * len, raw);
+    mm_tensor x = mm_tensor_unflatten(&s.c, 0, 3, MM_SHAPE(a, b, c));
+    x = mm_tensor_narrow(&x, 2, c0, len);
+    x = mm_tensor_transpose(&x, 0, 1);
+    mm_tensor y = mm_tensor_unflatten(&d.c, 0, 3, MM_SHAPE(b, a, len));
+    snprintf(what, sizeof what, "narrow+transpose %s [%lld,%lld,%lld][..,%lld:+%lld]%s", mm_dtype_name(t),
+             (long long)a, (long long)b, (long long)c, (long long)c0, (long long)len, raw ? " raw" : "");
+    copy_views(what, &s, &x, &d, &y);
+    bfree(&s), bfree(&d);
+}
+
+static void test_strided_copies(void)
+{
+    /* the Ulysses pattern: 96-byte rows (8 lanes a row); rows of 136
+     * vectors (a warp a row, one unrolled pass and a remainder); 4 groups;
+     * f32 */
+    ulysses_case(MM_BF16, 37, 6, 16, 2);
+    ulysses_case(MM_BF16, 19, 16, 136, 2);
+    ulysses_case(MM_BF16, 5, 8, 128, 4);
+    ulysses_case(MM_F32, 23, 6, 40, 3);
+    /* narrowed rows at 16-, 8- and 4-byte alignment (f32 offsets 4, 2, 1),
+     * rows of 2 vectors in odd outer sizes */
+    narrow_case(MM_F32, 5, 7, 40, 4, 24, true);
+    narrow_case(MM_F32, 5, 7, 40, 2, 24, true);
+    narrow_case(MM_F32, 5, 7, 40, 1, 24, true);
+    narrow_case(MM_BF16, 3, 9, 48, 8, 16, true);
+    narrow_case(MM_BF16, 7, 3, 30, 2, 10, true); /* 20-byte rows: 4-byte vectors */
+    narrow_case(MM_I32, 9, 11, 8, 0, 8, true);
+    narrow_case(MM_U8, 13, 3, 64, 16, 48, true);
+    narrow_case(MM_U8, 13, 3, 64, 4, 20, true);
+    /* not for the raw kernel (the element walk): bf16 rows at a 2-byte
+     * offset, rows under 16 bytes, u8 rows at odd offsets */
+    narrow_case(MM_BF16, 5, 7, 40, 1, 24, false);
+    narrow_case(MM_BF16, 5, 7, 40, 2, 6, false);
+    narrow_case(MM_U8, 13, 3, 64, 3, 20, false);
+    /* 4-D permutation that keeps the last dim, odd sizes: [3,5,7,16] →
+     * [7,3,5,16]; and one that moves it (element walk) */
+    {
+        buf2 s = BUF(MM_BF16, 3 * 5 * 7 * 16, true), d = BUF(MM_BF16, 3 * 5 * 7 * 16, true);
+        mm_tensor x = mm_tensor_unflatten(&s.c, 0, 4, MM_SHAPE(3, 5, 7, 16));
+        mm_tensor xp = mm_tensor_permute(&x, (const int[]){2, 0, 1, 3});
+        mm_tensor y = mm_tensor_unflatten(&d.c, 0, 4, MM_SHAPE(7, 3, 5, 16));
+        copy_views("permute [3,5,7,16] -> [7,3,5,16] bf16 raw", &s, &xp, &d, &y);
+        bfree(&s), bfree(&d);
+        /* three outer dims that do not merge, one 16-byte vector a row */
+        s = BUF(MM_BF16, 3 * 5 * 7 * 16, true), d = BUF(MM_BF16, 5 * 3 * 7 * 8, true);
+        x = mm_tensor_unflatten(&s.c, 0, 4, MM_SHAPE(3, 5, 7, 16));
+        x = mm_tensor_narrow(&x, 3, 8, 8);
+        xp = mm_tensor_permute(&x, (const int[]){1, 0, 2, 3});
+        y = mm_tensor_unflatten(&d.c, 0, 4, MM_SHAPE(5, 3, 7, 8));
+        copy_views("narrow+permute [3,5,7,16][..,8:+8] -> [5,3,7,8] bf16 raw", &s, &xp, &d, &y);
+        bfree(&s), bfree(&d);
+        s = BUF(MM_F32, 3 * 5 * 7 * 16, false), d = BUF(MM_F32, 3 * 5 * 7 * 16, false);
+        x = mm_tensor_unflatten(&s.c, 0, 4, MM_SHAPE(3, 5, 7, 16));
+        xp = mm_tensor_permute(&x, (const int[]){0, 3, 2, 1});
+        y = mm_tensor_unflatten(&d.c, 0, 4, MM_SHAPE(3, 16, 7, 5));
+        copy_views("permute [3,5,7,16] -> [3,16,7,5] f32 (last dim moves)", &s, &xp, &d, &y);
+        bfree(&s), bfree(&d);
+    }
+    /* a narrowed destination (rows of 32 f32 at stride 64) and a broadcast
+     * source row (stride 0) */
+    {
+        buf2 s = BUF(MM_F32, 7 * 32, true), d = BUF(MM_F32, 7 * 64, true);
+        mm_tensor x = mm_tensor_unflatten(&s.c, 0, 2, MM_SHAPE(7, 32));
+        mm_tensor y = mm_tensor_unflatten(&d.c, 0, 2, MM_SHAPE(7, 64));
+        y = mm_tensor_narrow(&y, 1, 8, 32);
+        copy_views("into narrowed rows f32 raw", &s, &x, &d, &y);
+        mm_tensor row = mm_tensor_narrow(&x, 0, 3, 1);
+        row = mm_tensor_expand(&row, 2, MM_SHAPE(7, 32));
+        copy_views("broadcast row f32 raw", &s, &row, &d, &y);
+        bfree(&s), bfree(&d);
+    }
+}
+
 static void test_elementwise(void)
 {
     mm_tensor a = R(MM_F32, SH(33, 70), 4), b = R(MM_BF16, SH(1, 70), 2);
@@ -825,6 +1014,7 @@ int main(void)
         return 1;
     }
     CUDA_CASE(test_copy_convert_fill);
+    CUDA_CASE(test_strided_copies);
     CUDA_CASE(test_elementwise);
     CUDA_CASE(test_norms);
     CUDA_CASE(test_groupnorm);
