@@ -27,7 +27,7 @@
 #
 #   options: --call N | --steps NAME[:SECONDS],...   --budget SECONDS (default 560: the call's
 #            whole length; steps that no longer fit are skipped and listed)   --dry (CPU stand-ins)
-#   steps:   speed vae te multigpu t2v server ref2va kbench qgemm (arguments: MMH3_<STEP>_ARGS)
+#   steps:   speed vae te multigpu t2v server ref2va kbench qgemm profile (arguments: MMH3_<STEP>_ARGS)
 #
 # What comes back ($OUT, ≤ 8 files): session_summary.txt (host, build, every step's rc, time and
 # summary lines, the skipped steps) and session_logs.tgz (every step's logs, packed after each
@@ -157,7 +157,7 @@ fi
 # ------------------------------------------------------------------ the steps
 declare -A summ=([speed]=summary_speed.txt [vae]=vae_summary.txt [te]=te_summary.txt [multigpu]=summary_multigpu.txt
   [t2v]=engine_summary.txt [ref2va]=engine_summary.txt [kbench]=bench_join.txt [qgemm]=summary_speed.txt
-  [server]=server_summary.txt)
+  [server]=server_summary.txt [profile]=summary_profile.txt)
 skipped=()
 for spec in ${steps//,/ }; do
   name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
@@ -175,6 +175,7 @@ for spec in ${steps//,/ }; do
     server) cmd=(bash tests/device/server.sh --budget $((limit - 10)) --cli "$LOGS/t2v/engine_t2v.txt" $extra) ;;
     kbench) cmd=(bash tests/device/run.sh --no-build --no-tests $extra) ;;
     qgemm) cmd=(bash tests/device/speed.sh --part qgemm --budget $((limit - 10)) $extra) ;;
+    profile) cmd=(bash tests/device/profile.sh $extra) ;;
     *) say "== $name: unknown step"; continue ;;
   esac
   echo "[$((SECONDS - t0))s] >>> $name (limit ${limit}s): ${cmd[*]}"
