@@ -1,5 +1,6 @@
 #include "engine/request_rules.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -129,20 +130,30 @@ int mm_rule_prompt(const char *s, size_t len, mm_error *err)
     return 0;
 }
 
+/* One term of a size: digits that strtoll would saturate are refused with
+ * the digits as typed, not LLONG_MAX. */
+static int size_term(const char *what, const char *digits, char **end, int *out, mm_rule_notes *notes, mm_error *err)
+{
+    errno = 0;
+    long long v = strtoll(digits, end, 10);
+    if (errno == ERANGE)
+        return mm_fail(err, "%s %.*s is above the maximum %d", what, (int)(*end - digits), digits, MM_DIM_MAX);
+    return mm_rule_dim(what, v, out, notes, err);
+}
+
 int mm_rule_size(const char *size, mm_canvas_spec *spec, mm_rule_notes *notes, mm_error *err)
 {
     char *end;
     if (!size || !*size || *size < '0' || *size > '9')
         return mm_fail(err, "'%s' is not a size", size ? size : "");
-    long long a = strtoll(size, &end, 10);
-    if (*end == '\0')
-        return mm_rule_dim("size", a, &spec->short_edge, notes, err);
-    if (*end != 'x' || end[1] < '0' || end[1] > '9')
+    size_t first = strspn(size, "0123456789");
+    if (size[first] == '\0')
+        return size_term("size", size, &end, &spec->short_edge, notes, err);
+    if (size[first] != 'x' || size[first + 1] < '0' || size[first + 1] > '9' ||
+        size[first + 1 + strspn(size + first + 1, "0123456789")] != '\0')
         return mm_fail(err, "'%s' is not a size", size);
-    long long b = strtoll(end + 1, &end, 10);
-    if (*end != '\0')
-        return mm_fail(err, "'%s' is not a size", size);
-    if (mm_rule_dim("width", a, &spec->width, notes, err) < 0 || mm_rule_dim("height", b, &spec->height, notes, err) < 0)
+    if (size_term("width", size, &end, &spec->width, notes, err) < 0 ||
+        size_term("height", size + first + 1, &end, &spec->height, notes, err) < 0)
         return -1;
     return 0;
 }

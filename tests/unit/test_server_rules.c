@@ -1,6 +1,8 @@
 /* The request rules shared by the API and `mmh3 generate`. */
 #include "engine/request_rules.h"
 
+#include <string.h>
+
 #include "test.h"
 
 static void test_frames_grid(void)
@@ -79,6 +81,18 @@ static void test_dims_and_canvas(void)
     MM_EXPECT(mm_rule_size("640x", &s, &notes, &err) < 0, "640x");
     MM_EXPECT(mm_rule_size("x360", &s, &notes, &err) < 0, "x360");
     MM_EXPECT(mm_rule_size("12ax3", &s, &notes, &err) < 0, "12ax3");
+    /* digits past the range of a long long: the error names them as typed */
+    MM_EXPECT(mm_rule_size("99999999999999999999x64", &s, &notes, &err) < 0 &&
+                  strstr(err.msg, "width 99999999999999999999 is above the maximum"),
+              "huge width: %s", err.msg);
+    MM_EXPECT(mm_rule_size("640x123456789012345678901", &s, &notes, &err) < 0 &&
+                  strstr(err.msg, "height 123456789012345678901 is above the maximum"),
+              "huge height: %s", err.msg);
+    MM_EXPECT(mm_rule_size("99999999999999999999", &s, &notes, &err) < 0 &&
+                  strstr(err.msg, "size 99999999999999999999 is above the maximum"),
+              "huge short edge: %s", err.msg);
+    MM_EXPECT(mm_rule_size("99999x64", &s, &notes, &err) < 0 && strstr(err.msg, "99999 is above the maximum"),
+              "large width: %s", err.msg);
 }
 
 static void test_prompt(void)
