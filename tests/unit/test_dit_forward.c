@@ -104,6 +104,40 @@ static void test_forward_is_repeatable(void)
     kit_forward_case_free(&f);
 }
 
+/* Rows on a device other than the request's are refused up front, by name,
+ * and the context stays usable: the same request then runs normally. */
+static void test_rows_on_another_device_are_refused(void)
+{
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, CASE) == 0, "case");
+    mm_dit *dit;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_dit_load(&dit, kit_ckpt, ctx, NULL, &err) == 0, "%s", err.msg);
+    const mm_dit_config *c = mm_dit_get_config(dit);
+    const int64_t nv = f.l.video_rows * c->video_row_width, na = f.l.audio_rows * c->audio_row_width;
+    float *out = calloc((size_t)(nv + na), sizeof(float));
+    mm_tensor vv = mm_tensor_wrap(out, mm_cpu(), MM_F32, 2, (int64_t[]){f.l.video_rows, c->video_row_width});
+    mm_tensor va = mm_tensor_wrap(out + nv, mm_cpu(), MM_F32, 2, (int64_t[]){f.l.audio_rows, c->audio_row_width});
+    /* never dereferenced: the check comes before any access */
+    mm_tensor elsewhere = f.audio;
+    elsewhere.device = mm_cuda(3);
+    mm_dit_request *req = NULL;
+    MM_REQUIRE(mm_dit_request_begin(dit, ctx, &f.l, &f.text, NULL, &req, &err) == 0, "%s", err.msg);
+    int rc = mm_dit_forward(req, f.row_t, &f.video, &elsewhere, &vv, &va, &err);
+    MM_EXPECT(rc != 0 && strstr(err.msg, "audio rows") && strstr(err.msg, "cuda:3") && strstr(err.msg, "cpu"),
+              "refusal: rc %d, '%s'", rc, err.msg);
+    err = (mm_error){{0}};
+    MM_EXPECT(mm_dit_forward(req, f.row_t, &f.video, &f.audio, &vv, &va, &err) == 0, "then: %s", err.msg);
+    char key[256];
+    snprintf(key, sizeof key, "%s.out.video", CASE);
+    double rv = rel_l2_vs_kit(out, nv, key);
+    MM_EXPECT(rv <= video_tol, "video rel_l2 after the refusal %g > %g", rv, video_tol);
+    mm_dit_request_end(req);
+    free(out);
+    mm_dit_free(dit);
+    kit_forward_case_free(&f);
+}
+
 /* Writes a copy of the kit checkpoint with `edit` applied to named tensors. */
 typedef void (*edit_fn)(const char *name, const mm_st_entry *e, void *copy, int64_t hidden, int64_t heads);
 
@@ -343,6 +377,7 @@ int main(void)
     }
     video_tol = tol.rel_l2;
     MM_RUN(test_config_from_checkpoint);
+    MM_RUN(test_rows_on_another_device_are_refused);
     MM_RUN(test_forward_is_repeatable);
     MM_RUN(test_broken_checkpoints_are_refused);
     MM_RUN(test_config_refuses_empty_and_huge_dimensions);

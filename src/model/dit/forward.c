@@ -290,6 +290,18 @@ int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video
         audio_rows->ndim != 2 || audio_rows->shape[0] != r->audio_rows || audio_rows->shape[1] != c->audio_row_width)
         return mm_fail(err, "DiT forward: rows must be video [%lld, %d] and audio [%lld, %d]",
                        (long long)r->video_rows, c->video_row_width, (long long)r->audio_rows, c->audio_row_width);
+    /* Refused here, by name: a tensor on another device would otherwise
+     * fail deep inside the first block and leave the context failed. */
+    const mm_tensor *io[4] = {video_rows, audio_rows, v_video, v_audio};
+    static const char *const io_name[4] = {"video rows", "audio rows", "video velocity", "audio velocity"};
+    for (int i = 0; i < 4; i++)
+        if (!mm_device_eq(io[i]->device, mm_ctx_device(ctx))) {
+            char want[32], got[32];
+            mm_device_name(mm_ctx_device(ctx), want, sizeof want);
+            mm_device_name(io[i]->device, got, sizeof got);
+            return mm_fail(err, "DiT forward: the %s are on %s; they must be on %s, the request's device", io_name[i],
+                           got, want);
+        }
 
     /* Distinct timesteps, their embeddings and the per-row table indices (host). */
     float unique[MM_DIT_MAX_TIMESTEPS], temb[MM_DIT_MAX_TIMESTEPS * 64];
