@@ -2,12 +2,16 @@
 # Nsight Compute on the DiT's hot kernels at the real sizes (issue 9): what bounds each one — tensor pipe,
 # MUFU/FMA, L2/HBM, stalls — so that kernel work is chosen by counters, not guesses.
 #
-#   device:  bash tests/device/profile.sh [--part attn,qgemm,glue] [--set full|detailed]
+#   device:  bash tests/device/profile.sh [--part attn,qgemm,glue,vae] [--set full|detailed]
 #            (session.sh step `profile`; needs the session's build-device/)
 #
 # Each part profiles ONE launch of each kernel it names (ncu replays it once per counter pass; a 65 ms
 # attention call × ~40 passes ≈ 3 s) with --clock-control none (the clocks stay as the benchmarks see them).
 # Output: profile_<part>.txt (ncu's text report) and a one-line digest per kernel in summary_profile.txt.
+# vae: not counters but where the time goes — every kernel of one video VAE decode (--frames, default 17: one
+# chunk of 28 tiles at 1344x768) timed by ncu (one metric, gpu__time_duration), summed per kernel name:
+# profile_vae_kernels.txt (name, launches, total ms, share). Needs the full-size random video VAE (written
+# here when missing, ~5 GB).
 set -u
 . "$(dirname "$0")/lib.sh"
 device_log profile.log
@@ -48,4 +52,42 @@ want attn && prof attn 'k_fa3(<|$)' 10 "$B/bench/mmh3-bench-attn" --seq 38010 --
 want qgemm && prof qgemm 'k_qgemm(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1
 want glue && prof glue 'k_convrot_quant' 6 "$B/tests/device/bench_kernels" --reps 1 --only convrot
 want glue && prof qknorm 'k_qk_norm_rope' 2 "$B/tests/device/bench_kernels" --reps 1 --only qk_norm
+
+if want vae; then
+  step "vae: kernel times of one video VAE decode"
+  VV=${VV_CKPT:-/tmp/mmh3-vv-full.safetensors} AV=${AV_CKPT:-/tmp/mmh3-av-full.safetensors}
+  for pair in "video-vae:$VV" "audio-vae:$AV"; do
+    f=${pair#*:}
+    [ -s "$f" ] || timeout 120 "$B/mmh3-gen-tiny" "${pair%%:*}" --full --out "$f" >/dev/null 2>&1 ||
+      note "FAIL vae: could not write $f"
+  done
+  timeout 240 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw --print-units base \
+      "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames "${MMH3_PROFILE_VAE_FRAMES:-17}" \
+      --what decode --reps 1 >"$OUT/profile_vae_raw.csv" 2>"$OUT/profile_vae.txt"
+  note "vae (rc $?): $(grep -m1 VAE_BENCH "$OUT/profile_vae_raw.csv" "$OUT/profile_vae.txt" 2>/dev/null | head -1)"
+  python3 - "$OUT/profile_vae_raw.csv" >"$OUT/profile_vae_kernels.txt" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if r]
+head = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+if head is None:
+    sys.exit("no ncu table")
+cols = rows[head]
+name, dur = cols.index("Kernel Name"), cols.index("gpu__time_duration.sum")
+tot, cnt = collections.Counter(), collections.Counter()
+for r in rows[head + 1:]:
+    try:
+        ns = float(r[dur].replace(",", ""))
+    except (ValueError, IndexError):
+        continue
+    k = r[name].split("(")[0]
+    tot[k] += ns
+    cnt[k] += 1
+all_ns = sum(tot.values())
+print(f"total {all_ns / 1e6:.2f} ms in {sum(cnt.values())} launches")
+for k, ns in tot.most_common(40):
+    print(f"{ns / 1e6:10.3f} ms {100 * ns / all_ns:5.1f}% {cnt[k]:6d}x  {k}")
+PY
+  head -25 "$OUT/profile_vae_kernels.txt"
+  while read -r line; do note "vae kernels: $line"; done < <(head -12 "$OUT/profile_vae_kernels.txt")
+fi
 finish 0
