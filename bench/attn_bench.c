@@ -4,7 +4,8 @@
  *
  *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
  *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk,
- *                            fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50]
+ *                            fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50,
+ *                            fa3-cr,fa3-s3,fa3-cr-s3]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
@@ -15,10 +16,16 @@
  * their quantization passes included); a fa3 path ending in -poly25 or
  * -poly50 runs that path with MMH3_FA3_POLYEXP=0.25 or 0.5 (that share of
  * the softmax's exp2 by polynomial on the FMA pipes instead of the MUFU,
- * kernels/fa3_polyexp.h). The first path that runs is the
- * reference of the others' rel_l2. One line per path:
+ * kernels/fa3_polyexp.h); -cr adds MMH3_FA3_RESCALE=1 (conditional
+ * rescaling), -s3 MMH3_FA3_STAGES=3 (a three-stage K/Vᵀ ring) — kernel
+ * variants of kernels/mmk_fa3.h, built for exact mode (a path asking for
+ * one that is not built is skipped). Suffixes combine in any order. The
+ * first path that runs is the reference of the others' rel_l2. One line per
+ * path:
  *   ATTN path=fa3 ms=71.2 tflops=581.7 rel_l2_vs=sm80:0.0021
  */
+#include "config.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +35,7 @@
 #include "backend/cuda/cuda_speed.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
+#include "kernels/mmk_fa3.h"
 
 typedef struct fill_job {
     uint16_t *p;
@@ -121,31 +129,60 @@ int main(int argc, char **argv)
     const double flop = 4.0 * seq * (double)seq * A;
     printf("attention S=%d heads=%d head_dim=128 non-causal: %.2f TFLOP per call\n", seq, heads, flop * 1e-12);
     mm_cuda_event *e0 = mm_cuda_event_create(0, &err), *e1 = mm_cuda_event_create(0, &err);
-    char list[256], ref_name[32] = "";
+    char list[1024], ref_name[64] = "";
     snprintf(list, sizeof list, "%s", paths);
     int failures = 0;
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         const bool fa3 = strncmp(p, "fa3", 3) == 0;
-        /* fa3 paths: BASE or BASE-poly25 / BASE-poly50 */
+        /* fa3 paths: BASE, then any of -poly25 / -poly50, -cr, -s3 */
         char base[32];
         snprintf(base, sizeof base, "%s", p);
-        char *suffix = strstr(base, "-poly");
         const char *poly = NULL;
-        if (fa3 && suffix) {
-            poly = strcmp(suffix, "-poly25") == 0 ? "0.25" : strcmp(suffix, "-poly50") == 0 ? "0.5" : "bad";
-            *suffix = 0;
+        int variant = 0;
+        for (bool more = fa3; more;) {
+            char *dash = strrchr(base, '-');
+            more = dash != NULL;
+            if (!dash)
+                break;
+            if (strcmp(dash, "-poly25") == 0 || strcmp(dash, "-poly50") == 0)
+                poly = dash[5] == '2' ? "0.25" : "0.5";
+            else if (strcmp(dash, "-cr") == 0)
+                variant |= MMK_FA3_OPT_RESCALE;
+            else if (strcmp(dash, "-s3") == 0)
+                variant |= MMK_FA3_OPT_STAGES3;
+            else
+                more = false;
+            if (more)
+                *dash = 0;
         }
         const mm_fa3_mode mode = strcmp(base, "fa3-fastqk") == 0                                      ? MM_FA3_FAST_QK
                                  : strcmp(base, "fa3-fast") == 0 || strcmp(base, "fa3-e4m3") == 0 ? MM_FA3_FAST
                                                                                                   : MM_FA3_EXACT;
+        if (fa3 && strcmp(base, "fa3") && strcmp(base, "fa3-nopp") && strcmp(base, "fa3-fast") &&
+            strcmp(base, "fa3-fastqk") && strcmp(base, "fa3-e4m3")) {
+            printf("ATTN path=%s FAILED: unknown fa3 path (%s)\n", p, base);
+            failures++;
+            continue;
+        }
         if (fa3) {
+            const bool pp = strcmp(base, "fa3-nopp") != 0;
             if (!mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
                 printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
                 continue;
             }
-            setenv("MMH3_FA3_PINGPONG", strcmp(base, "fa3-nopp") == 0 ? "0" : "1", 1);
+#ifdef MMH3_HAVE_CUDA /* else mm_cuda_fa3_fits is always false */
+            if (!mmk_fa3_variant_built((int)mode, poly ? (poly[2] == '2' ? 1 : 2) : 0, pp, variant)) {
+                printf("ATTN path=%s skipped (that variant is not built)\n", p);
+                continue;
+            }
+#endif
+            setenv("MMH3_FA3_PINGPONG", pp ? "1" : "0", 1);
             if (poly)
                 setenv("MMH3_FA3_POLYEXP", poly, 1);
+            if (variant & MMK_FA3_OPT_RESCALE)
+                setenv("MMH3_FA3_RESCALE", "1", 1);
+            if (variant & MMK_FA3_OPT_STAGES3)
+                setenv("MMH3_FA3_STAGES", "3", 1);
         } else {
             setenv("MMH3_ATTN", p, 1);
         }
@@ -174,6 +211,8 @@ int main(int argc, char **argv)
         unsetenv("MMH3_ATTN");
         unsetenv("MMH3_FA3_PINGPONG");
         unsetenv("MMH3_FA3_POLYEXP");
+        unsetenv("MMH3_FA3_RESCALE");
+        unsetenv("MMH3_FA3_STAGES");
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

@@ -50,7 +50,23 @@
  * fills them with zeros) are masked. MMH3_FA3_POLYEXP (template parameter
  * POLYQ, mmk_fa3.polyexp) moves a fixed quarter or half of the exponentials
  * from the MUFU to a polynomial on the FMA pipes (kernels/fa3_polyexp.h);
- * POLYQ 0 is the plain kernel. The CPU twin is the exact softmax of
+ * POLYQ 0 is the plain kernel.
+ *
+ * Variants (template parameter OPT, the MMK_FA3_OPT_* bits; exact mode,
+ * ping-pong, plain exp2 only; opt-in until the device has measured them,
+ * each with its own first-use self-check; bench paths fa3-cr, fa3-s3,
+ * fa3-cr-s3):
+ *   MMH3_FA3_RESCALE=1 — conditional rescaling (FlashAttention-4): a row
+ *     keeps its running max until a tile's max exceeds it by more than
+ *     kRescaleTau = 8 (log2 units); a warp vote makes the decision uniform,
+ *     so a warp either rescales all its rows or none and skips the 64
+ *     multiplies of O (and the corr exp2) otherwise. Exact in real
+ *     arithmetic (O and l share the stale max); P ≤ 2⁸ is nothing to bf16.
+ *     Not built for e4m3 P (its offset leaves no headroom below 448, and
+ *     without straight accumulation into O there is nothing to skip).
+ *   MMH3_FA3_STAGES=3 — a three-stage K/Vᵀ ring (225 KB of shared memory),
+ *     for consumers that wait on the full barriers.
+ * The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device, and tests/unit/test_speed_fast_budget.c holds
  * the CPU model of fast mode's rounding that its tolerance comes from.
@@ -77,17 +93,26 @@
 namespace {
 
 constexpr int kBM = 128, kBN = 128, kD = 128; /* query rows, keys per tile, head dim */
-constexpr int kStages = 2;
+/* Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h):
+ * conditional rescaling, a three-stage K/Vᵀ ring. */
+constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptStages3 = MMK_FA3_OPT_STAGES3;
+constexpr int fa3_stages(int opt) { return (opt & kOptStages3) ? 3 : 2; }
+/* Conditional rescaling keeps a row's running max until a tile's max exceeds
+ * it by more than kRescaleTau (log2 units): P stays ≤ 2^kRescaleTau, which
+ * bf16 holds exactly as well as any other value. */
+constexpr float kRescaleTau = 8.f;
 constexpr int kThreads = 384;
 constexpr int kRegsProducer = 24, kRegsConsumer = 240;
 constexpr float kFp8Max = 448.f, kI8Max = 127.f;
 constexpr int kStatRows = 512; /* keys per block of the k/v statistics pass */
 
-/* Shared-memory tiles of 128 × 128 elements: Q, then kStages × (K, Vᵀ). */
-template <bool QK8, bool PV8> struct Fa3Layout {
+/* Shared-memory tiles of 128 × 128 elements: Q, then ST × (K, Vᵀ). bf16
+ * with three stages: 32 KB + 3 × 64 KB + 1 KB alignment = 225 KB of the
+ * 227 KB an sm_90 block may have. */
+template <bool QK8, bool PV8, int ST = 2> struct Fa3Layout {
     static constexpr int kQK = kBM * kD * (QK8 ? 1 : 2); /* one Q or K tile (kBM = kBN) */
     static constexpr int kV = kBN * kD * (PV8 ? 1 : 2);  /* one Vᵀ tile */
-    static constexpr int kSmem = kQK * (1 + kStages) + kV * kStages + 1024;
+    static constexpr int kSmem = kQK * (1 + ST) + kV * ST + 1024;
 };
 
 struct Fa3Params {
@@ -160,12 +185,40 @@ template <int POLYQ> __device__ __forceinline__ float fa3_exp2(float x, int nt)
     return mmk_exp2_approx(x);
 }
 
+/* The running max of a row moves to the tile's max (mx, log2 units) unless
+ * conditional rescaling (CR) keeps it: then it moves only when some row of
+ * the warp gains more than kRescaleTau — a vote, so the whole warp takes one
+ * branch (the 16 rows of a warp share nothing else; the kept maxima are
+ * exact in real arithmetic, O and l being relative to the same stale max).
+ * Returns whether the maxima moved (warp-uniform); sets corr (1 when kept). */
+template <bool CR>
+__device__ __forceinline__ bool fa3_update_max(float (&m)[2], float (&corr)[2], float (&m_use)[2], const float (&mx)[2])
+{
+    bool move = true;
+    if constexpr (CR)
+        move = __any_sync(0xffffffffu, mx[0] > m[0] + kRescaleTau || mx[1] > m[1] + kRescaleTau);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (move) {
+            const float m_new = fmaxf(m[r], mx[r]);
+            m_use[r] = m_new == -INFINITY ? 0.f : m_new;
+            corr[r] = mmk_exp2_approx(m[r] - m_use[r]);
+            m[r] = m_new;
+        } else {
+            m_use[r] = m[r]; /* finite: the first tile always moves it */
+            corr[r] = 1.f;
+        }
+    }
+    return move;
+}
+
 /* Online softmax of one bf16-product score tile in place (scores →
  * unnormalized probabilities), per thread's two rows (g, g + 8); sl[r] is
  * row r's scale·log2 e. corr[r] = exp2(m_old − m_new) for the running
- * output; l[r] is updated (this thread's columns). */
-template <bool PV8, int POLYQ>
-__device__ __forceinline__ void fa3_softmax_f32(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
+ * output; l[r] is updated (this thread's columns). Returns whether the
+ * maxima moved (always without CR). */
+template <bool PV8, int POLYQ, bool CR>
+__device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                 const float (&sl)[2], int key0, int seq, int t)
 {
     if (key0 + kBN > seq) {
@@ -176,6 +229,7 @@ __device__ __forceinline__ void fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
                 if (key0 + nt * 8 + 2 * t + (e & 1) >= seq)
                     sc[nt * 4 + e] = -INFINITY;
     }
+    float mxs[2], m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float mx = -INFINITY;
@@ -184,11 +238,12 @@ __device__ __forceinline__ void fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
             mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float m_new = fmaxf(m[r], mx * sl[r]);
-        float m_use = m_new == -INFINITY ? 0.f : m_new;
-        corr[r] = mmk_exp2_approx(m[r] - m_use);
-        m[r] = m_new;
-        float neg = fa3_offset<PV8>() - m_use, sum = 0.f;
+        mxs[r] = mx * sl[r];
+    }
+    const bool move = fa3_update_max<CR>(m, corr, m_use, mxs);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float neg = fa3_offset<PV8>() - m_use[r], sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < 16; nt++) {
             float p0 = fa3_exp2<POLYQ>(fmaf(sc[nt * 4 + 2 * r], sl[r], neg), nt);
@@ -197,8 +252,9 @@ __device__ __forceinline__ void fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
             sc[nt * 4 + 2 * r + 1] = p1;
             sum += p0 + p1;
         }
-        l[r] = l[r] * corr[r] + sum;
+        l[r] = CR && !move ? l[r] + sum : l[r] * corr[r] + sum;
     }
+    return move;
 }
 
 /* int32 sum → float, exactly for |a| < 2²²: a added to the mantissa of
@@ -209,8 +265,8 @@ __device__ __forceinline__ float fa3_i2f(int32_t a)
 }
 
 /* The same for int8 products: si (int32 sums) → sc (probabilities). */
-template <bool PV8, int POLYQ>
-__device__ __forceinline__ void fa3_softmax_i32(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&l)[2],
+template <bool PV8, int POLYQ, bool CR>
+__device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&l)[2],
                                                 float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
 {
     const bool edge = key0 + kBN > seq;
@@ -222,6 +278,7 @@ __device__ __forceinline__ void fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
                 if (key0 + nt * 8 + 2 * t + (e & 1) >= seq)
                     si[nt * 4 + e] = INT_MIN; /* no sum reaches it: |sum| <= 127²·128 */
     }
+    float mxs[2], m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         int mx = INT_MIN;
@@ -231,10 +288,12 @@ __device__ __forceinline__ void fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
         mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         /* key0 < seq: the quad holds at least one key of the sequence */
-        float m_new = fmaxf(m[r], (float)mx * sl[r]);
-        corr[r] = mmk_exp2_approx(m[r] - m_new);
-        m[r] = m_new;
-        float neg = fa3_offset<PV8>() - m_new, sum = 0.f;
+        mxs[r] = (float)mx * sl[r];
+    }
+    const bool move = fa3_update_max<CR>(m, corr, m_use, mxs);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float neg = fa3_offset<PV8>() - m_use[r], sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < 16; nt++)
 #pragma unroll
@@ -246,8 +305,9 @@ __device__ __forceinline__ void fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
                 sc[i] = pv;
                 sum += pv;
             }
-        l[r] = l[r] * corr[r] + sum;
+        l[r] = CR && !move ? l[r] + sum : l[r] * corr[r] + sum;
     }
+    return move;
 }
 
 /* Probabilities → the A fragments of P·V. bf16: k-step kk covers keys
@@ -277,29 +337,33 @@ template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32
     }
 }
 
-/* Scores of tile j → probabilities in sc, whichever product made them. */
-template <bool QK8, bool PV8, int POLYQ>
-__device__ __forceinline__ void fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 64 : 1], float (&m)[2], float (&l)[2],
+/* Scores of tile j → probabilities in sc, whichever product made them;
+ * returns whether the running maxima moved (warp-uniform). */
+template <bool QK8, bool PV8, int POLYQ, bool CR>
+__device__ __forceinline__ bool fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 64 : 1], float (&m)[2], float (&l)[2],
                                            float (&corr)[2], const float (&sl_row)[2], const float *ks, int j, int seq,
                                            int t)
 {
     if constexpr (QK8) {
         const float kj = ks[j];
         const float sl[2] = {sl_row[0] * kj, sl_row[1] * kj};
-        fa3_softmax_i32<PV8, POLYQ>(si, sc, m, l, corr, sl, j * kBN, seq, t);
+        return fa3_softmax_i32<PV8, POLYQ, CR>(si, sc, m, l, corr, sl, j * kBN, seq, t);
     } else {
-        fa3_softmax_f32<PV8, POLYQ>(sc, m, l, corr, sl_row, j * kBN, seq, t);
+        return fa3_softmax_f32<PV8, POLYQ, CR>(sc, m, l, corr, sl_row, j * kBN, seq, t);
     }
 }
 #endif
 
-template <bool QK8, bool PV8, bool PINGPONG, int POLYQ = 0>
+template <bool QK8, bool PV8, bool PINGPONG, int POLYQ = 0, int OPT = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     k_fa3(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
           const __grid_constant__ CUtensorMap tmV, const Fa3Params p)
 {
 #ifdef MMK_FA3_DEVICE
-    using L = Fa3Layout<QK8, PV8>;
+    constexpr int kStages = fa3_stages(OPT);
+    constexpr bool CR = (OPT & kOptRescale) != 0;
+    static_assert(!(CR && PV8), "conditional rescaling is built for bf16 P·V only");
+    using L = Fa3Layout<QK8, PV8, kStages>;
     constexpr int TQ = L::kQK, TV = L::kV;
     extern __shared__ __align__(1024) unsigned char fa3_smem[];
     __shared__ __align__(8) uint64_t bars[1 + 4 * kStages];
@@ -405,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
         mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
-    fa3_scores<QK8, PV8, POLYQ>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
+    fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
     fa3_pack_p<PV8>(pa, sc);
@@ -435,7 +499,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             mmk_fence_regs(sc);
         mmk_mbar_arrive(EMPTY_K(s));
-        fa3_scores<QK8, PV8, POLYQ>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
+        const bool moved = fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
+        (void)moved;
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
          * for anything written meanwhile (sc above) */
@@ -451,9 +516,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             corr_prev[1] = corr[1];
         } else {
             mmk_fence_regs(o);
+            if (!CR || moved) /* warp-uniform */
 #pragma unroll
-            for (int i = 0; i < 64; i++)
-                o[i] *= corr[(i >> 1) & 1];
+                for (int i = 0; i < 64; i++)
+                    o[i] *= corr[(i >> 1) & 1];
         }
         mmk_mbar_arrive(EMPTY_V(sp));
         fa3_pack_p<PV8>(pa, sc);
@@ -751,23 +817,36 @@ __global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ 
 
 /* ------------------------------------------------------------------ host */
 
-template <bool QK8, bool PV8, bool PP, int POLYQ>
+template <bool QK8, bool PV8, bool PP, int POLYQ, int OPT = 0>
 int launch_one(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
                cudaStream_t s, mm_error *err)
 {
-    constexpr int smem = Fa3Layout<QK8, PV8>::kSmem;
-    MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP, POLYQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), err,
-            "raising the shared-memory limit of the fa3 attention kernel");
+    constexpr int smem = Fa3Layout<QK8, PV8, fa3_stages(OPT)>::kSmem;
+    MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP, POLYQ, OPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+            err, "raising the shared-memory limit of the fa3 attention kernel");
     dim3 grid(n_mb, p.heads);
-    k_fa3<QK8, PV8, PP, POLYQ><<<grid, kThreads, smem, s>>>(q, k, v, p);
+    k_fa3<QK8, PV8, PP, POLYQ, OPT><<<grid, kThreads, smem, s>>>(q, k, v, p);
     return mmk_launched(err, QK8 ? (PV8 ? "k_fa3 (int8 q·k, e4m3 p·v)" : "k_fa3 (int8 q·k, bf16 p·v)") : "k_fa3 (bf16)");
 }
 
-/* One product pair: the schedule and the polyexp variant (checked by mmk_fa3_run) */
+/* One product pair: the schedule, the polyexp variant and the OPT variant
+ * (checked against fa3_built by mmk_fa3_run) */
 template <bool QK8, bool PV8>
 int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb, bool pp,
-           int poly, cudaStream_t s, mm_error *err)
+           int poly, int opt, cudaStream_t s, mm_error *err)
 {
+    if (opt) {
+        /* the variants: ping-pong, plain exp2, exact mode only */
+        if constexpr (!QK8 && !PV8) {
+            switch (opt) {
+            case kOptRescale: return launch_one<false, false, true, 0, kOptRescale>(q, k, v, p, n_mb, s, err);
+            case kOptStages3: return launch_one<false, false, true, 0, kOptStages3>(q, k, v, p, n_mb, s, err);
+            default:
+                return launch_one<false, false, true, 0, kOptRescale | kOptStages3>(q, k, v, p, n_mb, s, err);
+            }
+        }
+        return mm_fail(err, "attention (fa3): variant %d not built for this mode", opt);
+    }
     switch (poly * 2 + (pp ? 1 : 0)) {
     case 0: return launch_one<QK8, PV8, false, 0>(q, k, v, p, n_mb, s, err);
     case 1: return launch_one<QK8, PV8, true, 0>(q, k, v, p, n_mb, s, err);
@@ -776,6 +855,31 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
     case 4: return launch_one<QK8, PV8, false, 2>(q, k, v, p, n_mb, s, err);
     default: return launch_one<QK8, PV8, true, 2>(q, k, v, p, n_mb, s, err);
     }
+}
+
+/* The variants built (template instantiations): exact mode with ping-pong
+ * and the plain exp2, any MMK_FA3_OPT_* combination. */
+bool fa3_built(int mode, int poly, int pingpong, int opt)
+{
+    if (opt == 0)
+        return true;
+    return mode == MMK_FA3_EXACT && poly == 0 && pingpong != 0 && opt > 0 && (opt & ~MMK_FA3_OPT_ALL) == 0;
+}
+
+/* unset or empty: `dflt`; one of the two accepted values: 0 / bit; else -1 */
+int env_bit(const char *name, const char *off, const char *on, int bit)
+{
+    const char *e = getenv(name);
+    if (!e || !*e || strcmp(e, off) == 0)
+        return 0;
+    return strcmp(e, on) == 0 ? bit : -1;
+}
+
+/* " +rescale +3 stages" */
+void variant_desc(int opt, char *out, size_t n)
+{
+    snprintf(out, n, "%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "",
+             (opt & kOptStages3) ? " +3 stages" : "");
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -820,6 +924,18 @@ int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, int seq_kv, cudaStream_t s, CU
 
 } // namespace
 
+extern "C" int mmk_fa3_env_variant(void)
+{
+    const int cr = env_bit("MMH3_FA3_RESCALE", "0", "1", kOptRescale);
+    const int st = env_bit("MMH3_FA3_STAGES", "2", "3", kOptStages3);
+    return cr < 0 || st < 0 ? -1 : cr | st;
+}
+
+extern "C" int mmk_fa3_variant_built(int mode, int polyexp, int pingpong, int variant)
+{
+    return fa3_built(mode, polyexp, pingpong, variant);
+}
+
 extern "C" int mmk_fa3_usable(int dev)
 {
     static int cached[64];
@@ -857,6 +973,20 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     if (a->polyexp < 0 || a->polyexp > MMK_FA3_POLYEXP_MAX)
         return mm_fail(err, "attention (fa3): polyexp %d quarters not built (0..%d)", a->polyexp, MMK_FA3_POLYEXP_MAX);
     const int poly = a->polyexp;
+    const bool pp = a->pingpong != 0;
+    int opt = 0;
+    if (a->variant & MMK_FA3_OPT_SET) {
+        opt = a->variant & ~MMK_FA3_OPT_SET;
+        if (!fa3_built(a->mode, poly, pp, opt))
+            return mm_fail(err, "attention (fa3): variant %d not built for %s (polyexp %d, ping-pong %d)", opt,
+                           mmk_fa3_mode_name(a->mode), poly, pp);
+    } else if (a->variant) {
+        return mm_fail(err, "attention (fa3): variant %d is neither 0 nor MMK_FA3_OPT_SET | bits", a->variant);
+    } else if ((opt = mmk_fa3_env_variant()) < 0) {
+        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE must be 0 or 1 and MMH3_FA3_STAGES 2 or 3");
+    } else if (!fa3_built(a->mode, poly, pp, opt)) {
+        opt = 0; /* the plain kernel where the variant is not built */
+    }
     if (a->heads <= 0 || a->heads_kv <= 0 || a->heads % a->heads_kv)
         return mm_fail(err, "attention (fa3): %d query heads cannot share %d kv heads evenly", a->heads, a->heads_kv);
     if (!al16(a->q) || !al16(a->k) || !al16(a->v) || !al16(a->o) || a->ldq % 8 || a->ldk % 8 || a->ldv % 8 ||
@@ -865,7 +995,6 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
                        "of 8 elements");
     cudaStream_t s = (cudaStream_t)st;
     const int n_kb = (seq_kv + kBN - 1) / kBN, n_qb = (a->seq + kBM - 1) / kBM, rows_pad = n_qb * kBM;
-    const bool pp = a->pingpong != 0;
     Fa3Params p;
     memset(&p, 0, sizeof p);
     p.seq = a->seq;
@@ -884,7 +1013,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
             mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
             mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, seq_kv, (uint64_t)a->ldk * 2, 64, kBN, err))
             return -1;
-        return launch<false, false>(mq, mk, mv, p, n_qb, pp, poly, s, err);
+        return launch<false, false>(mq, mk, mv, p, n_qb, pp, poly, opt, s, err);
     }
 
     /* fast modes: k/v statistics, int8 q (per row) and k (smoothed, per tile) */
@@ -920,7 +1049,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     if (a->mode == MMK_FA3_FAST_QK) {
         if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err))
             return -1;
-        return launch<true, false>(mq, mk, mv, p, n_qb, pp, poly, s, err);
+        return launch<true, false>(mq, mk, mv, p, n_qb, pp, poly, opt, s, err);
     }
     /* e4m3 P·V: the smoothed, scaled, permuted, transposed v */
     const int64_t ld_vt = (int64_t)n_kb * kBN;
@@ -935,7 +1064,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.v_scale = stats + (size_t)2 * a->heads_kv * kD;
     if (mmk_tma_map_2d(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
         return -1;
-    return launch<true, true>(mq, mk, mv, p, n_qb, pp, poly, s, err);
+    return launch<true, true>(mq, mk, mv, p, n_qb, pp, poly, opt, s, err);
 }
 
 /* ------------------------------------------------------------------ first-use self-check */
@@ -960,7 +1089,7 @@ double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
  * worse rel_l2, or a negative value when something could not run, message
  * in err) and one with fewer queries than keys (*cross: its rel_l2, or
  * negative). */
-double fa3_selfcheck(int dev, int mode, int poly, double *cross, mm_error *err)
+double fa3_selfcheck(int dev, int mode, int poly, int opt, double *cross, mm_error *err)
 {
     const int S = 700, H = 4, W = 3 * H * kD;
     const size_t n = (size_t)S * W, no = (size_t)S * H * kD;
@@ -1010,6 +1139,7 @@ double fa3_selfcheck(int dev, int mode, int poly, double *cross, mm_error *err)
             f.mode = mode;
             f.pingpong = -1;
             f.polyexp = poly;
+            f.variant = MMK_FA3_OPT_SET | opt;
             if (mmk_attention_run(dev, s, &r, err) || cudaMemsetAsync(o_fa3, 0xff, no * 2, s) != cudaSuccess ||
                 mmk_fa3_run(dev, s, &f, err) || cudaStreamSynchronize(s) != cudaSuccess ||
                 cudaMemcpy(h_ref, o_ref, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
@@ -1040,29 +1170,46 @@ std::mutex g_fa3_check_mu;
 
 } // namespace
 
-/* verdicts per device, mode and polyexp variant; 1: passed, 2: failed */
-static int g_cross_verdict[64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1]; /* the queries ≠ keys problem */
+/* verdicts per device, mode, polyexp and kernel variant; 1: passed, 2: failed */
+#define FA3_VERDICTS [64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1][MMK_FA3_OPT_ALL + 1]
+static int g_verdict FA3_VERDICTS;
+static int g_cross_verdict FA3_VERDICTS; /* the queries ≠ keys problem */
+static double g_error FA3_VERDICTS;
+#undef FA3_VERDICTS
+
+/* The kernel variant mmk_fa3_run picks from the environment for this mode
+ * and polyexp (ping-pong on, as the self-check runs it); -1: invalid. */
+static int fa3_env_opt(int mode, int poly)
+{
+    const int opt = mmk_fa3_env_variant();
+    return opt < 0 ? -1 : fa3_built(mode, poly, 1, opt) ? opt : 0;
+}
 
 extern "C" int mmk_fa3_verified(int dev, int mode, int poly, double *rel_l2)
 {
-    static int verdict[64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1];
-    static double error[64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1];
     if (dev < 0 || dev >= 64 || mode < 0 || mode >= MMK_FA3_MODES || poly < 0 || poly > MMK_FA3_POLYEXP_MAX ||
         !mmk_fa3_usable(dev))
         return 0;
+    const int opt = fa3_env_opt(mode, poly);
+    if (opt < 0) {
+        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE must be 0 or 1 and MMH3_FA3_STAGES 2 or 3; fa3 "
+                        "not used\n", dev);
+        return 0;
+    }
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
-    if (!verdict[dev][mode][poly]) {
+    if (!g_verdict[dev][mode][poly][opt]) {
         mm_error err = {{0}};
         double cross = -1;
-        double rel = fa3_selfcheck(dev, mode, poly, &cross, &err);
+        double rel = fa3_selfcheck(dev, mode, poly, opt, &cross, &err);
         const double tol = mode == MMK_FA3_EXACT ? 1e-2 : 0.08;
         const bool ok = rel >= 0 && rel < tol, cross_ok = ok && cross >= 0 && cross < tol;
-        char name[96];
-        snprintf(name, sizeof name, "%s%s", mmk_fa3_mode_name(mode),
-                 poly == 1 ? " polyexp 0.25" : poly == 2 ? " polyexp 0.5" : "");
-        error[dev][mode][poly] = rel;
-        verdict[dev][mode][poly] = ok ? 1 : 2;
-        g_cross_verdict[dev][mode][poly] = cross_ok ? 1 : 2;
+        char name[160], vdesc[64];
+        variant_desc(opt, vdesc, sizeof vdesc);
+        snprintf(name, sizeof name, "%s%s%s", mmk_fa3_mode_name(mode),
+                 poly == 1 ? " polyexp 0.25" : poly == 2 ? " polyexp 0.5" : "", vdesc);
+        g_error[dev][mode][poly][opt] = rel;
+        g_verdict[dev][mode][poly][opt] = ok ? 1 : 2;
+        g_cross_verdict[dev][mode][poly][opt] = cross_ok ? 1 : 2;
         if (ok)
             fprintf(stderr, "mmh3: cuda:%d attention: %s kernel in use (self-check against the portable one: rel_l2 "
                             "%.2g; fewer queries than keys: %s rel_l2 %.2g)\n", dev, name, rel,
@@ -1075,16 +1222,17 @@ extern "C" int mmk_fa3_verified(int dev, int mode, int poly, double *rel_l2)
                     name, err.msg);
     }
     if (rel_l2)
-        *rel_l2 = error[dev][mode][poly];
-    return verdict[dev][mode][poly] == 1;
+        *rel_l2 = g_error[dev][mode][poly][opt];
+    return g_verdict[dev][mode][poly][opt] == 1;
 }
 
 extern "C" int mmk_fa3_cross_verified(int dev, int mode, int poly)
 {
     if (!mmk_fa3_verified(dev, mode, poly, NULL))
         return 0;
+    const int opt = fa3_env_opt(mode, poly);
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
-    return g_cross_verdict[dev][mode][poly] == 1;
+    return opt >= 0 && g_cross_verdict[dev][mode][poly][opt] == 1;
 }
 
 static const mmk_kernel_entry g_fa3_kernels[] = {
@@ -1100,6 +1248,9 @@ static const mmk_kernel_entry g_fa3_kernels[] = {
     {"attn_fa3_i8_e4m3_poly50", (const void *)k_fa3<true, true, true, 2>, 90},
     {"attn_fa3_i8_bf16_poly25", (const void *)k_fa3<true, false, true, 1>, 90},
     {"attn_fa3_i8_bf16_poly50", (const void *)k_fa3<true, false, true, 2>, 90},
+    {"attn_fa3_bf16_cr", (const void *)k_fa3<false, false, true, 0, kOptRescale>, 90},
+    {"attn_fa3_bf16_s3", (const void *)k_fa3<false, false, true, 0, kOptStages3>, 90},
+    {"attn_fa3_bf16_cr_s3", (const void *)k_fa3<false, false, true, 0, kOptRescale | kOptStages3>, 90},
     {"attn_fa3_vt_bf16", (const void *)k_fa3_vt_bf16, 90},
     {"attn_fa3_kv_partial", (const void *)k_fa3_kv_partial, 90},
     {"attn_fa3_kv_finish", (const void *)k_fa3_kv_finish, 90},

@@ -55,16 +55,42 @@ typedef struct mmk_fa3 {
     int pingpong; /* -1: default (on), 0: off, 1: on — the two consumer warpgroups take turns on the tensor cores */
     int polyexp;  /* 0 (default): every softmax exp2 on the MUFU (ex2.approx); 1, 2: that many quarters of them
                      by a polynomial on the FMA pipes (kernels/fa3_polyexp.h; MMH3_FA3_POLYEXP=0.25, 0.5) */
+    int variant;  /* 0: the MMK_FA3_OPT_* bits the environment asks for (mmk_fa3_env_variant) where that variant
+                     is built (mmk_fa3_variant_built), else the plain kernel; MMK_FA3_OPT_SET | bits: exactly
+                     those (an error where not built) */
 } mmk_fa3;
 
 enum { MMK_FA3_POLYEXP_MAX = 2 };
+
+/* Kernel variants (issue 9 experiments, opt-in until the device has measured
+ * them), built for exact mode with ping-pong and the plain exp2:
+ *   MMK_FA3_OPT_RESCALE (MMH3_FA3_RESCALE=1): conditional rescaling — a
+ *     row's running max (and with it O and l) moves only when a tile's max
+ *     exceeds it by more than 8 (log2 units), decided per warp by a vote;
+ *     exact in real arithmetic, P ≤ 2⁸ in bf16 loses nothing;
+ *   MMK_FA3_OPT_STAGES3 (MMH3_FA3_STAGES=3): a three-stage K/Vᵀ ring
+ *     instead of two (225 KB of shared memory). */
+enum {
+    MMK_FA3_OPT_RESCALE = 1,
+    MMK_FA3_OPT_STAGES3 = 2,
+    MMK_FA3_OPT_ALL = 3,
+    MMK_FA3_OPT_SET = 1 << 8
+};
+
+/* The variant bits MMH3_FA3_RESCALE (unset, empty, 0 or 1) and
+ * MMH3_FA3_STAGES (unset, empty, 2 or 3) ask for; -1 for any other value. */
+int mmk_fa3_env_variant(void);
+/* 1 when the variant bits are built for this mode, polyexp and schedule
+ * (pingpong: 0 off, else on); 0 always is. */
+int mmk_fa3_variant_built(int mode, int polyexp, int pingpong, int variant);
 
 /* 1 when `dev` can run it (sm_90 device, sm_90a code in this build). */
 int mmk_fa3_usable(int dev);
 int mmk_fa3_run(int dev, mmk_stream s, const mmk_fa3 *a, mm_error *err);
 const char *mmk_fa3_mode_name(int mode);
 
-/* First-use self-check of a mode (and polyexp variant, 0..MMK_FA3_POLYEXP_MAX) on `dev` against the portable attention
+/* First-use self-check of a mode (and polyexp variant, 0..MMK_FA3_POLYEXP_MAX, and the kernel variant the
+ * environment asks for where built: mmk_fa3_env_variant; an invalid value fails the check) on `dev` against the portable attention
  * kernel (mmk_attention_run, portable = 1): two problems of 700 rows (six
  * key tiles, the last partial), 4 heads over 4 and over 2 kv heads, q/k/v
  * the thirds of one fused buffer as the DiT passes them, every output

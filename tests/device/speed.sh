@@ -19,7 +19,8 @@
 #   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
 #   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p, fa3, fa3-fast,
 #            fa3-fastqk, and fa3 / fa3-fast with MMH3_FA3_POLYEXP=0.25, 0.5 (-poly25,
-#            -poly50) — time and rel_l2 against sm80                                  (~30 s)
+#            -poly50), the exact-mode variants fa3-cr, fa3-s3, fa3-cr-s3 (conditional
+#            rescaling, 3-stage ring) — time and rel_l2 against sm80                  (~35 s)
 #   clip5    1344x768x124 (5 s, S=38,010): exact + fast forward (one warm-up each), the
 #            per-kernel breakdown of block 1, fast-vs-exact velocity error; the PyTorch
 #            reference (bench/reference/dit_ref.py, int8 _int_mm + SDPA), same size   (~95 s)
@@ -157,7 +158,7 @@ if want attn; then
     note "SKIP attn: CUDA only (CPU stand-in run)"
   elif [ "$secs" -gt 0 ]; then
     run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 2 \
-        --paths sm80,sm90p,fa3,fa3-fast,fa3-fastqk,fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50
+        --paths sm80,sm90p,fa3,fa3-fast,fa3-fastqk,fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50,fa3-cr,fa3-s3,fa3-cr-s3
     while read -r line; do note "$line"; done < <(grep '^ATTN' "$OUT/speed_attn.txt")
   else
     skipped attn

@@ -22,6 +22,11 @@
  * on the FMA pipes, kernels/fa3_polyexp.h) are held to the same tolerances
  * as the plain kernel of their mode, including masked keys (partial tiles)
  * and the fewer-queries-than-keys path; the policy runs their self-checks.
+ * So are the exact-mode kernel variants (kernels/mmk_fa3.h:
+ * MMH3_FA3_RESCALE=1, conditional rescaling; MMH3_FA3_STAGES=3, a
+ * three-stage ring), with one more input kind for the first: key norms
+ * that grow along the sequence, so that each row's max rises tile after
+ * tile by less and by more than the rescaling threshold.
  *
  * Without a GPU (or on a GPU without the kernel) it prints SKIP;
  * MMH3_REQUIRE_GPU=1 turns a missing sm_90 GPU into a failure. */
@@ -40,6 +45,24 @@
 
 static mm_ctx *gpu, *cpu;
 static const char *g_polyexp; /* MMH3_FA3_POLYEXP for the next runs (NULL: unset) */
+static const char *g_rescale, *g_stages; /* MMH3_FA3_RESCALE, MMH3_FA3_STAGES for the next runs (NULL: unset) */
+
+static void set_variant_env(void)
+{
+    if (g_polyexp)
+        setenv("MMH3_FA3_POLYEXP", g_polyexp, 1);
+    if (g_rescale)
+        setenv("MMH3_FA3_RESCALE", g_rescale, 1);
+    if (g_stages)
+        setenv("MMH3_FA3_STAGES", g_stages, 1);
+}
+
+static void unset_variant_env(void)
+{
+    unsetenv("MMH3_FA3_POLYEXP");
+    unsetenv("MMH3_FA3_RESCALE");
+    unsetenv("MMH3_FA3_STAGES");
+}
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static float uniform(void)
@@ -60,11 +83,13 @@ typedef struct result {
     int ok; /* ran */
 } result;
 
-enum { IN_OUTLIER, IN_DIT };
+enum { IN_OUTLIER, IN_DIT, IN_RAMP };
 
 /* q/k values of scale `qk` (large values = sharp softmax) with an outlier
  * channel, or DiT-like rows (per-head RMS-normalized q/k with channel gains
- * × qk, a per-head key offset; v with channel means). */
+ * × qk, a per-head key offset; v with channel means), or normal values with
+ * k of row r scaled by 0.25 + 2.75 r / S (IN_RAMP: the scores' spread, and
+ * with it each row's max, grows along the keys). */
 static void fill(float *hf, uint16_t *h, int S, int64_t W, int64_t A, int64_t Akv, float qk, int kind)
 {
     float gain[128], koff[16][128], vmean[16][128];
@@ -79,6 +104,8 @@ static void fill(float *hf, uint16_t *h, int S, int64_t W, int64_t A, int64_t Ak
             const bool qkc = c < A + Akv;
             if (kind == IN_OUTLIER)
                 row[c] = normal() * (qkc ? qk : 1.0f) * (qkc && c % 128 == 5 ? 6.0f : 1.0f);
+            else if (kind == IN_RAMP)
+                row[c] = normal() * (qkc ? qk : 1.0f) * (c >= A && qkc ? 0.25f + 2.75f * (float)r / (float)S : 1.0f);
             else if (qkc)
                 row[c] = normal() + (c >= A ? koff[((c - A) / 128) % 16][c % 128] : 0.f);
             else
@@ -138,11 +165,10 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
     char pp[4];
     snprintf(pp, sizeof pp, "%d", pingpong);
     setenv("MMH3_FA3_PINGPONG", pp, 1);
-    if (g_polyexp)
-        setenv("MMH3_FA3_POLYEXP", g_polyexp, 1);
+    set_variant_env();
     mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
     unsetenv("MMH3_FA3_PINGPONG");
-    unsetenv("MMH3_FA3_POLYEXP");
+    unset_variant_env();
     mm_tensor hob = mm_tensor_wrap(ob, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hob, &dout);
     if (mm_ctx_sync(gpu, &err) != 0) {
@@ -190,9 +216,11 @@ done:
 
 static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
-    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s\n", what, S, hq, hkv, qk,
-           kind == IN_DIT ? "DiT-like" : "outlier", mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16",
-           pingpong, g_polyexp ? " polyexp " : "", g_polyexp ? g_polyexp : "");
+    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
+           kind == IN_DIT ? "DiT-like" : kind == IN_RAMP ? "key ramp" : "outlier",
+           mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16", pingpong,
+           g_polyexp ? " polyexp " : "", g_polyexp ? g_polyexp : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
+           g_rescale ? g_rescale : "", g_stages ? " MMH3_FA3_STAGES=" : "", g_stages ? g_stages : "");
     fflush(stdout);
     result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
     if (!r.ok)
@@ -268,6 +296,40 @@ static void test_poly_fast_dit_like_sharp_gqa(void)
 }
 static void test_poly_fastqk(void) { poly_check("0.5", "fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1); }
 
+/* the exact-mode kernel variants: the plain kernel's cases and tolerance */
+static const struct {
+    const char *rescale, *stages;
+} g_variants[] = {{"1", NULL}, {NULL, "3"}, {"1", "3"}};
+
+static void variant_checks(int S, int hq, int hkv, float qk, int kind)
+{
+    for (size_t i = 0; i < sizeof g_variants / sizeof g_variants[0]; i++) {
+        g_rescale = g_variants[i].rescale, g_stages = g_variants[i].stages;
+        check("exact", S, hq, hkv, qk, kind, MM_FA3_EXACT, 1);
+    }
+    g_rescale = g_stages = NULL;
+}
+static void test_variants_partial_tile(void) { variant_checks(77, 2, 2, 1.0f, IN_OUTLIER); }
+static void test_variants_one_row(void) { variant_checks(1, 1, 1, 1.0f, IN_OUTLIER); }
+static void test_variants_ragged(void) { variant_checks(1000, 3, 3, 1.0f, IN_OUTLIER); }
+static void test_variants_gqa(void) { variant_checks(517, 4, 2, 1.0f, IN_OUTLIER); }
+static void test_variants_sharp(void) { variant_checks(700, 2, 2, 3.0f, IN_OUTLIER); }
+static void test_variants_dit_like(void) { variant_checks(1000, 2, 2, 2.0f, IN_DIT); }
+static void test_variants_rising_max(void)
+{
+    variant_checks(2949, 2, 2, 1.0f, IN_RAMP);
+    variant_checks(1500, 2, 2, 2.5f, IN_RAMP);
+}
+/* a variant asked for where it is not built: the plain kernel, unchanged */
+static void test_variants_fast_modes_unchanged(void)
+{
+    g_rescale = "1", g_stages = "3";
+    check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1);
+    check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 1);
+    check("exact", 1000, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
+    g_rescale = g_stages = NULL;
+}
+
 /* Fewer queries than keys (the reference KV cache's reduced forwards: the
  * rows not cached attend to themselves and the cached rows): every output
  * row depends on its own query and all keys only, so the first sq rows of a
@@ -307,11 +369,10 @@ static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
         MM_EXPECT(0, "%d queries over %d keys do not fit the kernel", sq, S);
         goto done;
     }
-    if (g_polyexp)
-        setenv("MMH3_FA3_POLYEXP", g_polyexp, 1);
+    set_variant_env();
     mm_cuda_attention_fa3(gpu, &of, &q, &k, &v, 0.0f, mode);
     mm_cuda_attention_fa3(gpu, &op, &qs, &k, &v, 0.0f, mode);
-    unsetenv("MMH3_FA3_POLYEXP");
+    unset_variant_env();
     mm_tensor hf_t = mm_tensor_wrap(full, mm_cpu(), MM_BF16, 2, oshp), hp_t = mm_tensor_wrap(part, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hf_t, &d_full);
     mm_copy(gpu, &hp_t, &d_part);
@@ -368,6 +429,12 @@ static void test_fewer_queries_than_keys(void)
     cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     g_polyexp = NULL;
+    for (size_t i = 0; i < sizeof g_variants / sizeof g_variants[0]; i++) {
+        g_rescale = g_variants[i].rescale, g_stages = g_variants[i].stages;
+        cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
+        cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
+    }
+    g_rescale = g_stages = NULL;
 }
 
 /* Keys may be more or fewer than the queries, but not none: the kernel
@@ -424,6 +491,23 @@ static void test_policy_defaults_and_overrides(void)
     mm_cuda_speed_paths_get(0, true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_POLYEXP=0.3 still runs fa3: %s | %s", p.attention, p.fast);
     unsetenv("MMH3_FA3_POLYEXP");
+    /* the kernel variants: their own self-checks (exact mode; the fast modes keep their kernels); an
+     * unknown value: no fa3 */
+    for (size_t i = 0; i < sizeof g_variants / sizeof g_variants[0]; i++) {
+        g_rescale = g_variants[i].rescale, g_stages = g_variants[i].stages;
+        set_variant_env();
+        mm_cuda_speed_paths_get(0, true, &p);
+        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_STAGES=%s: attention %s | fast %s\n", g_rescale ? g_rescale : "-",
+               g_stages ? g_stages : "-", p.attention, p.fast);
+        MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "variant %zu: %s | %s", i, p.attention,
+                  p.fast);
+        unset_variant_env();
+    }
+    g_rescale = g_stages = NULL;
+    setenv("MMH3_FA3_RESCALE", "2", 1);
+    mm_cuda_speed_paths_get(0, true, &p);
+    MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_RESCALE=2 still runs fa3: %s | %s", p.attention, p.fast);
+    unsetenv("MMH3_FA3_RESCALE");
 }
 
 int main(void)
@@ -471,6 +555,14 @@ int main(void)
     MM_RUN(test_poly_fast);
     MM_RUN(test_poly_fast_dit_like_sharp_gqa);
     MM_RUN(test_poly_fastqk);
+    MM_RUN(test_variants_partial_tile);
+    MM_RUN(test_variants_one_row);
+    MM_RUN(test_variants_ragged);
+    MM_RUN(test_variants_gqa);
+    MM_RUN(test_variants_sharp);
+    MM_RUN(test_variants_dit_like);
+    MM_RUN(test_variants_rising_max);
+    MM_RUN(test_variants_fast_modes_unchanged);
     MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_no_keys_do_not_fit);
     MM_RUN(test_policy_defaults_and_overrides);
