@@ -66,6 +66,16 @@
  *     without straight accumulation into O there is nothing to skip).
  *   MMH3_FA3_STAGES=3 — a three-stage K/Vᵀ ring (225 KB of shared memory),
  *     for consumers that wait on the full barriers.
+ * and for fast mode (bench path fa3-fast-lean), where the device's profile
+ * (session 4, call 1) shows the ALU/issue work per score, not the tensor
+ * cores or the MUFU, setting the pace:
+ *   MMH3_FA3_LEAN=1 — the row sums of P on the tensor cores: 8 rows of e4m3
+ *     ones after each Vᵀ stage make P·V an m64n136 product whose last 8
+ *     columns are Σ P (of the e4m3 P the output weighs v with, so O / l is
+ *     an exact convex combination of those weights), folded into l with
+ *     O's correction; and the int32 → float bias folded into the exponent's
+ *     FMA (fa3_softmax_i32_lean). 128 fewer FADDs per thread and tile, 4
+ *     more FMAs, 6% more tensor work (idle there anyway).
  * The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device, and tests/unit/test_speed_fast_budget.c holds
@@ -95,7 +105,7 @@ namespace {
 constexpr int kBM = 128, kBN = 128, kD = 128; /* query rows, keys per tile, head dim */
 /* Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h):
  * conditional rescaling, a three-stage K/Vᵀ ring. */
-constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptStages3 = MMK_FA3_OPT_STAGES3;
+constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptStages3 = MMK_FA3_OPT_STAGES3, kOptLean = MMK_FA3_OPT_LEAN;
 constexpr int fa3_stages(int opt) { return (opt & kOptStages3) ? 3 : 2; }
 /* Conditional rescaling keeps a row's running max until a tile's max exceeds
  * it by more than kRescaleTau (log2 units): P stays ≤ 2^kRescaleTau, which
@@ -109,10 +119,12 @@ constexpr int kStatRows = 512; /* keys per block of the k/v statistics pass */
 /* Shared-memory tiles of 128 × 128 elements: Q, then ST × (K, Vᵀ). bf16
  * with three stages: 32 KB + 3 × 64 KB + 1 KB alignment = 225 KB of the
  * 227 KB an sm_90 block may have. */
-template <bool QK8, bool PV8, int ST = 2> struct Fa3Layout {
+template <bool QK8, bool PV8, int ST = 2, bool ONES = false> struct Fa3Layout {
     static constexpr int kQK = kBM * kD * (QK8 ? 1 : 2); /* one Q or K tile (kBM = kBN) */
-    static constexpr int kV = kBN * kD * (PV8 ? 1 : 2);  /* one Vᵀ tile */
-    static constexpr int kSmem = kQK * (1 + ST) + kV * ST + 1024;
+    static constexpr int kV = kBN * kD * (PV8 ? 1 : 2);  /* one Vᵀ tile (what TMA writes) */
+    /* ONES (lean fast mode): 8 more rows of e4m3 ones after each e4m3 Vᵀ tile */
+    static constexpr int kVS = kV + (ONES ? 1024 : 0); /* Vᵀ stage stride */
+    static constexpr int kSmem = kQK * (1 + ST) + kVS * ST + 1024;
 };
 
 struct Fa3Params {
@@ -161,6 +173,24 @@ template <bool PV8> __device__ __forceinline__ void fa3_issue_pv(float (&acc)[64
             mmk_wgmma_rs_bf16(acc, &pa[kk * 4], mmk_desc_sw128(v_addr + off), 1);
         }
     }
+}
+
+/* Lean fast mode: d (+)= P·[Vᵀ; 1] over 32 keys, m64n136k32 e4m3, A (P) from
+ * registers — columns 128..135 of d are the row sums of the e4m3 P, the
+ * same values the 128 output columns weigh v with. */
+__device__ __forceinline__ void fa3_wgmma_rs_e4m3_n136(float (&d)[68], const uint32_t *a, uint64_t db, int accumulate)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void fa3_issue_pv_lean(float (&acc)[68], const uint32_t (&pa)[32], uint32_t v_addr)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        fa3_wgmma_rs_e4m3_n136(acc, &pa[kk * 4], mmk_desc_sw128(v_addr + kk * 32), kk > 0);
 }
 
 /* e4m3 P: exponents offset by 8 (values up to 256) so that small
@@ -310,6 +340,58 @@ __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
     return move;
 }
 
+/* Lean fast mode's softmax of one int8 score tile: no sums (the tensor
+ * cores make them, fa3_issue_pv_lean), and the int32 → float conversion's
+ * bias folded into the exponent's FMA: x = (B + s)·sl + c with c = neg − B·sl
+ * (B = 1.5·2²³; B + s is the float fa3_i2f subtracts B from). c is rounded —
+ * by up to 2⁻⁵ (log2 units) where B·sl is large — so the tile's P are all
+ * relative to the effective max M = off − (B·sl + c), computed exactly
+ * enough (B·sl split into a product and its FMA-exact error; c + B·sl exact
+ * by Sterbenz where it matters), and corr[r] = exp2(mref − M) carries O
+ * and its row sums from the previous tile's M (mref) to this one. M stays
+ * within 2⁻⁵ of the true max: P ≤ 2^(8 + 2⁻⁵) < 448. */
+template <int POLYQ>
+__device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&mref)[2],
+                                                     float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
+{
+    constexpr float kB = 12582912.f, kOff = 8.f;
+    const bool edge = key0 + kBN > seq;
+    if (edge) {
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (key0 + nt * 8 + 2 * t + (e & 1) >= seq)
+                    si[nt * 4 + e] = INT_MIN; /* its P is set to 0 below */
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int mx = INT_MIN;
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++)
+            mx = max(mx, max(si[nt * 4 + 2 * r], si[nt * 4 + 2 * r + 1]));
+        mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        /* key0 < seq: the quad holds at least one key of the sequence */
+        m[r] = fmaxf(m[r], (float)mx * sl[r]);
+        const float p_hi = kB * sl[r], p_lo = fmaf(kB, sl[r], -p_hi);
+        const float c = (kOff - m[r]) - p_hi;
+        const float M = kOff - ((c + p_hi) + p_lo);
+        corr[r] = mmk_exp2_approx(mref[r] - M);
+        mref[r] = M;
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = nt * 4 + 2 * r + e;
+                float pv = fa3_exp2<POLYQ>(fmaf(__uint_as_float((uint32_t)si[i] + 0x4B400000u), sl[r], c), nt);
+                if (edge && si[i] == INT_MIN)
+                    pv = 0.f;
+                sc[i] = pv;
+            }
+    }
+}
+
 /* Probabilities → the A fragments of P·V. bf16: k-step kk covers keys
  * 16kk..16kk+15 (columns of score tiles nt = 2kk, 2kk+1). e4m3: k-step kk
  * covers the 32 keys of nt = 4kk..4kk+3 in the permuted order the Vᵀ copy
@@ -362,13 +444,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 #ifdef MMK_FA3_DEVICE
     constexpr int kStages = fa3_stages(OPT);
     constexpr bool CR = (OPT & kOptRescale) != 0;
+    constexpr bool LEAN = (OPT & kOptLean) != 0;
     static_assert(!(CR && PV8), "conditional rescaling is built for bf16 P·V only");
-    using L = Fa3Layout<QK8, PV8, kStages>;
-    constexpr int TQ = L::kQK, TV = L::kV;
+    static_assert(!LEAN || (QK8 && PV8), "the lean softmax is built for int8 q·k + e4m3 p·v only");
+    using L = Fa3Layout<QK8, PV8, kStages, LEAN>;
+    constexpr int TQ = L::kQK, TV = L::kV, TVS = L::kVS;
     extern __shared__ __align__(1024) unsigned char fa3_smem[];
     __shared__ __align__(8) uint64_t bars[1 + 4 * kStages];
     unsigned char *base = (unsigned char *)(((uintptr_t)fa3_smem + 1023) & ~(uintptr_t)1023);
-    const uint32_t sQ = mmk_smem_addr(base), sK = sQ + TQ, sV = sQ + (1 + kStages) * TQ;
+    const uint32_t sQ = mmk_smem_addr(base), sK = sQ + TQ, sV = sQ + (1 + kStages) * TQ; /* Vᵀ stages TVS apart */
     /* barriers: Q full; K full ×S; V full ×S; K empty ×S; V empty ×S */
     const uint32_t bQ = mmk_smem_addr(&bars[0]);
 #define FULL_K(s) (bQ + 8u * (1 + (s)))
@@ -387,6 +471,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             mmk_mbar_init(EMPTY_V(s), 256);
         }
         mmk_mbar_init_fence();
+    }
+    if constexpr (LEAN) {
+        /* the ones rows after each Vᵀ stage (TMA writes only the 16 KB before them); written by the generic
+         * proxy, read by wgmma through the async proxy */
+        for (int i = threadIdx.x; i < kStages * 256; i += kThreads)
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sV + (i >> 8) * TVS + TV + (i & 255) * 4), "r"(0x38383838u)
+                         : "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
     __syncthreads();
 
@@ -412,9 +504,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                     mmk_tma_load_2d(sK + s * TQ + TQ / 2, &tmK, FULL_K(s), hk * kD + 64, j * kBN);
                 mmk_mbar_wait(EMPTY_V(s), parity);
                 mmk_mbar_expect_tx(FULL_V(s), TV);
-                mmk_tma_load_2d(sV + s * TV, &tmV, FULL_V(s), j * kBN, hk * kD);
+                mmk_tma_load_2d(sV + s * TVS, &tmV, FULL_V(s), j * kBN, hk * kD);
                 if (!PV8)
-                    mmk_tma_load_2d(sV + s * TV + TV / 2, &tmV, FULL_V(s), j * kBN + 64, hk * kD);
+                    mmk_tma_load_2d(sV + s * TVS + TV / 2, &tmV, FULL_V(s), j * kBN + 64, hk * kD);
             }
         }
         return;
@@ -431,7 +523,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int row0 = mb * kBM + cw * 64 + warp * 16 + g; /* this thread's rows: row0, row0 + 8 */
 
     float o[64], sc[64];
-    float ot[PV8 ? 64 : 1];    /* e4m3: this tile's P·V before it joins o */
+    float ot[LEAN ? 68 : PV8 ? 64 : 1]; /* e4m3: this tile's P·V (lean: and its row sums) before it joins o */
+    float mref[2] = {-INFINITY, -INFINITY}; /* lean: the effective max of the last tile */
     int32_t si[QK8 ? 64 : 1]; /* int8: this tile's scores */
     uint32_t pa[32];
 #pragma unroll
@@ -469,7 +562,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
         mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
-    fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
+    if constexpr (LEAN)
+        fa3_softmax_i32_lean<POLYQ>(si, sc, m, mref, corr, {sl_row[0] * ks[0], sl_row[1] * ks[0]}, 0, p.seq_kv, t);
+    else
+        fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
     fa3_pack_p<PV8>(pa, sc);
@@ -486,10 +582,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             fa3_issue_s_bf16(sc, q_addr, sK + s * TQ);
         mmk_wgmma_commit();
-        if constexpr (PV8)
-            fa3_issue_pv<PV8>(ot, pa, sV + sp * TV);
+        if constexpr (LEAN)
+            fa3_issue_pv_lean(ot, pa, sV + sp * TVS);
+        else if constexpr (PV8)
+            fa3_issue_pv<PV8>(ot, pa, sV + sp * TVS);
         else
-            fa3_issue_pv<PV8>(o, pa, sV + sp * TV);
+            fa3_issue_pv<PV8>(o, pa, sV + sp * TVS);
         mmk_wgmma_commit();
         if (PINGPONG)
             mmk_bar_arrive(bar_other, 256);
@@ -499,7 +597,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             mmk_fence_regs(sc);
         mmk_mbar_arrive(EMPTY_K(s));
-        const bool moved = fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
+        bool moved = true;
+        if constexpr (LEAN)
+            fa3_softmax_i32_lean<POLYQ>(si, sc, m, mref, corr, {sl_row[0] * ks[j], sl_row[1] * ks[j]}, j * kBN,
+                                        p.seq_kv, t);
+        else
+            moved = fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
         (void)moved;
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
@@ -512,6 +615,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 o[i] = fmaf(o[i], corr_prev[(i >> 1) & 1], ot[i]);
+            if constexpr (LEAN)
+                for (int r = 0; r < 2; r++)
+                    l[r] = fmaf(l[r], corr_prev[r], ot[64 + 2 * r]);
             corr_prev[0] = corr[0];
             corr_prev[1] = corr[1];
         } else {
@@ -532,10 +638,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (PINGPONG)
             mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
-        if constexpr (PV8)
-            fa3_issue_pv<PV8>(ot, pa, sV + sl_ * TV);
+        if constexpr (LEAN)
+            fa3_issue_pv_lean(ot, pa, sV + sl_ * TVS);
+        else if constexpr (PV8)
+            fa3_issue_pv<PV8>(ot, pa, sV + sl_ * TVS);
         else
-            fa3_issue_pv<PV8>(o, pa, sV + sl_ * TV);
+            fa3_issue_pv<PV8>(o, pa, sV + sl_ * TVS);
         mmk_wgmma_commit();
         if (PINGPONG)
             mmk_bar_arrive(bar_other, 256);
@@ -547,6 +655,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 o[i] = fmaf(o[i], corr_prev[(i >> 1) & 1], ot[i]);
+            if constexpr (LEAN)
+                for (int r = 0; r < 2; r++)
+                    l[r] = fmaf(l[r], corr_prev[r], ot[64 + 2 * r]);
         } else {
             mmk_fence_regs(o);
         }
@@ -559,8 +670,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float s = l[r];
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        if constexpr (!LEAN) { /* lean: every thread of the quad holds the whole row's sum */
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+        }
         float inv = s > 0.f ? 1.f / s : 0.f;
         int row = row0 + 8 * r;
         if (row >= p.seq)
@@ -821,7 +934,7 @@ template <bool QK8, bool PV8, bool PP, int POLYQ, int OPT = 0>
 int launch_one(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
                cudaStream_t s, mm_error *err)
 {
-    constexpr int smem = Fa3Layout<QK8, PV8, fa3_stages(OPT)>::kSmem;
+    constexpr int smem = Fa3Layout<QK8, PV8, fa3_stages(OPT), (OPT & kOptLean) != 0>::kSmem;
     MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP, POLYQ, OPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
             err, "raising the shared-memory limit of the fa3 attention kernel");
     dim3 grid(n_mb, p.heads);
@@ -845,6 +958,10 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
                 return launch_one<false, false, true, 0, kOptRescale | kOptStages3>(q, k, v, p, n_mb, s, err);
             }
         }
+        if constexpr (QK8 && PV8) {
+            if (opt == kOptLean)
+                return launch_one<true, true, true, 0, kOptLean>(q, k, v, p, n_mb, s, err);
+        }
         return mm_fail(err, "attention (fa3): variant %d not built for this mode", opt);
     }
     switch (poly * 2 + (pp ? 1 : 0)) {
@@ -857,13 +974,16 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
     }
 }
 
-/* The variants built (template instantiations): exact mode with ping-pong
- * and the plain exp2, any MMK_FA3_OPT_* combination. */
+/* The variants built (template instantiations), all with ping-pong and the
+ * plain exp2: exact mode with any combination of rescaling and 3 stages;
+ * fast mode lean. */
 bool fa3_built(int mode, int poly, int pingpong, int opt)
 {
     if (opt == 0)
         return true;
-    return mode == MMK_FA3_EXACT && poly == 0 && pingpong != 0 && opt > 0 && (opt & ~MMK_FA3_OPT_ALL) == 0;
+    if (poly != 0 || pingpong == 0 || opt < 0)
+        return false;
+    return mode == MMK_FA3_EXACT ? (opt & ~(kOptRescale | kOptStages3)) == 0 : mode == MMK_FA3_FAST && opt == kOptLean;
 }
 
 /* unset or empty: `dflt`; one of the two accepted values: 0 / bit; else -1 */
@@ -878,8 +998,8 @@ int env_bit(const char *name, const char *off, const char *on, int bit)
 /* " +rescale +3 stages" */
 void variant_desc(int opt, char *out, size_t n)
 {
-    snprintf(out, n, "%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "",
-             (opt & kOptStages3) ? " +3 stages" : "");
+    snprintf(out, n, "%s%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "",
+             (opt & kOptStages3) ? " +3 stages" : "", (opt & kOptLean) ? " lean" : "");
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -928,7 +1048,8 @@ extern "C" int mmk_fa3_env_variant(void)
 {
     const int cr = env_bit("MMH3_FA3_RESCALE", "0", "1", kOptRescale);
     const int st = env_bit("MMH3_FA3_STAGES", "2", "3", kOptStages3);
-    return cr < 0 || st < 0 ? -1 : cr | st;
+    const int ln = env_bit("MMH3_FA3_LEAN", "0", "1", kOptLean);
+    return cr < 0 || st < 0 || ln < 0 ? -1 : cr | st | ln;
 }
 
 extern "C" int mmk_fa3_variant_built(int mode, int polyexp, int pingpong, int variant)
@@ -983,7 +1104,8 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     } else if (a->variant) {
         return mm_fail(err, "attention (fa3): variant %d is neither 0 nor MMK_FA3_OPT_SET | bits", a->variant);
     } else if ((opt = mmk_fa3_env_variant()) < 0) {
-        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE must be 0 or 1 and MMH3_FA3_STAGES 2 or 3");
+        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1, MMH3_FA3_STAGES 2 "
+                       "or 3");
     } else if (!fa3_built(a->mode, poly, pp, opt)) {
         opt = 0; /* the plain kernel where the variant is not built */
     }
@@ -1192,8 +1314,8 @@ extern "C" int mmk_fa3_verified(int dev, int mode, int poly, double *rel_l2)
         return 0;
     const int opt = fa3_env_opt(mode, poly);
     if (opt < 0) {
-        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE must be 0 or 1 and MMH3_FA3_STAGES 2 or 3; fa3 "
-                        "not used\n", dev);
+        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1, "
+                        "MMH3_FA3_STAGES 2 or 3; fa3 not used\n", dev);
         return 0;
     }
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
@@ -1251,6 +1373,7 @@ static const mmk_kernel_entry g_fa3_kernels[] = {
     {"attn_fa3_bf16_cr", (const void *)k_fa3<false, false, true, 0, kOptRescale>, 90},
     {"attn_fa3_bf16_s3", (const void *)k_fa3<false, false, true, 0, kOptStages3>, 90},
     {"attn_fa3_bf16_cr_s3", (const void *)k_fa3<false, false, true, 0, kOptRescale | kOptStages3>, 90},
+    {"attn_fa3_i8_e4m3_lean", (const void *)k_fa3<true, true, true, 0, kOptLean>, 90},
     {"attn_fa3_vt_bf16", (const void *)k_fa3_vt_bf16, 90},
     {"attn_fa3_kv_partial", (const void *)k_fa3_kv_partial, 90},
     {"attn_fa3_kv_finish", (const void *)k_fa3_kv_finish, 90},

@@ -63,22 +63,30 @@ typedef struct mmk_fa3 {
 enum { MMK_FA3_POLYEXP_MAX = 2 };
 
 /* Kernel variants (issue 9 experiments, opt-in until the device has measured
- * them), built for exact mode with ping-pong and the plain exp2:
+ * them), built with ping-pong and the plain exp2, for exact mode:
  *   MMK_FA3_OPT_RESCALE (MMH3_FA3_RESCALE=1): conditional rescaling — a
  *     row's running max (and with it O and l) moves only when a tile's max
  *     exceeds it by more than 8 (log2 units), decided per warp by a vote;
  *     exact in real arithmetic, P ≤ 2⁸ in bf16 loses nothing;
  *   MMK_FA3_OPT_STAGES3 (MMH3_FA3_STAGES=3): a three-stage K/Vᵀ ring
- *     instead of two (225 KB of shared memory). */
+ *     instead of two (225 KB of shared memory);
+ * and for fast mode (MMK_FA3_FAST):
+ *   MMK_FA3_OPT_LEAN (MMH3_FA3_LEAN=1): the softmax's row sums on the tensor
+ *     cores (8 rows of ones after each e4m3 Vᵀ tile: P·V at N = 136, the
+ *     sums of the e4m3 P the output is weighed with) and the int32 → float
+ *     conversion's bias folded into the exponent's FMA — 128 fewer ALU/FMA
+ *     instructions per thread and key tile, the work that bounds fast mode. */
 enum {
     MMK_FA3_OPT_RESCALE = 1,
     MMK_FA3_OPT_STAGES3 = 2,
-    MMK_FA3_OPT_ALL = 3,
+    MMK_FA3_OPT_LEAN = 4,
+    MMK_FA3_OPT_ALL = 7,
     MMK_FA3_OPT_SET = 1 << 8
 };
 
-/* The variant bits MMH3_FA3_RESCALE (unset, empty, 0 or 1) and
- * MMH3_FA3_STAGES (unset, empty, 2 or 3) ask for; -1 for any other value. */
+/* The variant bits MMH3_FA3_RESCALE (unset, empty, 0 or 1), MMH3_FA3_STAGES
+ * (unset, empty, 2 or 3) and MMH3_FA3_LEAN (unset, empty, 0 or 1) ask for;
+ * -1 for any other value. */
 int mmk_fa3_env_variant(void);
 /* 1 when the variant bits are built for this mode, polyexp and schedule
  * (pingpong: 0 off, else on); 0 always is. */

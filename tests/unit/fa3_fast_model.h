@@ -38,8 +38,11 @@
 
 /* LEGACY: the first fast kernel (device runs #4/#5), for comparison: q and k
  * e4m3 per 128-row block (amax/448, no smoothing), v e4m3 per channel
- * (no smoothing), P e4m3 with the 2⁸ offset. */
-enum { FA3_MODEL_EXACT = 0, FA3_MODEL_FAST = 1, FA3_MODEL_FAST_QK = 2, FA3_MODEL_LEGACY = 3 };
+ * (no smoothing), P e4m3 with the 2⁸ offset. FAST_LEAN: FAST with the
+ * softmax's row sums taken over the e4m3-rounded P (the lean kernel's
+ * tensor-core sums, MMH3_FA3_LEAN), the same values the output weighs v
+ * with; its budget is FAST's. */
+enum { FA3_MODEL_EXACT = 0, FA3_MODEL_FAST = 1, FA3_MODEL_FAST_QK = 2, FA3_MODEL_LEGACY = 3, FA3_MODEL_FAST_LEAN = 4 };
 
 #define FA3_D 128
 #define FA3_TILE 128
@@ -181,6 +184,7 @@ static void fa3_model_rows(void *user, int64_t b, int64_t e)
     const fa3_model_in *in = p->in;
     const int S = in->S, D = FA3_D, tiles = (S + FA3_TILE - 1) / FA3_TILE;
     const bool e4m3_pv = p->mode != FA3_MODEL_FAST_QK, legacy = p->mode == FA3_MODEL_LEGACY;
+    const bool sum_rounded = p->mode == FA3_MODEL_FAST_LEAN;
     const float off = e4m3_pv ? 8.f : 0.f;
     float acc[FA3_TILE]; /* exact: int32 sums below 2^24, or the legacy float scores */
     for (int64_t it = b; it < e; it++) {
@@ -215,8 +219,8 @@ static void fa3_model_rows(void *user, int64_t b, int64_t e)
             float sum = 0.f;
             for (int jj = 0; jj < n; jj++) {
                 const float pv = exp2f(fmaf(acc[jj], sl, off - m_new));
-                sum += pv;
                 const float pq = e4m3_pv ? fa3_e4m3(pv) : mm_round_bf16(pv);
+                sum += sum_rounded ? pq : pv;
                 const float *vj = p->vq + ((int64_t)(j0 + jj) * in->hkv + hk) * D;
                 for (int c = 0; c < D; c++)
                     o[c] = fmaf(pq, vj[c], o[c]);
@@ -247,6 +251,7 @@ static void fa3_budget_rows(void *user, int64_t b, int64_t e)
     fa3_model_prep *p = job->p;
     const fa3_model_in *in = p->in;
     const int S = in->S, D = FA3_D, tiles = (S + FA3_TILE - 1) / FA3_TILE;
+    const bool e4m3 = p->mode == FA3_MODEL_FAST || p->mode == FA3_MODEL_FAST_LEAN;
     double *w = malloc(sizeof(double) * (size_t)S);
     for (int64_t it = b; it < e; it++) {
         const int i = (int)(it / in->hq), h = (int)(it % in->hq), hk = h / (in->hq / in->hkv);
@@ -282,14 +287,14 @@ static void fa3_budget_rows(void *user, int64_t b, int64_t e)
                 double kc = (double)kj[c] - p->kmean[hk * D + c];
                 kn += kc * kc;
                 dist += (vj[c] - O[c]) * (vj[c] - O[c]);
-                double vc = p->mode == FA3_MODEL_FAST ? (double)vj[c] - p->vmean[hk * D + c] : vj[c];
+                double vc = e4m3 ? (double)vj[c] - p->vmean[hk * D + c] : vj[c];
                 vs += vc * vc;
             }
             const double dk = p->ks[hk * tiles + j / FA3_TILE];
             const double var_s = (double)in->scale * in->scale * (dq * dq / 12 * kn + dk * dk / 12 * qn);
             const double w2 = w[j] * w[j];
             e_qk += w2 * var_s * dist;
-            e_pv += w2 * vs * (p->mode == FA3_MODEL_FAST ? 2 * FA3_EPS2_E4M3 : FA3_EPS2_BF16);
+            e_pv += w2 * vs * (e4m3 ? 2 * FA3_EPS2_E4M3 : FA3_EPS2_BF16);
         }
         p->err_qk[it] = e_qk;
         p->err_pv[it] = e_pv + FA3_EPS2_BF16 * on; /* + the output's bf16 rounding */
@@ -302,8 +307,8 @@ static void fa3_budget_rows(void *user, int64_t b, int64_t e)
 }
 
 /* The model's output of `mode` into model_out, exact attention into exact
- * (either may be NULL), and the predicted rel_l2 of the mode (FAST or
- * FAST_QK) against exact attention; parts[0..1] (may be NULL) receive the
+ * (either may be NULL), and the predicted rel_l2 of the mode (FAST,
+ * FAST_LEAN or FAST_QK) against exact attention; parts[0..1] (may be NULL) receive the
  * q·k and the P·V + output shares of it. LEGACY has no budget (0). */
 static double fa3_model_run(mm_ctx *cpu, const fa3_model_in *in, int mode, float *model_out, float *exact,
                             double parts[2])

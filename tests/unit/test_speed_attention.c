@@ -26,7 +26,10 @@
  * MMH3_FA3_RESCALE=1, conditional rescaling; MMH3_FA3_STAGES=3, a
  * three-stage ring), with one more input kind for the first: key norms
  * that grow along the sequence, so that each row's max rises tile after
- * tile by less and by more than the rescaling threshold.
+ * tile by less and by more than the rescaling threshold. Fast mode's lean
+ * variant (MMH3_FA3_LEAN=1: row sums on the tensor cores, the conversion's
+ * bias folded) is held to fast mode's tolerances against the model of its
+ * own rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P).
  *
  * Without a GPU (or on a GPU without the kernel) it prints SKIP;
  * MMH3_REQUIRE_GPU=1 turns a missing sm_90 GPU into a failure. */
@@ -45,7 +48,7 @@
 
 static mm_ctx *gpu, *cpu;
 static const char *g_polyexp; /* MMH3_FA3_POLYEXP for the next runs (NULL: unset) */
-static const char *g_rescale, *g_stages; /* MMH3_FA3_RESCALE, MMH3_FA3_STAGES for the next runs (NULL: unset) */
+static const char *g_rescale, *g_stages, *g_lean; /* MMH3_FA3_RESCALE, _STAGES, _LEAN for the next runs (NULL: unset) */
 
 static void set_variant_env(void)
 {
@@ -55,6 +58,8 @@ static void set_variant_env(void)
         setenv("MMH3_FA3_RESCALE", g_rescale, 1);
     if (g_stages)
         setenv("MMH3_FA3_STAGES", g_stages, 1);
+    if (g_lean)
+        setenv("MMH3_FA3_LEAN", g_lean, 1);
 }
 
 static void unset_variant_env(void)
@@ -62,6 +67,7 @@ static void unset_variant_env(void)
     unsetenv("MMH3_FA3_POLYEXP");
     unsetenv("MMH3_FA3_RESCALE");
     unsetenv("MMH3_FA3_STAGES");
+    unsetenv("MMH3_FA3_LEAN");
 }
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -196,7 +202,9 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
     } else {
         /* the model of the kernel's rounding, exact attention in double, the budget */
         fa3_model_in in = {S, hq, hkv, hf, hf + A, hf + A + Akv, W, W, W, 1.0f / sqrtf(128.f)};
-        res.budget = fa3_model_run(cpu, &in, mode == MM_FA3_FAST ? FA3_MODEL_FAST : FA3_MODEL_FAST_QK, model, ref, NULL);
+        /* the lean kernel where it runs: fast mode with ping-pong */
+        const int fast_model = g_lean && pingpong ? FA3_MODEL_FAST_LEAN : FA3_MODEL_FAST;
+        res.budget = fa3_model_run(cpu, &in, mode == MM_FA3_FAST ? fast_model : FA3_MODEL_FAST_QK, model, ref, NULL);
         res.rel_model = fa3_rel_l2(got, model, no);
     }
     if (res.nonfinite == 0)
@@ -216,11 +224,12 @@ done:
 
 static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
-    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
+    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
            kind == IN_DIT ? "DiT-like" : kind == IN_RAMP ? "key ramp" : "outlier",
            mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16", pingpong,
            g_polyexp ? " polyexp " : "", g_polyexp ? g_polyexp : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
-           g_rescale ? g_rescale : "", g_stages ? " MMH3_FA3_STAGES=" : "", g_stages ? g_stages : "");
+           g_rescale ? g_rescale : "", g_stages ? " MMH3_FA3_STAGES=" : "", g_stages ? g_stages : "",
+           g_lean ? " MMH3_FA3_LEAN=1" : "");
     fflush(stdout);
     result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
     if (!r.ok)
@@ -320,6 +329,31 @@ static void test_variants_rising_max(void)
     variant_checks(2949, 2, 2, 1.0f, IN_RAMP);
     variant_checks(1500, 2, 2, 2.5f, IN_RAMP);
 }
+/* fast mode's lean variant: fast mode's cases and tolerances */
+static void lean_check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
+{
+    g_lean = "1";
+    check(what, S, hq, hkv, qk, kind, mode, pingpong);
+    g_lean = NULL;
+}
+static void test_lean_one_row(void) { lean_check("fast", 1, 1, 1, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
+static void test_lean_ragged(void) { lean_check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
+static void test_lean_gqa_sharp(void) { lean_check("fast", 517, 4, 2, 3.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
+static void test_lean_long_one_key_tail(void) { lean_check("fast", 2049, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
+static void test_lean_dit_like(void)
+{
+    lean_check("fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
+    lean_check("fast", 700, 4, 2, 2.0f, IN_DIT, MM_FA3_FAST, 1);
+}
+static void test_lean_rising_max(void) { lean_check("fast", 1500, 2, 2, 2.5f, IN_RAMP, MM_FA3_FAST, 1); }
+/* not built there: the plain kernels run (the exact kernel, fast without ping-pong, fast-qk) */
+static void test_lean_elsewhere_unchanged(void)
+{
+    lean_check("exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+    lean_check("fast", 333, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 0);
+    lean_check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1);
+}
+
 /* a variant asked for where it is not built: the plain kernel, unchanged */
 static void test_variants_fast_modes_unchanged(void)
 {
@@ -435,6 +469,10 @@ static void test_fewer_queries_than_keys(void)
         cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
     }
     g_rescale = g_stages = NULL;
+    g_lean = "1";
+    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
+    cross_case(2049, 1, 2, 2, MM_FA3_FAST);
+    g_lean = NULL;
 }
 
 /* Keys may be more or fewer than the queries, but not none: the kernel
@@ -504,6 +542,11 @@ static void test_policy_defaults_and_overrides(void)
         unset_variant_env();
     }
     g_rescale = g_stages = NULL;
+    setenv("MMH3_FA3_LEAN", "1", 1);
+    mm_cuda_speed_paths_get(0, true, &p);
+    printf("  MMH3_FA3_LEAN=1: attention %s | fast %s\n", p.attention, p.fast);
+    MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "lean: %s | %s", p.attention, p.fast);
+    unsetenv("MMH3_FA3_LEAN");
     setenv("MMH3_FA3_RESCALE", "2", 1);
     mm_cuda_speed_paths_get(0, true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_RESCALE=2 still runs fa3: %s | %s", p.attention, p.fast);
@@ -563,6 +606,13 @@ int main(void)
     MM_RUN(test_variants_dit_like);
     MM_RUN(test_variants_rising_max);
     MM_RUN(test_variants_fast_modes_unchanged);
+    MM_RUN(test_lean_one_row);
+    MM_RUN(test_lean_ragged);
+    MM_RUN(test_lean_gqa_sharp);
+    MM_RUN(test_lean_long_one_key_tail);
+    MM_RUN(test_lean_dit_like);
+    MM_RUN(test_lean_rising_max);
+    MM_RUN(test_lean_elsewhere_unchanged);
     MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_no_keys_do_not_fit);
     MM_RUN(test_policy_defaults_and_overrides);

@@ -9,7 +9,9 @@
  * 0.05 on the benchmark's inputs for the int8 q·k + bf16 p·v mode, below
  * 0.05 for int8 + e4m3 there, below 0.02 on DiT-like inputs; and it must
  * beat the first fast kernel (e4m3 q·k, no smoothing; 0.08–0.24 in device
- * run #4), modelled the same way.
+ * run #4), modelled the same way. The lean kernel's arithmetic (row sums of
+ * the e4m3-rounded P, MMH3_FA3_LEAN; FA3_MODEL_FAST_LEAN) is held to fast
+ * mode's budget too, and to fast mode's error within 10%.
  * Figures are printed for docs/PERFORMANCE.md. */
 #include <math.h>
 #include <stdint.h>
@@ -39,7 +41,7 @@ static double normal(void)
     return sqrt(-2.0 * log(u > 0 ? u : 1e-300)) * cos(6.283185307179586 * v);
 }
 
-enum { KIND_BENCH, KIND_TEST, KIND_DIT };
+enum { KIND_BENCH, KIND_TEST, KIND_DIT, KIND_RAMP };
 
 /* q, k, v as the thirds-of-one-buffer layout with bf16 values. */
 typedef struct inputs {
@@ -69,6 +71,8 @@ static inputs make(int kind, int S, int hq, int hkv, double sharp, uint64_t seed
                 x = (unit() + unit() - 1.0) * 2.0 * (qk && c % D == 5 ? 6.0 : 1.0);
             else if (kind == KIND_TEST) /* test_speed_attention.c: normal × sharp, outlier channel 5 ×6 */
                 x = normal() * (qk ? sharp : 1.0) * (qk && c % D == 5 ? 6.0 : 1.0);
+            else if (kind == KIND_RAMP) /* test_speed_attention.c's key ramp: k of row j × (0.25 + 2.75 j / S) */
+                x = normal() * (qk ? sharp : 1.0) * (c >= A && qk ? 0.25 + 2.75 * j / S : 1.0);
             else if (c < A + Akv) /* q, k: normal (+ a per-head key offset) */
                 x = normal() + (c >= A ? koff[(c - A) / D][c % D] : 0.0);
             else
@@ -93,7 +97,7 @@ static inputs make(int kind, int S, int hq, int hkv, double sharp, uint64_t seed
 }
 
 typedef struct figures {
-    double fast, fast_budget, fastqk, fastqk_budget, legacy;
+    double fast, fast_budget, fastqk, fastqk_budget, legacy, lean;
 } figures;
 
 static figures measure(const char *name, int kind, int S, int hq, int hkv, double sharp)
@@ -102,7 +106,7 @@ static figures measure(const char *name, int kind, int S, int hq, int hkv, doubl
     inputs x = make(kind, S, hq, hkv, sharp, 0x5eed0000u + (uint64_t)kind * 131 + (uint64_t)S);
     const size_t n = (size_t)S * hq * FA3_D;
     float *exact = malloc(sizeof(float) * n), *fast = malloc(sizeof(float) * n), *qk = malloc(sizeof(float) * n);
-    float *old = malloc(sizeof(float) * n);
+    float *old = malloc(sizeof(float) * n), *lean = malloc(sizeof(float) * n);
     double parts[2], parts_qk[2];
     f.fast_budget = fa3_model_run(cpu, &x.in, FA3_MODEL_FAST, fast, exact, parts);
     f.fastqk_budget = fa3_model_run(cpu, &x.in, FA3_MODEL_FAST_QK, qk, NULL, parts_qk);
@@ -110,9 +114,11 @@ static figures measure(const char *name, int kind, int S, int hq, int hkv, doubl
     f.fastqk = fa3_rel_l2(qk, exact, (int64_t)n);
     fa3_model_run(cpu, &x.in, FA3_MODEL_LEGACY, old, NULL, NULL);
     f.legacy = fa3_rel_l2(old, exact, (int64_t)n);
+    fa3_model_run(cpu, &x.in, FA3_MODEL_FAST_LEAN, lean, NULL, NULL);
+    f.lean = fa3_rel_l2(lean, exact, (int64_t)n);
     printf("  %-22s S=%d heads %d/%d: int8+e4m3 rel_l2 %.4f (budget %.4f: q·k %.4f, p·v %.4f) | int8+bf16 %.4f "
-           "(budget %.4f) | old e4m3 kernel %.4f\n",
-           name, S, hq, hkv, f.fast, f.fast_budget, parts[0], parts[1], f.fastqk, f.fastqk_budget, f.legacy);
+           "(budget %.4f) | old e4m3 kernel %.4f | lean int8+e4m3 %.4f\n",
+           name, S, hq, hkv, f.fast, f.fast_budget, parts[0], parts[1], f.fastqk, f.fastqk_budget, f.legacy, f.lean);
     fflush(stdout);
     MM_EXPECT(f.fast <= 1.1 * f.fast_budget, "%s: the model of fast mode measures %.4f, above its budget %.4f", name,
               f.fast, f.fast_budget);
@@ -120,7 +126,10 @@ static figures measure(const char *name, int kind, int S, int hq, int hkv, doubl
               f.fastqk_budget);
     MM_EXPECT(f.fastqk_budget < f.fast_budget, "%s: bf16 p·v should be the more accurate mode", name);
     MM_EXPECT(f.fast < f.legacy, "%s: fast mode (%.4f) should beat the old e4m3 kernel (%.4f)", name, f.fast, f.legacy);
-    free(x.buf), free(exact), free(fast), free(qk), free(old);
+    MM_EXPECT(f.lean <= 1.1 * f.fast_budget, "%s: the lean model measures %.4f, above fast mode's budget %.4f", name,
+              f.lean, f.fast_budget);
+    MM_EXPECT(f.lean <= 1.1 * f.fast, "%s: lean %.4f vs fast %.4f", name, f.lean, f.fast);
+    free(x.buf), free(exact), free(fast), free(qk), free(old), free(lean);
     return f;
 }
 
@@ -136,6 +145,12 @@ static void test_budget_device_test_inputs(void)
 {
     measure("device test, ragged", KIND_TEST, 400, 2, 2, 1.0);
     measure("device test, sharp GQA", KIND_TEST, 300, 4, 2, 3.0);
+}
+
+static void test_budget_rising_max_inputs(void)
+{
+    measure("key ramp", KIND_RAMP, 500, 2, 2, 1.0);
+    measure("key ramp, sharp", KIND_RAMP, 500, 2, 2, 2.5);
 }
 
 static void test_budget_dit_like_inputs(void)
@@ -156,6 +171,7 @@ int main(void)
     MM_RUN(test_budget_bench_inputs);
     MM_RUN(test_budget_device_test_inputs);
     MM_RUN(test_budget_dit_like_inputs);
+    MM_RUN(test_budget_rising_max_inputs);
     mm_ctx_destroy(cpu);
     return mm_test_exit();
 }
