@@ -1,13 +1,16 @@
 /* mmh3-bench-qgemm: the DiT's four int8 ConvRot linears at full size on one
  * GPU (issue 9): the cuBLASLt path (int32 GEMM + epilogue kernel: what
- * mm_gemm_i8_scaled and mm_cuda_gemm_i8_scaled_gated run) against the
- * Hopper kernel with the epilogue fused (kernels/qgemm_sm90.cu), timed with
- * device events, outputs compared bit for bit.
+ * mm_gemm_i8_scaled and mm_cuda_gemm_i8_scaled_gated run) against each
+ * variant of the Hopper kernel with the epilogue fused
+ * (kernels/qgemm_sm90.cu, MMH3_QGEMM_VARIANT = tile | persistent | cluster2),
+ * timed with device events, every variant's outputs compared bit for bit
+ * with the cuBLASLt path's (the gated ones from the same starting residual).
  *
- *   mmh3-bench-qgemm [--rows 38010] [--reps 3]
+ *   mmh3-bench-qgemm [--rows 38010] [--reps 3] [--variants tile,persistent,cluster2]
  *
- * One line per shape and path:
- *   QGEMM op=qkv path=sm90 ms=7.41 tops=1185.3 equal=yes
+ * One line per shape and path (differ: outputs unequal to the cuBLASLt path):
+ *   QGEMM op=qkv path=sm90-persistent ms=7.41 tops=1185.3 differ=0
+ * and per path the total of the four (one block's int8 linears).
  */
 #include <math.h>
 #include <stdio.h>
@@ -75,19 +78,59 @@ static int make(mm_ctx *gpu, mm_ctx *cpu, mm_tensor *t, mm_dtype dt, int64_t r, 
     return rc;
 }
 
+typedef struct diff_job {
+    const uint16_t *a, *b;
+    int64_t count;
+} diff_job;
+
+static void count_diff(void *user, int64_t i0, int64_t i1)
+{
+    diff_job *j = user;
+    int64_t n = 0;
+    for (int64_t i = i0; i < i1; i++)
+        n += j->a[i] != j->b[i];
+    __atomic_fetch_add(&j->count, n, __ATOMIC_RELAXED);
+}
+
+/* Outputs of y that differ from the host copy ref (-1: the copy failed). */
+static int64_t differ(mm_ctx *gpu, mm_ctx *cpu, const uint16_t *ref, uint16_t *host, const mm_tensor *y)
+{
+    mm_tensor h = mm_tensor_wrap(host, mm_cpu(), MM_BF16, 2, y->shape);
+    mm_copy(gpu, &h, y);
+    if (mm_ctx_sync(gpu, NULL) != 0)
+        return -1;
+    diff_job j = {ref, host, 0};
+    mm_parallel_for(cpu, y->shape[0] * y->shape[1], 1 << 20, count_diff, &j);
+    return j.count;
+}
+
+enum { MAX_PATHS = 8 };
+
 int main(int argc, char **argv)
 {
     int M = 38010, reps = 3;
+    const char *variants = "tile,persistent,cluster2";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc)
             M = atoi(argv[++i]);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--variants") == 0 && i + 1 < argc)
+            variants = argv[++i];
         else {
-            fprintf(stderr, "usage: mmh3-bench-qgemm [--rows M] [--reps R]\n");
+            fprintf(stderr, "usage: mmh3-bench-qgemm [--rows M] [--reps R] [--variants tile,persistent,cluster2]\n");
             return 2;
         }
     }
+    /* path 0: cuBLASLt + epilogue kernel; then one per sm90 variant */
+    char names[MAX_PATHS][32] = {"cublaslt"}, vlist[256];
+    int n_paths = 1;
+    snprintf(vlist, sizeof vlist, "%s", variants);
+    for (char *save = NULL, *v = strtok_r(vlist, ",", &save); v && n_paths < MAX_PATHS; v = strtok_r(NULL, ",", &save))
+        snprintf(names[n_paths++], sizeof names[0], "%s", v);
+    const char *env0 = getenv("MMH3_QGEMM_VARIANT");
+    char *saved_env = env0 ? strdup(env0) : NULL;
+
     mm_error err = {{0}};
     mm_ctx *gpu = NULL, *cpu = NULL;
     if (mm_cuda_count() == 0 || mm_ctx_create(&gpu, mm_cuda(0), 0, &err) != 0 ||
@@ -99,19 +142,28 @@ int main(int argc, char **argv)
                              {"fc2", 5376, 14336, 1}};
     mm_cuda_event *e0 = mm_cuda_event_create(0, &err), *e1 = mm_cuda_event_create(0, &err);
     int failures = 0;
-    double total[2] = {0, 0};
+    double total[MAX_PATHS] = {0};
+    int complete[MAX_PATHS];
+    for (int p = 0; p < MAX_PATHS; p++)
+        complete[p] = 1;
     for (int si = 0; si < 4; si++) {
         const shape *sh = &shapes[si];
-        mm_tensor x = {0}, w = {0}, sx = {0}, sw = {0}, gate = {0}, gate16 = {0}, idx = {0}, y0 = {0}, y1 = {0};
+        mm_tensor x = {0}, w = {0}, sx = {0}, sw = {0}, gate = {0}, gate16 = {0}, idx = {0}, base = {0}, y = {0};
+        const int64_t n = (int64_t)M * sh->N;
         int32_t *hidx = malloc(4 * (size_t)M);
+        uint16_t *ref = malloc(2 * (size_t)n), *host = malloc(2 * (size_t)n);
+        if (!hidx || !ref || !host) {
+            printf("FAIL mmh3-bench-qgemm: out of host memory\n");
+            return 1;
+        }
         for (int i = 0; i < M; i++)
             hidx[i] = i % 3;
         if (make(gpu, cpu, &x, MM_I8, M, sh->K, 1 + si, 0, &err) || make(gpu, cpu, &w, MM_I8, sh->N, sh->K, 11 + si, 0, &err) ||
             make(gpu, cpu, &sx, MM_F32, M, 0, 21 + si, 0.02f, &err) ||
             make(gpu, cpu, &sw, MM_F32, sh->N, 0, 31 + si, 1e-3f, &err) ||
             make(gpu, cpu, &gate16, MM_BF16, 3, sh->N, 41 + si, 1.0f, &err) ||
-            make(gpu, cpu, &y0, MM_BF16, M, sh->N, 51 + si, 2.0f, &err) ||
-            mm_tensor_alloc(&y1, mm_cuda(0), MM_BF16, 2, y0.shape, &err) ||
+            make(gpu, cpu, &base, MM_BF16, M, sh->N, 51 + si, 2.0f, &err) ||
+            mm_tensor_alloc(&y, mm_cuda(0), MM_BF16, 2, base.shape, &err) ||
             mm_tensor_alloc(&gate, mm_cuda(0), MM_F32, 2, gate16.shape, &err) ||
             mm_tensor_alloc(&idx, mm_cuda(0), MM_I32, 1, (int64_t[]){M}, &err)) {
             printf("FAIL mmh3-bench-qgemm: %s\n", err.msg);
@@ -120,99 +172,80 @@ int main(int argc, char **argv)
         mm_tensor hi = mm_tensor_wrap(hidx, mm_cpu(), MM_I32, 1, (int64_t[]){M});
         mm_copy(gpu, &idx, &hi);
         mm_copy(gpu, &gate, &gate16);
-        mm_copy(gpu, &y1, &y0); /* the same residual for both paths */
         mm_ctx_sync(gpu, NULL);
         const double ops = 2.0 * M * (double)sh->N * sh->K;
-        float best[2] = {INFINITY, INFINITY};
-        for (int path = 0; path < 2; path++) {
-            if (path == 1 && !mm_cuda_qgemm_fits(gpu, &y1, &x, &w)) {
-                printf("QGEMM op=%s path=sm90 skipped (no sm_90a kernel)\n", sh->name);
-                continue;
+        for (int path = 0; path < n_paths; path++) {
+            const char *name = names[path];
+            char label[48];
+            snprintf(label, sizeof label, path ? "sm90-%s" : "%s", name);
+            if (path > 0) {
+                setenv("MMH3_QGEMM_VARIANT", name, 1);
+                if (!mm_cuda_qgemm_fits(gpu, &y, &x, &w)) {
+                    printf("QGEMM op=%s path=%s skipped (no sm_90a kernel)\n", sh->name, label);
+                    complete[path] = 0;
+                    continue;
+                }
             }
-            mm_tensor *y = path ? &y1 : &y0;
-            /* gated calls accumulate into y: they are compared below, from one fresh residual */
+            /* the first call from the common residual (gated) or from poison (store): the compared outputs */
+            if (sh->gated)
+                mm_copy(gpu, &y, &base);
+            else
+                mm_fill(gpu, &y, NAN);
+            float best = INFINITY;
+            int64_t diff = 0;
             for (int r = 0; r <= reps; r++) {
                 mm_cuda_event_record(e0, NULL);
                 if (path == 0) {
                     if (sh->gated)
-                        mm_cuda_gemm_i8_scaled_gated(gpu, y, &x, &sx, &w, &sw, &gate16, &idx);
+                        mm_cuda_gemm_i8_scaled_gated(gpu, &y, &x, &sx, &w, &sw, &gate16, &idx);
                     else
-                        mm_gemm_i8_scaled(gpu, y, &x, &sx, &w, &sw, NULL);
+                        mm_gemm_i8_scaled(gpu, &y, &x, &sx, &w, &sw, NULL);
                 } else {
-                    mm_cuda_qgemm(gpu, y, &x, &sx, &w, &sw, sh->gated ? &gate : NULL, sh->gated ? &idx : NULL);
+                    mm_cuda_qgemm(gpu, &y, &x, &sx, &w, &sw, sh->gated ? &gate : NULL, sh->gated ? &idx : NULL);
                 }
                 mm_cuda_event_record(e1, NULL);
                 float ms = 0;
                 if (mm_ctx_sync(gpu, &err) != 0 || mm_cuda_event_elapsed_ms(e0, e1, &ms, &err) != 0) {
-                    printf("QGEMM op=%s path=%s FAILED: %s\n", sh->name, path ? "sm90" : "cublaslt", err.msg);
-                    failures++;
-                    break;
+                    printf("QGEMM op=%s path=%s FAILED: %s\n", sh->name, label, err.msg);
+                    fflush(stdout);
+                    mm_ctx_destroy(gpu); /* a failed CUDA context: nothing more to measure */
+                    return 1;
                 }
                 if (r > 0 || reps == 0)
-                    best[path] = ms < best[path] ? ms : best[path];
-                if (r == 0 && path == 1) {
-                    /* after one call each (the gated ones from the same residual): bit for bit? */
-                    const int64_t n = (int64_t)M * sh->N;
-                    uint16_t *a = malloc(2 * (size_t)n), *b = malloc(2 * (size_t)n);
-                    mm_tensor ha = mm_tensor_wrap(a, mm_cpu(), MM_BF16, 2, y0.shape);
-                    mm_tensor hb = mm_tensor_wrap(b, mm_cpu(), MM_BF16, 2, y1.shape);
-                    int64_t diff = 0;
-                    if (!sh->gated) {
-                        mm_copy(gpu, &ha, &y0);
-                        mm_copy(gpu, &hb, &y1);
-                        mm_ctx_sync(gpu, NULL);
-                        for (int64_t i = 0; i < n; i++)
-                            diff += a[i] != b[i];
-                        printf("QGEMM op=%s compare: %lld of %lld outputs differ\n", sh->name, (long long)diff,
-                               (long long)n);
-                        failures += diff != 0;
+                    best = ms < best ? ms : best;
+                if (r == 0) {
+                    /* (gated calls accumulate into y from here on: only the first one is compared) */
+                    mm_tensor h = mm_tensor_wrap(path ? host : ref, mm_cpu(), MM_BF16, 2, y.shape);
+                    if (path == 0) {
+                        mm_copy(gpu, &h, &y);
+                        diff = mm_ctx_sync(gpu, NULL) == 0 ? 0 : -1;
+                    } else {
+                        diff = differ(gpu, cpu, ref, host, &y);
                     }
-                    free(a);
-                    free(b);
                 }
             }
+            failures += diff != 0;
+            printf("QGEMM op=%s path=%s ms=%.3f tops=%.1f differ=%lld%s\n", sh->name, label, best,
+                   ops / (best * 1e-3) * 1e-12, (long long)diff, diff < 0 ? " (copy failed)" : "");
+            fflush(stdout);
+            total[path] += best;
         }
-        if (sh->gated) {
-            /* gated: compare one call each from the same starting residual */
-            mm_tensor base = {0};
-            if (make(gpu, cpu, &base, MM_BF16, M, sh->N, 61 + si, 2.0f, &err) == 0) {
-                mm_copy(gpu, &y0, &base);
-                mm_copy(gpu, &y1, &base);
-                mm_cuda_gemm_i8_scaled_gated(gpu, &y0, &x, &sx, &w, &sw, &gate16, &idx);
-                if (mm_cuda_qgemm_fits(gpu, &y1, &x, &w))
-                    mm_cuda_qgemm(gpu, &y1, &x, &sx, &w, &sw, &gate, &idx);
-                const int64_t n = (int64_t)M * sh->N;
-                uint16_t *a = malloc(2 * (size_t)n), *b = malloc(2 * (size_t)n);
-                mm_tensor ha = mm_tensor_wrap(a, mm_cpu(), MM_BF16, 2, y0.shape);
-                mm_tensor hb = mm_tensor_wrap(b, mm_cpu(), MM_BF16, 2, y1.shape);
-                mm_copy(gpu, &ha, &y0);
-                mm_copy(gpu, &hb, &y1);
-                int64_t diff = 0;
-                if (mm_ctx_sync(gpu, &err) == 0)
-                    for (int64_t i = 0; i < n; i++)
-                        diff += a[i] != b[i];
-                printf("QGEMM op=%s compare (gated residual): %lld of %lld outputs differ\n", sh->name,
-                       (long long)diff, (long long)n);
-                failures += diff != 0;
-                free(a);
-                free(b);
-                mm_tensor_free(&base);
-            }
-        }
-        for (int path = 0; path < 2; path++)
-            if (isfinite(best[path])) {
-                printf("QGEMM op=%s path=%s ms=%.3f tops=%.1f\n", sh->name, path ? "sm90" : "cublaslt", best[path],
-                       ops / (best[path] * 1e-3) * 1e-12);
-                total[path] += best[path];
-            }
-        fflush(stdout);
-        mm_tensor *all[] = {&x, &w, &sx, &sw, &gate, &gate16, &idx, &y0, &y1};
+        mm_tensor *all[] = {&x, &w, &sx, &sw, &gate, &gate16, &idx, &base, &y};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             mm_tensor_free(all[i]);
         free(hidx);
+        free(ref);
+        free(host);
     }
-    printf("QGEMM block total: cublaslt %.3f ms, sm90 %.3f ms (x 50 blocks: %.2f s vs %.2f s per forward)\n", total[0],
-           total[1], total[0] * 0.05, total[1] * 0.05);
+    for (int path = 0; path < n_paths; path++)
+        if (complete[path])
+            printf("QGEMM block total: path=%s%s %.3f ms (x 50 blocks: %.2f s per forward)\n", path ? "sm90-" : "",
+                   names[path], total[path], total[path] * 0.05);
+    if (saved_env)
+        setenv("MMH3_QGEMM_VARIANT", saved_env, 1);
+    else
+        unsetenv("MMH3_QGEMM_VARIANT");
+    free(saved_env);
     mm_cuda_event_destroy(e0);
     mm_cuda_event_destroy(e1);
     mm_ctx_destroy(gpu);

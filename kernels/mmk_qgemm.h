@@ -44,6 +44,15 @@ typedef struct mmk_qgemm {
 } mmk_qgemm;
 
 int mmk_qgemm_usable(int dev);
+
+/* Kernel variants (issue 9), each bit for bit the same outputs, chosen by
+ * MMH3_QGEMM_VARIANT at every call; the default "tile" stays until the
+ * device has verified and timed the others:
+ *   tile        one CTA per 128 × 256 output tile (a grid of all tiles);
+ *   persistent  one CTA per SM walking the tiles, the next tile's K slices
+ *               loading while the current tile's epilogue runs;
+ *   cluster2    persistent with 2-CTA clusters: two row blocks share one
+ *               weight tile, each CTA loading half and multicasting it. */
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
 /* First-use self-check on `dev`: the plain and the gated epilogue on a

@@ -51,6 +51,44 @@ struct QgParams {
     const int32_t *mod_idx;
 };
 
+#ifdef MMK_QGEMM_DEVICE
+/* The epilogue on one consumer warpgroup's 64 × 256 int32 accumulators:
+ * row r = tile row, column pairs c, c + 1 per 8-column group, each stored as
+ * a bf16 pair (the same roundings as the cuBLASLt path's epilogue kernel). */
+template <bool GATED>
+__device__ __forceinline__ void epilogue(const int32_t (&acc)[128], const QgParams &p, int mt, int nt, int cw, int warp,
+                                         int g, int t)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = mt * kBM + cw * 64 + warp * 16 + g + 8 * r;
+        if (row >= p.M)
+            continue;
+        const float sx = p.sx[row];
+        bf16 *yrow = p.y + (int64_t)row * p.ldy;
+        const float *grow = GATED ? p.gate + (int64_t)p.mod_idx[row] * p.ld_gate : nullptr;
+#pragma unroll
+        for (int n8 = 0; n8 < kBN / 8; n8++) {
+            const int col = nt * kBN + n8 * 8 + 2 * t;
+            if (col >= p.N)
+                continue;
+            const float2 sw = *reinterpret_cast<const float2 *>(p.sw + col);
+            float o0 = (float)acc[n8 * 4 + 2 * r] * __fmul_rn(sx, sw.x);
+            float o1 = (float)acc[n8 * 4 + 2 * r + 1] * __fmul_rn(sx, sw.y);
+            __nv_bfloat162 *yp = reinterpret_cast<__nv_bfloat162 *>(yrow + col);
+            if (GATED) {
+                const float2 gt = *reinterpret_cast<const float2 *>(grow + col);
+                const float2 x = __bfloat1622float2(*yp);
+                o0 = __fadd_rn(x.x, __fmul_rn(gt.x, mmk_round_bf16(o0)));
+                o1 = __fadd_rn(x.y, __fmul_rn(gt.y, mmk_round_bf16(o1)));
+            }
+            *yp = __floats2bfloat162_rn(o0, o1);
+        }
+    }
+}
+
+#endif
+
 template <bool GATED>
 __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
@@ -121,38 +159,187 @@ __global__ void __launch_bounds__(kThreads, 1)
     mmk_wgmma_wait<0>();
     mmk_fence_regs(acc);
 
-    /* epilogue: row r = tile row, column pairs c, c + 1 per 8-column group */
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = mt * kBM + cw * 64 + warp * 16 + g + 8 * r;
-        if (row >= p.M)
-            continue;
-        const float sx = p.sx[row];
-        bf16 *yrow = p.y + (int64_t)row * p.ldy;
-        const float *grow = GATED ? p.gate + (int64_t)p.mod_idx[row] * p.ld_gate : nullptr;
-#pragma unroll
-        for (int n8 = 0; n8 < kBN / 8; n8++) {
-            const int col = nt * kBN + n8 * 8 + 2 * t;
-            if (col >= p.N)
-                continue;
-            const float2 sw = *reinterpret_cast<const float2 *>(p.sw + col);
-            float o0 = (float)acc[n8 * 4 + 2 * r] * __fmul_rn(sx, sw.x);
-            float o1 = (float)acc[n8 * 4 + 2 * r + 1] * __fmul_rn(sx, sw.y);
-            __nv_bfloat162 *yp = reinterpret_cast<__nv_bfloat162 *>(yrow + col);
-            if (GATED) {
-                const float2 gt = *reinterpret_cast<const float2 *>(grow + col);
-                const float2 x = __bfloat1622float2(*yp);
-                o0 = __fadd_rn(x.x, __fmul_rn(gt.x, mmk_round_bf16(o0)));
-                o1 = __fadd_rn(x.y, __fmul_rn(gt.y, mmk_round_bf16(o1)));
-            }
-            *yp = __floats2bfloat162_rn(o0, o1);
-        }
-    }
+    epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
 #undef FULL
 #undef EMPTY
 #else
     (void)p;
     __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
+#endif
+}
+
+#ifdef MMK_QGEMM_DEVICE
+/* ---- cluster pieces of the cluster2 variant (shared::cluster addressing) ---- */
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* Every thread of every CTA of the cluster; release/acquire orders the
+ * barrier initialisation before the peer's first TMA or arrive. */
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* One arrival on the mbarrier at the same shared-memory offset in CTA `rank`
+ * of the cluster (this CTA included). */
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+/* The TMA box into the same offset of every CTA in `mask`, each completing
+ * on its own mbarrier at `bar`'s offset. */
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void *map, uint32_t bar, int c0, int c1,
+                                                      uint16_t mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%3, %4}], [%2], %5;\n"
+                 ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
+                 : "memory");
+}
+
+/* A consumer warp is done with a stage: one arrival on its EMPTY barrier in
+ * every CTA of the cluster (their producers multicast into it). */
+template <int CL> __device__ __forceinline__ void release(uint32_t empty_bar)
+{
+    if (CL == 1)
+        mmk_mbar_arrive(empty_bar);
+    else
+        for (uint32_t r = 0; r < (uint32_t)CL; r++)
+            mbar_arrive_cluster(empty_bar, r);
+}
+
+/* Tile t of the persistent walk: the grouped raster of k_qgemm over
+ * "cluster rows" of CL row blocks; CTA `rank` of the cluster takes row block
+ * CL·(cluster row) + rank, the column tile is shared. */
+template <int CL> __device__ __forceinline__ void tile_of(const QgParams &p, int t, int rank, int &mt, int &nt)
+{
+    const int n_rows = (p.n_mt + CL - 1) / CL, per_group = p.group_m * p.n_nt;
+    const int first = (t / per_group) * p.group_m;
+    const int gsize = n_rows - first < p.group_m ? n_rows - first : p.group_m;
+    mt = (first + (t % per_group) % gsize) * CL + rank;
+    nt = (t % per_group) / gsize;
+}
+#endif
+
+/* The persistent variants (MMH3_QGEMM_VARIANT=persistent | cluster2): one CTA
+ * (CL = 1) or one cluster of CL CTAs (CL = 2) per group of SMs, walking the
+ * tiles of k_qgemm's grouped raster with a stride of the grid. The ring's
+ * stage and phase run on across tiles, so the producer loads the next tile's
+ * first K slices while the consumers run the epilogue of the current one
+ * (no launch, barrier set-up or pipeline fill per tile).
+ *
+ * With CL = 2 the two CTAs of a cluster take adjacent row blocks of the same
+ * column tile: each loads its own 128 activation rows and half of the 256
+ * weight rows, multicast into both CTAs — half the weight traffic from L2.
+ * A stage is free again when the consumers of both CTAs are done with it:
+ * every consumer warp arrives on the EMPTY barrier of each CTA. Each FULL
+ * barrier expects the whole stage (its own activation box, both weight
+ * halves). Mathematically the same tiles as k_qgemm: every output is the
+ * same int32 sum through the same epilogue. */
+template <bool GATED, int CL>
+__global__ void __launch_bounds__(kThreads, 1)
+    k_qgemm_persistent(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
+{
+#ifdef MMK_QGEMM_DEVICE
+    extern __shared__ __align__(1024) unsigned char qg_smem[];
+    __shared__ __align__(8) uint64_t bars[2 * kStages];
+    unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
+    const uint32_t sA = mmk_smem_addr(base), sB = sA + kStages * kTileA;
+    const uint32_t b0 = mmk_smem_addr(&bars[0]);
+#define FULL(s) (b0 + 8u * (s))
+#define EMPTY(s) (b0 + 8u * (kStages + (s)))
+    const int rank = CL > 1 ? (int)cluster_rank() : 0;
+    const int first_tile = blockIdx.x / CL, tile_stride = gridDim.x / CL;
+    const int n_tiles = (p.n_mt + CL - 1) / CL * p.n_nt;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; s++) {
+            mmk_mbar_init(FULL(s), 1);
+            mmk_mbar_init(EMPTY(s), 8 * CL); /* one arrival per consumer warp of each CTA */
+        }
+        mmk_mbar_init_fence();
+    }
+    if (CL > 1)
+        cluster_sync();
+    else
+        __syncthreads();
+
+    const int wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        mmk_regs_dealloc<40>();
+        if (threadIdx.x == 0) {
+            mmk_tma_prefetch_map(&tmA);
+            mmk_tma_prefetch_map(&tmB);
+            uint32_t it = 0;
+            for (int tile = first_tile; tile < n_tiles; tile += tile_stride) {
+                int mt, nt;
+                tile_of<CL>(p, tile, rank, mt, nt);
+                /* a row block past the end (odd row-block count, CL = 2) computes a copy of the last
+                 * one and stores nothing; the weight half past N (ragged last column tile) any rows */
+                const int a_row = (mt < p.n_mt ? mt : p.n_mt - 1) * kBM;
+                int b_row = nt * kBN + rank * (kBN / CL);
+                b_row = b_row < p.N ? b_row : 0;
+                for (int kb = 0; kb < p.n_kb; kb++, it++) {
+                    const uint32_t s = it % kStages;
+                    mmk_mbar_wait(EMPTY(s), ((it / kStages) & 1) ^ 1);
+                    mmk_mbar_expect_tx(FULL(s), kTileA + kTileB);
+                    mmk_tma_load_2d(sA + s * kTileA, &tmA, FULL(s), kb * kBK, a_row);
+                    if (CL == 1)
+                        mmk_tma_load_2d(sB + s * kTileB, &tmB, FULL(s), kb * kBK, b_row);
+                    else
+                        tma_load_2d_multicast(sB + s * kTileB + rank * (kTileB / CL), &tmB, FULL(s), kb * kBK, b_row,
+                                              (uint16_t)((1u << CL) - 1));
+                }
+            }
+        }
+    } else {
+        mmk_regs_alloc<232>();
+        const int cw = wg - 1;
+        const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+        int32_t acc[128];
+        uint32_t it = 0;
+        for (int tile = first_tile; tile < n_tiles; tile += tile_stride) {
+            int mt, nt;
+            tile_of<CL>(p, tile, rank, mt, nt);
+#pragma unroll
+            for (int i = 0; i < 128; i++)
+                acc[i] = 0;
+            for (int kb = 0; kb < p.n_kb; kb++, it++) {
+                const uint32_t s = it % kStages;
+                mmk_mbar_wait(FULL(s), (it / kStages) & 1);
+                const uint32_t a_addr = sA + s * kTileA + cw * 64 * 128, b_addr = sB + s * kTileB;
+                mmk_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
+                mmk_wgmma_commit();
+                /* the previous slice's products are done: hand its stage back */
+                mmk_wgmma_wait<1>();
+                if (kb > 0 && lane == 0)
+                    release<CL>(EMPTY((it - 1) % kStages));
+            }
+            mmk_wgmma_wait<0>();
+            mmk_fence_regs(acc);
+            if (lane == 0) /* the last slice's stage, before the epilogue: the producer is already on the next tile */
+                release<CL>(EMPTY((it - 1) % kStages));
+            if (mt < p.n_mt)
+                epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
+        }
+    }
+    /* no CTA of a cluster leaves while its peer may still arrive on its barriers */
+    if (CL > 1) {
+        __syncwarp();
+        cluster_sync();
+    }
+#undef FULL
+#undef EMPTY
+#else
+    (void)p;
+    __trap();
 #endif
 }
 
@@ -165,6 +352,74 @@ template <bool GATED> int launch(const CUtensorMap &a, const CUtensorMap &b, con
             "raising the shared-memory limit of the int8 GEMM kernel");
     k_qgemm<GATED><<<p.n_mt * p.n_nt, kThreads, kSmem, s>>>(a, b, p);
     return mmk_launched(err, GATED ? "k_qgemm (gated residual)" : "k_qgemm");
+}
+
+/* How many CTAs (CL = 1) or clusters (CL = 2) of the persistent kernel fit on
+ * the device at once: the grid, one per slot. Asked once per device. */
+template <bool GATED, int CL> int persistent_slots(int dev, cudaLaunchConfig_t cfg, mm_error *err)
+{
+    static int cached[64];
+    if (cached[dev] > 0)
+        return cached[dev];
+    int n = 0;
+    if (CL == 1)
+        MMK_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), err, "asking for the SM count");
+    else
+        MMK_TRY(cudaOccupancyMaxActiveClusters(&n, k_qgemm_persistent<GATED, CL>, &cfg), err,
+                "asking how many 2-CTA clusters of the int8 GEMM fit");
+    if (n <= 0)
+        return mm_fail(err, "int8 GEMM (sm90 %s): no %s fits on cuda:%d", CL > 1 ? "cluster2" : "persistent",
+                       CL > 1 ? "2-CTA cluster" : "CTA", dev);
+    return cached[dev] = n;
+}
+
+template <bool GATED, int CL>
+int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s,
+                      mm_error *err)
+{
+    auto kern = k_qgemm_persistent<GATED, CL>;
+    MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), err,
+            "raising the shared-memory limit of the int8 GEMM kernel");
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CL;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(CL, 1, 1);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = kSmem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = CL > 1 ? 1 : 0; /* CL = 1: a plain launch */
+    const int slots = persistent_slots<GATED, CL>(dev, cfg, err);
+    if (slots < 0)
+        return -1;
+    const int n_tiles = (p.n_mt + CL - 1) / CL * p.n_nt;
+    cfg.gridDim = dim3((unsigned)(CL * (n_tiles < slots ? n_tiles : slots)), 1, 1);
+    MMK_TRY(cudaLaunchKernelEx(&cfg, kern, a, b, p), err, "launching the persistent int8 GEMM kernel");
+    return mmk_launched(err, CL > 1 ? "k_qgemm_persistent (cluster2)" : "k_qgemm_persistent");
+}
+
+/* Kernel variants of issue 9, opt-in until the device has verified and timed
+ * them: MMH3_QGEMM_VARIANT, read at every call (a getenv per GEMM is nothing
+ * beside it) so that the benchmark and the device test can walk them all. */
+enum { V_TILE, V_PERSISTENT, V_CLUSTER2, V_COUNT };
+const char *const kVariantNames[V_COUNT] = {"tile", "persistent", "cluster2"};
+
+int selected_variant()
+{
+    const char *e = getenv("MMH3_QGEMM_VARIANT");
+    if (!e || !*e)
+        return V_TILE;
+    for (int i = 0; i < V_COUNT; i++)
+        if (strcmp(e, kVariantNames[i]) == 0)
+            return i;
+    static std::once_flag warned;
+    std::call_once(warned, [e]() {
+        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent, cluster2); using tile\n", e);
+    });
+    return V_TILE;
 }
 
 } // namespace
@@ -199,9 +454,12 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
                        "8-byte aligned sw and 4-byte aligned bf16 pairs in y");
     if (a->gate && (!a->mod_idx || a->ld_gate % 2 || !al8(a->gate)))
         return mm_fail(err, "int8 GEMM (sm90): the gate table needs mod_idx and 8-byte aligned rows");
+    const int variant = selected_variant();
+    /* cluster2: each CTA loads half of the weight tile's rows (multicast to both) */
+    const int b_box_rows = variant == V_CLUSTER2 ? kBN / 2 : kBN;
     CUtensorMap ma, mb;
     if (mmk_tma_map_2d(&ma, true, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, kBK, kBM, err) ||
-        mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, kBN, err))
+        mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, b_box_rows, err))
         return -1;
     QgParams p;
     memset(&p, 0, sizeof p);
@@ -211,9 +469,12 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     p.n_mt = (a->M + kBM - 1) / kBM;
     p.n_nt = (a->N + kBN - 1) / kBN;
     p.n_kb = (a->K + kBK - 1) / kBK;
-    /* G row blocks of activations ≈ 12 MB, so they and a band of weight tiles stay in L2 */
+    /* G row blocks of activations ≈ 12 MB, so they and a band of weight tiles stay in L2
+     * (cluster2 counts its groups in pairs of row blocks) */
     int64_t g = ((int64_t)12 << 20) / ((int64_t)kBM * a->K);
     p.group_m = (int)(g < 4 ? 4 : g > 16 ? 16 : g);
+    if (variant == V_CLUSTER2)
+        p.group_m /= 2;
     p.sx = a->sx;
     p.sw = a->sw;
     p.y = (bf16 *)a->y;
@@ -222,7 +483,16 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     p.ld_gate = a->ld_gate;
     p.mod_idx = a->mod_idx;
     cudaStream_t s = (cudaStream_t)st;
-    return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
+    switch (variant) {
+    case V_PERSISTENT:
+        return a->gate ? launch_persistent<true, 1>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 1>(dev, ma, mb, p, s, err);
+    case V_CLUSTER2:
+        return a->gate ? launch_persistent<true, 2>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2>(dev, ma, mb, p, s, err);
+    default:
+        return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
+    }
 }
 
 /* ------------------------------------------------------------------ first-use self-check */
@@ -327,11 +597,11 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
         found[dev] = diff;
         verdict[dev] = diff == 0 ? 1 : 2;
         if (diff == 0)
-            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: sm90 kernel with the fused epilogue in use (self-check: bit for "
-                            "bit the cuBLASLt path)\n", dev);
+            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: sm90 kernel (%s) with the fused epilogue in use (self-check: "
+                            "bit for bit the cuBLASLt path)\n", dev, kVariantNames[selected_variant()]);
         else if (diff > 0)
-            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: the sm90 kernel differs from the cuBLASLt path in %ld of %d "
-                            "outputs; not used\n", dev, diff, 2 * 300 * 768);
+            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: the sm90 kernel (%s) differs from the cuBLASLt path in %ld of "
+                            "%d outputs; not used\n", dev, kVariantNames[selected_variant()], diff, 2 * 300 * 768);
         else
             fprintf(stderr, "mmh3: cuda:%d int8 GEMM: the sm90 kernel's self-check failed (%s); not used\n", dev,
                     err.msg);
@@ -344,6 +614,10 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
 static const mmk_kernel_entry g_qgemm_kernels[] = {
     {"qgemm_sm90", (const void *)k_qgemm<false>, 90},
     {"qgemm_sm90_gated", (const void *)k_qgemm<true>, 90},
+    {"qgemm_sm90_persistent", (const void *)k_qgemm_persistent<false, 1>, 90},
+    {"qgemm_sm90_persistent_gated", (const void *)k_qgemm_persistent<true, 1>, 90},
+    {"qgemm_sm90_cluster2", (const void *)k_qgemm_persistent<false, 2>, 90},
+    {"qgemm_sm90_cluster2_gated", (const void *)k_qgemm_persistent<true, 2>, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_qgemm(int *n)

@@ -14,7 +14,7 @@
 #              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) and
 #                                    fast-qk vs the CPU model of their rounding, inside their error
 #                                    budget; the kernel-choice policy (self-checks, env overrides)
-#              test_speed_qgemm      the sm90 int8 GEMM, bit for bit vs cuBLASLt and the CPU
+#              test_speed_qgemm      the sm90 int8 GEMM (each variant), bit for bit vs cuBLASLt and the CPU
 #              mmh3 check --json     which kernels the product uses ("kernel_paths")
 #   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
 #   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p, fa3, fa3-fast,
@@ -29,7 +29,8 @@
 #            8 steps; per-step velocity rel_l2, final latent PSNR, decoded-frame PSNR) (~40 s)
 #   clip10   1344x768x243 (10 s, S=73,586): exact + fast, one forward each; reference  (~75 s)
 #   clip15   1344x768x362 (15 s, S=109,262): the same                                 (~130 s)
-#   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, both GEMM paths   (~30 s)
+#   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, cuBLASLt and every sm90
+#            variant (MMH3_QGEMM_VARIANT tile, persistent, cluster2), bit for bit    (~40 s)
 #
 #   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS]     carry [".carry"]
@@ -127,7 +128,7 @@ if want tests; then
   devtest fa3 180 test_speed_attention
   grep -E '^  \.\. |rel_l2|default:' "$OUT/speed_fa3.txt" | tail -44
   while read -r line; do note "fa3 $line"; done < <(grep -E '^     rel_l2 .* vs exact' "$OUT/speed_fa3.txt" | sed 's/^ *//')
-  devtest qgemm_test 60 test_speed_qgemm
+  devtest qgemm_test 120 test_speed_qgemm
   secs=$(limit 40)
   if [ "$secs" -gt 0 ]; then
     dev_arg=(--device cuda:0); [ "$dry" = 1 ] && dev_arg=(--device cpu)
@@ -232,15 +233,22 @@ want clip10 && clip clip10 "$CLIP10" 80 75 0 -1
 want clip15 && clip clip15 "$CLIP15" 130 120 0 -1
 
 if want qgemm; then
-  step "qgemm: the four int8 linears at S=38010, cuBLASLt + epilogue vs sm90 fused"
-  secs=$(limit 60)
+  step "qgemm: the four int8 linears at S=38010, cuBLASLt + epilogue vs each sm90 fused variant"
   if [ "$dry" = 1 ]; then
     note "SKIP qgemm: CUDA only (CPU stand-in run)"
-  elif [ "$secs" -gt 0 ]; then
-    run qgemm "$secs" "$OUT/speed_qgemm_bench.txt" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2
-    while read -r line; do note "$line"; done < <(grep '^QGEMM' "$OUT/speed_qgemm_bench.txt")
   else
-    skipped qgemm
+    # one process per set of variants (MMH3_QGEMM_SETS, space-separated): a variant that hangs
+    # loses only its own set's lines; each set also times the cuBLASLt path it is compared with
+    for set in ${MMH3_QGEMM_SETS:-tile,persistent cluster2}; do
+      secs=$(limit 90)
+      if [ "$secs" -gt 0 ]; then
+        log="$OUT/speed_qgemm_bench_${set//,/_}.txt"
+        run "qgemm $set" "$secs" "$log" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2 --variants "$set"
+        while read -r line; do note "$line"; done < <(grep -E '^QGEMM|^TIMEOUT|^FAIL' "$log")
+      else
+        skipped "qgemm $set"
+      fi
+    done
   fi
 fi
 

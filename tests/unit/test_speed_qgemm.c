@@ -3,10 +3,14 @@
  * mm_gemm_i8_scaled (cuBLASLt int32 + the epilogue kernel) for the plain
  * store, and mm_cuda_gemm_i8_scaled_gated for the gated residual — integer
  * sums are exact and both epilogues round at the same points. Shapes: ragged
- * row counts, N not a multiple of the 256-wide tile, K not a multiple of the
- * 128-wide slice, and the DiT's own K values; outputs poisoned first; then
- * the plain path against the CPU twin as well (mm_gemm_i8_scaled on a CPU
- * context, bit for bit).
+ * row counts (an odd number of row blocks: the cluster2 variant's unpaired
+ * block), N not a multiple of the 256-wide tile, K not a multiple of the
+ * 128-wide slice, the DiT's own K values, and more tiles than SMs (the
+ * persistent variants walk several, the ring's phase running on across
+ * tiles); outputs poisoned first; then the plain path against the CPU twin
+ * as well (mm_gemm_i8_scaled on a CPU context, bit for bit). Every case runs
+ * for each kernel variant (MMH3_QGEMM_VARIANT = tile, persistent, cluster2;
+ * case names get the variant in brackets).
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -23,6 +27,7 @@
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
+static bool cpu_twin; /* for the first variant: the others equal the cuBLASLt path, which equals it */
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
 static uint64_t next(void)
@@ -108,7 +113,7 @@ static void run(int M, int N, int K, int T, bool gated)
               (long long)(first % N), first >= 0 ? a[first] : 0, first >= 0 ? b[first] : 0);
     MM_EXPECT(nonfinite == 0, "%lld outputs not finite (unwritten?)", (long long)nonfinite);
 
-    if (!gated && (int64_t)M * N * K <= (int64_t)1 << 31) { /* the CPU twin */
+    if (!gated && cpu_twin && (int64_t)M * N * K <= (int64_t)1 << 31) { /* the CPU twin */
         mm_tensor cx = mm_tensor_wrap(x, mm_cpu(), MM_I8, 2, (int64_t[]){M, K});
         mm_tensor cw = mm_tensor_wrap(w, mm_cpu(), MM_I8, 2, (int64_t[]){N, K});
         mm_tensor csx = mm_tensor_wrap(sx, mm_cpu(), MM_F32, 1, (int64_t[]){M});
@@ -129,13 +134,27 @@ done:
     free(x), free(w), free(sx), free(sw), free(gate), free(idx), free(res), free(a), free(b), free(g16);
 }
 
-static void test_store_small_ragged(void) { run(37, 264, 272, 1, false); }
-static void test_store_tiles(void) { run(256, 512, 512, 1, false); }
-static void test_store_qkv_k(void) { run(300, 768, 5376, 1, false); }
-static void test_store_fc2_k(void) { run(129, 256, 14336, 1, false); }
-static void test_gated_out_k(void) { run(333, 512, 7168, 3, true); }
-static void test_gated_ragged(void) { run(1000, 264, 5376, 6, true); }
-static void test_store_many_tiles(void) { run(2049, 2304, 1024, 1, false); }
+typedef struct qcase {
+    const char *name;
+    int M, N, K, T;
+    bool gated;
+} qcase;
+
+static const qcase cases[] = {
+    {"test_store_small_ragged", 37, 264, 272, 1, false},
+    {"test_store_tiles", 256, 512, 512, 1, false},
+    {"test_store_qkv_k", 300, 768, 5376, 1, false},
+    {"test_store_fc2_k", 129, 256, 14336, 1, false},
+    {"test_gated_out_k", 333, 512, 7168, 3, true},
+    {"test_gated_ragged", 1000, 264, 5376, 6, true},
+    {"test_store_many_tiles", 2049, 2304, 1024, 1, false},
+    /* 32 × 8 tiles of 9 K slices (not a multiple of the 4-stage ring) */
+    {"test_store_tiles_past_sms", 4000, 2048, 1040, 1, false},
+    /* 24 × 6 tiles, gated, the out linear's K */
+    {"test_gated_tiles_past_sms", 3000, 1536, 7168, 3, true},
+};
+
+static const char *const variants[] = {"tile", "persistent", "cluster2"};
 
 int main(void)
 {
@@ -157,13 +176,23 @@ int main(void)
         printf("%s test_speed_qgemm: this GPU or build has no sm_90a int8 GEMM kernel\n", required ? "FAIL" : "SKIP");
         return required ? 1 : 0;
     }
-    MM_RUN(test_store_small_ragged);
-    MM_RUN(test_store_tiles);
-    MM_RUN(test_store_qkv_k);
-    MM_RUN(test_store_fc2_k);
-    MM_RUN(test_gated_out_k);
-    MM_RUN(test_gated_ragged);
-    MM_RUN(test_store_many_tiles);
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        setenv("MMH3_QGEMM_VARIANT", variants[v], 1);
+        cpu_twin = v == 0;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s[%s]", cases[c].name, variants[v]);
+            mm_test_current = name; /* MM_RUN, with the variant in the name */
+            mm_test_case_failed = 0;
+            run(cases[c].M, cases[c].N, cases[c].K, cases[c].T, cases[c].gated);
+            if (mm_test_case_failed)
+                mm_test_failures++;
+            else
+                printf("PASS %s\n", name);
+            fflush(stdout);
+        }
+    }
+    unsetenv("MMH3_QGEMM_VARIANT");
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);
     return mm_test_exit();
