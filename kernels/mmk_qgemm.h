@@ -52,7 +52,9 @@ int mmk_qgemm_usable(int dev);
  *   persistent  one CTA per SM walking the tiles, the next tile's K slices
  *               loading while the current tile's epilogue runs;
  *   cluster2    persistent with 2-CTA clusters: two row blocks share one
- *               weight tile, each CTA loading half and multicasting it. */
+ *               weight tile, each CTA loading half and multicasting it;
+ *   cluster2x2  persistent with 2 × 2 clusters: the weight tile shared along
+ *               the column, the activation block along the row. */
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
 /* First-use self-check on `dev`: the plain and the gated epilogue on a

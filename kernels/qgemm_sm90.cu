@@ -14,6 +14,11 @@
  * before the next group), so that what the running CTAs read — G activation
  * blocks and a band of weight tiles — stays in L2.
  *
+ * That is the default variant ("tile"); MMH3_QGEMM_VARIANT picks the
+ * persistent ones (k_qgemm_persistent: one CTA or cluster per group of SMs
+ * walking the same tiles, optionally sharing boxes by TMA multicast) until a
+ * device run has timed them.
+ *
  * CPU twin: src/backend/cpu/quant.c (mm_gemm_i8_scaled, then
  * mm_gated_residual); tests/unit/test_speed_qgemm.c demands bit equality
  * with the cuBLASLt path (mmk_qlinear_i8) on the device.
@@ -201,50 +206,106 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void *
                  : "memory");
 }
 
-/* A consumer warp is done with a stage: one arrival on its EMPTY barrier in
- * every CTA of the cluster (their producers multicast into it). */
-template <int CL> __device__ __forceinline__ void release(uint32_t empty_bar)
+/* mmk_mbar_wait that gives up: a barrier phase that has not completed after
+ * 5 s of waiting can only be a broken handshake (a whole GEMM takes
+ * milliseconds), and trapping turns that hang into a launch error the caller
+ * sees (the cluster variants' cross-CTA barriers are new; their device test
+ * must fail, not hang). The clock is read only on every 1024th failed try. */
+__device__ __forceinline__ void mbar_wait_bounded(uint32_t bar, uint32_t parity)
 {
-    if (CL == 1)
-        mmk_mbar_arrive(empty_bar);
-    else
-        for (uint32_t r = 0; r < (uint32_t)CL; r++)
-            mbar_arrive_cluster(empty_bar, r);
+    uint64_t t0 = 0;
+    for (uint32_t n = 1;; n++) {
+        uint32_t done;
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+        if (done)
+            return;
+        if ((n & 1023) == 0) {
+            uint64_t now;
+            asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(now));
+            if (t0 == 0)
+                t0 = now;
+            else if (now - t0 > 5000000000ull)
+                __trap();
+        }
+    }
 }
 
-/* Tile t of the persistent walk: the grouped raster of k_qgemm over
- * "cluster rows" of CL row blocks; CTA `rank` of the cluster takes row block
- * CL·(cluster row) + rank, the column tile is shared. */
-template <int CL> __device__ __forceinline__ void tile_of(const QgParams &p, int t, int rank, int &mt, int &nt)
+/* A consumer warp is done with a stage: one arrival on its EMPTY barrier in
+ * every CTA whose producer multicasts into this CTA — the CTAs of its row
+ * (sharing its activation block) and of its column (sharing its weight
+ * tile), itself once. Cluster rank = rm + CM·rn. */
+template <int CM, int CN> __device__ __forceinline__ void release(uint32_t empty_bar, int rm, int rn)
 {
-    const int n_rows = (p.n_mt + CL - 1) / CL, per_group = p.group_m * p.n_nt;
+    if (CM * CN == 1) {
+        mmk_mbar_arrive(empty_bar);
+    } else {
+#pragma unroll
+        for (int i = 0; i < CM; i++)
+            mbar_arrive_cluster(empty_bar, (uint32_t)(i + CM * rn));
+#pragma unroll
+        for (int j = 0; j < CN; j++)
+            if (j != rn)
+                mbar_arrive_cluster(empty_bar, (uint32_t)(rm + CM * j));
+    }
+}
+
+/* Halfway through a gated tile's K loop: the residual rows this warp's
+ * epilogue will read (16 rows × 256 bf16 = 4 lines of 128 bytes each, two
+ * per lane) into L2, so that the epilogue — the tensor pipe idle meanwhile —
+ * does not wait on DRAM. */
+__device__ __forceinline__ void prefetch_residual(const QgParams &p, int mt, int nt, int cw, int warp, int lane)
+{
+    const int row = mt * kBM + cw * 64 + warp * 16 + (lane >> 1), col = nt * kBN + (lane & 1) * 128;
+    if (row < p.M && col < p.N) {
+        const bf16 *y = p.y + (int64_t)row * p.ldy + col;
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(y));
+        if (col + 64 < p.N)
+            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(y + 64));
+    }
+}
+
+/* Tile t of the persistent walk: k_qgemm's grouped raster over cluster
+ * tiles of CM row blocks × CN column tiles; the cluster's CTA (rm, rn) takes
+ * row block CM·(cluster row) + rm and column tile CN·(cluster column) + rn. */
+template <int CM, int CN>
+__device__ __forceinline__ void tile_of(const QgParams &p, int t, int rm, int rn, int &mt, int &nt)
+{
+    const int n_rows = (p.n_mt + CM - 1) / CM, n_cols = (p.n_nt + CN - 1) / CN, per_group = p.group_m * n_cols;
     const int first = (t / per_group) * p.group_m;
     const int gsize = n_rows - first < p.group_m ? n_rows - first : p.group_m;
-    mt = (first + (t % per_group) % gsize) * CL + rank;
-    nt = (t % per_group) / gsize;
+    mt = (first + (t % per_group) % gsize) * CM + rm;
+    nt = (t % per_group) / gsize * CN + rn;
 }
 #endif
 
-/* The persistent variants (MMH3_QGEMM_VARIANT=persistent | cluster2): one CTA
- * (CL = 1) or one cluster of CL CTAs (CL = 2) per group of SMs, walking the
- * tiles of k_qgemm's grouped raster with a stride of the grid. The ring's
- * stage and phase run on across tiles, so the producer loads the next tile's
- * first K slices while the consumers run the epilogue of the current one
- * (no launch, barrier set-up or pipeline fill per tile).
+/* The persistent variants (MMH3_QGEMM_VARIANT = persistent | cluster2 |
+ * cluster2x2): one CTA (CM = CN = 1) or one cluster of CM × CN CTAs per
+ * group of SMs, walking the tiles of k_qgemm's grouped raster with a stride
+ * of the grid. The ring's stage and phase run on across tiles, so the
+ * producer loads the next tile's first K slices while the consumers run the
+ * epilogue of the current one (no launch, barrier set-up or pipeline fill
+ * per tile).
  *
- * With CL = 2 the two CTAs of a cluster take adjacent row blocks of the same
- * column tile: each loads its own 128 activation rows and half of the 256
- * weight rows, multicast into both CTAs — half the weight traffic from L2.
- * A stage is free again when the consumers of both CTAs are done with it:
- * every consumer warp arrives on the EMPTY barrier of each CTA. Each FULL
- * barrier expects the whole stage (its own activation box, both weight
- * halves). Mathematically the same tiles as k_qgemm: every output is the
- * same int32 sum through the same epilogue. */
-template <bool GATED, int CL>
+ * In a cluster, CTA (rm, rn) computes row block CM·r + rm, column tile
+ * CN·c + rn. The CN CTAs of a row share its activation block: each loads
+ * 128/CN of its rows and multicasts them along the row; the CM CTAs of a
+ * column share its weight tile: each loads 256/CM of its rows, multicast
+ * along the column — the L2 traffic per CTA drops from 128 + 256 bytes per
+ * K to 128/CN + 256/CM. A stage is free again when the consumers of every
+ * CTA it was multicast to are done with it: each consumer warp arrives on
+ * the EMPTY barrier of every CTA of its row and column. Each FULL barrier
+ * expects the whole stage. A tile past the last row block or column tile
+ * (odd counts) loads a copy of in-range data and stores nothing. Every
+ * output is the same int32 sum through the same epilogue as k_qgemm. */
+template <bool GATED, int CM, int CN>
 __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm_persistent(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
 {
 #ifdef MMK_QGEMM_DEVICE
+    constexpr int CL = CM * CN;
     extern __shared__ __align__(1024) unsigned char qg_smem[];
     __shared__ __align__(8) uint64_t bars[2 * kStages];
     unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
@@ -252,14 +313,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t b0 = mmk_smem_addr(&bars[0]);
 #define FULL(s) (b0 + 8u * (s))
 #define EMPTY(s) (b0 + 8u * (kStages + (s)))
-    const int rank = CL > 1 ? (int)cluster_rank() : 0;
+    const int rank = CL > 1 ? (int)cluster_rank() : 0, rm = rank % CM, rn = rank / CM;
     const int first_tile = blockIdx.x / CL, tile_stride = gridDim.x / CL;
-    const int n_tiles = (p.n_mt + CL - 1) / CL * p.n_nt;
+    const int n_tiles = (p.n_mt + CM - 1) / CM * ((p.n_nt + CN - 1) / CN);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; s++) {
             mmk_mbar_init(FULL(s), 1);
-            mmk_mbar_init(EMPTY(s), 8 * CL); /* one arrival per consumer warp of each CTA */
+            mmk_mbar_init(EMPTY(s), 8 * (CM + CN - 1)); /* per consumer warp of each CTA of its row and column */
         }
         mmk_mbar_init_fence();
     }
@@ -274,25 +335,35 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (threadIdx.x == 0) {
             mmk_tma_prefetch_map(&tmA);
             mmk_tma_prefetch_map(&tmB);
+            /* the CTAs of this row (same rm) and of this column (same rn) */
+            uint16_t row_mask = 0, col_mask = 0;
+            for (int j = 0; j < CN; j++)
+                row_mask |= (uint16_t)(1u << (rm + CM * j));
+            for (int i = 0; i < CM; i++)
+                col_mask |= (uint16_t)(1u << (i + CM * rn));
             uint32_t it = 0;
             for (int tile = first_tile; tile < n_tiles; tile += tile_stride) {
                 int mt, nt;
-                tile_of<CL>(p, tile, rank, mt, nt);
-                /* a row block past the end (odd row-block count, CL = 2) computes a copy of the last
-                 * one and stores nothing; the weight half past N (ragged last column tile) any rows */
-                const int a_row = (mt < p.n_mt ? mt : p.n_mt - 1) * kBM;
-                int b_row = nt * kBN + rank * (kBN / CL);
+                tile_of<CM, CN>(p, tile, rm, rn, mt, nt);
+                /* past the last row block / column tile: in-range rows (their products are not stored);
+                 * a part wholly past M or N (ragged last tile): any in-range rows, never an empty box */
+                int a_row = (mt < p.n_mt ? mt : p.n_mt - 1) * kBM + rn * (kBM / CN);
+                int b_row = (nt < p.n_nt ? nt : p.n_nt - 1) * kBN + rm * (kBN / CM);
+                a_row = a_row < p.M ? a_row : 0;
                 b_row = b_row < p.N ? b_row : 0;
                 for (int kb = 0; kb < p.n_kb; kb++, it++) {
                     const uint32_t s = it % kStages;
-                    mmk_mbar_wait(EMPTY(s), ((it / kStages) & 1) ^ 1);
+                    mbar_wait_bounded(EMPTY(s), ((it / kStages) & 1) ^ 1);
                     mmk_mbar_expect_tx(FULL(s), kTileA + kTileB);
-                    mmk_tma_load_2d(sA + s * kTileA, &tmA, FULL(s), kb * kBK, a_row);
-                    if (CL == 1)
-                        mmk_tma_load_2d(sB + s * kTileB, &tmB, FULL(s), kb * kBK, b_row);
+                    const uint32_t dA = sA + s * kTileA + rn * (kTileA / CN), dB = sB + s * kTileB + rm * (kTileB / CM);
+                    if (CN == 1)
+                        mmk_tma_load_2d(dA, &tmA, FULL(s), kb * kBK, a_row);
                     else
-                        tma_load_2d_multicast(sB + s * kTileB + rank * (kTileB / CL), &tmB, FULL(s), kb * kBK, b_row,
-                                              (uint16_t)((1u << CL) - 1));
+                        tma_load_2d_multicast(dA, &tmA, FULL(s), kb * kBK, a_row, row_mask);
+                    if (CM == 1)
+                        mmk_tma_load_2d(dB, &tmB, FULL(s), kb * kBK, b_row);
+                    else
+                        tma_load_2d_multicast(dB, &tmB, FULL(s), kb * kBK, b_row, col_mask);
                 }
             }
         }
@@ -304,29 +375,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint32_t it = 0;
         for (int tile = first_tile; tile < n_tiles; tile += tile_stride) {
             int mt, nt;
-            tile_of<CL>(p, tile, rank, mt, nt);
+            tile_of<CM, CN>(p, tile, rm, rn, mt, nt);
 #pragma unroll
             for (int i = 0; i < 128; i++)
                 acc[i] = 0;
             for (int kb = 0; kb < p.n_kb; kb++, it++) {
                 const uint32_t s = it % kStages;
-                mmk_mbar_wait(FULL(s), (it / kStages) & 1);
+                mbar_wait_bounded(FULL(s), (it / kStages) & 1);
                 const uint32_t a_addr = sA + s * kTileA + cw * 64 * 128, b_addr = sB + s * kTileB;
                 mmk_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < 4; kk++)
                     mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
                 mmk_wgmma_commit();
+                if (GATED && kb == p.n_kb / 2)
+                    prefetch_residual(p, mt, nt, cw, warp, lane);
                 /* the previous slice's products are done: hand its stage back */
                 mmk_wgmma_wait<1>();
                 if (kb > 0 && lane == 0)
-                    release<CL>(EMPTY((it - 1) % kStages));
+                    release<CM, CN>(EMPTY((it - 1) % kStages), rm, rn);
             }
             mmk_wgmma_wait<0>();
             mmk_fence_regs(acc);
             if (lane == 0) /* the last slice's stage, before the epilogue: the producer is already on the next tile */
-                release<CL>(EMPTY((it - 1) % kStages));
-            if (mt < p.n_mt)
+                release<CM, CN>(EMPTY((it - 1) % kStages), rm, rn);
+            if (mt < p.n_mt && nt < p.n_nt)
                 epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
         }
     }
@@ -354,30 +427,30 @@ template <bool GATED> int launch(const CUtensorMap &a, const CUtensorMap &b, con
     return mmk_launched(err, GATED ? "k_qgemm (gated residual)" : "k_qgemm");
 }
 
-/* How many CTAs (CL = 1) or clusters (CL = 2) of the persistent kernel fit on
- * the device at once: the grid, one per slot. Asked once per device. */
-template <bool GATED, int CL> int persistent_slots(int dev, cudaLaunchConfig_t cfg, mm_error *err)
+/* How many CTAs (no cluster) or clusters of the persistent kernel fit on the
+ * device at once: the grid, one per slot. Asked once per device. */
+template <bool GATED, int CM, int CN> int persistent_slots(int dev, cudaLaunchConfig_t cfg, mm_error *err)
 {
     static int cached[64];
     if (cached[dev] > 0)
         return cached[dev];
     int n = 0;
-    if (CL == 1)
+    if (CM * CN == 1)
         MMK_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), err, "asking for the SM count");
     else
-        MMK_TRY(cudaOccupancyMaxActiveClusters(&n, k_qgemm_persistent<GATED, CL>, &cfg), err,
-                "asking how many 2-CTA clusters of the int8 GEMM fit");
+        MMK_TRY(cudaOccupancyMaxActiveClusters(&n, k_qgemm_persistent<GATED, CM, CN>, &cfg), err,
+                "asking how many clusters of the int8 GEMM fit");
     if (n <= 0)
-        return mm_fail(err, "int8 GEMM (sm90 %s): no %s fits on cuda:%d", CL > 1 ? "cluster2" : "persistent",
-                       CL > 1 ? "2-CTA cluster" : "CTA", dev);
+        return mm_fail(err, "int8 GEMM (sm90): no %d×%d cluster of its persistent kernel fits on cuda:%d", CM, CN, dev);
     return cached[dev] = n;
 }
 
-template <bool GATED, int CL>
+template <bool GATED, int CM, int CN>
 int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s,
                       mm_error *err)
 {
-    auto kern = k_qgemm_persistent<GATED, CL>;
+    constexpr int CL = CM * CN;
+    auto kern = k_qgemm_persistent<GATED, CM, CN>;
     MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), err,
             "raising the shared-memory limit of the int8 GEMM kernel");
     cudaLaunchAttribute attr[1] = {};
@@ -391,21 +464,23 @@ int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const
     cfg.dynamicSmemBytes = kSmem;
     cfg.stream = s;
     cfg.attrs = attr;
-    cfg.numAttrs = CL > 1 ? 1 : 0; /* CL = 1: a plain launch */
-    const int slots = persistent_slots<GATED, CL>(dev, cfg, err);
+    cfg.numAttrs = CL > 1 ? 1 : 0; /* no cluster: a plain launch */
+    const int slots = persistent_slots<GATED, CM, CN>(dev, cfg, err);
     if (slots < 0)
         return -1;
-    const int n_tiles = (p.n_mt + CL - 1) / CL * p.n_nt;
+    const int n_tiles = (p.n_mt + CM - 1) / CM * ((p.n_nt + CN - 1) / CN);
     cfg.gridDim = dim3((unsigned)(CL * (n_tiles < slots ? n_tiles : slots)), 1, 1);
     MMK_TRY(cudaLaunchKernelEx(&cfg, kern, a, b, p), err, "launching the persistent int8 GEMM kernel");
-    return mmk_launched(err, CL > 1 ? "k_qgemm_persistent (cluster2)" : "k_qgemm_persistent");
+    return mmk_launched(err, "k_qgemm_persistent");
 }
 
 /* Kernel variants of issue 9, opt-in until the device has verified and timed
  * them: MMH3_QGEMM_VARIANT, read at every call (a getenv per GEMM is nothing
  * beside it) so that the benchmark and the device test can walk them all. */
-enum { V_TILE, V_PERSISTENT, V_CLUSTER2, V_COUNT };
-const char *const kVariantNames[V_COUNT] = {"tile", "persistent", "cluster2"};
+enum { V_TILE, V_PERSISTENT, V_CLUSTER2, V_CLUSTER2X2, V_COUNT };
+const char *const kVariantNames[V_COUNT] = {"tile", "persistent", "cluster2", "cluster2x2"};
+/* cluster shape of each variant: row blocks × column tiles */
+const int kVariantCM[V_COUNT] = {1, 1, 2, 2}, kVariantCN[V_COUNT] = {1, 1, 1, 2};
 
 int selected_variant()
 {
@@ -417,7 +492,7 @@ int selected_variant()
             return i;
     static std::once_flag warned;
     std::call_once(warned, [e]() {
-        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent, cluster2); using tile\n", e);
+        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent, cluster2, cluster2x2); using tile\n", e);
     });
     return V_TILE;
 }
@@ -455,11 +530,11 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     if (a->gate && (!a->mod_idx || a->ld_gate % 2 || !al8(a->gate)))
         return mm_fail(err, "int8 GEMM (sm90): the gate table needs mod_idx and 8-byte aligned rows");
     const int variant = selected_variant();
-    /* cluster2: each CTA loads half of the weight tile's rows (multicast to both) */
-    const int b_box_rows = variant == V_CLUSTER2 ? kBN / 2 : kBN;
+    /* in a cluster each CTA loads its part of the shared boxes: 1/CN of the activation rows, 1/CM of the weights' */
+    const int cm = kVariantCM[variant], cn = kVariantCN[variant];
     CUtensorMap ma, mb;
-    if (mmk_tma_map_2d(&ma, true, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, kBK, kBM, err) ||
-        mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, b_box_rows, err))
+    if (mmk_tma_map_2d(&ma, true, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, kBK, kBM / cn, err) ||
+        mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, kBN / cm, err))
         return -1;
     QgParams p;
     memset(&p, 0, sizeof p);
@@ -470,11 +545,10 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     p.n_nt = (a->N + kBN - 1) / kBN;
     p.n_kb = (a->K + kBK - 1) / kBK;
     /* G row blocks of activations ≈ 12 MB, so they and a band of weight tiles stay in L2
-     * (cluster2 counts its groups in pairs of row blocks) */
+     * (a cluster variant counts its groups in cluster rows of CM row blocks) */
     int64_t g = ((int64_t)12 << 20) / ((int64_t)kBM * a->K);
     p.group_m = (int)(g < 4 ? 4 : g > 16 ? 16 : g);
-    if (variant == V_CLUSTER2)
-        p.group_m /= 2;
+    p.group_m /= cm;
     p.sx = a->sx;
     p.sw = a->sw;
     p.y = (bf16 *)a->y;
@@ -485,11 +559,14 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     cudaStream_t s = (cudaStream_t)st;
     switch (variant) {
     case V_PERSISTENT:
-        return a->gate ? launch_persistent<true, 1>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 1>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 1, 1>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 1, 1>(dev, ma, mb, p, s, err);
     case V_CLUSTER2:
-        return a->gate ? launch_persistent<true, 2>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 2>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 2, 1>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 1>(dev, ma, mb, p, s, err);
+    case V_CLUSTER2X2:
+        return a->gate ? launch_persistent<true, 2, 2>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 2>(dev, ma, mb, p, s, err);
     default:
         return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
     }
@@ -614,10 +691,12 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
 static const mmk_kernel_entry g_qgemm_kernels[] = {
     {"qgemm_sm90", (const void *)k_qgemm<false>, 90},
     {"qgemm_sm90_gated", (const void *)k_qgemm<true>, 90},
-    {"qgemm_sm90_persistent", (const void *)k_qgemm_persistent<false, 1>, 90},
-    {"qgemm_sm90_persistent_gated", (const void *)k_qgemm_persistent<true, 1>, 90},
-    {"qgemm_sm90_cluster2", (const void *)k_qgemm_persistent<false, 2>, 90},
-    {"qgemm_sm90_cluster2_gated", (const void *)k_qgemm_persistent<true, 2>, 90},
+    {"qgemm_sm90_persistent", (const void *)k_qgemm_persistent<false, 1, 1>, 90},
+    {"qgemm_sm90_persistent_gated", (const void *)k_qgemm_persistent<true, 1, 1>, 90},
+    {"qgemm_sm90_cluster2", (const void *)k_qgemm_persistent<false, 2, 1>, 90},
+    {"qgemm_sm90_cluster2_gated", (const void *)k_qgemm_persistent<true, 2, 1>, 90},
+    {"qgemm_sm90_cluster2x2", (const void *)k_qgemm_persistent<false, 2, 2>, 90},
+    {"qgemm_sm90_cluster2x2_gated", (const void *)k_qgemm_persistent<true, 2, 2>, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_qgemm(int *n)

@@ -30,7 +30,7 @@
 #   clip10   1344x768x243 (10 s, S=73,586): exact + fast, one forward each; reference  (~75 s)
 #   clip15   1344x768x362 (15 s, S=109,262): the same                                 (~130 s)
 #   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, cuBLASLt and every sm90
-#            variant (MMH3_QGEMM_VARIANT tile, persistent, cluster2), bit for bit    (~40 s)
+#            variant (MMH3_QGEMM_VARIANT tile, persistent, cluster2, cluster2x2), bit for bit (~60 s)
 #
 #   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS]     carry [".carry"]
@@ -128,7 +128,7 @@ if want tests; then
   devtest fa3 180 test_speed_attention
   grep -E '^  \.\. |rel_l2|default:' "$OUT/speed_fa3.txt" | tail -44
   while read -r line; do note "fa3 $line"; done < <(grep -E '^     rel_l2 .* vs exact' "$OUT/speed_fa3.txt" | sed 's/^ *//')
-  devtest qgemm_test 120 test_speed_qgemm
+  devtest qgemm_test 150 test_speed_qgemm
   secs=$(limit 40)
   if [ "$secs" -gt 0 ]; then
     dev_arg=(--device cuda:0); [ "$dry" = 1 ] && dev_arg=(--device cpu)
@@ -239,7 +239,7 @@ if want qgemm; then
   else
     # one process per set of variants (MMH3_QGEMM_SETS, space-separated): a variant that hangs
     # loses only its own set's lines; each set also times the cuBLASLt path it is compared with
-    for set in ${MMH3_QGEMM_SETS:-tile,persistent cluster2}; do
+    for set in ${MMH3_QGEMM_SETS:-tile,persistent cluster2 cluster2x2}; do
       secs=$(limit 90)
       if [ "$secs" -gt 0 ]; then
         log="$OUT/speed_qgemm_bench_${set//,/_}.txt"

@@ -3,13 +3,13 @@
  * mm_gemm_i8_scaled (cuBLASLt int32 + the epilogue kernel) for the plain
  * store, and mm_cuda_gemm_i8_scaled_gated for the gated residual — integer
  * sums are exact and both epilogues round at the same points. Shapes: ragged
- * row counts (an odd number of row blocks: the cluster2 variant's unpaired
- * block), N not a multiple of the 256-wide tile, K not a multiple of the
+ * row counts and odd numbers of row blocks and column tiles (the cluster
+ * variants' unpaired blocks), N not a multiple of the 256-wide tile, K not a multiple of the
  * 128-wide slice, the DiT's own K values, and more tiles than SMs (the
  * persistent variants walk several, the ring's phase running on across
  * tiles); outputs poisoned first; then the plain path against the CPU twin
  * as well (mm_gemm_i8_scaled on a CPU context, bit for bit). Every case runs
- * for each kernel variant (MMH3_QGEMM_VARIANT = tile, persistent, cluster2;
+ * for each kernel variant (MMH3_QGEMM_VARIANT = tile, persistent, cluster2, cluster2x2;
  * case names get the variant in brackets).
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
@@ -154,7 +154,7 @@ static const qcase cases[] = {
     {"test_gated_tiles_past_sms", 3000, 1536, 7168, 3, true},
 };
 
-static const char *const variants[] = {"tile", "persistent", "cluster2"};
+static const char *const variants[] = {"tile", "persistent", "cluster2", "cluster2x2"};
 
 int main(void)
 {
