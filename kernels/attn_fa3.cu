@@ -364,12 +364,22 @@ __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&
                 if (key0 + nt * 8 + 2 * t + (e & 1) >= seq)
                     si[nt * 4 + e] = INT_MIN; /* its P is set to 0 below */
     }
+    /* the row maxima as four chains each (depth 10, not 33: the softmax's
+     * critical path is what bounds fast mode; more chains cost registers) */
+    int mxr[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            mxr[r][c] = max(si[c * 4 + 2 * r], si[c * 4 + 2 * r + 1]);
+#pragma unroll
+    for (int nt = 4; nt < 16; nt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            mxr[r][nt & 3] = max(mxr[r][nt & 3], max(si[nt * 4 + 2 * r], si[nt * 4 + 2 * r + 1]));
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        int mx = INT_MIN;
-#pragma unroll
-        for (int nt = 0; nt < 16; nt++)
-            mx = max(mx, max(si[nt * 4 + 2 * r], si[nt * 4 + 2 * r + 1]));
+        int mx = max(max(mxr[r][0], mxr[r][1]), max(mxr[r][2], mxr[r][3]));
         mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         /* key0 < seq: the quad holds at least one key of the sequence */
