@@ -16,7 +16,11 @@
  * reference rotates with a bf16 GEMM), so the rotation's own fp32 summation
  * order almost never shows in the output.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/common.cuh"
+#include "kernels/mma.cuh"
 
 namespace {
 
@@ -55,6 +59,11 @@ __device__ __forceinline__ void load16_bf16(const bf16 *p, float v[16])
         v[i] = __bfloat162float(x[i]);
         v[8 + i] = __bfloat162float(y[i]);
     }
+}
+
+__device__ __forceinline__ void mmk_prefetch_l1(const void *p)
+{
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
 }
 
 __device__ __forceinline__ void load16_f32(const float *p, float v[16])
@@ -166,6 +175,194 @@ __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int6
         sq[r * s_stride] = s;
 }
 
+/* rintf(v / s) without a division per value where that is provably the
+ * same integer: y = v·(1/s) is within |v/s|·2^-23 < 2^-16 of v/s (|v/s| ≤
+ * 127.0…), and fl(v/s) within 2^-18 of it; when y is more than 2^-14 inside
+ * the unit interval around rint(y), no half-integer lies between y and
+ * fl(v/s), so both round to the same integer. Otherwise (about one value in
+ * 8000, and every value of a row whose scale is not a normal number with a
+ * normal reciprocal) divide. */
+__device__ __forceinline__ float quant_round(float v, float s, float rinv, bool recip_ok)
+{
+    if (recip_ok) {
+        float y = __fmul_rn(v, rinv);
+        float k = rintf(y);
+        if (fabsf(__fsub_rn(y, k)) < 0.5f - 0x1p-14f)
+            return k;
+    }
+    return rintf(v / s);
+}
+
+/* The pipelined variant (MMH3_CONVROT_KERNEL=pipe while the device measures
+ * it): the same threads, values and arithmetic as k_convrot_quant — thread
+ * (g, t) of a row holds the same 16 channels, the block reductions run over
+ * the same block shape, so codes and scales are bit-identical — but
+ *  - a block stays resident and walks rows r, r + grid, ...; each thread
+ *    copies its own 32 (SwiGLU: 64) input bytes of the rows STAGES-1 ahead
+ *    into shared memory with cp.async, so HBM reads overlap the reductions
+ *    and barriers of the rows before (one row per 448-thread block left
+ *    ~20 KB in flight per SM: latency-bound at ~0.6 TB/s);
+ *  - the transpose stays inside a group's 16 threads (one half-warp), so it
+ *    needs __syncwarp, not a block barrier;
+ *  - the modulation rows are prefetched into L1 before the sum of squares'
+ *    barriers (their table index a row ahead), not requested after them;
+ *  - the codes go back through shared memory so each thread stores its 16
+ *    consecutive codes as one 16-byte vector (instead of 16 byte stores). */
+/* RMSNorm + modulation: at most 384 threads (K ≤ 6144) so that three blocks
+ * fit an SM's registers; larger K take k_convrot_quant. */
+const int kPipeNormThreads = 384;
+
+template <int PRE, int STAGES>
+__global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads : 1024, PRE == MMK_PRE_RMSNORM_MOD ? 3 : 1)
+    k_convrot_quant_pipe(int K, int64_t rows, const bf16 *__restrict__ x, int64_t ldx,
+                                     const float *__restrict__ norm_w, float eps, const float *__restrict__ shift,
+                                     const float *__restrict__ scale, int64_t ld_mod,
+                                     const int32_t *__restrict__ mod_idx, int8_t *__restrict__ q, int64_t ldq,
+                                     bool q_vec, float *__restrict__ sq, int64_t s_stride)
+{
+    __shared__ float scratch[32];
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int in_elems = PRE == MMK_PRE_SWIGLU ? 2 * K : K;
+    const int groups = K / 256;
+    bf16 *stage = reinterpret_cast<bf16 *>(smem);                        /* [STAGES][in_elems] */
+    float *tr = reinterpret_cast<float *>(smem + (size_t)STAGES * in_elems * 2); /* [groups][16][17] */
+    int8_t *codes = reinterpret_cast<int8_t *>(tr + groups * 16 * 17);   /* [groups][256] */
+    int g = threadIdx.x >> 4, t = threadIdx.x & 15;
+    int c0 = g * 256 + t * 16;
+    bool active = c0 < K;
+
+    /* Each thread copies (and later reads) only its own bytes: the async
+     * copies need no barrier, and a stage is rewritten only after the block
+     * barriers of the row that last read it. */
+    auto fetch = [&](int64_t r, int st) {
+        if (active && r < rows) {
+            const bf16 *xr = x + r * ldx + c0;
+            bf16 *d = stage + (size_t)st * in_elems + c0;
+            mmk_cp_async16(d, xr, 16);
+            mmk_cp_async16(d + 8, xr + 8, 16);
+            if (PRE == MMK_PRE_SWIGLU) {
+                mmk_cp_async16(d + K, xr + K, 16);
+                mmk_cp_async16(d + K + 8, xr + K + 8, 16);
+            }
+        }
+        mmk_cp_async_commit(); /* empty groups too: the wait counts stay uniform */
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++)
+        fetch((int64_t)blockIdx.x + (int64_t)s * gridDim.x, s);
+
+    int st = 0;
+    int32_t idx_next = PRE == MMK_PRE_RMSNORM_MOD && shift ? mod_idx[blockIdx.x] : 0;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        fetch(r + (int64_t)(STAGES - 1) * gridDim.x, (st + STAGES - 1) % STAGES);
+        int32_t idx_cur = idx_next;
+        if (PRE == MMK_PRE_RMSNORM_MOD && shift && r + gridDim.x < rows)
+            idx_next = mod_idx[r + gridDim.x];
+        mmk_cp_async_wait<STAGES - 1>();
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            v[i] = 0.f;
+        const bf16 *in = stage + (size_t)st * in_elems + c0;
+        if (active) {
+            load16_bf16(in, v);
+            if (PRE == MMK_PRE_SWIGLU) {
+                float u[16];
+                load16_bf16(in + K, u);
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    v[i] = mmk_round_bf16(__fmul_rn(mmk_silu(v[i]), u[i]));
+            }
+        }
+        if (PRE == MMK_PRE_RMSNORM_MOD) {
+            /* The modulation rows (L2-resident tables) are pulled into L1
+             * while the sum of squares waits at its barriers; registers would
+             * cost occupancy. The row's table index was read a row ahead. */
+            int64_t m = (int64_t)idx_cur * ld_mod;
+            if (active && shift) {
+                mmk_prefetch_l1(shift + m + c0);
+                mmk_prefetch_l1(scale + m + c0);
+            }
+            float ss = 0.f;
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                ss = __fmaf_rn(v[i], v[i], ss); /* k_convrot_quant's ss += v·v, contracted */
+            ss = mmk_block_sum(ss, scratch);
+            float rs = 1.f / sqrtf(ss / (float)K + eps);
+            if (active) {
+                /* Four channels at a time: all 48 table values at once would
+                 * cost a second block per SM in registers. */
+#pragma unroll
+                for (int c = 0; c < 16; c += 4) {
+                    float4 w = norm_w ? *reinterpret_cast<const float4 *>(norm_w + c0 + c) : make_float4(1.f, 1.f, 1.f, 1.f);
+                    float4 sh = make_float4(0.f, 0.f, 0.f, 0.f), sc = sh;
+                    if (shift) {
+                        sh = *reinterpret_cast<const float4 *>(shift + m + c0 + c);
+                        sc = *reinterpret_cast<const float4 *>(scale + m + c0 + c);
+                    }
+                    const float wv[4] = {w.x, w.y, w.z, w.w}, shv[4] = {sh.x, sh.y, sh.z, sh.w},
+                                scv[4] = {sc.x, sc.y, sc.z, sc.w};
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float n = __fmul_rn(__fmul_rn(v[c + i], rs), wv[i]);
+                        if (shift)
+                            n = __fadd_rn(__fmul_rn(n, 1.f + scv[i]), shv[i]);
+                        v[c + i] = mmk_round_bf16(n);
+                    }
+                    asm volatile("" ::: "memory"); /* keep the chunks' loads apart */
+                }
+            }
+        }
+
+        h16(v); /* digits d0, d1 */
+        float *my = tr + g * (16 * 17);
+        if (active) {
+#pragma unroll
+            for (int b = 0; b < 16; b++)
+                my[t * 17 + b] = v[b];
+        }
+        __syncwarp(); /* the group's 16 threads are one half-warp */
+        if (active) {
+#pragma unroll
+            for (int a = 0; a < 16; a++)
+                v[a] = my[a * 17 + t];
+            h16(v); /* digits d2, d3 */
+        }
+
+        float amax = 0.f;
+#pragma unroll
+        for (int a = 0; a < 16; a++) {
+            v[a] = mmk_round_bf16(v[a]);
+            amax = fmaxf(amax, fabsf(v[a]));
+        }
+        amax = mmk_block_max(amax, scratch);
+        float s = amax > 0.f ? amax / 127.f : 1.f;
+        float rinv = 1.f / s;
+        bool recip_ok = s >= 0x1p-120f && s <= 0x1p120f;
+        if (active) {
+            int8_t *qr = q + r * ldq + g * 256;
+            int8_t *cg = codes + g * 256;
+#pragma unroll
+            for (int a = 0; a < 16; a++) {
+                float qv = quant_round(v[a], s, rinv, recip_ok);
+                qv = fminf(fmaxf(qv, -127.f), 127.f);
+                if (q_vec)
+                    cg[a * 16 + t] = (int8_t)qv;
+                else
+                    qr[a * 16 + t] = (int8_t)qv;
+            }
+            if (q_vec) {
+                __syncwarp(0xffffu << (threadIdx.x & 16));
+                *reinterpret_cast<uint4 *>(qr + t * 16) = *reinterpret_cast<const uint4 *>(cg + t * 16);
+            }
+        }
+        if (threadIdx.x == 0)
+            sq[r * s_stride] = s;
+        st = (st + 1) % STAGES;
+    }
+    mmk_cp_async_wait<0>();
+}
+
 /* Any group (4, 16, 64, 256) and float dtype; the row lives in shared memory
  * and each butterfly stage updates disjoint quads in place. Quantizes (q !=
  * NULL) or writes the rotation rounded to rot's dtype. */
@@ -215,6 +412,75 @@ __global__ void k_convrot_generic(int K, int group, const void *x, mm_dtype xt, 
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* MMH3_CONVROT_KERNEL=pipe selects k_convrot_quant_pipe (bit-identical to
+ * k_convrot_quant; the default once the device has measured it). Read on
+ * every call so tests and benchmarks can compare the two in one process. */
+bool use_pipe()
+{
+    const char *e = getenv("MMH3_CONVROT_KERNEL");
+    return e && !strcmp(e, "pipe");
+}
+
+template <int PRE, int STAGES>
+int launch_pipe_t(const mmk_convrot_quant *a, int threads, size_t smem, mmk_stream s, mm_error *err)
+{
+    auto kern = k_convrot_quant_pipe<PRE, STAGES>;
+    MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
+            "raising the shared-memory limit of k_convrot_quant_pipe");
+    int per_sm = 0, dev = 0, sms = 0;
+    MMK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, smem), err,
+            "occupancy of k_convrot_quant_pipe");
+    if (per_sm < 1)
+        return 1;
+    MMK_TRY(cudaGetDevice(&dev), err, "cudaGetDevice");
+    MMK_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), err, "counting SMs");
+    int64_t grid = (int64_t)per_sm * sms;
+    if (grid > a->rows)
+        grid = a->rows;
+    bool q_vec = al16(a->q) && a->ldq % 16 == 0;
+    kern<<<(unsigned)grid, threads, smem, s>>>(a->K, a->rows, (const bf16 *)a->x, a->ldx, a->norm_w, a->eps, a->shift,
+                                               a->scale, a->ld_mod, a->mod_idx, a->q, a->ldq, q_vec, a->s,
+                                               a->s_stride ? a->s_stride : 1);
+    return mmk_launched(err, "k_convrot_quant_pipe");
+}
+
+/* Whether k_convrot_quant_pipe takes this call: the fast path's conditions
+ * (checked by the caller) plus the shared memory of its stages and, with
+ * RMSNorm, the block size its register budget allows. */
+bool pipe_fits(const mmk_convrot_quant *a, int threads, int *stages, size_t *smem)
+{
+    size_t in_row = (size_t)(a->pre == MMK_PRE_SWIGLU ? 2 : 1) * a->K * 2;
+    size_t fixed = (size_t)(a->K / 256) * (16 * 17 * sizeof(float) + 256);
+    *stages = fixed + 3 * in_row <= 100 * 1024 ? 3 : 2;
+    *smem = fixed + *stages * in_row;
+    return *smem <= 227 * 1024 && !(a->pre == MMK_PRE_RMSNORM_MOD && threads > kPipeNormThreads);
+}
+
+bool fast_fits(const mmk_convrot_quant *a, int G)
+{
+    return G == 256 && a->x_dtype == MM_BF16 && a->q && al16(a->x) && a->ldx % 8 == 0 &&
+           (!a->norm_w || al16(a->norm_w)) && (!a->shift || (al16(a->shift) && al16(a->scale) && a->ld_mod % 4 == 0));
+}
+
+int threads_for(int K) { return (K / 256 * 16 + 31) / 32 * 32; }
+
+/* 0 launched, -1 failed, 1 does not fit (the caller runs k_convrot_quant). */
+int launch_pipe(const mmk_convrot_quant *a, int threads, mmk_stream s, mm_error *err)
+{
+    int stages;
+    size_t smem;
+    if (!pipe_fits(a, threads, &stages, &smem))
+        return 1;
+    switch (a->pre * 4 + stages) {
+    case MMK_PRE_NONE * 4 + 2: return launch_pipe_t<MMK_PRE_NONE, 2>(a, threads, smem, s, err);
+    case MMK_PRE_NONE * 4 + 3: return launch_pipe_t<MMK_PRE_NONE, 3>(a, threads, smem, s, err);
+    case MMK_PRE_RMSNORM_MOD * 4 + 2: return launch_pipe_t<MMK_PRE_RMSNORM_MOD, 2>(a, threads, smem, s, err);
+    case MMK_PRE_RMSNORM_MOD * 4 + 3: return launch_pipe_t<MMK_PRE_RMSNORM_MOD, 3>(a, threads, smem, s, err);
+    case MMK_PRE_SWIGLU * 4 + 2: return launch_pipe_t<MMK_PRE_SWIGLU, 2>(a, threads, smem, s, err);
+    default: return launch_pipe_t<MMK_PRE_SWIGLU, 3>(a, threads, smem, s, err);
+    }
+}
+
 } // namespace
 
 extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_quant *a, mm_error *err)
@@ -235,9 +501,7 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
         return mm_fail(err, "ConvRot: x must be a float tensor");
     if (a->rows == 0)
         return 0;
-    bool fast = G == 256 && a->x_dtype == MM_BF16 && a->q && al16(a->x) && a->ldx % 8 == 0 &&
-                (!a->norm_w || al16(a->norm_w)) && (!a->shift || (al16(a->shift) && al16(a->scale) && a->ld_mod % 4 == 0));
-    if (!fast) {
+    if (!fast_fits(a, G)) {
         if (a->pre != MMK_PRE_NONE)
             return mm_fail(err, "ConvRot: the fused pre-ops need group 256, bf16 x and 16-byte aligned inputs");
         size_t smem = (size_t)a->K * sizeof(float);
@@ -249,7 +513,13 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
         return mmk_launched(err, "k_convrot_generic");
     }
     int groups = a->K / 256;
-    int threads = (groups * 16 + 31) / 32 * 32;
+    int threads = threads_for(a->K);
+    if (use_pipe()) {
+        int rc = launch_pipe(a, threads, s, err);
+        if (rc <= 0)
+            return rc;
+        /* rc > 0: does not fit (shared memory, registers); the one-row kernel below */
+    }
     size_t smem = (size_t)groups * 16 * 17 * sizeof(float);
     if (smem > 48 * 1024)
         MMK_TRY(cudaFuncSetAttribute(k_convrot_quant, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
@@ -258,6 +528,15 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
                                                    a->shift, a->scale, a->ld_mod, a->mod_idx, a->q, a->ldq, a->s,
                                                    a->s_stride ? a->s_stride : 1);
     return mmk_launched(err, "k_convrot_quant");
+}
+
+extern "C" const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a)
+{
+    int G = a->group ? a->group : 256, stages;
+    size_t smem;
+    if (!fast_fits(a, G))
+        return "generic";
+    return use_pipe() && pipe_fits(a, threads_for(a->K), &stages, &smem) ? "pipe" : "row";
 }
 
 static const mmk_kernel_entry g_kernels[] = {

@@ -5,6 +5,9 @@
  * arithmetic follows the CPU twins in src/backend/cpu/rowops.c term by term
  * (1/sqrtf, no fused multiply-add where they have none), so the two differ
  * only by the order of the f32 sums. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/common.cuh"
 
 namespace {
@@ -338,6 +341,138 @@ __global__ void k_qk_norm_rope(int rows, int heads_q, int heads_k, int D, bf16 *
     }
 }
 
+/* The vectorized variant (MMH3_QK_NORM_KERNEL=vec while the device measures
+ * it), head_dim 128 only. Four lanes per head, eight heads per warp: lane
+ * a = lane % 4 holds the 32 channels j = 32·qd + 8·a + e (qd, e < 4, 8) as
+ * four 16-byte loads, so a warp moves 2 KB per load wave instead of 256 B
+ * in 2-byte pieces. The results are bit-identical to k_qk_norm_rope: that
+ * kernel's lane m sums x[m]², x[m+32]², x[m+64]², x[m+96]² with fused
+ * multiply-adds in that order (here the same chain over qd for m = 8a + e)
+ * and then adds lanes m ^ 16, ^ 8, ^ 4, ^ 2, ^ 1 in turn (here m ^ 16 and
+ * m ^ 8 are lanes a ^ 2 and a ^ 1, the rest are registers e ^ 4, ^ 2, ^ 1);
+ * the normalization and rotation are the same correctly rounded products.
+ * The rotation partners (j ± rot/2, a whole octet when rot % 16 == 0) are
+ * read back from a bf16 copy of the normalized head in shared memory (the
+ * normalized values are bf16 values, so the copy is exact). */
+const int kQkVecWarps = 4;
+const int kQkVecStride = 160; /* bf16 per head slot: 128 + 32, so the 16-byte accesses of a quarter-warp hit distinct banks */
+
+__device__ __forceinline__ void unpack8_bf16(uint4 u, float f[8])
+{
+    const bf16 *h = reinterpret_cast<const bf16 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        f[i] = __bfloat162float(h[i]);
+}
+
+__device__ __forceinline__ uint4 pack8_bf16(const float f[8])
+{
+    uint4 u;
+    bf16 *h = reinterpret_cast<bf16 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        h[i] = __float2bfloat16_rn(f[i]);
+    return u;
+}
+
+__global__ void __launch_bounds__(kQkVecWarps * 32)
+    k_qk_norm_rope_vec(int64_t items, int heads_q, int heads, bf16 *__restrict__ q, int64_t ldq,
+                       bf16 *__restrict__ k, int64_t ldk, const float *__restrict__ wq, const float *__restrict__ wk,
+                       float eps, const bf16 *__restrict__ cosv, const bf16 *__restrict__ sinv, int64_t ld_rope,
+                       int half)
+{
+    const int D = 128;
+    __shared__ __align__(16) bf16 stage[kQkVecWarps][8][kQkVecStride];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, a = lane & 3, slot = lane >> 2;
+    int64_t item = ((int64_t)blockIdx.x * kQkVecWarps + warp) * 8 + slot;
+    bool valid = item < items; /* invalid lanes still take part in the shuffles */
+    int64_t r = 0;
+    int h = 0;
+    if (valid) {
+        if (items <= 0xffffffffll) {
+            r = (uint32_t)item / (uint32_t)heads;
+            h = (int)((uint32_t)item - (uint32_t)r * (uint32_t)heads);
+        } else {
+            r = item / heads;
+            h = (int)(item - r * heads);
+        }
+    }
+    bool is_q = h < heads_q;
+    bf16 *p = is_q ? q + r * ldq + (int64_t)h * D : k + r * ldk + (int64_t)(h - heads_q) * D;
+    const float *w = is_q ? wq : wk;
+    uint4 xv[4];
+#pragma unroll
+    for (int qd = 0; qd < 4; qd++)
+        xv[qd] = valid ? *reinterpret_cast<const uint4 *>(p + 32 * qd + 8 * a) : make_uint4(0, 0, 0, 0);
+
+    float part[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        part[e] = 0.f;
+#pragma unroll
+    for (int qd = 0; qd < 4; qd++) {
+        float f[8];
+        unpack8_bf16(xv[qd], f);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            part[e] = __fmaf_rn(f[e], f[e], part[e]); /* k_qk_norm_rope's ss += v·v, contracted */
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        part[e] += __shfl_xor_sync(0xffffffffu, part[e], 2); /* lane m ^ 16 */
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        part[e] += __shfl_xor_sync(0xffffffffu, part[e], 1); /* lane m ^ 8 */
+    float q4[4], q2[2];
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        q4[e] = part[e] + part[e + 4];
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+        q2[e] = q4[e] + q4[e + 2];
+    float ss = q2[0] + q2[1];
+
+    bf16 *my = stage[warp][slot];
+    float rs = w ? 1.f / sqrtf(ss / (float)D + eps) : 1.f;
+#pragma unroll
+    for (int qd = 0; qd < 4; qd++) {
+        int j0 = 32 * qd + 8 * a;
+        if (w) {
+            float f[8];
+            unpack8_bf16(xv[qd], f);
+            float4 w0 = *reinterpret_cast<const float4 *>(w + j0), w1 = *reinterpret_cast<const float4 *>(w + j0 + 4);
+            const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                f[e] = __fmul_rn(__fmul_rn(f[e], rs), wv[e]);
+            xv[qd] = pack8_bf16(f); /* mmk_round_bf16: exact in bf16 */
+        }
+        *reinterpret_cast<uint4 *>(my + j0) = xv[qd];
+    }
+    __syncwarp();
+    if (!valid)
+        return;
+    const bf16 *cr = cosv ? cosv + r * ld_rope : nullptr, *sr = sinv ? sinv + r * ld_rope : nullptr;
+#pragma unroll
+    for (int qd = 0; qd < 4; qd++) {
+        int j0 = 32 * qd + 8 * a;
+        if (cr && j0 < 2 * half) {
+            bool lo = j0 < half;
+            float n[8], pn[8], c[8], sn[8];
+            unpack8_bf16(xv[qd], n);
+            unpack8_bf16(*reinterpret_cast<const uint4 *>(my + (lo ? j0 + half : j0 - half)), pn);
+            unpack8_bf16(*reinterpret_cast<const uint4 *>(cr + j0), c);
+            unpack8_bf16(*reinterpret_cast<const uint4 *>(sr + j0), sn);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                n[e] = lo ? __fsub_rn(__fmul_rn(n[e], c[e]), __fmul_rn(pn[e], sn[e]))
+                          : __fadd_rn(__fmul_rn(n[e], c[e]), __fmul_rn(pn[e], sn[e]));
+            xv[qd] = pack8_bf16(n);
+        }
+        *reinterpret_cast<uint4 *>(p + j0) = xv[qd];
+    }
+}
+
 /* ------------------------------------------------------------------ GroupNorm */
 
 /* Block per (n, group, frame) of x[n][c][f][s]; two passes for the variance. */
@@ -385,6 +520,31 @@ bool rows_aligned_bf16x8(const mmk_view &v)
 }
 
 bool unit_last(const mmk_view &v) { return v.shape[v.ndim - 1] <= 1 || v.stride[v.ndim - 1] == 1; }
+
+bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* MMH3_QK_NORM_KERNEL=vec selects k_qk_norm_rope_vec (bit-identical; the
+ * default once the device has measured it); read on every call so tests and
+ * benchmarks can compare the two in one process. */
+bool qk_vec_selected()
+{
+    const char *e = getenv("MMH3_QK_NORM_KERNEL");
+    return e && !strcmp(e, "vec");
+}
+
+/* What k_qk_norm_rope_vec needs: 128-channel heads, 16-byte aligned rows and
+ * weights, and rotation partners that are whole octets (rot_dim % 16 == 0);
+ * anything else keeps k_qk_norm_rope. */
+bool qk_vec_fits(const mmk_qk_norm_rope *a, int heads_k)
+{
+    if (a->head_dim != 128 || !al16(a->q) || a->ldq % 8 || (a->wq && !al16(a->wq)))
+        return false;
+    if (heads_k && (!al16(a->k) || a->ldk % 8 || (a->wk && !al16(a->wk))))
+        return false;
+    if (a->cos && (a->rot_dim % 16 || !al16(a->cos) || !al16(a->sin) || a->ld_rope % 8))
+        return false;
+    return true;
+}
 
 } // namespace
 
@@ -503,10 +663,21 @@ extern "C" int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rop
     if (a->rows == 0)
         return 0;
     int64_t items = (int64_t)a->rows * (a->heads_q + heads_k);
+    if (qk_vec_selected() && qk_vec_fits(a, heads_k)) {
+        k_qk_norm_rope_vec<<<mmk_blocks(items, kQkVecWarps * 8), kQkVecWarps * 32, 0, s>>>(
+            items, a->heads_q, a->heads_q + heads_k, (bf16 *)a->q, a->ldq, (bf16 *)a->k, a->ldk, a->wq, a->wk, a->eps,
+            (const bf16 *)a->cos, (const bf16 *)a->sin, a->ld_rope, a->cos ? a->rot_dim / 2 : 0);
+        return mmk_launched(err, "k_qk_norm_rope_vec");
+    }
     k_qk_norm_rope<<<mmk_blocks(items, kQkWarps), kQkWarps * 32, 0, s>>>(
         a->rows, a->heads_q, heads_k, a->head_dim, (bf16 *)a->q, a->ldq, (bf16 *)a->k, a->ldk, a->wq, a->wk, a->eps,
         (const bf16 *)a->cos, (const bf16 *)a->sin, a->ld_rope, a->rot_dim / 2);
     return mmk_launched(err, "k_qk_norm_rope");
+}
+
+extern "C" const char *mmk_qk_norm_rope_kernel(const mmk_qk_norm_rope *a)
+{
+    return qk_vec_selected() && qk_vec_fits(a, a->k ? a->heads_k : 0) ? "vec" : "warp";
 }
 
 extern "C" int mmk_groupnorm_run(int dev, mmk_stream s, const mmk_groupnorm *a, mm_error *err)
@@ -528,7 +699,8 @@ static const mmk_kernel_entry g_kernels[] = {
     {"rmsnorm_warp", (const void *)k_rmsnorm_warp, 80}, {"gated_add_bf16x8", (const void *)k_gated_add_bf16x8, 80},         {"layernorm", (const void *)k_layernorm, 80},
     {"softmax", (const void *)k_softmax, 80},         {"reduce_rows", (const void *)k_reduce_rows, 80},
     {"gated_add", (const void *)k_gated_add, 80},     {"rope", (const void *)k_rope, 80},
-    {"qk_norm_rope", (const void *)k_qk_norm_rope, 80}, {"groupnorm", (const void *)k_groupnorm, 80},
+    {"qk_norm_rope", (const void *)k_qk_norm_rope, 80}, {"qk_norm_rope_vec", (const void *)k_qk_norm_rope_vec, 80},
+    {"groupnorm", (const void *)k_groupnorm, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_norm(int *n)

@@ -389,6 +389,163 @@ static void test_convrot_quant_plain(void) { convrot_case(MMK_PRE_NONE); }
 static void test_convrot_quant_rmsnorm_mod(void) { convrot_case(MMK_PRE_RMSNORM_MOD); }
 static void test_convrot_quant_swiglu(void) { convrot_case(MMK_PRE_SWIGLU); }
 
+/* The pipelined ConvRot kernel (MMH3_CONVROT_KERNEL=pipe) must give the
+ * one-row kernel's codes and scales bit for bit: the same inputs through
+ * both, compared byte by byte. Rows outnumber the resident blocks (each
+ * block walks several rows through its copy stages); row 3 is zero, row 5
+ * tiny (a subnormal scale: the quantizer's division fallback), every 97th
+ * input an outlier. */
+static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_w, int with_mod)
+{
+    int K = groups * 256, in_cols = pre == MMK_PRE_SWIGLU ? 2 * K : K, T = 5, ldq = K + ldq_pad;
+    size_t nx = (size_t)R * in_cols;
+    uint16_t *xb = malloc(nx * 2);
+    for (size_t i = 0; i < nx; i++) {
+        size_t r = i / in_cols, c = i % in_cols;
+        float v = i % 97 == 0 ? 200.f : cuda_test_uniform(&rng) * 3.f;
+        if (r == 3)
+            v = 0.f;
+        if (r == 5 && (pre != MMK_PRE_SWIGLU || (int)c >= K))
+            v *= 1e-38f;
+        xb[i] = mm_f32_to_bf16(v);
+    }
+    float *w = malloc(sizeof(float) * K), *tab = malloc(sizeof(float) * T * 2 * K);
+    for (int i = 0; i < K; i++)
+        w[i] = mm_round_bf16(1.f + 0.5f * cuda_test_uniform(&rng));
+    for (int i = 0; i < T * 2 * K; i++)
+        tab[i] = mm_round_bf16(0.3f * cuda_test_uniform(&rng));
+    int32_t *idx = malloc(4 * R);
+    for (int i = 0; i < R; i++)
+        idx[i] = (int32_t)(cuda_test_next(&rng) % T);
+    void *dx = cuda_test_upload(xb, nx * 2), *dw = cuda_test_upload(w, 4 * K), *di = cuda_test_upload(idx, 4 * R);
+    float *dt = cuda_test_upload(tab, sizeof(float) * T * 2 * K);
+    void *dq[2], *ds[2];
+    int8_t *q[2] = {NULL, NULL};
+    float *sc[2] = {NULL, NULL};
+    bool mod = pre == MMK_PRE_RMSNORM_MOD;
+    for (int v = 0; v < 2; v++) {
+        dq[v] = cuda_test_upload(NULL, (size_t)R * ldq);
+        ds[v] = cuda_test_upload(NULL, 4 * R);
+        if (v)
+            setenv("MMH3_CONVROT_KERNEL", "pipe", 1);
+        else
+            unsetenv("MMH3_CONVROT_KERNEL");
+        mmk_convrot_quant a = {.rows = R, .K = K, .group = 256, .pre = pre, .x = dx, .x_dtype = MM_BF16,
+                               .ldx = in_cols, .norm_w = mod && with_w ? dw : NULL, .eps = 1e-5f,
+                               .shift = mod && with_mod ? dt : NULL, .scale = mod && with_mod ? dt + K : NULL,
+                               .ld_mod = 2 * K, .mod_idx = di, .q = dq[v], .ldq = ldq, .s = ds[v], .s_stride = 1};
+        const char *want = v ? "pipe" : "row";
+        MM_EXPECT(!strcmp(mmk_convrot_quant_kernel(&a), want), "variant %d runs %s, not %s", v,
+                  mmk_convrot_quant_kernel(&a), want);
+        int rc = mmk_convrot_quant_run(DEV, STREAM, &a, &cuda_test_err);
+        unsetenv("MMH3_CONVROT_KERNEL");
+        MM_EXPECT(rc == 0, "variant %d: %s", v, cuda_test_err.msg);
+        q[v] = cuda_test_download(dq[v], (size_t)R * ldq, &cuda_test_err);
+        sc[v] = cuda_test_download(ds[v], 4 * R, &cuda_test_err);
+        MM_EXPECT(q[v] && sc[v], "%s", cuda_test_err.msg);
+    }
+    if (q[0] && q[1] && sc[0] && sc[1]) {
+        long code_diff = 0, scale_diff = 0;
+        for (int r = 0; r < R; r++) {
+            code_diff += memcmp(q[0] + (size_t)r * ldq, q[1] + (size_t)r * ldq, K) != 0;
+            scale_diff += memcmp(&sc[0][r], &sc[1][r], 4) != 0;
+        }
+        MM_EXPECT(code_diff == 0 && scale_diff == 0,
+                  "pre=%d K=%d R=%d ldq=%d: %ld rows of codes and %ld scales differ from k_convrot_quant", pre, K, R,
+                  ldq, code_diff, scale_diff);
+        MM_EXPECT(pre == MMK_PRE_RMSNORM_MOD || sc[1][3] == 1.f, "zero row: scale %g", sc[1][3]);
+    }
+    for (int v = 0; v < 2; v++) {
+        free(q[v]), free(sc[v]);
+        mm_cuda_free(DEV, dq[v]), mm_cuda_free(DEV, ds[v]);
+    }
+    free(xb), free(w), free(tab), free(idx);
+    mm_cuda_free(DEV, dx), mm_cuda_free(DEV, dw), mm_cuda_free(DEV, di), mm_cuda_free(DEV, dt);
+}
+
+static void test_convrot_pipe_plain_bitwise(void)
+{
+    convrot_pipe_case(MMK_PRE_NONE, 1100, 28, 0, 0, 0);  /* the attention output, K = 7168 */
+    convrot_pipe_case(MMK_PRE_NONE, 700, 21, 4, 0, 0);   /* odd groups; ldq % 16 != 0: byte stores */
+    convrot_pipe_case(MMK_PRE_NONE, 37, 3, 0, 0, 0);     /* fewer rows than blocks */
+}
+static void test_convrot_pipe_rmsnorm_mod_bitwise(void)
+{
+    convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 1300, 21, 0, 1, 1); /* hidden 5376 */
+    convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 300, 21, 0, 0, 1);
+    convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 300, 20, 16, 1, 0);
+}
+static void test_convrot_pipe_swiglu_bitwise(void)
+{
+    convrot_pipe_case(MMK_PRE_SWIGLU, 600, 56, 0, 0, 0); /* FFN 14336 */
+    convrot_pipe_case(MMK_PRE_SWIGLU, 200, 21, 0, 0, 0);
+}
+
+/* The vectorized q/k kernel (MMH3_QK_NORM_KERNEL=vec) against
+ * k_qk_norm_rope, byte for byte over the whole fused buffer (v included):
+ * head counts that leave a warp's eight head slots straddling q/k and rows,
+ * rotary widths 96 (the model's), 128, 64 and none, a NULL k weight. */
+static void qk_vec_case(int R, int HQ, int HK, int rot, int wk_null)
+{
+    int D = 128, ld = (HQ + 2 * HK) * D, rl = rot ? rot : 16;
+    size_t n = (size_t)R * ld;
+    uint16_t *xb = malloc(n * 2), *cb = malloc((size_t)R * rl * 2), *sb = malloc((size_t)R * rl * 2);
+    for (size_t i = 0; i < n; i++)
+        xb[i] = mm_f32_to_bf16(i % 101 == 0 ? 90.f : 4.f * cuda_test_uniform(&rng));
+    for (size_t i = 0; i < (size_t)R * rl; i++) {
+        cb[i] = mm_f32_to_bf16(cuda_test_uniform(&rng));
+        sb[i] = mm_f32_to_bf16(cuda_test_uniform(&rng));
+    }
+    float *wq = malloc(4 * D), *wk = malloc(4 * D);
+    for (int i = 0; i < D; i++) {
+        wq[i] = mm_round_bf16(1.f + 0.5f * cuda_test_uniform(&rng));
+        wk[i] = mm_round_bf16(1.f + 0.5f * cuda_test_uniform(&rng));
+    }
+    void *dwq = cuda_test_upload(wq, 4 * D), *dwk = cuda_test_upload(wk, 4 * D);
+    void *dc = cuda_test_upload(cb, (size_t)R * rl * 2), *dsn = cuda_test_upload(sb, (size_t)R * rl * 2);
+    uint16_t *y[2] = {NULL, NULL};
+    for (int v = 0; v < 2; v++) {
+        uint16_t *dx = cuda_test_upload(xb, n * 2);
+        if (v)
+            setenv("MMH3_QK_NORM_KERNEL", "vec", 1);
+        else
+            unsetenv("MMH3_QK_NORM_KERNEL");
+        mmk_qk_norm_rope a = {.rows = R, .heads_q = HQ, .heads_k = HK, .head_dim = D, .q = dx, .ldq = ld,
+                              .k = dx + HQ * D, .ldk = ld, .wq = dwq, .wk = wk_null ? NULL : dwk, .eps = 1e-5f,
+                              .cos = rot ? dc : NULL, .sin = rot ? dsn : NULL, .ld_rope = rl, .rot_dim = rot};
+        const char *want = v ? "vec" : "warp";
+        MM_EXPECT(!strcmp(mmk_qk_norm_rope_kernel(&a), want), "variant %d runs %s, not %s", v,
+                  mmk_qk_norm_rope_kernel(&a), want);
+        int rc = mmk_qk_norm_rope_run(DEV, STREAM, &a, &cuda_test_err);
+        unsetenv("MMH3_QK_NORM_KERNEL");
+        MM_EXPECT(rc == 0, "variant %d: %s", v, cuda_test_err.msg);
+        y[v] = cuda_test_download(dx, n * 2, &cuda_test_err);
+        MM_EXPECT(y[v], "%s", cuda_test_err.msg);
+        mm_cuda_free(DEV, dx);
+    }
+    if (y[0] && y[1]) {
+        long diff = 0, changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            diff += y[0][i] != y[1][i];
+            changed += y[1][i] != xb[i];
+        }
+        MM_EXPECT(diff == 0, "R=%d HQ=%d HK=%d rot=%d: %ld of %zu values differ from k_qk_norm_rope", R, HQ, HK, rot,
+                  diff, n);
+        MM_EXPECT(changed > 0, "nothing was written");
+    }
+    free(y[0]), free(y[1]), free(xb), free(cb), free(sb), free(wq), free(wk);
+    mm_cuda_free(DEV, dwq), mm_cuda_free(DEV, dwk), mm_cuda_free(DEV, dc), mm_cuda_free(DEV, dsn);
+}
+
+static void test_qk_norm_rope_vec_bitwise(void)
+{
+    qk_vec_case(301, 5, 3, 96, 0);
+    qk_vec_case(77, 4, 2, 128, 1);
+    qk_vec_case(50, 8, 8, 64, 0);
+    qk_vec_case(33, 3, 1, 0, 0);
+    qk_vec_case(64, 56, 56, 96, 0); /* the model's heads */
+}
+
 /* ------------------------------------------------------------------ attention */
 
 static void attn_case_path(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs, const int32_t *cu_in)
@@ -527,6 +684,10 @@ int main(void)
     CUDA_CASE(test_convrot_quant_plain);
     CUDA_CASE(test_convrot_quant_rmsnorm_mod);
     CUDA_CASE(test_convrot_quant_swiglu);
+    CUDA_CASE(test_convrot_pipe_plain_bitwise);
+    CUDA_CASE(test_convrot_pipe_rmsnorm_mod_bitwise);
+    CUDA_CASE(test_convrot_pipe_swiglu_bitwise);
+    CUDA_CASE(test_qk_norm_rope_vec_bitwise);
     CUDA_CASE(test_attention_d128_noncausal);
     CUDA_CASE(test_attention_d128_cross_lengths);
     CUDA_CASE(test_attention_d128_causal_gqa);
