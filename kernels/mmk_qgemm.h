@@ -54,7 +54,10 @@ int mmk_qgemm_usable(int dev);
  *   cluster2    persistent with 2-CTA clusters: two row blocks share one
  *               weight tile, each CTA loading half and multicasting it;
  *   cluster2x2  persistent with 2 × 2 clusters: the weight tile shared along
- *               the column, the activation block along the row. */
+ *               the column, the activation block along the row;
+ *   persistent-vec, cluster2-vec, cluster2x2-vec: the same with each thread
+ *               storing (and, gated, reading) 16-byte row pieces after a
+ *               transpose of its quad's results. */
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
 /* First-use self-check on `dev`: the plain and the gated epilogue on a

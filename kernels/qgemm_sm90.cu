@@ -54,6 +54,7 @@ struct QgParams {
     const float *gate;
     int64_t ld_gate;
     const int32_t *mod_idx;
+    int y16; /* y and ldy 16-byte aligned (epilogue_vec) */
 };
 
 #ifdef MMK_QGEMM_DEVICE
@@ -92,6 +93,100 @@ __device__ __forceinline__ void epilogue(const int32_t (&acc)[128], const QgPara
     }
 }
 
+#endif
+
+#ifdef MMK_QGEMM_DEVICE
+/* The same epilogue with whole 16-byte row pieces per thread: each quad of
+ * lanes holds columns 2t, 2t + 1 of four 8-column groups; a 4 × 4 transpose
+ * of those bf16 pairs across the quad (two shuffle rounds) leaves lane t
+ * with the 8 consecutive columns of group 4j + t, stored (and, gated, the
+ * residual read) as one 16-byte access — full 32-byte sectors and a quarter
+ * of the store instructions (call 1's profile: the per-pair stores used 16
+ * of 32 bytes per sector). Same values: the pairs are rounded to bf16 before
+ * the transpose, which is the rounding both epilogues apply to (acc · scale);
+ * the gated sum then uses exactly those bf16 values. y16: y and its rows are
+ * 16-byte aligned (else 4-byte pieces, still whole sectors). */
+__device__ __forceinline__ uint32_t bf16x2_bits(float a, float b)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+__device__ __forceinline__ float2 bf16x2_float2(uint32_t w)
+{
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&w));
+}
+
+template <bool GATED>
+__device__ __forceinline__ void epilogue_vec(const int32_t (&acc)[128], const QgParams &p, int mt, int nt, int cw,
+                                             int warp, int g, int t)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = mt * kBM + cw * 64 + warp * 16 + g + 8 * r;
+        const bool row_ok = row < p.M; /* the same for the whole quad: the shuffles run on every lane */
+        const float sx = row_ok ? p.sx[row] : 0.f;
+        bf16 *yrow = p.y + (int64_t)(row_ok ? row : 0) * p.ldy;
+        const float *grow = GATED && row_ok ? p.gate + (int64_t)p.mod_idx[row] * p.ld_gate : nullptr;
+#pragma unroll
+        for (int j = 0; j < kBN / 32; j++) {
+            uint32_t w[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int n8 = 4 * j + k, col = nt * kBN + n8 * 8 + 2 * t;
+                const float2 sw = col < p.N ? *reinterpret_cast<const float2 *>(p.sw + col) : make_float2(0.f, 0.f);
+                w[k] = bf16x2_bits((float)acc[n8 * 4 + 2 * r] * __fmul_rn(sx, sw.x),
+                                   (float)acc[n8 * 4 + 2 * r + 1] * __fmul_rn(sx, sw.y));
+            }
+            /* w[k] of lane t = pair t of group 4j + k  →  pair k of group 4j + t */
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                const uint32_t give = (t & 1) ? w[2 * m] : w[2 * m + 1];
+                const uint32_t got = __shfl_xor_sync(0xffffffffu, give, 1);
+                if (t & 1)
+                    w[2 * m] = got;
+                else
+                    w[2 * m + 1] = got;
+            }
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                const uint32_t give = (t & 2) ? w[m] : w[m + 2];
+                const uint32_t got = __shfl_xor_sync(0xffffffffu, give, 2);
+                if (t & 2)
+                    w[m] = got;
+                else
+                    w[m + 2] = got;
+            }
+            const int col0 = nt * kBN + (4 * j + t) * 8;
+            if (!row_ok || col0 >= p.N)
+                continue;
+            uint32_t *yp = reinterpret_cast<uint32_t *>(yrow + col0);
+            if (GATED) {
+                uint32_t x[4];
+                if (p.y16) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(yp);
+                    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        x[k] = yp[k];
+                }
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float2 gt = *reinterpret_cast<const float2 *>(grow + col0 + 2 * k);
+                    const float2 xo = bf16x2_float2(x[k]), o = bf16x2_float2(w[k]);
+                    w[k] = bf16x2_bits(__fadd_rn(xo.x, __fmul_rn(gt.x, o.x)), __fadd_rn(xo.y, __fmul_rn(gt.y, o.y)));
+                }
+            }
+            if (p.y16) {
+                *reinterpret_cast<uint4 *>(yp) = make_uint4(w[0], w[1], w[2], w[3]);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    yp[k] = w[k];
+            }
+        }
+    }
+}
 #endif
 
 template <bool GATED>
@@ -300,7 +395,7 @@ __device__ __forceinline__ void tile_of(const QgParams &p, int t, int rm, int rn
  * expects the whole stage. A tile past the last row block or column tile
  * (odd counts) loads a copy of in-range data and stores nothing. Every
  * output is the same int32 sum through the same epilogue as k_qgemm. */
-template <bool GATED, int CM, int CN>
+template <bool GATED, int CM, int CN, bool VEC>
 __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm_persistent(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
 {
@@ -399,8 +494,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             mmk_fence_regs(acc);
             if (lane == 0) /* the last slice's stage, before the epilogue: the producer is already on the next tile */
                 release<CM, CN>(EMPTY((it - 1) % kStages), rm, rn);
-            if (mt < p.n_mt && nt < p.n_nt)
-                epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
+            if (mt < p.n_mt && nt < p.n_nt) {
+                if (VEC)
+                    epilogue_vec<GATED>(acc, p, mt, nt, cw, warp, g, t);
+                else
+                    epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
+            }
         }
     }
     /* no CTA of a cluster leaves while its peer may still arrive on its barriers */
@@ -429,7 +528,7 @@ template <bool GATED> int launch(const CUtensorMap &a, const CUtensorMap &b, con
 
 /* How many CTAs (no cluster) or clusters of the persistent kernel fit on the
  * device at once: the grid, one per slot. Asked once per device. */
-template <bool GATED, int CM, int CN> int persistent_slots(int dev, cudaLaunchConfig_t cfg, mm_error *err)
+template <bool GATED, int CM, int CN, bool VEC> int persistent_slots(int dev, cudaLaunchConfig_t cfg, mm_error *err)
 {
     static int cached[64];
     if (cached[dev] > 0)
@@ -438,19 +537,19 @@ template <bool GATED, int CM, int CN> int persistent_slots(int dev, cudaLaunchCo
     if (CM * CN == 1)
         MMK_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), err, "asking for the SM count");
     else
-        MMK_TRY(cudaOccupancyMaxActiveClusters(&n, k_qgemm_persistent<GATED, CM, CN>, &cfg), err,
+        MMK_TRY(cudaOccupancyMaxActiveClusters(&n, k_qgemm_persistent<GATED, CM, CN, VEC>, &cfg), err,
                 "asking how many clusters of the int8 GEMM fit");
     if (n <= 0)
         return mm_fail(err, "int8 GEMM (sm90): no %d×%d cluster of its persistent kernel fits on cuda:%d", CM, CN, dev);
     return cached[dev] = n;
 }
 
-template <bool GATED, int CM, int CN>
+template <bool GATED, int CM, int CN, bool VEC>
 int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s,
                       mm_error *err)
 {
     constexpr int CL = CM * CN;
-    auto kern = k_qgemm_persistent<GATED, CM, CN>;
+    auto kern = k_qgemm_persistent<GATED, CM, CN, VEC>;
     MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), err,
             "raising the shared-memory limit of the int8 GEMM kernel");
     cudaLaunchAttribute attr[1] = {};
@@ -465,7 +564,7 @@ int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const
     cfg.stream = s;
     cfg.attrs = attr;
     cfg.numAttrs = CL > 1 ? 1 : 0; /* no cluster: a plain launch */
-    const int slots = persistent_slots<GATED, CM, CN>(dev, cfg, err);
+    const int slots = persistent_slots<GATED, CM, CN, VEC>(dev, cfg, err);
     if (slots < 0)
         return -1;
     const int n_tiles = (p.n_mt + CM - 1) / CM * ((p.n_nt + CN - 1) / CN);
@@ -477,10 +576,20 @@ int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const
 /* Kernel variants of issue 9, opt-in until the device has verified and timed
  * them: MMH3_QGEMM_VARIANT, read at every call (a getenv per GEMM is nothing
  * beside it) so that the benchmark and the device test can walk them all. */
-enum { V_TILE, V_PERSISTENT, V_CLUSTER2, V_CLUSTER2X2, V_COUNT };
-const char *const kVariantNames[V_COUNT] = {"tile", "persistent", "cluster2", "cluster2x2"};
+enum {
+    V_TILE,
+    V_PERSISTENT,
+    V_CLUSTER2,
+    V_CLUSTER2X2,
+    V_PERSISTENT_VEC,
+    V_CLUSTER2_VEC,
+    V_CLUSTER2X2_VEC,
+    V_COUNT
+};
+const char *const kVariantNames[V_COUNT] = {"tile",           "persistent",   "cluster2",      "cluster2x2",
+                                            "persistent-vec", "cluster2-vec", "cluster2x2-vec"};
 /* cluster shape of each variant: row blocks × column tiles */
-const int kVariantCM[V_COUNT] = {1, 1, 2, 2}, kVariantCN[V_COUNT] = {1, 1, 1, 2};
+const int kVariantCM[V_COUNT] = {1, 1, 2, 2, 1, 2, 2}, kVariantCN[V_COUNT] = {1, 1, 1, 2, 1, 1, 2};
 
 int selected_variant()
 {
@@ -492,7 +601,7 @@ int selected_variant()
             return i;
     static std::once_flag warned;
     std::call_once(warned, [e]() {
-        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent, cluster2, cluster2x2); using tile\n", e);
+        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent, cluster2, cluster2x2, each but tile with -vec); using tile\n", e);
     });
     return V_TILE;
 }
@@ -556,17 +665,27 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     p.gate = a->gate;
     p.ld_gate = a->ld_gate;
     p.mod_idx = a->mod_idx;
+    p.y16 = al16(a->y) && a->ldy % 8 == 0;
     cudaStream_t s = (cudaStream_t)st;
     switch (variant) {
     case V_PERSISTENT:
-        return a->gate ? launch_persistent<true, 1, 1>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 1, 1>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 1, 1, false>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 1, 1, false>(dev, ma, mb, p, s, err);
     case V_CLUSTER2:
-        return a->gate ? launch_persistent<true, 2, 1>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 2, 1>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 2, 1, false>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 1, false>(dev, ma, mb, p, s, err);
     case V_CLUSTER2X2:
-        return a->gate ? launch_persistent<true, 2, 2>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 2, 2>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 2, 2, false>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 2, false>(dev, ma, mb, p, s, err);
+    case V_PERSISTENT_VEC:
+        return a->gate ? launch_persistent<true, 1, 1, true>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 1, 1, true>(dev, ma, mb, p, s, err);
+    case V_CLUSTER2_VEC:
+        return a->gate ? launch_persistent<true, 2, 1, true>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 1, true>(dev, ma, mb, p, s, err);
+    case V_CLUSTER2X2_VEC:
+        return a->gate ? launch_persistent<true, 2, 2, true>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 2, true>(dev, ma, mb, p, s, err);
     default:
         return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
     }
@@ -691,12 +810,18 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
 static const mmk_kernel_entry g_qgemm_kernels[] = {
     {"qgemm_sm90", (const void *)k_qgemm<false>, 90},
     {"qgemm_sm90_gated", (const void *)k_qgemm<true>, 90},
-    {"qgemm_sm90_persistent", (const void *)k_qgemm_persistent<false, 1, 1>, 90},
-    {"qgemm_sm90_persistent_gated", (const void *)k_qgemm_persistent<true, 1, 1>, 90},
-    {"qgemm_sm90_cluster2", (const void *)k_qgemm_persistent<false, 2, 1>, 90},
-    {"qgemm_sm90_cluster2_gated", (const void *)k_qgemm_persistent<true, 2, 1>, 90},
-    {"qgemm_sm90_cluster2x2", (const void *)k_qgemm_persistent<false, 2, 2>, 90},
-    {"qgemm_sm90_cluster2x2_gated", (const void *)k_qgemm_persistent<true, 2, 2>, 90},
+    {"qgemm_sm90_persistent", (const void *)k_qgemm_persistent<false, 1, 1, false>, 90},
+    {"qgemm_sm90_persistent_gated", (const void *)k_qgemm_persistent<true, 1, 1, false>, 90},
+    {"qgemm_sm90_persistent_vec", (const void *)k_qgemm_persistent<false, 1, 1, true>, 90},
+    {"qgemm_sm90_persistent_vec_gated", (const void *)k_qgemm_persistent<true, 1, 1, true>, 90},
+    {"qgemm_sm90_cluster2", (const void *)k_qgemm_persistent<false, 2, 1, false>, 90},
+    {"qgemm_sm90_cluster2_gated", (const void *)k_qgemm_persistent<true, 2, 1, false>, 90},
+    {"qgemm_sm90_cluster2_vec", (const void *)k_qgemm_persistent<false, 2, 1, true>, 90},
+    {"qgemm_sm90_cluster2_vec_gated", (const void *)k_qgemm_persistent<true, 2, 1, true>, 90},
+    {"qgemm_sm90_cluster2x2", (const void *)k_qgemm_persistent<false, 2, 2, false>, 90},
+    {"qgemm_sm90_cluster2x2_gated", (const void *)k_qgemm_persistent<true, 2, 2, false>, 90},
+    {"qgemm_sm90_cluster2x2_vec", (const void *)k_qgemm_persistent<false, 2, 2, true>, 90},
+    {"qgemm_sm90_cluster2x2_vec_gated", (const void *)k_qgemm_persistent<true, 2, 2, true>, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_qgemm(int *n)

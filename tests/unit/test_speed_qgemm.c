@@ -9,7 +9,8 @@
  * persistent variants walk several, the ring's phase running on across
  * tiles); outputs poisoned first; then the plain path against the CPU twin
  * as well (mm_gemm_i8_scaled on a CPU context, bit for bit). Every case runs
- * for each kernel variant (MMH3_QGEMM_VARIANT = tile, persistent, cluster2, cluster2x2;
+ * for each kernel variant (MMH3_QGEMM_VARIANT = tile, persistent, cluster2, cluster2x2 and the
+ * last three with -vec;
  * case names get the variant in brackets).
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
@@ -154,7 +155,8 @@ static const qcase cases[] = {
     {"test_gated_tiles_past_sms", 3000, 1536, 7168, 3, true},
 };
 
-static const char *const variants[] = {"tile", "persistent", "cluster2", "cluster2x2"};
+static const char *const variants[] = {"tile",           "persistent",   "cluster2",      "cluster2x2",
+                                       "persistent-vec", "cluster2-vec", "cluster2x2-vec"};
 
 int main(void)
 {
