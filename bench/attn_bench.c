@@ -5,7 +5,7 @@
  *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
  *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk,
  *                            fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50,
- *                            fa3-cr,fa3-s3,fa3-cr-s3,fa3-fast-lean]
+ *                            fa3-cr,fa3-s3,fa3-cr-s3,fa3-fast-lean,fa3-fast-lean-h2]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
@@ -19,7 +19,7 @@
  * kernels/fa3_polyexp.h); -cr adds MMH3_FA3_RESCALE=1 (conditional
  * rescaling), -s3 MMH3_FA3_STAGES=3 (a three-stage K/Vᵀ ring), both built
  * for exact mode, -lean MMH3_FA3_LEAN=1 (fast mode: row sums on the tensor
- * cores) — kernel variants of kernels/mmk_fa3.h (a path asking for one
+ * cores), -h2 MMH3_FA3_HEXP=1 (with -lean: f16x2 exp2) — kernel variants of kernels/mmk_fa3.h (a path asking for one
  * that is not built is skipped). Suffixes combine in any order. The
  * first path that runs is the reference of the others' rel_l2. One line per
  * path:
@@ -153,6 +153,8 @@ int main(int argc, char **argv)
                 variant |= MMK_FA3_OPT_STAGES3;
             else if (strcmp(dash, "-lean") == 0)
                 variant |= MMK_FA3_OPT_LEAN;
+            else if (strcmp(dash, "-h2") == 0)
+                variant |= MMK_FA3_OPT_HEXP;
             else
                 more = false;
             if (more)
@@ -188,6 +190,8 @@ int main(int argc, char **argv)
                 setenv("MMH3_FA3_STAGES", "3", 1);
             if (variant & MMK_FA3_OPT_LEAN)
                 setenv("MMH3_FA3_LEAN", "1", 1);
+            if (variant & MMK_FA3_OPT_HEXP)
+                setenv("MMH3_FA3_HEXP", "1", 1);
         } else {
             setenv("MMH3_ATTN", p, 1);
         }
@@ -219,6 +223,7 @@ int main(int argc, char **argv)
         unsetenv("MMH3_FA3_RESCALE");
         unsetenv("MMH3_FA3_STAGES");
         unsetenv("MMH3_FA3_LEAN");
+        unsetenv("MMH3_FA3_HEXP");
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

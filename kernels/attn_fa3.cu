@@ -76,6 +76,11 @@
  *     O's correction; and the int32 → float bias folded into the exponent's
  *     FMA (fa3_softmax_i32_lean). 128 fewer FADDs per thread and tile, 4
  *     more FMAs, 6% more tensor work (idle there anyway).
+ *   MMH3_FA3_HEXP=1 (with LEAN; fa3-fast-lean-h2) — two exponentials per
+ *     ex2.approx.f16x2 and P to e4m3 straight from f16: half the MUFU
+ *     instructions if the hardware does both halves in one pass (the
+ *     device decides), at an exponent rounding (≤ 2⁻⁸ for e4m3-normal P)
+ *     far below e4m3's own.
  * The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device, and tests/unit/test_speed_fast_budget.c holds
@@ -106,6 +111,7 @@ constexpr int kBM = 128, kBN = 128, kD = 128; /* query rows, keys per tile, head
 /* Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h):
  * conditional rescaling, a three-stage K/Vᵀ ring. */
 constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptStages3 = MMK_FA3_OPT_STAGES3, kOptLean = MMK_FA3_OPT_LEAN;
+constexpr int kOptHalfExp = MMK_FA3_OPT_HEXP;
 constexpr int fa3_stages(int opt) { return (opt & kOptStages3) ? 3 : 2; }
 /* Conditional rescaling keeps a row's running max until a tile's max exceeds
  * it by more than kRescaleTau (log2 units): P stays ≤ 2^kRescaleTau, which
@@ -349,8 +355,13 @@ __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
  * enough (B·sl split into a product and its FMA-exact error; c + B·sl exact
  * by Sterbenz where it matters), and corr[r] = exp2(mref − M) carries O
  * and its row sums from the previous tile's M (mref) to this one. M stays
- * within 2⁻⁵ of the true max: P ≤ 2^(8 + 2⁻⁵) < 448. */
-template <int POLYQ>
+ * within 2⁻⁵ of the true max: P ≤ 2^(8 + 2⁻⁵) < 448.
+ * H2 (MMH3_FA3_HEXP): each column pair's exponents rounded to f16 and
+ * raised by one ex2.approx.f16x2, the f16 pair left in sc[i] (i even; sc[i +
+ * 1] unused) for fa3_pack_p_h2 — P goes to e4m3 anyway, and the f16
+ * exponent's rounding (≤ 2⁻⁸ where P is an e4m3 normal) is far below
+ * e4m3's 2⁻⁴. */
+template <int POLYQ, bool H2 = false>
 __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&mref)[2],
                                                      float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
 {
@@ -389,16 +400,35 @@ __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&
         const float M = kOff - ((c + p_hi) + p_lo);
         corr[r] = mmk_exp2_approx(mref[r] - M);
         mref[r] = M;
+        if constexpr (H2) {
 #pragma unroll
-        for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int i = nt * 4 + 2 * r + e;
-                float pv = fa3_exp2<POLYQ>(fmaf(__uint_as_float((uint32_t)si[i] + 0x4B400000u), sl[r], c), nt);
-                if (edge && si[i] == INT_MIN)
-                    pv = 0.f;
-                sc[i] = pv;
+            for (int nt = 0; nt < 16; nt++) {
+                const int i = nt * 4 + 2 * r;
+                const float x0 = fmaf(__uint_as_float((uint32_t)si[i] + 0x4B400000u), sl[r], c);
+                const float x1 = fmaf(__uint_as_float((uint32_t)si[i + 1] + 0x4B400000u), sl[r], c);
+                uint32_t h, y;
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(x1), "f"(x0)); /* x0 in the low half */
+                asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(y) : "r"(h));
+                if (edge) {
+                    if (si[i] == INT_MIN)
+                        y &= 0xFFFF0000u;
+                    if (si[i + 1] == INT_MIN)
+                        y &= 0x0000FFFFu;
+                }
+                sc[i] = __uint_as_float(y);
             }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int i = nt * 4 + 2 * r + e;
+                    float pv = fa3_exp2<POLYQ>(fmaf(__uint_as_float((uint32_t)si[i] + 0x4B400000u), sl[r], c), nt);
+                    if (edge && si[i] == INT_MIN)
+                        pv = 0.f;
+                    sc[i] = pv;
+                }
+        }
     }
 }
 
@@ -406,6 +436,27 @@ __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&
  * 16kk..16kk+15 (columns of score tiles nt = 2kk, 2kk+1). e4m3: k-step kk
  * covers the 32 keys of nt = 4kk..4kk+3 in the permuted order the Vᵀ copy
  * uses (register 0 = row g: nt 4kk cols 2t,2t+1 then nt 4kk+1 cols 2t,2t+1). */
+/* The same from fa3_softmax_i32_lean<H2>'s f16 pairs (the even sc). */
+__device__ __forceinline__ uint32_t fa3_e4m3x4_h2(float lo_pair, float hi_pair)
+{
+    uint16_t lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;\n" : "=h"(lo) : "r"(__float_as_uint(lo_pair)));
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;\n" : "=h"(hi) : "r"(__float_as_uint(hi_pair)));
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+__device__ __forceinline__ void fa3_pack_p_h2(uint32_t (&pa)[32], const float (&sc)[64])
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        const float *a = &sc[16 * kk];
+        pa[kk * 4 + 0] = fa3_e4m3x4_h2(a[0], a[4]);
+        pa[kk * 4 + 1] = fa3_e4m3x4_h2(a[2], a[6]);
+        pa[kk * 4 + 2] = fa3_e4m3x4_h2(a[8], a[12]);
+        pa[kk * 4 + 3] = fa3_e4m3x4_h2(a[10], a[14]);
+    }
+}
+
 template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32], const float (&sc)[64])
 {
     if constexpr (PV8) {
@@ -454,7 +505,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #ifdef MMK_FA3_DEVICE
     constexpr int kStages = fa3_stages(OPT);
     constexpr bool CR = (OPT & kOptRescale) != 0;
-    constexpr bool LEAN = (OPT & kOptLean) != 0;
+    constexpr bool LEAN = (OPT & kOptLean) != 0, H2 = (OPT & kOptHalfExp) != 0;
+    static_assert(!H2 || LEAN, "the f16x2 exp2 is built into the lean softmax only");
     static_assert(!(CR && PV8), "conditional rescaling is built for bf16 P·V only");
     static_assert(!LEAN || (QK8 && PV8), "the lean softmax is built for int8 q·k + e4m3 p·v only");
     using L = Fa3Layout<QK8, PV8, kStages, LEAN>;
@@ -573,12 +625,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
     if constexpr (LEAN)
-        fa3_softmax_i32_lean<POLYQ>(si, sc, m, mref, corr, {sl_row[0] * ks[0], sl_row[1] * ks[0]}, 0, p.seq_kv, t);
+        fa3_softmax_i32_lean<POLYQ, H2>(si, sc, m, mref, corr, {sl_row[0] * ks[0], sl_row[1] * ks[0]}, 0, p.seq_kv, t);
     else
         fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
-    fa3_pack_p<PV8>(pa, sc);
+    if constexpr (H2)
+        fa3_pack_p_h2(pa, sc);
+    else
+        fa3_pack_p<PV8>(pa, sc);
 
     for (int j = 1; j < n_kb; j++) {
         const int s = j % kStages, sp = (j - 1) % kStages;
@@ -609,8 +664,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_arrive(EMPTY_K(s));
         bool moved = true;
         if constexpr (LEAN)
-            fa3_softmax_i32_lean<POLYQ>(si, sc, m, mref, corr, {sl_row[0] * ks[j], sl_row[1] * ks[j]}, j * kBN,
-                                        p.seq_kv, t);
+            fa3_softmax_i32_lean<POLYQ, H2>(si, sc, m, mref, corr, {sl_row[0] * ks[j], sl_row[1] * ks[j]}, j * kBN,
+                                            p.seq_kv, t);
         else
             moved = fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
         (void)moved;
@@ -638,7 +693,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                     o[i] *= corr[(i >> 1) & 1];
         }
         mmk_mbar_arrive(EMPTY_V(sp));
-        fa3_pack_p<PV8>(pa, sc);
+        if constexpr (H2)
+            fa3_pack_p_h2(pa, sc);
+        else
+            fa3_pack_p<PV8>(pa, sc);
     }
 
     /* the last tile's P·V */
@@ -971,6 +1029,8 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
         if constexpr (QK8 && PV8) {
             if (opt == kOptLean)
                 return launch_one<true, true, true, 0, kOptLean>(q, k, v, p, n_mb, s, err);
+            if (opt == (kOptLean | kOptHalfExp))
+                return launch_one<true, true, true, 0, kOptLean | kOptHalfExp>(q, k, v, p, n_mb, s, err);
         }
         return mm_fail(err, "attention (fa3): variant %d not built for this mode", opt);
     }
@@ -986,14 +1046,15 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
 
 /* The variants built (template instantiations), all with ping-pong and the
  * plain exp2: exact mode with any combination of rescaling and 3 stages;
- * fast mode lean. */
+ * fast mode lean, with or without the f16x2 exp2. */
 bool fa3_built(int mode, int poly, int pingpong, int opt)
 {
     if (opt == 0)
         return true;
     if (poly != 0 || pingpong == 0 || opt < 0)
         return false;
-    return mode == MMK_FA3_EXACT ? (opt & ~(kOptRescale | kOptStages3)) == 0 : mode == MMK_FA3_FAST && opt == kOptLean;
+    return mode == MMK_FA3_EXACT ? (opt & ~(kOptRescale | kOptStages3)) == 0
+                                 : mode == MMK_FA3_FAST && (opt == kOptLean || opt == (kOptLean | kOptHalfExp));
 }
 
 /* unset or empty: `dflt`; one of the two accepted values: 0 / bit; else -1 */
@@ -1008,8 +1069,9 @@ int env_bit(const char *name, const char *off, const char *on, int bit)
 /* " +rescale +3 stages" */
 void variant_desc(int opt, char *out, size_t n)
 {
-    snprintf(out, n, "%s%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "",
-             (opt & kOptStages3) ? " +3 stages" : "", (opt & kOptLean) ? " lean" : "");
+    snprintf(out, n, "%s%s%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "",
+             (opt & kOptStages3) ? " +3 stages" : "", (opt & kOptLean) ? " lean" : "",
+             (opt & kOptHalfExp) ? " +f16x2 exp2" : "");
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -1059,7 +1121,8 @@ extern "C" int mmk_fa3_env_variant(void)
     const int cr = env_bit("MMH3_FA3_RESCALE", "0", "1", kOptRescale);
     const int st = env_bit("MMH3_FA3_STAGES", "2", "3", kOptStages3);
     const int ln = env_bit("MMH3_FA3_LEAN", "0", "1", kOptLean);
-    return cr < 0 || st < 0 || ln < 0 ? -1 : cr | st | ln;
+    const int hx = env_bit("MMH3_FA3_HEXP", "0", "1", kOptHalfExp);
+    return cr < 0 || st < 0 || ln < 0 || hx < 0 ? -1 : cr | st | ln | hx;
 }
 
 extern "C" int mmk_fa3_variant_built(int mode, int polyexp, int pingpong, int variant)
@@ -1114,8 +1177,8 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     } else if (a->variant) {
         return mm_fail(err, "attention (fa3): variant %d is neither 0 nor MMK_FA3_OPT_SET | bits", a->variant);
     } else if ((opt = mmk_fa3_env_variant()) < 0) {
-        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1, MMH3_FA3_STAGES 2 "
-                       "or 3");
+        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_HEXP must be 0 or 1, "
+                       "MMH3_FA3_STAGES 2 or 3");
     } else if (!fa3_built(a->mode, poly, pp, opt)) {
         opt = 0; /* the plain kernel where the variant is not built */
     }
@@ -1324,8 +1387,8 @@ extern "C" int mmk_fa3_verified(int dev, int mode, int poly, double *rel_l2)
         return 0;
     const int opt = fa3_env_opt(mode, poly);
     if (opt < 0) {
-        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1, "
-                        "MMH3_FA3_STAGES 2 or 3; fa3 not used\n", dev);
+        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_HEXP must be 0 or "
+                        "1, MMH3_FA3_STAGES 2 or 3; fa3 not used\n", dev);
         return 0;
     }
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
@@ -1384,6 +1447,7 @@ static const mmk_kernel_entry g_fa3_kernels[] = {
     {"attn_fa3_bf16_s3", (const void *)k_fa3<false, false, true, 0, kOptStages3>, 90},
     {"attn_fa3_bf16_cr_s3", (const void *)k_fa3<false, false, true, 0, kOptRescale | kOptStages3>, 90},
     {"attn_fa3_i8_e4m3_lean", (const void *)k_fa3<true, true, true, 0, kOptLean>, 90},
+    {"attn_fa3_i8_e4m3_lean_h2", (const void *)k_fa3<true, true, true, 0, kOptLean | kOptHalfExp>, 90},
     {"attn_fa3_vt_bf16", (const void *)k_fa3_vt_bf16, 90},
     {"attn_fa3_kv_partial", (const void *)k_fa3_kv_partial, 90},
     {"attn_fa3_kv_finish", (const void *)k_fa3_kv_finish, 90},

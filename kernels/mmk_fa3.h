@@ -75,18 +75,22 @@ enum { MMK_FA3_POLYEXP_MAX = 2 };
  *     cores (8 rows of ones after each e4m3 Vᵀ tile: P·V at N = 136, the
  *     sums of the e4m3 P the output is weighed with) and the int32 → float
  *     conversion's bias folded into the exponent's FMA — 128 fewer ALU/FMA
- *     instructions per thread and key tile, the work that bounds fast mode. */
+ *     instructions per thread and key tile, the work that bounds fast mode;
+ *   MMK_FA3_OPT_HEXP (MMH3_FA3_HEXP=1, with LEAN only): two exponentials
+ *     per ex2.approx.f16x2 (exponents rounded to f16, P to e4m3 from f16).
+ */
 enum {
     MMK_FA3_OPT_RESCALE = 1,
     MMK_FA3_OPT_STAGES3 = 2,
     MMK_FA3_OPT_LEAN = 4,
-    MMK_FA3_OPT_ALL = 7,
+    MMK_FA3_OPT_HEXP = 8,
+    MMK_FA3_OPT_ALL = 15,
     MMK_FA3_OPT_SET = 1 << 8
 };
 
-/* The variant bits MMH3_FA3_RESCALE (unset, empty, 0 or 1), MMH3_FA3_STAGES
- * (unset, empty, 2 or 3) and MMH3_FA3_LEAN (unset, empty, 0 or 1) ask for;
- * -1 for any other value. */
+/* The variant bits MMH3_FA3_RESCALE, MMH3_FA3_LEAN, MMH3_FA3_HEXP (each
+ * unset, empty, 0 or 1) and MMH3_FA3_STAGES (unset, empty, 2 or 3) ask
+ * for; -1 for any other value. */
 int mmk_fa3_env_variant(void);
 /* 1 when the variant bits are built for this mode, polyexp and schedule
  * (pingpong: 0 off, else on); 0 always is. */

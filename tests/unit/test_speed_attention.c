@@ -29,7 +29,8 @@
  * tile by less and by more than the rescaling threshold. Fast mode's lean
  * variant (MMH3_FA3_LEAN=1: row sums on the tensor cores, the conversion's
  * bias folded) is held to fast mode's tolerances against the model of its
- * own rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P).
+ * own rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P), with and without
+ * the f16x2 exp2 (MMH3_FA3_HEXP=1).
  *
  * Without a GPU (or on a GPU without the kernel) it prints SKIP;
  * MMH3_REQUIRE_GPU=1 turns a missing sm_90 GPU into a failure. */
@@ -48,7 +49,7 @@
 
 static mm_ctx *gpu, *cpu;
 static const char *g_polyexp; /* MMH3_FA3_POLYEXP for the next runs (NULL: unset) */
-static const char *g_rescale, *g_stages, *g_lean; /* MMH3_FA3_RESCALE, _STAGES, _LEAN for the next runs (NULL: unset) */
+static const char *g_rescale, *g_stages, *g_lean, *g_hexp; /* MMH3_FA3_RESCALE, _STAGES, _LEAN, _HEXP (NULL: unset) */
 
 static void set_variant_env(void)
 {
@@ -60,6 +61,8 @@ static void set_variant_env(void)
         setenv("MMH3_FA3_STAGES", g_stages, 1);
     if (g_lean)
         setenv("MMH3_FA3_LEAN", g_lean, 1);
+    if (g_hexp)
+        setenv("MMH3_FA3_HEXP", g_hexp, 1);
 }
 
 static void unset_variant_env(void)
@@ -68,6 +71,7 @@ static void unset_variant_env(void)
     unsetenv("MMH3_FA3_RESCALE");
     unsetenv("MMH3_FA3_STAGES");
     unsetenv("MMH3_FA3_LEAN");
+    unsetenv("MMH3_FA3_HEXP");
 }
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -229,7 +233,7 @@ static void check(const char *what, int S, int hq, int hkv, float qk, int kind, 
            mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16", pingpong,
            g_polyexp ? " polyexp " : "", g_polyexp ? g_polyexp : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
            g_rescale ? g_rescale : "", g_stages ? " MMH3_FA3_STAGES=" : "", g_stages ? g_stages : "",
-           g_lean ? " MMH3_FA3_LEAN=1" : "");
+           g_lean ? (g_hexp ? " MMH3_FA3_LEAN=1 MMH3_FA3_HEXP=1" : " MMH3_FA3_LEAN=1") : "");
     fflush(stdout);
     result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
     if (!r.ok)
@@ -329,12 +333,15 @@ static void test_variants_rising_max(void)
     variant_checks(2949, 2, 2, 1.0f, IN_RAMP);
     variant_checks(1500, 2, 2, 2.5f, IN_RAMP);
 }
-/* fast mode's lean variant: fast mode's cases and tolerances */
+/* fast mode's lean variant, without and with the f16x2 exp2: fast mode's
+ * cases and tolerances */
 static void lean_check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
     g_lean = "1";
     check(what, S, hq, hkv, qk, kind, mode, pingpong);
-    g_lean = NULL;
+    g_hexp = "1";
+    check(what, S, hq, hkv, qk, kind, mode, pingpong);
+    g_lean = g_hexp = NULL;
 }
 static void test_lean_one_row(void) { lean_check("fast", 1, 1, 1, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
 static void test_lean_ragged(void) { lean_check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
@@ -472,7 +479,10 @@ static void test_fewer_queries_than_keys(void)
     g_lean = "1";
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
-    g_lean = NULL;
+    g_hexp = "1";
+    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
+    cross_case(2049, 1, 2, 2, MM_FA3_FAST);
+    g_lean = g_hexp = NULL;
 }
 
 /* Keys may be more or fewer than the queries, but not none: the kernel
@@ -546,7 +556,12 @@ static void test_policy_defaults_and_overrides(void)
     mm_cuda_speed_paths_get(0, true, &p);
     printf("  MMH3_FA3_LEAN=1: attention %s | fast %s\n", p.attention, p.fast);
     MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "lean: %s | %s", p.attention, p.fast);
+    setenv("MMH3_FA3_HEXP", "1", 1);
+    mm_cuda_speed_paths_get(0, true, &p);
+    printf("  MMH3_FA3_LEAN=1 MMH3_FA3_HEXP=1: attention %s | fast %s\n", p.attention, p.fast);
+    MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "lean h2: %s | %s", p.attention, p.fast);
     unsetenv("MMH3_FA3_LEAN");
+    unsetenv("MMH3_FA3_HEXP");
     setenv("MMH3_FA3_RESCALE", "2", 1);
     mm_cuda_speed_paths_get(0, true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_RESCALE=2 still runs fa3: %s | %s", p.attention, p.fast);
