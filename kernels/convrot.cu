@@ -193,6 +193,29 @@ __device__ __forceinline__ float quant_round(float v, float s, float rinv, bool 
     return rintf(v / s);
 }
 
+/* SiLU by table where the gate is a bf16 value of magnitude in [2^-25, 32):
+ * the table holds mmk_silu of each of those 7680 values, computed by the
+ * same code at the block's start, so a lookup is the same float as the
+ * computation (an expf and an IEEE division, ~18 instructions, the largest
+ * part of the SwiGLU pass). Other gates (zero, tiny, large, inf, NaN) are
+ * computed. */
+const int kSiluExpLo = 102, kSiluExps = 30, kSiluTab = 2 * kSiluExps * 128;
+
+__device__ __forceinline__ uint16_t silu_tab_bits(int i)
+{
+    int sign = i >= kSiluExps * 128;
+    return (uint16_t)((sign << 15) | (i - sign * kSiluExps * 128 + kSiluExpLo * 128));
+}
+
+__device__ __forceinline__ float silu_of(float x, const float *tab)
+{
+    uint32_t b = __float_as_uint(x) >> 16; /* x is a bf16 value */
+    uint32_t e = (b >> 7) & 0xff;
+    if (e - kSiluExpLo < (uint32_t)kSiluExps)
+        return tab[(b >> 15) * (kSiluExps * 128) + (b & 0x7fff) - kSiluExpLo * 128];
+    return mmk_silu(x);
+}
+
 /* The pipelined variant (MMH3_CONVROT_KERNEL=pipe while the device measures
  * it): the same threads, values and arithmetic as k_convrot_quant — thread
  * (g, t) of a row holds the same 16 channels, the block reductions run over
@@ -207,12 +230,13 @@ __device__ __forceinline__ float quant_round(float v, float s, float rinv, bool 
  *  - the modulation rows are prefetched into L1 before the sum of squares'
  *    barriers (their table index a row ahead), not requested after them;
  *  - the codes go back through shared memory so each thread stores its 16
- *    consecutive codes as one 16-byte vector (instead of 16 byte stores). */
+ *    consecutive codes as one 16-byte vector (instead of 16 byte stores);
+ *  - SwiGLU's SiLU is a shared-memory table lookup for most gates (silu_of). */
 /* RMSNorm + modulation: at most 384 threads (K ≤ 6144) so that three blocks
  * fit an SM's registers; larger K take k_convrot_quant. */
 const int kPipeNormThreads = 384;
 
-template <int PRE, int STAGES>
+template <int PRE, int STAGES, bool LUT>
 __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads : 1024, PRE == MMK_PRE_RMSNORM_MOD ? 3 : 1)
     k_convrot_quant_pipe(int K, int64_t rows, const bf16 *__restrict__ x, int64_t ldx,
                                      const float *__restrict__ norm_w, float eps, const float *__restrict__ shift,
@@ -227,9 +251,15 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
     bf16 *stage = reinterpret_cast<bf16 *>(smem);                        /* [STAGES][in_elems] */
     float *tr = reinterpret_cast<float *>(smem + (size_t)STAGES * in_elems * 2); /* [groups][16][17] */
     int8_t *codes = reinterpret_cast<int8_t *>(tr + groups * 16 * 17);   /* [groups][256] */
+    float *silu_tab = reinterpret_cast<float *>(codes + groups * 256); /* SwiGLU with LUT: [kSiluTab] */
     int g = threadIdx.x >> 4, t = threadIdx.x & 15;
     int c0 = g * 256 + t * 16;
     bool active = c0 < K;
+    if (PRE == MMK_PRE_SWIGLU && LUT) {
+        for (int i = threadIdx.x; i < kSiluTab; i += blockDim.x)
+            silu_tab[i] = mmk_silu(__uint_as_float((uint32_t)silu_tab_bits(i) << 16));
+        __syncthreads();
+    }
 
     /* Each thread copies (and later reads) only its own bytes: the async
      * copies need no barrier, and a stage is rewritten only after the block
@@ -271,7 +301,7 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
                 load16_bf16(in + K, u);
 #pragma unroll
                 for (int i = 0; i < 16; i++)
-                    v[i] = mmk_round_bf16(__fmul_rn(mmk_silu(v[i]), u[i]));
+                    v[i] = mmk_round_bf16(__fmul_rn(LUT ? silu_of(v[i], silu_tab) : mmk_silu(v[i]), u[i]));
             }
         }
         if (PRE == MMK_PRE_RMSNORM_MOD) {
@@ -413,18 +443,21 @@ __global__ void k_convrot_generic(int K, int group, const void *x, mm_dtype xt, 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* MMH3_CONVROT_KERNEL=pipe selects k_convrot_quant_pipe (bit-identical to
- * k_convrot_quant; the default once the device has measured it). Read on
- * every call so tests and benchmarks can compare the two in one process. */
-bool use_pipe()
+ * k_convrot_quant; the default once the device has measured it), pipe-nolut
+ * the same without SwiGLU's SiLU table. Read on every call so tests and
+ * benchmarks can compare them in one process. 0 = off, 1 = pipe, 2 = nolut. */
+int pipe_mode()
 {
     const char *e = getenv("MMH3_CONVROT_KERNEL");
-    return e && !strcmp(e, "pipe");
+    if (!e)
+        return 0;
+    return !strcmp(e, "pipe") ? 1 : !strcmp(e, "pipe-nolut") ? 2 : 0;
 }
 
-template <int PRE, int STAGES>
+template <int PRE, int STAGES, bool LUT = false>
 int launch_pipe_t(const mmk_convrot_quant *a, int threads, size_t smem, mmk_stream s, mm_error *err)
 {
-    auto kern = k_convrot_quant_pipe<PRE, STAGES>;
+    auto kern = k_convrot_quant_pipe<PRE, STAGES, LUT>;
     MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
             "raising the shared-memory limit of k_convrot_quant_pipe");
     int per_sm = 0, dev = 0, sms = 0;
@@ -447,10 +480,11 @@ int launch_pipe_t(const mmk_convrot_quant *a, int threads, size_t smem, mmk_stre
 /* Whether k_convrot_quant_pipe takes this call: the fast path's conditions
  * (checked by the caller) plus the shared memory of its stages and, with
  * RMSNorm, the block size its register budget allows. */
-bool pipe_fits(const mmk_convrot_quant *a, int threads, int *stages, size_t *smem)
+bool pipe_fits(const mmk_convrot_quant *a, int threads, bool lut, int *stages, size_t *smem)
 {
     size_t in_row = (size_t)(a->pre == MMK_PRE_SWIGLU ? 2 : 1) * a->K * 2;
-    size_t fixed = (size_t)(a->K / 256) * (16 * 17 * sizeof(float) + 256);
+    size_t fixed = (size_t)(a->K / 256) * (16 * 17 * sizeof(float) + 256) +
+                   (a->pre == MMK_PRE_SWIGLU && lut ? kSiluTab * sizeof(float) : 0);
     *stages = fixed + 3 * in_row <= 100 * 1024 ? 3 : 2;
     *smem = fixed + *stages * in_row;
     return *smem <= 227 * 1024 && !(a->pre == MMK_PRE_RMSNORM_MOD && threads > kPipeNormThreads);
@@ -465,19 +499,23 @@ bool fast_fits(const mmk_convrot_quant *a, int G)
 int threads_for(int K) { return (K / 256 * 16 + 31) / 32 * 32; }
 
 /* 0 launched, -1 failed, 1 does not fit (the caller runs k_convrot_quant). */
-int launch_pipe(const mmk_convrot_quant *a, int threads, mmk_stream s, mm_error *err)
+int launch_pipe(const mmk_convrot_quant *a, int threads, bool lut, mmk_stream s, mm_error *err)
 {
     int stages;
     size_t smem;
-    if (!pipe_fits(a, threads, &stages, &smem))
+    if (!pipe_fits(a, threads, lut, &stages, &smem))
         return 1;
     switch (a->pre * 4 + stages) {
     case MMK_PRE_NONE * 4 + 2: return launch_pipe_t<MMK_PRE_NONE, 2>(a, threads, smem, s, err);
     case MMK_PRE_NONE * 4 + 3: return launch_pipe_t<MMK_PRE_NONE, 3>(a, threads, smem, s, err);
     case MMK_PRE_RMSNORM_MOD * 4 + 2: return launch_pipe_t<MMK_PRE_RMSNORM_MOD, 2>(a, threads, smem, s, err);
     case MMK_PRE_RMSNORM_MOD * 4 + 3: return launch_pipe_t<MMK_PRE_RMSNORM_MOD, 3>(a, threads, smem, s, err);
-    case MMK_PRE_SWIGLU * 4 + 2: return launch_pipe_t<MMK_PRE_SWIGLU, 2>(a, threads, smem, s, err);
-    default: return launch_pipe_t<MMK_PRE_SWIGLU, 3>(a, threads, smem, s, err);
+    case MMK_PRE_SWIGLU * 4 + 2:
+        return lut ? launch_pipe_t<MMK_PRE_SWIGLU, 2, true>(a, threads, smem, s, err)
+                   : launch_pipe_t<MMK_PRE_SWIGLU, 2>(a, threads, smem, s, err);
+    default:
+        return lut ? launch_pipe_t<MMK_PRE_SWIGLU, 3, true>(a, threads, smem, s, err)
+                   : launch_pipe_t<MMK_PRE_SWIGLU, 3>(a, threads, smem, s, err);
     }
 }
 
@@ -514,8 +552,8 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
     }
     int groups = a->K / 256;
     int threads = threads_for(a->K);
-    if (use_pipe()) {
-        int rc = launch_pipe(a, threads, s, err);
+    if (int mode = pipe_mode()) {
+        int rc = launch_pipe(a, threads, mode == 1, s, err);
         if (rc <= 0)
             return rc;
         /* rc > 0: does not fit (shared memory, registers); the one-row kernel below */
@@ -536,7 +574,10 @@ extern "C" const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a)
     size_t smem;
     if (!fast_fits(a, G))
         return "generic";
-    return use_pipe() && pipe_fits(a, threads_for(a->K), &stages, &smem) ? "pipe" : "row";
+    int mode = pipe_mode();
+    if (!mode || !pipe_fits(a, threads_for(a->K), mode == 1, &stages, &smem))
+        return "row";
+    return mode == 1 ? "pipe" : "pipe-nolut";
 }
 
 static const mmk_kernel_entry g_kernels[] = {

@@ -273,8 +273,9 @@ typedef struct mmk_convrot_quant {
     int64_t ld_rot;
 } mmk_convrot_quant;
 int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_quant *a, mm_error *err);
-/* The kernel mmk_convrot_quant_run would launch: "pipe" (MMH3_CONVROT_KERNEL=pipe
- * on the fast path, when its stages fit), "row" (the fast path) or "generic". */
+/* The kernel mmk_convrot_quant_run would launch: "pipe" or "pipe-nolut"
+ * (MMH3_CONVROT_KERNEL=pipe|pipe-nolut on the fast path, when its stages fit),
+ * "row" (the fast path) or "generic". */
 const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a);
 
 /* ------------------------------------------------------------------ elementwise (views) */

@@ -132,17 +132,19 @@ static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)
 static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 /* The variants under measurement (bit-identical to the defaults; see
  * kernels/convrot.cu and kernels/norm.cu). */
-static int run_convrot_pipe(void *u)
+static int run_convrot_variant(void *u, const char *variant)
 {
-    setenv("MMH3_CONVROT_KERNEL", "pipe", 1);
+    setenv("MMH3_CONVROT_KERNEL", variant, 1);
     int rc = -1;
-    if (strcmp(mmk_convrot_quant_kernel(u), "pipe"))
-        snprintf(err.msg, sizeof err.msg, "the pipe kernel does not take this shape");
+    if (strcmp(mmk_convrot_quant_kernel(u), variant))
+        snprintf(err.msg, sizeof err.msg, "the %s kernel does not take this shape", variant);
     else
         rc = run_convrot(u);
     unsetenv("MMH3_CONVROT_KERNEL");
     return rc;
 }
+static int run_convrot_pipe(void *u) { return run_convrot_variant(u, "pipe"); }
+static int run_convrot_pipe_nolut(void *u) { return run_convrot_variant(u, "pipe-nolut"); }
 static int run_qk_vec(void *u)
 {
     setenv("MMH3_QK_NORM_KERNEL", "vec", 1);
@@ -313,6 +315,7 @@ int main(int argc, char **argv)
                             .ldx = 2 * F, .q = xq, .ldq = F, .s = sx, .s_stride = 1};
     bench("convrot_swiglu_14336", run_convrot, &c2, 0, (double)S * F * 5);
     bench("convrot_swiglu_14336_pipe", run_convrot_pipe, &c2, 0, (double)S * F * 5);
+    bench("convrot_swiglu_14336_pipe_nolut", run_convrot_pipe_nolut, &c2, 0, (double)S * F * 5);
     mmk_convrot_quant c3 = {.rows = S, .K = NH * D, .group = 256, .x = o, .x_dtype = MM_BF16, .ldx = NH * D, .q = xq,
                             .ldq = NH * D, .s = sx, .s_stride = 1};
     bench("convrot_plain_7168", run_convrot, &c3, 0, (double)S * NH * D * 3);

@@ -395,7 +395,11 @@ static void test_convrot_quant_swiglu(void) { convrot_case(MMK_PRE_SWIGLU); }
  * block walks several rows through its copy stages); row 3 is zero, row 5
  * tiny (a subnormal scale: the quantizer's division fallback), every 97th
  * input an outlier. */
-static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_w, int with_mod)
+static const float swiglu_edges[] = {0x1p-25f, -0x1p-25f, 0x1.fcp-26f, -0x1.fcp-26f, 31.75f, -31.75f, 32.f, -32.f,
+                                     -100.f, 100.f, 0.f, -0.f, 1e-30f, 17.f, -17.f, -90.f};
+
+static void convrot_pipe_case_v(const char *variant, int pre, int R, int groups, int ldq_pad, int with_w,
+                                int with_mod)
 {
     int K = groups * 256, in_cols = pre == MMK_PRE_SWIGLU ? 2 * K : K, T = 5, ldq = K + ldq_pad;
     size_t nx = (size_t)R * in_cols;
@@ -403,6 +407,8 @@ static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_
     for (size_t i = 0; i < nx; i++) {
         size_t r = i / in_cols, c = i % in_cols;
         float v = i % 97 == 0 ? 200.f : cuda_test_uniform(&rng) * 3.f;
+        if (pre == MMK_PRE_SWIGLU && (int)c < K && c % 89 == 1) /* gates at the edges of the SiLU table */
+            v = swiglu_edges[(i / 89) % (sizeof swiglu_edges / sizeof swiglu_edges[0])];
         if (r == 3)
             v = 0.f;
         if (r == 5 && (pre != MMK_PRE_SWIGLU || (int)c >= K))
@@ -427,14 +433,14 @@ static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_
         dq[v] = cuda_test_upload(NULL, (size_t)R * ldq);
         ds[v] = cuda_test_upload(NULL, 4 * R);
         if (v)
-            setenv("MMH3_CONVROT_KERNEL", "pipe", 1);
+            setenv("MMH3_CONVROT_KERNEL", variant, 1);
         else
             unsetenv("MMH3_CONVROT_KERNEL");
         mmk_convrot_quant a = {.rows = R, .K = K, .group = 256, .pre = pre, .x = dx, .x_dtype = MM_BF16,
                                .ldx = in_cols, .norm_w = mod && with_w ? dw : NULL, .eps = 1e-5f,
                                .shift = mod && with_mod ? dt : NULL, .scale = mod && with_mod ? dt + K : NULL,
                                .ld_mod = 2 * K, .mod_idx = di, .q = dq[v], .ldq = ldq, .s = ds[v], .s_stride = 1};
-        const char *want = v ? "pipe" : "row";
+        const char *want = v ? variant : "row";
         MM_EXPECT(!strcmp(mmk_convrot_quant_kernel(&a), want), "variant %d runs %s, not %s", v,
                   mmk_convrot_quant_kernel(&a), want);
         int rc = mmk_convrot_quant_run(DEV, STREAM, &a, &cuda_test_err);
@@ -451,8 +457,8 @@ static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_
             scale_diff += memcmp(&sc[0][r], &sc[1][r], 4) != 0;
         }
         MM_EXPECT(code_diff == 0 && scale_diff == 0,
-                  "pre=%d K=%d R=%d ldq=%d: %ld rows of codes and %ld scales differ from k_convrot_quant", pre, K, R,
-                  ldq, code_diff, scale_diff);
+                  "%s pre=%d K=%d R=%d ldq=%d: %ld rows of codes and %ld scales differ from k_convrot_quant", variant,
+                  pre, K, R, ldq, code_diff, scale_diff);
         MM_EXPECT(pre == MMK_PRE_RMSNORM_MOD || sc[1][3] == 1.f, "zero row: scale %g", sc[1][3]);
     }
     for (int v = 0; v < 2; v++) {
@@ -461,6 +467,11 @@ static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_
     }
     free(xb), free(w), free(tab), free(idx);
     mm_cuda_free(DEV, dx), mm_cuda_free(DEV, dw), mm_cuda_free(DEV, di), mm_cuda_free(DEV, dt);
+}
+
+static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_w, int with_mod)
+{
+    convrot_pipe_case_v("pipe", pre, R, groups, ldq_pad, with_w, with_mod);
 }
 
 static void test_convrot_pipe_plain_bitwise(void)
@@ -477,8 +488,9 @@ static void test_convrot_pipe_rmsnorm_mod_bitwise(void)
 }
 static void test_convrot_pipe_swiglu_bitwise(void)
 {
-    convrot_pipe_case(MMK_PRE_SWIGLU, 600, 56, 0, 0, 0); /* FFN 14336 */
+    convrot_pipe_case(MMK_PRE_SWIGLU, 600, 56, 0, 0, 0); /* FFN 14336, SiLU by table */
     convrot_pipe_case(MMK_PRE_SWIGLU, 200, 21, 0, 0, 0);
+    convrot_pipe_case_v("pipe-nolut", MMK_PRE_SWIGLU, 600, 56, 0, 0, 0);
 }
 
 /* The vectorized q/k kernel (MMH3_QK_NORM_KERNEL=vec) against
