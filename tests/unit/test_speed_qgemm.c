@@ -4,14 +4,15 @@
  * store, and mm_cuda_gemm_i8_scaled_gated for the gated residual — integer
  * sums are exact and both epilogues round at the same points. Shapes: ragged
  * row counts and odd numbers of row blocks and column tiles (the cluster
- * variants' unpaired blocks), N not a multiple of the 256-wide tile, K not a multiple of the
- * 128-wide slice, the DiT's own K values, and more tiles than SMs (the
- * persistent variants walk several, the ring's phase running on across
- * tiles); outputs poisoned first; then the plain path against the CPU twin
- * as well (mm_gemm_i8_scaled on a CPU context, bit for bit). Every case runs
- * for each kernel variant (MMH3_QGEMM_VARIANT = tile, persistent, cluster2, cluster2x2 and the
- * last three with -vec;
- * case names get the variant in brackets).
+ * variants' unpaired tiles), N not a multiple of the 256-wide tile, K not a
+ * multiple of the 128-wide slice, the DiT's own K values, more tiles than
+ * SMs (the persistent variants walk several, the ring's phase running on
+ * across tiles), and y as columns of a wider tensor (row stride not a
+ * multiple of 16 bytes, the padding left untouched); outputs poisoned first;
+ * then the plain path against the CPU twin as well (mm_gemm_i8_scaled on a
+ * CPU context, bit for bit). Every case runs for each kernel variant
+ * (MMH3_QGEMM_VARIANT = tile, persistent, cluster2, cluster2x2, and the last
+ * three with -vec); case names get the variant in brackets.
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -52,12 +53,17 @@ static int up(mm_tensor *t, mm_dtype dt, int64_t r, int64_t c, const void *host)
     return mm_copy(gpu, t, &h);
 }
 
-static void run(int M, int N, int K, int T, bool gated)
+/* pad > 0: the kernel's y is columns [pad, pad + N) of an [M, N + pad] tensor
+ * (row stride N + pad, base 2·pad bytes in: not 16-byte aligned), and the
+ * pad columns must come back untouched. */
+static void run(int M, int N, int K, int T, bool gated, int pad)
 {
+    const int ldy = N + pad;
     int8_t *x = malloc((size_t)M * K), *w = malloc((size_t)N * K);
     float *sx = malloc(4 * (size_t)M), *sw = malloc(4 * (size_t)N), *gate = malloc(4 * (size_t)T * N);
     int32_t *idx = malloc(4 * (size_t)M);
     uint16_t *res = malloc(2 * (size_t)M * N), *a = malloc(2 * (size_t)M * N), *b = malloc(2 * (size_t)M * N);
+    uint16_t *full = malloc(2 * (size_t)M * ldy);
     for (int64_t i = 0; i < (int64_t)M * K; i++)
         x[i] = (int8_t)((int)(next() % 255) - 127);
     for (int64_t i = 0; i < (int64_t)N * K; i++)
@@ -73,33 +79,47 @@ static void run(int M, int N, int K, int T, bool gated)
     for (int64_t i = 0; i < (int64_t)M * N; i++)
         res[i] = mm_f32_to_bf16(unit() * 4.0f - 2.0f);
 
-    mm_tensor dx = {0}, dw = {0}, dsx = {0}, dsw = {0}, dg = {0}, dg16 = {0}, didx = {0}, ya = {0}, yb = {0};
+    /* the kernel's output tensor: the residual (gated) or NaN poison (store: every element must be written)
+     * in the N columns, a sentinel in the pad */
+    for (int64_t i = 0; i < M; i++)
+        for (int j = 0; j < ldy; j++)
+            full[i * ldy + j] = j < pad ? 0x1234 : gated ? res[i * N + j - pad] : 0x7fc0;
+    mm_tensor dx = {0}, dw = {0}, dsx = {0}, dsw = {0}, dg = {0}, dg16 = {0}, didx = {0}, yfull = {0}, yb = {0};
+    mm_tensor ya = {0};
     uint16_t *g16 = malloc(2 * (size_t)T * N);
     for (int64_t i = 0; i < (int64_t)T * N; i++)
         g16[i] = mm_f32_to_bf16(gate[i]);
     mm_error err = {{0}};
     if (up(&dx, MM_I8, M, K, x) || up(&dw, MM_I8, N, K, w) || up(&dsx, MM_F32, M, 0, sx) ||
         up(&dsw, MM_F32, N, 0, sw) || up(&dg, MM_F32, T, N, gate) || up(&dg16, MM_BF16, T, N, g16) ||
-        up(&didx, MM_I32, M, 0, idx) || up(&ya, MM_BF16, M, N, res) || up(&yb, MM_BF16, M, N, res))
+        up(&didx, MM_I32, M, 0, idx) || up(&yfull, MM_BF16, M, ldy, full) || up(&yb, MM_BF16, M, N, res))
         goto done;
-    if (!gated) { /* poison: every element must be written */
-        mm_fill(gpu, &ya, NAN);
+    ya = mm_tensor_narrow(&yfull, 1, pad, N);
+    if (!gated) /* poison: every element must be written */
         mm_fill(gpu, &yb, NAN);
-    }
     MM_EXPECT(mm_cuda_qgemm_fits(gpu, &ya, &dx, &dw), "M=%d N=%d K=%d does not fit the kernel", M, N, K);
     mm_cuda_qgemm(gpu, &ya, &dx, &dsx, &dw, &dsw, gated ? &dg : NULL, gated ? &didx : NULL);
     if (gated)
         mm_cuda_gemm_i8_scaled_gated(gpu, &yb, &dx, &dsx, &dw, &dsw, &dg16, &didx);
     else
         mm_gemm_i8_scaled(gpu, &yb, &dx, &dsx, &dw, &dsw, NULL);
-    mm_tensor ha = mm_tensor_wrap(a, mm_cpu(), MM_BF16, 2, (int64_t[]){M, N});
+    mm_tensor hf = mm_tensor_wrap(full, mm_cpu(), MM_BF16, 2, (int64_t[]){M, ldy});
     mm_tensor hb = mm_tensor_wrap(b, mm_cpu(), MM_BF16, 2, (int64_t[]){M, N});
-    mm_copy(gpu, &ha, &ya);
+    mm_copy(gpu, &hf, &yfull);
     mm_copy(gpu, &hb, &yb);
     if (mm_ctx_sync(gpu, &err) != 0) {
         MM_EXPECT(0, "GPU: %s", err.msg);
         goto done;
     }
+    int64_t touched = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int j = 0; j < ldy; j++) {
+            if (j < pad)
+                touched += full[i * ldy + j] != 0x1234;
+            else
+                a[i * N + j - pad] = full[i * ldy + j];
+        }
+    MM_EXPECT(touched == 0, "%lld elements of y's padding were written", (long long)touched);
     int64_t diff = 0, first = -1, nonfinite = 0;
     for (int64_t i = 0; i < (int64_t)M * N; i++) {
         if (!isfinite(mm_bf16_to_f32(a[i])))
@@ -108,8 +128,8 @@ static void run(int M, int N, int K, int T, bool gated)
             first = i;
         diff += a[i] != b[i];
     }
-    printf("  M=%d N=%d K=%d %s: %lld of %lld outputs differ from the cuBLASLt path, %lld not finite\n", M, N, K,
-           gated ? "gated residual" : "store", (long long)diff, (long long)M * N, (long long)nonfinite);
+    printf("  M=%d N=%d K=%d ldy=%d %s: %lld of %lld outputs differ from the cuBLASLt path, %lld not finite\n", M, N,
+           K, ldy, gated ? "gated residual" : "store", (long long)diff, (long long)M * N, (long long)nonfinite);
     MM_EXPECT(diff == 0, "first difference at row %lld col %lld: 0x%04x vs 0x%04x", (long long)(first / N),
               (long long)(first % N), first >= 0 ? a[first] : 0, first >= 0 ? b[first] : 0);
     MM_EXPECT(nonfinite == 0, "%lld outputs not finite (unwritten?)", (long long)nonfinite);
@@ -129,30 +149,34 @@ static void run(int M, int N, int K, int T, bool gated)
         MM_EXPECT(cd == 0, "%lld outputs differ from the CPU twin", (long long)cd);
     }
 done:
-    mm_tensor *all[] = {&dx, &dw, &dsx, &dsw, &dg, &dg16, &didx, &ya, &yb};
+    mm_tensor *all[] = {&dx, &dw, &dsx, &dsw, &dg, &dg16, &didx, &yfull, &yb}; /* ya: a view of yfull */
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
-    free(x), free(w), free(sx), free(sw), free(gate), free(idx), free(res), free(a), free(b), free(g16);
+    free(x), free(w), free(sx), free(sw), free(gate), free(idx), free(res), free(a), free(b), free(g16), free(full);
 }
 
 typedef struct qcase {
     const char *name;
     int M, N, K, T;
     bool gated;
+    int pad;
 } qcase;
 
 static const qcase cases[] = {
-    {"test_store_small_ragged", 37, 264, 272, 1, false},
-    {"test_store_tiles", 256, 512, 512, 1, false},
-    {"test_store_qkv_k", 300, 768, 5376, 1, false},
-    {"test_store_fc2_k", 129, 256, 14336, 1, false},
-    {"test_gated_out_k", 333, 512, 7168, 3, true},
-    {"test_gated_ragged", 1000, 264, 5376, 6, true},
-    {"test_store_many_tiles", 2049, 2304, 1024, 1, false},
+    {"test_store_small_ragged", 37, 264, 272, 1, false, 0},
+    {"test_store_tiles", 256, 512, 512, 1, false, 0},
+    {"test_store_qkv_k", 300, 768, 5376, 1, false, 0},
+    {"test_store_fc2_k", 129, 256, 14336, 1, false, 0},
+    {"test_gated_out_k", 333, 512, 7168, 3, true, 0},
+    {"test_gated_ragged", 1000, 264, 5376, 6, true, 0},
+    {"test_store_many_tiles", 2049, 2304, 1024, 1, false, 0},
     /* 32 × 8 tiles of 9 K slices (not a multiple of the 4-stage ring) */
-    {"test_store_tiles_past_sms", 4000, 2048, 1040, 1, false},
+    {"test_store_tiles_past_sms", 4000, 2048, 1040, 1, false, 0},
     /* 24 × 6 tiles, gated, the out linear's K */
-    {"test_gated_tiles_past_sms", 3000, 1536, 7168, 3, true},
+    {"test_gated_tiles_past_sms", 3000, 1536, 7168, 3, true, 0},
+    /* y inside a wider tensor: row stride N + 2, base 4 bytes in (no 16-byte pieces) */
+    {"test_store_padded_y", 300, 768, 512, 1, false, 2},
+    {"test_gated_padded_y", 333, 520, 7168, 3, true, 2},
 };
 
 static const char *const variants[] = {"tile",           "persistent",   "cluster2",      "cluster2x2",
@@ -186,7 +210,7 @@ int main(void)
             snprintf(name, sizeof name, "%s[%s]", cases[c].name, variants[v]);
             mm_test_current = name; /* MM_RUN, with the variant in the name */
             mm_test_case_failed = 0;
-            run(cases[c].M, cases[c].N, cases[c].K, cases[c].T, cases[c].gated);
+            run(cases[c].M, cases[c].N, cases[c].K, cases[c].T, cases[c].gated, cases[c].pad);
             if (mm_test_case_failed)
                 mm_test_failures++;
             else
