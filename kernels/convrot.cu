@@ -179,18 +179,55 @@ __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int6
  * same integer: y = v·(1/s) is within |v/s|·2^-23 < 2^-16 of v/s (|v/s| ≤
  * 127.0…), and fl(v/s) within 2^-18 of it; when y is more than 2^-14 inside
  * the unit interval around rint(y), no half-integer lies between y and
- * fl(v/s), so both round to the same integer. Otherwise (about one value in
- * 8000, and every value of a row whose scale is not a normal number with a
- * normal reciprocal) divide. */
-__device__ __forceinline__ float quant_round(float v, float s, float rinv, bool recip_ok)
+ * fl(v/s), so both round to the same integer, and |rint(y)| ≤ 127 needs no
+ * clamp. The values that miss (about one in 8000; NaN; every value of a row
+ * whose scale is not a normal number with a normal reciprocal) are marked in
+ * `bad` and divided afterwards, as k_convrot_quant does. v becomes the codes. */
+__device__ __forceinline__ void quant_codes(float v[16], float s)
 {
-    if (recip_ok) {
-        float y = __fmul_rn(v, rinv);
+    float rinv = 1.f / s;
+    bool recip_ok = s >= 0x1p-120f && s <= 0x1p120f;
+    unsigned bad = recip_ok ? 0u : 0xffffu;
+#pragma unroll
+    for (int a = 0; a < 16; a++) {
+        float y = __fmul_rn(v[a], rinv);
         float k = rintf(y);
-        if (fabsf(__fsub_rn(y, k)) < 0.5f - 0x1p-14f)
-            return k;
+        bool ok = fabsf(__fsub_rn(y, k)) < 0.5f - 0x1p-14f;
+        bad |= ok ? 0u : 1u << a;
+        v[a] = ok && recip_ok ? k : v[a]; /* in place: the misses keep their value for the division */
     }
-    return rintf(v / s);
+    if (bad) {
+#pragma unroll
+        for (int a = 0; a < 16; a++)
+            if (bad & (1u << a))
+                v[a] = fminf(fmaxf(rintf(v[a] / s), -127.f), 127.f);
+    }
+}
+
+/* mmk_block_sum / mmk_block_max without their leading barrier (the same
+ * shuffles and adds, so the same float): for the persistent loop below,
+ * where each reduction has its own scratch and a barrier always lies
+ * between two uses of one scratch. */
+__device__ __forceinline__ float block_sum_once(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    v = mmk_warp_sum(v);
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? scratch[lane] : 0.f;
+    return mmk_warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max_once(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    v = mmk_warp_max(v);
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? scratch[lane] : -INFINITY;
+    return mmk_warp_max(v);
 }
 
 /* SiLU by table where the gate is a bf16 value of magnitude in [2^-25, 32):
@@ -226,7 +263,8 @@ __device__ __forceinline__ float silu_of(float x, const float *tab)
  *    and barriers of the rows before (one row per 448-thread block left
  *    ~20 KB in flight per SM: latency-bound at ~0.6 TB/s);
  *  - the transpose stays inside a group's 16 threads (one half-warp), so it
- *    needs __syncwarp, not a block barrier;
+ *    needs __syncwarp, not a block barrier, and the reductions drop their
+ *    leading barrier (one barrier per reduction, not two);
  *  - the modulation rows are prefetched into L1 before the sum of squares'
  *    barriers (their table index a row ahead), not requested after them;
  *  - the codes go back through shared memory so each thread stores its 16
@@ -244,7 +282,9 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
                                      const int32_t *__restrict__ mod_idx, int8_t *__restrict__ q, int64_t ldq,
                                      bool q_vec, float *__restrict__ sq, int64_t s_stride)
 {
-    __shared__ float scratch[32];
+    /* the sum's scratch, and two for the max: with RMSNorm the next row's sum
+     * barrier separates two uses of one max scratch; without it, alternate */
+    __shared__ float scratch_sum[32], scratch_max[2][32];
     extern __shared__ __align__(16) unsigned char smem[];
     const int in_elems = PRE == MMK_PRE_SWIGLU ? 2 * K : K;
     const int groups = K / 256;
@@ -281,7 +321,7 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
     for (int s = 0; s < STAGES - 1; s++)
         fetch((int64_t)blockIdx.x + (int64_t)s * gridDim.x, s);
 
-    int st = 0;
+    int st = 0, it = 0;
     int32_t idx_next = PRE == MMK_PRE_RMSNORM_MOD && shift ? mod_idx[blockIdx.x] : 0;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         fetch(r + (int64_t)(STAGES - 1) * gridDim.x, (st + STAGES - 1) % STAGES);
@@ -317,7 +357,7 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
 #pragma unroll
             for (int i = 0; i < 16; i++)
                 ss = __fmaf_rn(v[i], v[i], ss); /* k_convrot_quant's ss += v·v, contracted */
-            ss = mmk_block_sum(ss, scratch);
+            ss = block_sum_once(ss, scratch_sum);
             float rs = 1.f / sqrtf(ss / (float)K + eps);
             if (active) {
                 /* Four channels at a time: all 48 table values at once would
@@ -365,17 +405,15 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
             v[a] = mmk_round_bf16(v[a]);
             amax = fmaxf(amax, fabsf(v[a]));
         }
-        amax = mmk_block_max(amax, scratch);
+        amax = block_max_once(amax, scratch_max[PRE == MMK_PRE_RMSNORM_MOD ? 0 : it & 1]);
         float s = amax > 0.f ? amax / 127.f : 1.f;
-        float rinv = 1.f / s;
-        bool recip_ok = s >= 0x1p-120f && s <= 0x1p120f;
         if (active) {
             int8_t *qr = q + r * ldq + g * 256;
             int8_t *cg = codes + g * 256;
+            quant_codes(v, s);
 #pragma unroll
             for (int a = 0; a < 16; a++) {
-                float qv = quant_round(v[a], s, rinv, recip_ok);
-                qv = fminf(fmaxf(qv, -127.f), 127.f);
+                float qv = v[a];
                 if (q_vec)
                     cg[a * 16 + t] = (int8_t)qv;
                 else
@@ -389,6 +427,7 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
         if (threadIdx.x == 0)
             sq[r * s_stride] = s;
         st = (st + 1) % STAGES;
+        it++;
     }
     mmk_cp_async_wait<0>();
 }
