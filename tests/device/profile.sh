@@ -8,7 +8,7 @@
 # Each part profiles ONE launch of each kernel it names (ncu replays it once per counter pass; a 65 ms
 # attention call × ~40 passes ≈ 3 s) with --clock-control none (the clocks stay as the benchmarks see them).
 # Output: profile_<part>.txt (ncu's text report) and a one-line digest per kernel in summary_profile.txt.
-# vae: not counters but where the time goes — every kernel of one video VAE decode (--frames, default 17: one
+# vae: not counters but where the time goes — every kernel of one video VAE decode (--frames, default 22: one
 # chunk of 28 tiles at 1344x768) timed by ncu (one metric, gpu__time_duration), summed per kernel name:
 # profile_vae_kernels.txt (name, launches, total ms, share). Needs the full-size random video VAE (written
 # here when missing, ~5 GB).
@@ -62,7 +62,7 @@ if want vae; then
       note "FAIL vae: could not write $f"
   done
   timeout 240 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw --print-units base \
-      "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames "${MMH3_PROFILE_VAE_FRAMES:-17}" \
+      "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames "${MMH3_PROFILE_VAE_FRAMES:-22}" \
       --what decode --reps 1 >"$OUT/profile_vae_raw.csv" 2>"$OUT/profile_vae.txt"
   note "vae (rc $?): $(grep -m1 VAE_BENCH "$OUT/profile_vae_raw.csv" "$OUT/profile_vae.txt" 2>/dev/null | head -1)"
   python3 - "$OUT/profile_vae_raw.csv" >"$OUT/profile_vae_kernels.txt" <<'PY'
