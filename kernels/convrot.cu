@@ -483,13 +483,16 @@ bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* MMH3_CONVROT_KERNEL=pipe selects k_convrot_quant_pipe (bit-identical to
  * k_convrot_quant; the default once the device has measured it), pipe-nolut
- * the same without SwiGLU's SiLU table. Read on every call so tests and
- * benchmarks can compare them in one process. 0 = off, 1 = pipe, 2 = nolut. */
+ * the same without SwiGLU's SiLU table, row the one-row kernel. Read on
+ * every call so tests and benchmarks can compare them in one process.
+ * 0 = row, 1 = pipe, 2 = pipe-nolut. */
+const int kPipeDefault = 0;
+
 int pipe_mode()
 {
     const char *e = getenv("MMH3_CONVROT_KERNEL");
-    if (!e)
-        return 0;
+    if (!e || !*e)
+        return kPipeDefault;
     return !strcmp(e, "pipe") ? 1 : !strcmp(e, "pipe-nolut") ? 2 : 0;
 }
 

@@ -524,12 +524,17 @@ bool unit_last(const mmk_view &v) { return v.shape[v.ndim - 1] <= 1 || v.stride[
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* MMH3_QK_NORM_KERNEL=vec selects k_qk_norm_rope_vec (bit-identical; the
- * default once the device has measured it); read on every call so tests and
- * benchmarks can compare the two in one process. */
+ * default once the device has measured it), warp the warp-per-head kernel;
+ * read on every call so tests and benchmarks can compare the two in one
+ * process. */
+const bool kQkVecDefault = false;
+
 bool qk_vec_selected()
 {
     const char *e = getenv("MMH3_QK_NORM_KERNEL");
-    return e && !strcmp(e, "vec");
+    if (!e || !*e)
+        return kQkVecDefault;
+    return !strcmp(e, "vec");
 }
 
 /* What k_qk_norm_rope_vec needs: 128-channel heads, 16-byte aligned rows and

@@ -395,6 +395,22 @@ static void test_convrot_quant_swiglu(void) { convrot_case(MMK_PRE_SWIGLU); }
  * block walks several rows through its copy stages); row 3 is zero, row 5
  * tiny (a subnormal scale: the quantizer's division fallback), every 97th
  * input an outlier. */
+/* The variant tests pick kernels through the environment; a value set by
+ * whoever runs the program is put back afterwards. */
+static char *env_save(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? strdup(v) : NULL;
+}
+
+static void env_restore(const char *name, const char *saved)
+{
+    if (saved)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+}
+
 static const float swiglu_edges[] = {0x1p-25f, -0x1p-25f, 0x1.fcp-26f, -0x1.fcp-26f, 31.75f, -31.75f, 32.f, -32.f,
                                      -100.f, 100.f, 0.f, -0.f, 1e-30f, 17.f, -17.f, -90.f};
 
@@ -429,13 +445,11 @@ static void convrot_pipe_case_v(const char *variant, int pre, int R, int groups,
     int8_t *q[2] = {NULL, NULL};
     float *sc[2] = {NULL, NULL};
     bool mod = pre == MMK_PRE_RMSNORM_MOD;
+    char *saved = env_save("MMH3_CONVROT_KERNEL");
     for (int v = 0; v < 2; v++) {
         dq[v] = cuda_test_upload(NULL, (size_t)R * ldq);
         ds[v] = cuda_test_upload(NULL, 4 * R);
-        if (v)
-            setenv("MMH3_CONVROT_KERNEL", variant, 1);
-        else
-            unsetenv("MMH3_CONVROT_KERNEL");
+        setenv("MMH3_CONVROT_KERNEL", v ? variant : "row", 1);
         mmk_convrot_quant a = {.rows = R, .K = K, .group = 256, .pre = pre, .x = dx, .x_dtype = MM_BF16,
                                .ldx = in_cols, .norm_w = mod && with_w ? dw : NULL, .eps = 1e-5f,
                                .shift = mod && with_mod ? dt : NULL, .scale = mod && with_mod ? dt + K : NULL,
@@ -444,7 +458,7 @@ static void convrot_pipe_case_v(const char *variant, int pre, int R, int groups,
         MM_EXPECT(!strcmp(mmk_convrot_quant_kernel(&a), want), "variant %d runs %s, not %s", v,
                   mmk_convrot_quant_kernel(&a), want);
         int rc = mmk_convrot_quant_run(DEV, STREAM, &a, &cuda_test_err);
-        unsetenv("MMH3_CONVROT_KERNEL");
+        env_restore("MMH3_CONVROT_KERNEL", saved);
         MM_EXPECT(rc == 0, "variant %d: %s", v, cuda_test_err.msg);
         q[v] = cuda_test_download(dq[v], (size_t)R * ldq, &cuda_test_err);
         sc[v] = cuda_test_download(ds[v], 4 * R, &cuda_test_err);
@@ -465,7 +479,7 @@ static void convrot_pipe_case_v(const char *variant, int pre, int R, int groups,
         free(q[v]), free(sc[v]);
         mm_cuda_free(DEV, dq[v]), mm_cuda_free(DEV, ds[v]);
     }
-    free(xb), free(w), free(tab), free(idx);
+    free(xb), free(w), free(tab), free(idx), free(saved);
     mm_cuda_free(DEV, dx), mm_cuda_free(DEV, dw), mm_cuda_free(DEV, di), mm_cuda_free(DEV, dt);
 }
 
@@ -516,12 +530,10 @@ static void qk_vec_case(int R, int HQ, int HK, int rot, int wk_null)
     void *dwq = cuda_test_upload(wq, 4 * D), *dwk = cuda_test_upload(wk, 4 * D);
     void *dc = cuda_test_upload(cb, (size_t)R * rl * 2), *dsn = cuda_test_upload(sb, (size_t)R * rl * 2);
     uint16_t *y[2] = {NULL, NULL};
+    char *saved = env_save("MMH3_QK_NORM_KERNEL");
     for (int v = 0; v < 2; v++) {
         uint16_t *dx = cuda_test_upload(xb, n * 2);
-        if (v)
-            setenv("MMH3_QK_NORM_KERNEL", "vec", 1);
-        else
-            unsetenv("MMH3_QK_NORM_KERNEL");
+        setenv("MMH3_QK_NORM_KERNEL", v ? "vec" : "warp", 1);
         mmk_qk_norm_rope a = {.rows = R, .heads_q = HQ, .heads_k = HK, .head_dim = D, .q = dx, .ldq = ld,
                               .k = dx + HQ * D, .ldk = ld, .wq = dwq, .wk = wk_null ? NULL : dwk, .eps = 1e-5f,
                               .cos = rot ? dc : NULL, .sin = rot ? dsn : NULL, .ld_rope = rl, .rot_dim = rot};
@@ -529,7 +541,7 @@ static void qk_vec_case(int R, int HQ, int HK, int rot, int wk_null)
         MM_EXPECT(!strcmp(mmk_qk_norm_rope_kernel(&a), want), "variant %d runs %s, not %s", v,
                   mmk_qk_norm_rope_kernel(&a), want);
         int rc = mmk_qk_norm_rope_run(DEV, STREAM, &a, &cuda_test_err);
-        unsetenv("MMH3_QK_NORM_KERNEL");
+        env_restore("MMH3_QK_NORM_KERNEL", saved);
         MM_EXPECT(rc == 0, "variant %d: %s", v, cuda_test_err.msg);
         y[v] = cuda_test_download(dx, n * 2, &cuda_test_err);
         MM_EXPECT(y[v], "%s", cuda_test_err.msg);
@@ -545,7 +557,7 @@ static void qk_vec_case(int R, int HQ, int HK, int rot, int wk_null)
                   diff, n);
         MM_EXPECT(changed > 0, "nothing was written");
     }
-    free(y[0]), free(y[1]), free(xb), free(cb), free(sb), free(wq), free(wk);
+    free(y[0]), free(y[1]), free(xb), free(cb), free(sb), free(wq), free(wk), free(saved);
     mm_cuda_free(DEV, dwq), mm_cuda_free(DEV, dwk), mm_cuda_free(DEV, dc), mm_cuda_free(DEV, dsn);
 }
 
