@@ -192,24 +192,34 @@ void mm_world_abort(mm_world *w, const char *why)
                 w->nc->comm_abort(w->comms[r].nccl), w->comms[r].nccl = NULL;
 }
 
-static int host_barrier(mm_world *w, mm_error *err)
+/* A barrier of the host world. An abort releases the ranks that are waiting
+ * and refuses the ones that come later (they must not complete a count the
+ * released ranks left behind); whether a rank passed is decided by the
+ * generation alone, so every rank of a completed barrier passes, even when an
+ * abort arrives as it completes. With `drain`, the abort is ignored: the
+ * exchange uses it to wait until no rank reads another's buffers any more. */
+static int host_rendezvous(mm_world *w, bool drain, mm_error *err)
 {
     pthread_mutex_lock(&w->mu);
+    if (!drain && atomic_load(&w->aborted)) {
+        pthread_mutex_unlock(&w->mu);
+        return mm_fail(err, "the rank group was aborted: %s", w->why);
+    }
     unsigned gen = w->generation;
     if (++w->arrived == w->n) {
         w->arrived = 0;
         w->generation++;
         pthread_cond_broadcast(&w->cv);
     } else {
-        while (gen == w->generation && !atomic_load(&w->aborted))
+        while (gen == w->generation && (drain || !atomic_load(&w->aborted)))
             pthread_cond_wait(&w->cv, &w->mu);
     }
-    int rc = 0;
-    if (atomic_load(&w->aborted))
-        rc = mm_fail(err, "the rank group was aborted: %s", w->why);
+    int rc = gen != w->generation ? 0 : mm_fail(err, "the rank group was aborted: %s", w->why);
     pthread_mutex_unlock(&w->mu);
     return rc;
 }
+
+static int host_barrier(mm_world *w, mm_error *err) { return host_rendezvous(w, false, err); }
 
 int mm_comm_barrier(mm_comm *c, mm_error *err)
 {
@@ -256,12 +266,18 @@ static int host_exchange(mm_comm *c, mm_ctx *ctx, const void *send, const mm_sp_
                                hp->send + (size_t)hp->sends[idx].offset * eb, (size_t)recvs[k].count * eb,
                                MM_XFER_AUTO, err);
     }
-    if (rc != 0) {
+    if (rc != 0)
         mm_world_abort(w, err->msg);
+    /* Every rank passed the barrier above, so every rank comes here; none
+     * returns (and lets its caller free or reuse its send buffer) before all
+     * have finished reading — also when one of them failed. */
+    mm_error drain_err = {{0}};
+    host_rendezvous(w, true, &drain_err);
+    if (rc != 0)
         return -1;
-    }
-    /* Nobody reuses its send buffer before every peer has read it. */
-    return host_barrier(w, err);
+    if (atomic_load(&w->aborted))
+        return mm_fail(err, "the rank group was aborted: %s", w->why);
+    return 0;
 }
 
 static int nccl_exchange(mm_comm *c, mm_ctx *ctx, const void *send, const mm_sp_msg *sends, int n_sends,
