@@ -3,7 +3,7 @@
  * mm_gemm_i8_scaled and mm_cuda_gemm_i8_scaled_gated run) against each
  * variant of the Hopper kernel with the epilogue fused
  * (kernels/qgemm_sm90.cu, MMH3_QGEMM_VARIANT = tile | persistent | cluster2 |
- * cluster2x2, the last three also with -vec),
+ * cluster2x2, the last three also with -vec and -st),
  * timed with device events, every variant's outputs compared bit for bit
  * with the cuBLASLt path's (the gated ones from the same starting residual).
  *
@@ -110,7 +110,8 @@ enum { MAX_PATHS = 12 };
 int main(int argc, char **argv)
 {
     int M = 38010, reps = 3;
-    const char *variants = "tile,persistent,cluster2,cluster2x2,persistent-vec,cluster2-vec,cluster2x2-vec";
+    const char *variants = "tile,persistent,cluster2,cluster2x2,persistent-vec,cluster2-vec,cluster2x2-vec,"
+                           "persistent-st,cluster2-st,cluster2x2-st";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc)
             M = atoi(argv[++i]);

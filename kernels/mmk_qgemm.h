@@ -57,7 +57,11 @@ int mmk_qgemm_usable(int dev);
  *               the column, the activation block along the row;
  *   persistent-vec, cluster2-vec, cluster2x2-vec: the same with each thread
  *               storing (and, gated, reading) 16-byte row pieces after a
- *               transpose of its quad's results. */
+ *               transpose of its quad's results;
+ *   persistent-st, cluster2-st, cluster2x2-st: the epilogue staged through
+ *               shared memory and written by the producer warpgroup's idle
+ *               warps during the next tile's K loop (6 stages of 64-wide K
+ *               slices to make room). */
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
 /* First-use self-check on `dev`: the plain and the gated epilogue on a

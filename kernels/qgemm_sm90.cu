@@ -57,6 +57,23 @@ struct QgParams {
     int y16; /* y and ldy 16-byte aligned (epilogue_vec) */
 };
 
+/* Epilogue kinds of the persistent kernel: from registers (pairs of bf16),
+ * from registers in 16-byte pieces (epilogue_vec), or staged through shared
+ * memory and written by the producer warpgroup's idle warps while the
+ * consumers run the next tile (stage_tile / drain_tile). */
+enum { EPI_REGS, EPI_VEC, EPI_STAGED };
+
+/* The persistent kernel's ring: the staged epilogue needs 64 KB of shared
+ * memory for the output tile, so its ring has 6 stages of 64-wide K slices
+ * (64-byte swizzle) instead of 4 of 128 — with two stages held by the
+ * consumers, the same 96 KB loading ahead of them. */
+template <int EPI> struct Ring {
+    static constexpr int BK = EPI == EPI_STAGED ? 64 : 128, STAGES = EPI == EPI_STAGED ? 6 : 4;
+    static constexpr int TA = kBM * BK, TB = kBN * BK; /* bytes */
+    static constexpr int STAGING = EPI == EPI_STAGED ? kBM * kBN * 2 : 0;
+    static constexpr int SMEM = STAGES * (TA + TB) + STAGING + 1024;
+};
+
 #ifdef MMK_QGEMM_DEVICE
 /* The epilogue on one consumer warpgroup's 64 × 256 int32 accumulators:
  * row r = tile row, column pairs c, c + 1 per 8-column group, each stored as
@@ -362,6 +379,108 @@ __device__ __forceinline__ void prefetch_residual(const QgParams &p, int mt, int
     }
 }
 
+/* K-major operand, 64-byte swizzle (rows of 64 bytes, 8-row groups 512
+ * bytes apart): the layout a TMA load with CU_TENSOR_MAP_SWIZZLE_64B and a
+ * 64-byte inner box writes. */
+__device__ __forceinline__ uint64_t desc_sw64(uint32_t smem_addr)
+{
+    uint64_t d = 0;
+    d |= (uint64_t)((smem_addr & 0x3FFFF) >> 4);
+    d |= (uint64_t)(16 >> 4) << 16;  /* leading byte offset: unused for swizzled K-major */
+    d |= (uint64_t)(512 >> 4) << 32; /* stride byte offset: between 8-row groups */
+    d |= 2ull << 62;                 /* 64-byte swizzle */
+    return d;
+}
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
+}
+
+/* The staged epilogue, consumer half: o = bf16(acc · (sx · sw)) — the
+ * rounding both epilogues apply first — into the staging tile (128 rows of
+ * 512 bytes; the 16-byte chunk q of row R at chunk q ^ (R mod 8), so that a
+ * warp's 8 rows × 4 lanes land in 32 different banks). */
+__device__ __forceinline__ void stage_tile(const int32_t (&acc)[128], const QgParams &p, int mt, int nt, int cw,
+                                           int warp, int g, int t, uint32_t stg)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int R = cw * 64 + warp * 16 + g + 8 * r, row = mt * kBM + R;
+        const float sx = row < p.M ? p.sx[row] : 0.f;
+        const uint32_t rbase = stg + R * 512 + 4 * t;
+#pragma unroll
+        for (int n8 = 0; n8 < kBN / 8; n8++) {
+            const int col = nt * kBN + n8 * 8 + 2 * t;
+            const float2 sw = col < p.N ? *reinterpret_cast<const float2 *>(p.sw + col) : make_float2(0.f, 0.f);
+            st_shared_u32(rbase + ((n8 ^ (R & 7)) << 4),
+                          bf16x2_bits((float)acc[n8 * 4 + 2 * r] * __fmul_rn(sx, sw.x),
+                                      (float)acc[n8 * 4 + 2 * r + 1] * __fmul_rn(sx, sw.y)));
+        }
+    }
+}
+
+/* One row piece of the staged epilogue: 8 staged outputs to y (gated: y +
+ * gate · o, each rounded as in epilogue_vec). */
+template <bool GATED>
+__device__ __forceinline__ void drain_piece(const QgParams &p, int row, int col, uint4 o, uint4 x)
+{
+    uint32_t w[4] = {o.x, o.y, o.z, o.w};
+    if (GATED) {
+        const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+        const float *grow = p.gate + (int64_t)p.mod_idx[row] * p.ld_gate + col;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 gt = *reinterpret_cast<const float2 *>(grow + 2 * k);
+            const float2 xo = bf16x2_float2(xs[k]), ov = bf16x2_float2(w[k]);
+            w[k] = bf16x2_bits(__fadd_rn(xo.x, __fmul_rn(gt.x, ov.x)), __fadd_rn(xo.y, __fmul_rn(gt.y, ov.y)));
+        }
+    }
+    uint32_t *yp = reinterpret_cast<uint32_t *>(p.y + (int64_t)row * p.ldy + col);
+    if (p.y16) {
+        *reinterpret_cast<uint4 *>(yp) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            yp[k] = w[k];
+    }
+}
+
+__device__ __forceinline__ uint4 load_piece(const QgParams &p, int row, int col)
+{
+    const uint32_t *yp = reinterpret_cast<const uint32_t *>(p.y + (int64_t)row * p.ldy + col);
+    if (p.y16)
+        return *reinterpret_cast<const uint4 *>(yp);
+    return make_uint4(yp[0], yp[1], yp[2], yp[3]);
+}
+
+/* The staged epilogue, writer half (warps 1-3 of the producer warpgroup,
+ * during the next tile's K loop, in 40 registers): warp w3 takes rows w3,
+ * w3 + 3, ..., one row of 512 bytes per warp access (lane = 16-byte chunk).
+ * A tile's K loop (>= 30 µs) leaves room for 43 residual round trips from L2
+ * (prefetched there halfway through the tile's own K loop). */
+template <bool GATED>
+__device__ __forceinline__ void drain_tile(const QgParams &p, int mt, int nt, uint32_t stg, int w3, int lane)
+{
+    const int col = nt * kBN + 8 * lane;
+    if (col >= p.N)
+        return;
+    for (int R = w3; R < kBM && mt * kBM + R < p.M; R += 3) {
+        const int row = mt * kBM + R;
+        const uint4 x = GATED ? load_piece(p, row, col) : make_uint4(0, 0, 0, 0);
+        drain_piece<GATED>(p, row, col, ld_shared_v4(stg + R * 512 + ((lane ^ (R & 7)) << 4)), x);
+    }
+}
+
 /* Tile t of the persistent walk: k_qgemm's grouped raster over cluster
  * tiles of CM row blocks × CN column tiles; the cluster's CTA (rm, rn) takes
  * row block CM·(cluster row) + rm and column tile CN·(cluster column) + rn. */
@@ -394,29 +513,38 @@ __device__ __forceinline__ void tile_of(const QgParams &p, int t, int rm, int rn
  * the EMPTY barrier of every CTA of its row and column. Each FULL barrier
  * expects the whole stage. A tile past the last row block or column tile
  * (odd counts) loads a copy of in-range data and stores nothing. Every
- * output is the same int32 sum through the same epilogue as k_qgemm. */
-template <bool GATED, int CM, int CN, bool VEC>
+ * output is the same int32 sum through the same epilogue roundings as
+ * k_qgemm, done by one of three epilogues (EPI_REGS, EPI_VEC, EPI_STAGED;
+ * the staged one hands the tile to warps 1-3 of the producer warpgroup
+ * through shared memory and two mbarriers, STAGED and DRAINED, so that the
+ * consumers go straight on to the next tile's K loop). */
+template <bool GATED, int CM, int CN, int EPI>
 __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm_persistent(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
 {
 #ifdef MMK_QGEMM_DEVICE
-    constexpr int CL = CM * CN;
+    constexpr int CL = CM * CN, BK = Ring<EPI>::BK, STAGES = Ring<EPI>::STAGES;
+    constexpr int TA = Ring<EPI>::TA, TB = Ring<EPI>::TB;
     extern __shared__ __align__(1024) unsigned char qg_smem[];
-    __shared__ __align__(8) uint64_t bars[2 * kStages];
+    __shared__ __align__(8) uint64_t bars[2 * STAGES + 2];
     unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
-    const uint32_t sA = mmk_smem_addr(base), sB = sA + kStages * kTileA;
+    const uint32_t sA = mmk_smem_addr(base), sB = sA + STAGES * TA, sStage = sB + STAGES * TB;
     const uint32_t b0 = mmk_smem_addr(&bars[0]);
 #define FULL(s) (b0 + 8u * (s))
-#define EMPTY(s) (b0 + 8u * (kStages + (s)))
+#define EMPTY(s) (b0 + 8u * (STAGES + (s)))
+#define STAGED (b0 + 8u * (2 * STAGES))
+#define DRAINED (b0 + 8u * (2 * STAGES + 1))
     const int rank = CL > 1 ? (int)cluster_rank() : 0, rm = rank % CM, rn = rank / CM;
     const int first_tile = blockIdx.x / CL, tile_stride = gridDim.x / CL;
-    const int n_tiles = (p.n_mt + CM - 1) / CM * ((p.n_nt + CN - 1) / CN);
+    const int n_tiles = (p.n_mt + CM - 1) / CM * ((p.n_nt + CN - 1) / CN), n_kb = (p.K + BK - 1) / BK;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < kStages; s++) {
+        for (int s = 0; s < STAGES; s++) {
             mmk_mbar_init(FULL(s), 1);
             mmk_mbar_init(EMPTY(s), 8 * (CM + CN - 1)); /* per consumer warp of each CTA of its row and column */
         }
+        mmk_mbar_init(STAGED, 256); /* every consumer thread */
+        mmk_mbar_init(DRAINED, 96); /* every writer thread */
         mmk_mbar_init_fence();
     }
     if (CL > 1)
@@ -446,20 +574,32 @@ __global__ void __launch_bounds__(kThreads, 1)
                 int b_row = (nt < p.n_nt ? nt : p.n_nt - 1) * kBN + rm * (kBN / CM);
                 a_row = a_row < p.M ? a_row : 0;
                 b_row = b_row < p.N ? b_row : 0;
-                for (int kb = 0; kb < p.n_kb; kb++, it++) {
-                    const uint32_t s = it % kStages;
-                    mbar_wait_bounded(EMPTY(s), ((it / kStages) & 1) ^ 1);
-                    mmk_mbar_expect_tx(FULL(s), kTileA + kTileB);
-                    const uint32_t dA = sA + s * kTileA + rn * (kTileA / CN), dB = sB + s * kTileB + rm * (kTileB / CM);
+                for (int kb = 0; kb < n_kb; kb++, it++) {
+                    const uint32_t s = it % STAGES;
+                    mbar_wait_bounded(EMPTY(s), ((it / STAGES) & 1) ^ 1);
+                    mmk_mbar_expect_tx(FULL(s), TA + TB);
+                    const uint32_t dA = sA + s * TA + rn * (TA / CN), dB = sB + s * TB + rm * (TB / CM);
                     if (CN == 1)
-                        mmk_tma_load_2d(dA, &tmA, FULL(s), kb * kBK, a_row);
+                        mmk_tma_load_2d(dA, &tmA, FULL(s), kb * BK, a_row);
                     else
-                        tma_load_2d_multicast(dA, &tmA, FULL(s), kb * kBK, a_row, row_mask);
+                        tma_load_2d_multicast(dA, &tmA, FULL(s), kb * BK, a_row, row_mask);
                     if (CM == 1)
-                        mmk_tma_load_2d(dB, &tmB, FULL(s), kb * kBK, b_row);
+                        mmk_tma_load_2d(dB, &tmB, FULL(s), kb * BK, b_row);
                     else
-                        tma_load_2d_multicast(dB, &tmB, FULL(s), kb * kBK, b_row, col_mask);
+                        tma_load_2d_multicast(dB, &tmB, FULL(s), kb * BK, b_row, col_mask);
                 }
+            }
+        } else if (EPI == EPI_STAGED && threadIdx.x >= 32) {
+            /* the writers: each staged tile to y while the consumers run the next one */
+            const int w3 = (threadIdx.x >> 5) - 1, lane = threadIdx.x & 31;
+            uint32_t tc = 0;
+            for (int tile = first_tile; tile < n_tiles; tile += tile_stride, tc++) {
+                int mt, nt;
+                tile_of<CM, CN>(p, tile, rm, rn, mt, nt);
+                mbar_wait_bounded(STAGED, tc & 1);
+                if (mt < p.n_mt && nt < p.n_nt)
+                    drain_tile<GATED>(p, mt, nt, sStage, w3, lane);
+                mmk_mbar_arrive(DRAINED);
             }
         }
     } else {
@@ -467,35 +607,46 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int cw = wg - 1;
         const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
         int32_t acc[128];
-        uint32_t it = 0;
-        for (int tile = first_tile; tile < n_tiles; tile += tile_stride) {
+        uint32_t it = 0, tc = 0;
+        for (int tile = first_tile; tile < n_tiles; tile += tile_stride, tc++) {
             int mt, nt;
             tile_of<CM, CN>(p, tile, rm, rn, mt, nt);
 #pragma unroll
             for (int i = 0; i < 128; i++)
                 acc[i] = 0;
-            for (int kb = 0; kb < p.n_kb; kb++, it++) {
-                const uint32_t s = it % kStages;
-                mbar_wait_bounded(FULL(s), (it / kStages) & 1);
-                const uint32_t a_addr = sA + s * kTileA + cw * 64 * 128, b_addr = sB + s * kTileB;
+            for (int kb = 0; kb < n_kb; kb++, it++) {
+                const uint32_t s = it % STAGES;
+                mbar_wait_bounded(FULL(s), (it / STAGES) & 1);
+                const uint32_t a_addr = sA + s * TA + cw * 64 * BK, b_addr = sB + s * TB;
                 mmk_wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++)
-                    mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
+                for (int kk = 0; kk < BK / 32; kk++) {
+                    if (EPI == EPI_STAGED)
+                        mmk_wgmma_ss_s8_n256(acc, desc_sw64(a_addr + kk * 32), desc_sw64(b_addr + kk * 32), 1);
+                    else
+                        mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
+                }
                 mmk_wgmma_commit();
-                if (GATED && kb == p.n_kb / 2)
+                if (GATED && kb == n_kb / 2)
                     prefetch_residual(p, mt, nt, cw, warp, lane);
                 /* the previous slice's products are done: hand its stage back */
                 mmk_wgmma_wait<1>();
                 if (kb > 0 && lane == 0)
-                    release<CM, CN>(EMPTY((it - 1) % kStages), rm, rn);
+                    release<CM, CN>(EMPTY((it - 1) % STAGES), rm, rn);
             }
             mmk_wgmma_wait<0>();
             mmk_fence_regs(acc);
             if (lane == 0) /* the last slice's stage, before the epilogue: the producer is already on the next tile */
-                release<CM, CN>(EMPTY((it - 1) % kStages), rm, rn);
-            if (mt < p.n_mt && nt < p.n_nt) {
-                if (VEC)
+                release<CM, CN>(EMPTY((it - 1) % STAGES), rm, rn);
+            const bool store = mt < p.n_mt && nt < p.n_nt;
+            if (EPI == EPI_STAGED) {
+                /* the writers are done with the previous tile's staging (long since: a whole K loop ago) */
+                mbar_wait_bounded(DRAINED, (tc & 1) ^ 1);
+                if (store)
+                    stage_tile(acc, p, mt, nt, cw, warp, g, t, sStage);
+                mmk_mbar_arrive(STAGED);
+            } else if (store) {
+                if (EPI == EPI_VEC)
                     epilogue_vec<GATED>(acc, p, mt, nt, cw, warp, g, t);
                 else
                     epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
@@ -509,10 +660,32 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 #undef FULL
 #undef EMPTY
+#undef STAGED
+#undef DRAINED
 #else
     (void)p;
     __trap();
 #endif
+}
+
+/* mmk_tma_map_2d for int8 with a choice of swizzle (the staged variants' 64-byte slices). */
+int tma_map_i8(CUtensorMap *m, const void *base, uint64_t cols, uint64_t rows, uint64_t row_bytes, int box_cols,
+               int box_rows, CUtensorMapSwizzle swizzle, mm_error *err)
+{
+    mmk_encode_tiled_fn enc = mmk_tma_encoder(err);
+    if (!enc)
+        return -1;
+    cuuint64_t dims[2] = {cols, rows};
+    cuuint64_t strides[1] = {row_bytes};
+    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+    cuuint32_t es[2] = {1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, es,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return mm_fail(err, "TMA: cuTensorMapEncodeTiled failed (%d) for a [%llu, %llu] int8 tensor with %llu-byte rows",
+                       (int)r, (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)row_bytes);
+    return 0;
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -528,7 +701,7 @@ template <bool GATED> int launch(const CUtensorMap &a, const CUtensorMap &b, con
 
 /* How many CTAs (no cluster) or clusters of the persistent kernel fit on the
  * device at once: the grid, one per slot. Asked once per device. */
-template <bool GATED, int CM, int CN, bool VEC> int persistent_slots(int dev, cudaLaunchConfig_t cfg, mm_error *err)
+template <bool GATED, int CM, int CN, int EPI> int persistent_slots(int dev, cudaLaunchConfig_t cfg, mm_error *err)
 {
     static int cached[64];
     if (cached[dev] > 0)
@@ -537,20 +710,20 @@ template <bool GATED, int CM, int CN, bool VEC> int persistent_slots(int dev, cu
     if (CM * CN == 1)
         MMK_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), err, "asking for the SM count");
     else
-        MMK_TRY(cudaOccupancyMaxActiveClusters(&n, k_qgemm_persistent<GATED, CM, CN, VEC>, &cfg), err,
+        MMK_TRY(cudaOccupancyMaxActiveClusters(&n, k_qgemm_persistent<GATED, CM, CN, EPI>, &cfg), err,
                 "asking how many clusters of the int8 GEMM fit");
     if (n <= 0)
         return mm_fail(err, "int8 GEMM (sm90): no %d×%d cluster of its persistent kernel fits on cuda:%d", CM, CN, dev);
     return cached[dev] = n;
 }
 
-template <bool GATED, int CM, int CN, bool VEC>
+template <bool GATED, int CM, int CN, int EPI>
 int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s,
                       mm_error *err)
 {
     constexpr int CL = CM * CN;
-    auto kern = k_qgemm_persistent<GATED, CM, CN, VEC>;
-    MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), err,
+    auto kern = k_qgemm_persistent<GATED, CM, CN, EPI>;
+    MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Ring<EPI>::SMEM), err,
             "raising the shared-memory limit of the int8 GEMM kernel");
     cudaLaunchAttribute attr[1] = {};
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -560,11 +733,11 @@ int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(CL, 1, 1);
     cfg.blockDim = dim3(kThreads, 1, 1);
-    cfg.dynamicSmemBytes = kSmem;
+    cfg.dynamicSmemBytes = Ring<EPI>::SMEM;
     cfg.stream = s;
     cfg.attrs = attr;
     cfg.numAttrs = CL > 1 ? 1 : 0; /* no cluster: a plain launch */
-    const int slots = persistent_slots<GATED, CM, CN, VEC>(dev, cfg, err);
+    const int slots = persistent_slots<GATED, CM, CN, EPI>(dev, cfg, err);
     if (slots < 0)
         return -1;
     const int n_tiles = (p.n_mt + CM - 1) / CM * ((p.n_nt + CN - 1) / CN);
@@ -584,12 +757,18 @@ enum {
     V_PERSISTENT_VEC,
     V_CLUSTER2_VEC,
     V_CLUSTER2X2_VEC,
+    V_PERSISTENT_ST,
+    V_CLUSTER2_ST,
+    V_CLUSTER2X2_ST,
     V_COUNT
 };
-const char *const kVariantNames[V_COUNT] = {"tile",           "persistent",   "cluster2",      "cluster2x2",
-                                            "persistent-vec", "cluster2-vec", "cluster2x2-vec"};
-/* cluster shape of each variant: row blocks × column tiles */
-const int kVariantCM[V_COUNT] = {1, 1, 2, 2, 1, 2, 2}, kVariantCN[V_COUNT] = {1, 1, 1, 2, 1, 1, 2};
+const char *const kVariantNames[V_COUNT] = {"tile",           "persistent",    "cluster2",      "cluster2x2",
+                                            "persistent-vec", "cluster2-vec",  "cluster2x2-vec", "persistent-st",
+                                            "cluster2-st",    "cluster2x2-st"};
+/* cluster shape of each variant (row blocks × column tiles) and its epilogue */
+const int kVariantCM[V_COUNT] = {1, 1, 2, 2, 1, 2, 2, 1, 2, 2}, kVariantCN[V_COUNT] = {1, 1, 1, 2, 1, 1, 2, 1, 1, 2};
+const int kVariantEpi[V_COUNT] = {EPI_REGS, EPI_REGS, EPI_REGS, EPI_REGS, EPI_VEC,
+                                  EPI_VEC,  EPI_VEC,  EPI_STAGED, EPI_STAGED, EPI_STAGED};
 
 int selected_variant()
 {
@@ -601,7 +780,7 @@ int selected_variant()
             return i;
     static std::once_flag warned;
     std::call_once(warned, [e]() {
-        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent, cluster2, cluster2x2, each but tile with -vec); using tile\n", e);
+        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile; persistent, cluster2, cluster2x2, each also with -vec or -st); using tile\n", e);
     });
     return V_TILE;
 }
@@ -639,11 +818,14 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     if (a->gate && (!a->mod_idx || a->ld_gate % 2 || !al8(a->gate)))
         return mm_fail(err, "int8 GEMM (sm90): the gate table needs mod_idx and 8-byte aligned rows");
     const int variant = selected_variant();
-    /* in a cluster each CTA loads its part of the shared boxes: 1/CN of the activation rows, 1/CM of the weights' */
-    const int cm = kVariantCM[variant], cn = kVariantCN[variant];
+    /* in a cluster each CTA loads its part of the shared boxes: 1/CN of the activation rows, 1/CM of the weights';
+     * the staged epilogue's ring: 64-byte slices, 64-byte swizzle */
+    const int cm = kVariantCM[variant], cn = kVariantCN[variant], staged = kVariantEpi[variant] == EPI_STAGED;
+    const int bk = staged ? Ring<EPI_STAGED>::BK : kBK;
+    const CUtensorMapSwizzle swz = staged ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
     CUtensorMap ma, mb;
-    if (mmk_tma_map_2d(&ma, true, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, kBK, kBM / cn, err) ||
-        mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, kBN / cm, err))
+    if (tma_map_i8(&ma, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, bk, kBM / cn, swz, err) ||
+        tma_map_i8(&mb, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, bk, kBN / cm, swz, err))
         return -1;
     QgParams p;
     memset(&p, 0, sizeof p);
@@ -669,23 +851,32 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     cudaStream_t s = (cudaStream_t)st;
     switch (variant) {
     case V_PERSISTENT:
-        return a->gate ? launch_persistent<true, 1, 1, false>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 1, 1, false>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 1, 1, EPI_REGS>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 1, 1, EPI_REGS>(dev, ma, mb, p, s, err);
     case V_CLUSTER2:
-        return a->gate ? launch_persistent<true, 2, 1, false>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 2, 1, false>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 2, 1, EPI_REGS>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 1, EPI_REGS>(dev, ma, mb, p, s, err);
     case V_CLUSTER2X2:
-        return a->gate ? launch_persistent<true, 2, 2, false>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 2, 2, false>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 2, 2, EPI_REGS>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 2, EPI_REGS>(dev, ma, mb, p, s, err);
     case V_PERSISTENT_VEC:
-        return a->gate ? launch_persistent<true, 1, 1, true>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 1, 1, true>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 1, 1, EPI_VEC>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 1, 1, EPI_VEC>(dev, ma, mb, p, s, err);
     case V_CLUSTER2_VEC:
-        return a->gate ? launch_persistent<true, 2, 1, true>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 2, 1, true>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 2, 1, EPI_VEC>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 1, EPI_VEC>(dev, ma, mb, p, s, err);
     case V_CLUSTER2X2_VEC:
-        return a->gate ? launch_persistent<true, 2, 2, true>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, 2, 2, true>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true, 2, 2, EPI_VEC>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 2, EPI_VEC>(dev, ma, mb, p, s, err);
+    case V_PERSISTENT_ST:
+        return a->gate ? launch_persistent<true, 1, 1, EPI_STAGED>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 1, 1, EPI_STAGED>(dev, ma, mb, p, s, err);
+    case V_CLUSTER2_ST:
+        return a->gate ? launch_persistent<true, 2, 1, EPI_STAGED>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 1, EPI_STAGED>(dev, ma, mb, p, s, err);
+    case V_CLUSTER2X2_ST:
+        return a->gate ? launch_persistent<true, 2, 2, EPI_STAGED>(dev, ma, mb, p, s, err)
+                       : launch_persistent<false, 2, 2, EPI_STAGED>(dev, ma, mb, p, s, err);
     default:
         return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
     }
@@ -810,18 +1001,24 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
 static const mmk_kernel_entry g_qgemm_kernels[] = {
     {"qgemm_sm90", (const void *)k_qgemm<false>, 90},
     {"qgemm_sm90_gated", (const void *)k_qgemm<true>, 90},
-    {"qgemm_sm90_persistent", (const void *)k_qgemm_persistent<false, 1, 1, false>, 90},
-    {"qgemm_sm90_persistent_gated", (const void *)k_qgemm_persistent<true, 1, 1, false>, 90},
-    {"qgemm_sm90_persistent_vec", (const void *)k_qgemm_persistent<false, 1, 1, true>, 90},
-    {"qgemm_sm90_persistent_vec_gated", (const void *)k_qgemm_persistent<true, 1, 1, true>, 90},
-    {"qgemm_sm90_cluster2", (const void *)k_qgemm_persistent<false, 2, 1, false>, 90},
-    {"qgemm_sm90_cluster2_gated", (const void *)k_qgemm_persistent<true, 2, 1, false>, 90},
-    {"qgemm_sm90_cluster2_vec", (const void *)k_qgemm_persistent<false, 2, 1, true>, 90},
-    {"qgemm_sm90_cluster2_vec_gated", (const void *)k_qgemm_persistent<true, 2, 1, true>, 90},
-    {"qgemm_sm90_cluster2x2", (const void *)k_qgemm_persistent<false, 2, 2, false>, 90},
-    {"qgemm_sm90_cluster2x2_gated", (const void *)k_qgemm_persistent<true, 2, 2, false>, 90},
-    {"qgemm_sm90_cluster2x2_vec", (const void *)k_qgemm_persistent<false, 2, 2, true>, 90},
-    {"qgemm_sm90_cluster2x2_vec_gated", (const void *)k_qgemm_persistent<true, 2, 2, true>, 90},
+    {"qgemm_sm90_persistent", (const void *)k_qgemm_persistent<false, 1, 1, EPI_REGS>, 90},
+    {"qgemm_sm90_persistent_gated", (const void *)k_qgemm_persistent<true, 1, 1, EPI_REGS>, 90},
+    {"qgemm_sm90_persistent_vec", (const void *)k_qgemm_persistent<false, 1, 1, EPI_VEC>, 90},
+    {"qgemm_sm90_persistent_vec_gated", (const void *)k_qgemm_persistent<true, 1, 1, EPI_VEC>, 90},
+    {"qgemm_sm90_persistent_st", (const void *)k_qgemm_persistent<false, 1, 1, EPI_STAGED>, 90},
+    {"qgemm_sm90_persistent_st_gated", (const void *)k_qgemm_persistent<true, 1, 1, EPI_STAGED>, 90},
+    {"qgemm_sm90_cluster2", (const void *)k_qgemm_persistent<false, 2, 1, EPI_REGS>, 90},
+    {"qgemm_sm90_cluster2_gated", (const void *)k_qgemm_persistent<true, 2, 1, EPI_REGS>, 90},
+    {"qgemm_sm90_cluster2_vec", (const void *)k_qgemm_persistent<false, 2, 1, EPI_VEC>, 90},
+    {"qgemm_sm90_cluster2_vec_gated", (const void *)k_qgemm_persistent<true, 2, 1, EPI_VEC>, 90},
+    {"qgemm_sm90_cluster2_st", (const void *)k_qgemm_persistent<false, 2, 1, EPI_STAGED>, 90},
+    {"qgemm_sm90_cluster2_st_gated", (const void *)k_qgemm_persistent<true, 2, 1, EPI_STAGED>, 90},
+    {"qgemm_sm90_cluster2x2", (const void *)k_qgemm_persistent<false, 2, 2, EPI_REGS>, 90},
+    {"qgemm_sm90_cluster2x2_gated", (const void *)k_qgemm_persistent<true, 2, 2, EPI_REGS>, 90},
+    {"qgemm_sm90_cluster2x2_vec", (const void *)k_qgemm_persistent<false, 2, 2, EPI_VEC>, 90},
+    {"qgemm_sm90_cluster2x2_vec_gated", (const void *)k_qgemm_persistent<true, 2, 2, EPI_VEC>, 90},
+    {"qgemm_sm90_cluster2x2_st", (const void *)k_qgemm_persistent<false, 2, 2, EPI_STAGED>, 90},
+    {"qgemm_sm90_cluster2x2_st_gated", (const void *)k_qgemm_persistent<true, 2, 2, EPI_STAGED>, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_qgemm(int *n)

@@ -12,7 +12,7 @@
  * then the plain path against the CPU twin as well (mm_gemm_i8_scaled on a
  * CPU context, bit for bit). Every case runs for each kernel variant
  * (MMH3_QGEMM_VARIANT = tile, persistent, cluster2, cluster2x2, and the last
- * three with -vec); case names get the variant in brackets.
+ * three with -vec and -st); case names get the variant in brackets.
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -179,8 +179,9 @@ static const qcase cases[] = {
     {"test_gated_padded_y", 333, 520, 7168, 3, true, 2},
 };
 
-static const char *const variants[] = {"tile",           "persistent",   "cluster2",      "cluster2x2",
-                                       "persistent-vec", "cluster2-vec", "cluster2x2-vec"};
+static const char *const variants[] = {"tile",           "persistent",   "cluster2",       "cluster2x2",
+                                       "persistent-vec", "cluster2-vec", "cluster2x2-vec", "persistent-st",
+                                       "cluster2-st",    "cluster2x2-st"};
 
 int main(void)
 {
