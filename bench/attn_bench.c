@@ -4,25 +4,20 @@
  *
  *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
  *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk,
- *                            fa3-poly25,fa3-poly50,fa3-fast-poly25,fa3-fast-poly50,
- *                            fa3-cr,fa3-s3,fa3-cr-s3,fa3-fast-lean,fa3-fast-lean-h2]
+ *                            fa3-cr,fa3-fast-lean,fa3-fast-lean-df]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
  * scale 1/sqrt(128). Paths: sm80/sm90/sm90p/sm90pp = mm_attention with
  * MMH3_ATTN set (kernels/attention.cu); fa3, fa3-nopp, fa3-fast,
- * fa3-fastqk = the FA3-style kernel of kernels/attn_fa3.cu (bf16 with and
- * without ping-pong; fast mode: int8 q·k + e4m3 p·v; int8 q·k + bf16 p·v —
- * their quantization passes included); a fa3 path ending in -poly25 or
- * -poly50 runs that path with MMH3_FA3_POLYEXP=0.25 or 0.5 (that share of
- * the softmax's exp2 by polynomial on the FMA pipes instead of the MUFU,
- * kernels/fa3_polyexp.h); -cr adds MMH3_FA3_RESCALE=1 (conditional
- * rescaling), -s3 MMH3_FA3_STAGES=3 (a three-stage K/Vᵀ ring), both built
- * for exact mode, -lean MMH3_FA3_LEAN=1 (fast mode: row sums on the tensor
- * cores), -h2 MMH3_FA3_HEXP=1 (with -lean: f16x2 exp2) — kernel variants of kernels/mmk_fa3.h (a path asking for one
- * that is not built is skipped). Suffixes combine in any order. The
- * first path that runs is the reference of the others' rel_l2. One line per
- * path:
+ * fa3-fastqk = the plain FA3-style kernels of kernels/attn_fa3.cu (bf16 with
+ * and without ping-pong; fast mode: int8 q·k + e4m3 p·v; int8 q·k + bf16
+ * p·v — their quantization passes included), whatever the defaults; the
+ * suffixes add kernel variants (kernels/mmk_fa3.h): -cr conditional
+ * rescaling (MMH3_FA3_RESCALE=1; exact), -lean the lean softmax
+ * (MMH3_FA3_LEAN=1; fast), -df its deferred fold (MMH3_FA3_DEFER=1); a path
+ * asking for a variant that is not built is skipped. The first path that
+ * runs is the reference of the others' rel_l2. One line per path:
  *   ATTN path=fa3 ms=71.2 tflops=581.7 rel_l2_vs=sm80:0.0021
  */
 #include "config.h"
@@ -138,23 +133,18 @@ int main(int argc, char **argv)
         /* fa3 paths: BASE, then any of -poly25 / -poly50, -cr, -s3 */
         char base[32];
         snprintf(base, sizeof base, "%s", p);
-        const char *poly = NULL;
         int variant = 0;
         for (bool more = fa3; more;) {
             char *dash = strrchr(base, '-');
             more = dash != NULL;
             if (!dash)
                 break;
-            if (strcmp(dash, "-poly25") == 0 || strcmp(dash, "-poly50") == 0)
-                poly = dash[5] == '2' ? "0.25" : "0.5";
-            else if (strcmp(dash, "-cr") == 0)
+            if (strcmp(dash, "-cr") == 0)
                 variant |= MMK_FA3_OPT_RESCALE;
-            else if (strcmp(dash, "-s3") == 0)
-                variant |= MMK_FA3_OPT_STAGES3;
             else if (strcmp(dash, "-lean") == 0)
                 variant |= MMK_FA3_OPT_LEAN;
-            else if (strcmp(dash, "-h2") == 0)
-                variant |= MMK_FA3_OPT_HEXP;
+            else if (strcmp(dash, "-df") == 0)
+                variant |= MMK_FA3_OPT_DEFER;
             else
                 more = false;
             if (more)
@@ -176,22 +166,16 @@ int main(int argc, char **argv)
                 continue;
             }
 #ifdef MMH3_HAVE_CUDA /* else mm_cuda_fa3_fits is always false */
-            if (!mmk_fa3_variant_built((int)mode, poly ? (poly[2] == '2' ? 1 : 2) : 0, pp, variant)) {
+            if (!mmk_fa3_variant_built((int)mode, pp, variant)) {
                 printf("ATTN path=%s skipped (that variant is not built)\n", p);
                 continue;
             }
 #endif
             setenv("MMH3_FA3_PINGPONG", pp ? "1" : "0", 1);
-            if (poly)
-                setenv("MMH3_FA3_POLYEXP", poly, 1);
-            if (variant & MMK_FA3_OPT_RESCALE)
-                setenv("MMH3_FA3_RESCALE", "1", 1);
-            if (variant & MMK_FA3_OPT_STAGES3)
-                setenv("MMH3_FA3_STAGES", "3", 1);
-            if (variant & MMK_FA3_OPT_LEAN)
-                setenv("MMH3_FA3_LEAN", "1", 1);
-            if (variant & MMK_FA3_OPT_HEXP)
-                setenv("MMH3_FA3_HEXP", "1", 1);
+            /* every variant bit explicitly: the base paths are the plain kernels whatever the defaults */
+            setenv("MMH3_FA3_RESCALE", (variant & MMK_FA3_OPT_RESCALE) ? "1" : "0", 1);
+            setenv("MMH3_FA3_LEAN", (variant & MMK_FA3_OPT_LEAN) ? "1" : "0", 1);
+            setenv("MMH3_FA3_DEFER", (variant & MMK_FA3_OPT_DEFER) ? "1" : "0", 1);
         } else {
             setenv("MMH3_ATTN", p, 1);
         }
@@ -219,11 +203,9 @@ int main(int argc, char **argv)
         }
         unsetenv("MMH3_ATTN");
         unsetenv("MMH3_FA3_PINGPONG");
-        unsetenv("MMH3_FA3_POLYEXP");
         unsetenv("MMH3_FA3_RESCALE");
-        unsetenv("MMH3_FA3_STAGES");
         unsetenv("MMH3_FA3_LEAN");
-        unsetenv("MMH3_FA3_HEXP");
+        unsetenv("MMH3_FA3_DEFER");
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

@@ -47,40 +47,39 @@
  * tile's dequantization scales with int8) inside the exponent (ex2.approx);
  * int32 scores become floats exactly through the float-bias trick (|sum| <
  * 127²·128 < 2²²); keys past the end of the sequence (the last tile; TMA
- * fills them with zeros) are masked. MMH3_FA3_POLYEXP (template parameter
- * POLYQ, mmk_fa3.polyexp) moves a fixed quarter or half of the exponentials
- * from the MUFU to a polynomial on the FMA pipes (kernels/fa3_polyexp.h);
- * POLYQ 0 is the plain kernel.
+ * fills them with zeros) are masked.
  *
- * Variants (template parameter OPT, the MMK_FA3_OPT_* bits; exact mode,
- * ping-pong, plain exp2 only; opt-in until the device has measured them,
- * each with its own first-use self-check; bench paths fa3-cr, fa3-s3,
- * fa3-cr-s3):
- *   MMH3_FA3_RESCALE=1 — conditional rescaling (FlashAttention-4): a row
- *     keeps its running max until a tile's max exceeds it by more than
+ * Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h;
+ * ping-pong only; each with its own first-use self-check; the defaults per
+ * mode, kDefaultOpt, are what the device measured fastest — session 4,
+ * call 2: exact 65.0 → 63.6 ms with rescaling, fast 53.3 → 48.6 ms lean;
+ * MMH3_FA3_RESCALE / MMH3_FA3_LEAN = 0 run the plain kernels; bench paths
+ * fa3 and fa3-fast are the plain kernels, -cr / -lean / -df add variants):
+ *   conditional rescaling (exact; MMH3_FA3_RESCALE, FlashAttention-4): a
+ *     row keeps its running max until a tile's max exceeds it by more than
  *     kRescaleTau = 8 (log2 units); a warp vote makes the decision uniform,
  *     so a warp either rescales all its rows or none and skips the 64
  *     multiplies of O (and the corr exp2) otherwise. Exact in real
  *     arithmetic (O and l share the stale max); P ≤ 2⁸ is nothing to bf16.
- *     Not built for e4m3 P (its offset leaves no headroom below 448, and
- *     without straight accumulation into O there is nothing to skip).
- *   MMH3_FA3_STAGES=3 — a three-stage K/Vᵀ ring (225 KB of shared memory),
- *     for consumers that wait on the full barriers.
- * and for fast mode (bench path fa3-fast-lean), where the device's profile
- * (session 4, call 1) shows the ALU/issue work per score, not the tensor
- * cores or the MUFU, setting the pace:
- *   MMH3_FA3_LEAN=1 — the row sums of P on the tensor cores: 8 rows of e4m3
- *     ones after each Vᵀ stage make P·V an m64n136 product whose last 8
- *     columns are Σ P (of the e4m3 P the output weighs v with, so O / l is
- *     an exact convex combination of those weights), folded into l with
- *     O's correction; and the int32 → float bias folded into the exponent's
- *     FMA (fa3_softmax_i32_lean). 128 fewer FADDs per thread and tile, 4
- *     more FMAs, 6% more tensor work (idle there anyway).
- *   MMH3_FA3_HEXP=1 (with LEAN; fa3-fast-lean-h2) — two exponentials per
- *     ex2.approx.f16x2 and P to e4m3 straight from f16: half the MUFU
- *     instructions if the hardware does both halves in one pass (the
- *     device decides), at an exponent rounding (≤ 2⁻⁸ for e4m3-normal P)
- *     far below e4m3's own.
+ *     Its P are rounded relative to another max than the plain kernel's, so
+ *     the two differ by ≈ 0.003 (rel_l2) while both are ≈ 0.0023 from exact
+ *     attention (a CPU emulation at S = 38,010 shows the same).
+ *   lean (fast; MMH3_FA3_LEAN), where the device's profile (call 1) shows
+ *     the ALU/issue work per score, not the tensor cores, the MUFU or
+ *     memory, setting the pace: the row sums of P on the tensor cores — 8
+ *     rows of e4m3 ones after each Vᵀ stage make P·V an m64n136 product
+ *     whose last 8 columns are Σ P (of the e4m3 P the output weighs v with,
+ *     so O / l is an exact convex combination of those weights), folded
+ *     into l with O's correction; the int32 → float bias folded into the
+ *     exponent's FMA (fa3_softmax_i32_lean); the row max in four chains.
+ *     128 fewer FADDs per thread and tile, 6% more tensor work.
+ *   deferred fold (fast, with lean; MMH3_FA3_DEFER): a tile's P·V joins O
+ *     after the next tile's Q·Kᵀ is issued, not before — the 68 FMAs leave
+ *     the path from one issue to the next.
+ * Measured and dropped (session 4): a share of the exp2 by polynomial on the
+ * FMA pipes (FlashAttention-4; slower in every mode: 74.7 / 81.7 ms exact,
+ * 60.4 / 67.8 fast), a three-stage K/Vᵀ ring (65.2 ms: the consumers do not
+ * wait on the loads), two exp2 per ex2.approx.f16x2 in lean (50.7 ms).
  * The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device, and tests/unit/test_speed_fast_budget.c holds
@@ -95,7 +94,6 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "kernels/common.cuh"
-#include "kernels/fa3_polyexp.h"
 #include "kernels/mma.cuh"
 #include "kernels/mmk_fa3.h"
 #include "kernels/tma_host.cuh"
@@ -108,11 +106,12 @@
 namespace {
 
 constexpr int kBM = 128, kBN = 128, kD = 128; /* query rows, keys per tile, head dim */
-/* Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h):
- * conditional rescaling, a three-stage K/Vᵀ ring. */
-constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptStages3 = MMK_FA3_OPT_STAGES3, kOptLean = MMK_FA3_OPT_LEAN;
-constexpr int kOptHalfExp = MMK_FA3_OPT_HEXP;
-constexpr int fa3_stages(int opt) { return (opt & kOptStages3) ? 3 : 2; }
+constexpr int kStages = 2;
+/* Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h) */
+constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptLean = MMK_FA3_OPT_LEAN, kOptDefer = MMK_FA3_OPT_DEFER;
+/* What each mode runs unless the environment says otherwise (the device's
+ * fastest, verified: session 4 call 2). */
+constexpr int kDefaultOpt[MMK_FA3_MODES] = {kOptRescale, kOptLean, 0};
 /* Conditional rescaling keeps a row's running max until a tile's max exceeds
  * it by more than kRescaleTau (log2 units): P stays ≤ 2^kRescaleTau, which
  * bf16 holds exactly as well as any other value. */
@@ -122,10 +121,8 @@ constexpr int kRegsProducer = 24, kRegsConsumer = 240;
 constexpr float kFp8Max = 448.f, kI8Max = 127.f;
 constexpr int kStatRows = 512; /* keys per block of the k/v statistics pass */
 
-/* Shared-memory tiles of 128 × 128 elements: Q, then ST × (K, Vᵀ). bf16
- * with three stages: 32 KB + 3 × 64 KB + 1 KB alignment = 225 KB of the
- * 227 KB an sm_90 block may have. */
-template <bool QK8, bool PV8, int ST = 2, bool ONES = false> struct Fa3Layout {
+/* Shared-memory tiles of 128 × 128 elements: Q, then ST × (K, Vᵀ). */
+template <bool QK8, bool PV8, int ST = kStages, bool ONES = false> struct Fa3Layout {
     static constexpr int kQK = kBM * kD * (QK8 ? 1 : 2); /* one Q or K tile (kBM = kBN) */
     static constexpr int kV = kBN * kD * (PV8 ? 1 : 2);  /* one Vᵀ tile (what TMA writes) */
     /* ONES (lean fast mode): 8 more rows of e4m3 ones after each e4m3 Vᵀ tile */
@@ -203,24 +200,6 @@ __device__ __forceinline__ void fa3_issue_pv_lean(float (&acc)[68], const uint32
  * probabilities stay above e4m3's subnormal range; cancels in O / l. */
 template <bool PV8> constexpr float fa3_offset() { return PV8 ? 8.f : 0.f; }
 
-/* MMH3_FA3_POLYEXP (kernels/fa3_polyexp.h): POLYQ quarters of each row's
- * exponentials by the FMA-pipe polynomial, the rest on the MUFU. Which ones
- * is fixed per score n-tile (8 columns; a thread holds one column pair of
- * it per row), so every thread takes the same branch, resolved at compile
- * time in the unrolled loops: POLYQ 1 = n-tiles 0, 4, 8, 12; 2 = the even
- * ones (interleaved, so that the two pipes' work alternates). POLYQ 0 is
- * the plain kernel, instruction for instruction. */
-template <int POLYQ> __device__ __forceinline__ bool fa3_poly_tile(int nt) { return (nt * POLYQ) % 4 < POLYQ; }
-
-template <int POLYQ> __device__ __forceinline__ float fa3_exp2(float x, int nt)
-{
-    if constexpr (POLYQ > 0) {
-        if (fa3_poly_tile<POLYQ>(nt))
-            return mmk_exp2_poly(x);
-    }
-    return mmk_exp2_approx(x);
-}
-
 /* The running max of a row moves to the tile's max (mx, log2 units) unless
  * conditional rescaling (CR) keeps it: then it moves only when some row of
  * the warp gains more than kRescaleTau — a vote, so the whole warp takes one
@@ -253,7 +232,7 @@ __device__ __forceinline__ bool fa3_update_max(float (&m)[2], float (&corr)[2], 
  * row r's scale·log2 e. corr[r] = exp2(m_old − m_new) for the running
  * output; l[r] is updated (this thread's columns). Returns whether the
  * maxima moved (always without CR). */
-template <bool PV8, int POLYQ, bool CR>
+template <bool PV8, bool CR>
 __device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                 const float (&sl)[2], int key0, int seq, int t)
 {
@@ -282,8 +261,8 @@ __device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
         float neg = fa3_offset<PV8>() - m_use[r], sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < 16; nt++) {
-            float p0 = fa3_exp2<POLYQ>(fmaf(sc[nt * 4 + 2 * r], sl[r], neg), nt);
-            float p1 = fa3_exp2<POLYQ>(fmaf(sc[nt * 4 + 2 * r + 1], sl[r], neg), nt);
+            float p0 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r], sl[r], neg));
+            float p1 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r + 1], sl[r], neg));
             sc[nt * 4 + 2 * r] = p0;
             sc[nt * 4 + 2 * r + 1] = p1;
             sum += p0 + p1;
@@ -301,7 +280,7 @@ __device__ __forceinline__ float fa3_i2f(int32_t a)
 }
 
 /* The same for int8 products: si (int32 sums) → sc (probabilities). */
-template <bool PV8, int POLYQ, bool CR>
+template <bool PV8, bool CR>
 __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&l)[2],
                                                 float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
 {
@@ -335,7 +314,7 @@ __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int i = nt * 4 + 2 * r + e;
-                float pv = fa3_exp2<POLYQ>(fmaf(fa3_i2f(si[i]), sl[r], neg), nt);
+                float pv = mmk_exp2_approx(fmaf(fa3_i2f(si[i]), sl[r], neg));
                 if (edge && si[i] == INT_MIN)
                     pv = 0.f;
                 sc[i] = pv;
@@ -356,12 +335,7 @@ __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
  * by Sterbenz where it matters), and corr[r] = exp2(mref − M) carries O
  * and its row sums from the previous tile's M (mref) to this one. M stays
  * within 2⁻⁵ of the true max: P ≤ 2^(8 + 2⁻⁵) < 448.
- * H2 (MMH3_FA3_HEXP): each column pair's exponents rounded to f16 and
- * raised by one ex2.approx.f16x2, the f16 pair left in sc[i] (i even; sc[i +
- * 1] unused) for fa3_pack_p_h2 — P goes to e4m3 anyway, and the f16
- * exponent's rounding (≤ 2⁻⁸ where P is an e4m3 normal) is far below
- * e4m3's 2⁻⁴. */
-template <int POLYQ, bool H2 = false>
+ */
 __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&mref)[2],
                                                      float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
 {
@@ -400,35 +374,16 @@ __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&
         const float M = kOff - ((c + p_hi) + p_lo);
         corr[r] = mmk_exp2_approx(mref[r] - M);
         mref[r] = M;
-        if constexpr (H2) {
 #pragma unroll
-            for (int nt = 0; nt < 16; nt++) {
-                const int i = nt * 4 + 2 * r;
-                const float x0 = fmaf(__uint_as_float((uint32_t)si[i] + 0x4B400000u), sl[r], c);
-                const float x1 = fmaf(__uint_as_float((uint32_t)si[i + 1] + 0x4B400000u), sl[r], c);
-                uint32_t h, y;
-                asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(x1), "f"(x0)); /* x0 in the low half */
-                asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(y) : "r"(h));
-                if (edge) {
-                    if (si[i] == INT_MIN)
-                        y &= 0xFFFF0000u;
-                    if (si[i + 1] == INT_MIN)
-                        y &= 0x0000FFFFu;
-                }
-                sc[i] = __uint_as_float(y);
+        for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = nt * 4 + 2 * r + e;
+                float pv = mmk_exp2_approx(fmaf(__uint_as_float((uint32_t)si[i] + 0x4B400000u), sl[r], c));
+                if (edge && si[i] == INT_MIN)
+                    pv = 0.f;
+                sc[i] = pv;
             }
-        } else {
-#pragma unroll
-            for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int i = nt * 4 + 2 * r + e;
-                    float pv = fa3_exp2<POLYQ>(fmaf(__uint_as_float((uint32_t)si[i] + 0x4B400000u), sl[r], c), nt);
-                    if (edge && si[i] == INT_MIN)
-                        pv = 0.f;
-                    sc[i] = pv;
-                }
-        }
     }
 }
 
@@ -436,27 +391,6 @@ __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&
  * 16kk..16kk+15 (columns of score tiles nt = 2kk, 2kk+1). e4m3: k-step kk
  * covers the 32 keys of nt = 4kk..4kk+3 in the permuted order the Vᵀ copy
  * uses (register 0 = row g: nt 4kk cols 2t,2t+1 then nt 4kk+1 cols 2t,2t+1). */
-/* The same from fa3_softmax_i32_lean<H2>'s f16 pairs (the even sc). */
-__device__ __forceinline__ uint32_t fa3_e4m3x4_h2(float lo_pair, float hi_pair)
-{
-    uint16_t lo, hi;
-    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;\n" : "=h"(lo) : "r"(__float_as_uint(lo_pair)));
-    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;\n" : "=h"(hi) : "r"(__float_as_uint(hi_pair)));
-    return (uint32_t)lo | ((uint32_t)hi << 16);
-}
-
-__device__ __forceinline__ void fa3_pack_p_h2(uint32_t (&pa)[32], const float (&sc)[64])
-{
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        const float *a = &sc[16 * kk];
-        pa[kk * 4 + 0] = fa3_e4m3x4_h2(a[0], a[4]);
-        pa[kk * 4 + 1] = fa3_e4m3x4_h2(a[2], a[6]);
-        pa[kk * 4 + 2] = fa3_e4m3x4_h2(a[8], a[12]);
-        pa[kk * 4 + 3] = fa3_e4m3x4_h2(a[10], a[14]);
-    }
-}
-
 template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32], const float (&sc)[64])
 {
     if constexpr (PV8) {
@@ -480,9 +414,22 @@ template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32
     }
 }
 
+/* Lean: O (and its row sums l) from the previous tile's max to the next
+ * one's, plus that tile's P·V and row sums (ot[64 + 2r]: every thread of a
+ * quad holds its rows' whole sums). */
+__device__ __forceinline__ void fa3_fold_lean(float (&o)[64], float (&l)[2], const float (&ot)[68], const float (&c)[2])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = fmaf(o[i], c[(i >> 1) & 1], ot[i]);
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        l[r] = fmaf(l[r], c[r], ot[64 + 2 * r]);
+}
+
 /* Scores of tile j → probabilities in sc, whichever product made them;
  * returns whether the running maxima moved (warp-uniform). */
-template <bool QK8, bool PV8, int POLYQ, bool CR>
+template <bool QK8, bool PV8, bool CR>
 __device__ __forceinline__ bool fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 64 : 1], float (&m)[2], float (&l)[2],
                                            float (&corr)[2], const float (&sl_row)[2], const float *ks, int j, int seq,
                                            int t)
@@ -490,23 +437,22 @@ __device__ __forceinline__ bool fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 
     if constexpr (QK8) {
         const float kj = ks[j];
         const float sl[2] = {sl_row[0] * kj, sl_row[1] * kj};
-        return fa3_softmax_i32<PV8, POLYQ, CR>(si, sc, m, l, corr, sl, j * kBN, seq, t);
+        return fa3_softmax_i32<PV8, CR>(si, sc, m, l, corr, sl, j * kBN, seq, t);
     } else {
-        return fa3_softmax_f32<PV8, POLYQ, CR>(sc, m, l, corr, sl_row, j * kBN, seq, t);
+        return fa3_softmax_f32<PV8, CR>(sc, m, l, corr, sl_row, j * kBN, seq, t);
     }
 }
 #endif
 
-template <bool QK8, bool PV8, bool PINGPONG, int POLYQ = 0, int OPT = 0>
+template <bool QK8, bool PV8, bool PINGPONG, int OPT = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     k_fa3(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
           const __grid_constant__ CUtensorMap tmV, const Fa3Params p)
 {
 #ifdef MMK_FA3_DEVICE
-    constexpr int kStages = fa3_stages(OPT);
     constexpr bool CR = (OPT & kOptRescale) != 0;
-    constexpr bool LEAN = (OPT & kOptLean) != 0, H2 = (OPT & kOptHalfExp) != 0;
-    static_assert(!H2 || LEAN, "the f16x2 exp2 is built into the lean softmax only");
+    constexpr bool LEAN = (OPT & kOptLean) != 0, DEFER = (OPT & kOptDefer) != 0;
+    static_assert(!DEFER || LEAN, "the deferred fold is built into the lean kernel only");
     static_assert(!(CR && PV8), "conditional rescaling is built for bf16 P·V only");
     static_assert(!LEAN || (QK8 && PV8), "the lean softmax is built for int8 q·k + e4m3 p·v only");
     using L = Fa3Layout<QK8, PV8, kStages, LEAN>;
@@ -587,6 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float o[64], sc[64];
     float ot[LEAN ? 68 : PV8 ? 64 : 1]; /* e4m3: this tile's P·V (lean: and its row sums) before it joins o */
     float mref[2] = {-INFINITY, -INFINITY}; /* lean: the effective max of the last tile */
+    float corr_fold[2] = {0.f, 0.f};        /* deferred fold: the correction of the P·V ot holds */
     int32_t si[QK8 ? 64 : 1]; /* int8: this tile's scores */
     uint32_t pa[32];
 #pragma unroll
@@ -625,15 +572,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
     if constexpr (LEAN)
-        fa3_softmax_i32_lean<POLYQ, H2>(si, sc, m, mref, corr, {sl_row[0] * ks[0], sl_row[1] * ks[0]}, 0, p.seq_kv, t);
+        fa3_softmax_i32_lean(si, sc, m, mref, corr, {sl_row[0] * ks[0], sl_row[1] * ks[0]}, 0, p.seq_kv, t);
     else
-        fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
+        fa3_scores<QK8, PV8, CR>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
-    if constexpr (H2)
-        fa3_pack_p_h2(pa, sc);
-    else
-        fa3_pack_p<PV8>(pa, sc);
+    fa3_pack_p<PV8>(pa, sc);
 
     for (int j = 1; j < n_kb; j++) {
         const int s = j % kStages, sp = (j - 1) % kStages;
@@ -647,6 +591,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             fa3_issue_s_bf16(sc, q_addr, sK + s * TQ);
         mmk_wgmma_commit();
+        if constexpr (DEFER) {
+            /* ot still holds P·V of tile j − 2 (relative to its max; o to that of j − 3): it joins o now, while
+             * S_j runs, then ot takes tile j − 1's */
+            if (j >= 2) {
+                mmk_fence_regs(ot);
+                mmk_fence_regs(o);
+                fa3_fold_lean(o, l, ot, corr_fold);
+            }
+            mmk_wgmma_fence();
+        }
         if constexpr (LEAN)
             fa3_issue_pv_lean(ot, pa, sV + sp * TVS);
         else if constexpr (PV8)
@@ -664,25 +618,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_arrive(EMPTY_K(s));
         bool moved = true;
         if constexpr (LEAN)
-            fa3_softmax_i32_lean<POLYQ, H2>(si, sc, m, mref, corr, {sl_row[0] * ks[j], sl_row[1] * ks[j]}, j * kBN,
-                                            p.seq_kv, t);
+            fa3_softmax_i32_lean(si, sc, m, mref, corr, {sl_row[0] * ks[j], sl_row[1] * ks[j]}, j * kBN, p.seq_kv, t);
         else
-            moved = fa3_scores<QK8, PV8, POLYQ, CR>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
+            moved = fa3_scores<QK8, PV8, CR>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
         (void)moved;
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
          * for anything written meanwhile (sc above) */
         mmk_fence_regs(pa);
-        if constexpr (PV8) {
+        if constexpr (DEFER) {
+            mmk_fence_regs(ot);
+            corr_fold[0] = corr_prev[0]; /* tile j − 1's, for its P·V's fold in the next iteration */
+            corr_fold[1] = corr_prev[1];
+            corr_prev[0] = corr[0];
+            corr_prev[1] = corr[1];
+        } else if constexpr (PV8) {
             mmk_fence_regs(ot);
             mmk_fence_regs(o);
             /* o was relative to the max of tile j − 2, ot to that of j − 1 */
+            if constexpr (LEAN) {
+                fa3_fold_lean(o, l, ot, corr_prev);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 64; i++)
-                o[i] = fmaf(o[i], corr_prev[(i >> 1) & 1], ot[i]);
-            if constexpr (LEAN)
-                for (int r = 0; r < 2; r++)
-                    l[r] = fmaf(l[r], corr_prev[r], ot[64 + 2 * r]);
+                for (int i = 0; i < 64; i++)
+                    o[i] = fmaf(o[i], corr_prev[(i >> 1) & 1], ot[i]);
+            }
             corr_prev[0] = corr[0];
             corr_prev[1] = corr[1];
         } else {
@@ -693,10 +653,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     o[i] *= corr[(i >> 1) & 1];
         }
         mmk_mbar_arrive(EMPTY_V(sp));
-        if constexpr (H2)
-            fa3_pack_p_h2(pa, sc);
-        else
-            fa3_pack_p<PV8>(pa, sc);
+        fa3_pack_p<PV8>(pa, sc);
     }
 
     /* the last tile's P·V */
@@ -705,6 +662,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_wait(FULL_V(sl_), ((n_kb - 1) / kStages) & 1);
         if (PINGPONG)
             mmk_bar_sync(bar_mine, 256);
+        if constexpr (DEFER) {
+            if (n_kb >= 2) { /* tile n_kb − 2's P·V, deferred */
+                mmk_fence_regs(ot);
+                mmk_fence_regs(o);
+                fa3_fold_lean(o, l, ot, corr_fold);
+            }
+        }
         mmk_wgmma_fence();
         if constexpr (LEAN)
             fa3_issue_pv_lean(ot, pa, sV + sl_ * TVS);
@@ -720,12 +684,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (PV8) {
             mmk_fence_regs(ot);
             mmk_fence_regs(o);
+            if constexpr (LEAN) {
+                fa3_fold_lean(o, l, ot, corr_prev);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 64; i++)
-                o[i] = fmaf(o[i], corr_prev[(i >> 1) & 1], ot[i]);
-            if constexpr (LEAN)
-                for (int r = 0; r < 2; r++)
-                    l[r] = fmaf(l[r], corr_prev[r], ot[64 + 2 * r]);
+                for (int i = 0; i < 64; i++)
+                    o[i] = fmaf(o[i], corr_prev[(i >> 1) & 1], ot[i]);
+            }
         } else {
             mmk_fence_regs(o);
         }
@@ -998,80 +963,66 @@ __global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ 
 
 /* ------------------------------------------------------------------ host */
 
-template <bool QK8, bool PV8, bool PP, int POLYQ, int OPT = 0>
+template <bool QK8, bool PV8, bool PP, int OPT = 0>
 int launch_one(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
                cudaStream_t s, mm_error *err)
 {
-    constexpr int smem = Fa3Layout<QK8, PV8, fa3_stages(OPT), (OPT & kOptLean) != 0>::kSmem;
-    MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP, POLYQ, OPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-            err, "raising the shared-memory limit of the fa3 attention kernel");
+    constexpr int smem = Fa3Layout<QK8, PV8, kStages, (OPT & kOptLean) != 0>::kSmem;
+    MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP, OPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), err,
+            "raising the shared-memory limit of the fa3 attention kernel");
     dim3 grid(n_mb, p.heads);
-    k_fa3<QK8, PV8, PP, POLYQ, OPT><<<grid, kThreads, smem, s>>>(q, k, v, p);
+    k_fa3<QK8, PV8, PP, OPT><<<grid, kThreads, smem, s>>>(q, k, v, p);
     return mmk_launched(err, QK8 ? (PV8 ? "k_fa3 (int8 q·k, e4m3 p·v)" : "k_fa3 (int8 q·k, bf16 p·v)") : "k_fa3 (bf16)");
 }
 
-/* One product pair: the schedule, the polyexp variant and the OPT variant
- * (checked against fa3_built by mmk_fa3_run) */
+/* One product pair: the schedule and the variant (checked against fa3_built by mmk_fa3_run) */
 template <bool QK8, bool PV8>
 int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb, bool pp,
-           int poly, int opt, cudaStream_t s, mm_error *err)
+           int opt, cudaStream_t s, mm_error *err)
 {
-    if (opt) {
-        /* the variants: ping-pong, plain exp2, exact mode only */
-        if constexpr (!QK8 && !PV8) {
-            switch (opt) {
-            case kOptRescale: return launch_one<false, false, true, 0, kOptRescale>(q, k, v, p, n_mb, s, err);
-            case kOptStages3: return launch_one<false, false, true, 0, kOptStages3>(q, k, v, p, n_mb, s, err);
-            default:
-                return launch_one<false, false, true, 0, kOptRescale | kOptStages3>(q, k, v, p, n_mb, s, err);
-            }
-        }
-        if constexpr (QK8 && PV8) {
-            if (opt == kOptLean)
-                return launch_one<true, true, true, 0, kOptLean>(q, k, v, p, n_mb, s, err);
-            if (opt == (kOptLean | kOptHalfExp))
-                return launch_one<true, true, true, 0, kOptLean | kOptHalfExp>(q, k, v, p, n_mb, s, err);
-        }
-        return mm_fail(err, "attention (fa3): variant %d not built for this mode", opt);
+    if (!pp)
+        return launch_one<QK8, PV8, false>(q, k, v, p, n_mb, s, err);
+    if constexpr (!QK8 && !PV8) {
+        if (opt == kOptRescale)
+            return launch_one<false, false, true, kOptRescale>(q, k, v, p, n_mb, s, err);
     }
-    switch (poly * 2 + (pp ? 1 : 0)) {
-    case 0: return launch_one<QK8, PV8, false, 0>(q, k, v, p, n_mb, s, err);
-    case 1: return launch_one<QK8, PV8, true, 0>(q, k, v, p, n_mb, s, err);
-    case 2: return launch_one<QK8, PV8, false, 1>(q, k, v, p, n_mb, s, err);
-    case 3: return launch_one<QK8, PV8, true, 1>(q, k, v, p, n_mb, s, err);
-    case 4: return launch_one<QK8, PV8, false, 2>(q, k, v, p, n_mb, s, err);
-    default: return launch_one<QK8, PV8, true, 2>(q, k, v, p, n_mb, s, err);
+    if constexpr (QK8 && PV8) {
+        if (opt == kOptLean)
+            return launch_one<true, true, true, kOptLean>(q, k, v, p, n_mb, s, err);
+        if (opt == (kOptLean | kOptDefer))
+            return launch_one<true, true, true, kOptLean | kOptDefer>(q, k, v, p, n_mb, s, err);
     }
+    return launch_one<QK8, PV8, true>(q, k, v, p, n_mb, s, err);
 }
 
-/* The variants built (template instantiations), all with ping-pong and the
- * plain exp2: exact mode with any combination of rescaling and 3 stages;
- * fast mode lean, with or without the f16x2 exp2. */
-bool fa3_built(int mode, int poly, int pingpong, int opt)
+/* The variants built (template instantiations), all with ping-pong: exact
+ * mode with conditional rescaling; fast mode lean, with or without the
+ * deferred fold. */
+bool fa3_built(int mode, int pingpong, int opt)
 {
     if (opt == 0)
         return true;
-    if (poly != 0 || pingpong == 0 || opt < 0)
+    if (pingpong == 0 || opt < 0)
         return false;
-    return mode == MMK_FA3_EXACT ? (opt & ~(kOptRescale | kOptStages3)) == 0
-                                 : mode == MMK_FA3_FAST && (opt == kOptLean || opt == (kOptLean | kOptHalfExp));
+    return mode == MMK_FA3_EXACT ? opt == kOptRescale
+                                 : mode == MMK_FA3_FAST && (opt == kOptLean || opt == (kOptLean | kOptDefer));
 }
 
-/* unset or empty: `dflt`; one of the two accepted values: 0 / bit; else -1 */
-int env_bit(const char *name, const char *off, const char *on, int bit)
+/* One variant bit from the environment: unset or empty keeps `cur`'s bit,
+ * "0" clears it, "1" sets it; -1 for anything else. */
+int env_bit(const char *name, int cur, int bit)
 {
     const char *e = getenv(name);
-    if (!e || !*e || strcmp(e, off) == 0)
-        return 0;
-    return strcmp(e, on) == 0 ? bit : -1;
+    if (!e || !*e)
+        return cur;
+    return strcmp(e, "0") == 0 ? cur & ~bit : strcmp(e, "1") == 0 ? cur | bit : -1;
 }
 
-/* " +rescale +3 stages" */
+/* " +conditional rescaling", " lean", " lean +deferred fold", or "" (the plain kernel) */
 void variant_desc(int opt, char *out, size_t n)
 {
-    snprintf(out, n, "%s%s%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "",
-             (opt & kOptStages3) ? " +3 stages" : "", (opt & kOptLean) ? " lean" : "",
-             (opt & kOptHalfExp) ? " +f16x2 exp2" : "");
+    snprintf(out, n, "%s%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "", (opt & kOptLean) ? " lean" : "",
+             (opt & kOptDefer) ? " +deferred fold" : "");
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -1116,18 +1067,33 @@ int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, int seq_kv, cudaStream_t s, CU
 
 } // namespace
 
-extern "C" int mmk_fa3_env_variant(void)
+extern "C" int mmk_fa3_env_variant(int mode)
 {
-    const int cr = env_bit("MMH3_FA3_RESCALE", "0", "1", kOptRescale);
-    const int st = env_bit("MMH3_FA3_STAGES", "2", "3", kOptStages3);
-    const int ln = env_bit("MMH3_FA3_LEAN", "0", "1", kOptLean);
-    const int hx = env_bit("MMH3_FA3_HEXP", "0", "1", kOptHalfExp);
-    return cr < 0 || st < 0 || ln < 0 || hx < 0 ? -1 : cr | st | ln | hx;
+    if (mode < 0 || mode >= MMK_FA3_MODES)
+        return -1;
+    int opt = kDefaultOpt[mode];
+    opt = env_bit("MMH3_FA3_RESCALE", opt, kOptRescale);
+    opt = opt < 0 ? -1 : env_bit("MMH3_FA3_LEAN", opt, kOptLean);
+    opt = opt < 0 ? -1 : env_bit("MMH3_FA3_DEFER", opt, kOptDefer);
+    if (opt < 0)
+        return -1;
+    /* what this mode has of them: rescaling (exact); lean and, with lean, the deferred fold (fast) */
+    opt &= mode == MMK_FA3_EXACT ? kOptRescale : mode == MMK_FA3_FAST ? kOptLean | kOptDefer : 0;
+    return (opt & kOptLean) ? opt : opt & ~kOptDefer;
 }
 
-extern "C" int mmk_fa3_variant_built(int mode, int polyexp, int pingpong, int variant)
+extern "C" int mmk_fa3_variant_built(int mode, int pingpong, int variant)
 {
-    return fa3_built(mode, polyexp, pingpong, variant);
+    return fa3_built(mode, pingpong, variant);
+}
+
+extern "C" void mmk_fa3_variant_desc(int mode, char *out, size_t n)
+{
+    const int opt = mmk_fa3_env_variant(mode);
+    if (opt < 0)
+        snprintf(out, n, " (invalid MMH3_FA3_* variant)");
+    else
+        variant_desc(opt, out, n);
 }
 
 extern "C" int mmk_fa3_usable(int dev)
@@ -1164,23 +1130,19 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         return 0;
     if (a->mode < MMK_FA3_EXACT || a->mode > MMK_FA3_FAST_QK)
         return mm_fail(err, "attention (fa3): unknown mode %d", a->mode);
-    if (a->polyexp < 0 || a->polyexp > MMK_FA3_POLYEXP_MAX)
-        return mm_fail(err, "attention (fa3): polyexp %d quarters not built (0..%d)", a->polyexp, MMK_FA3_POLYEXP_MAX);
-    const int poly = a->polyexp;
     const bool pp = a->pingpong != 0;
     int opt = 0;
     if (a->variant & MMK_FA3_OPT_SET) {
         opt = a->variant & ~MMK_FA3_OPT_SET;
-        if (!fa3_built(a->mode, poly, pp, opt))
-            return mm_fail(err, "attention (fa3): variant %d not built for %s (polyexp %d, ping-pong %d)", opt,
-                           mmk_fa3_mode_name(a->mode), poly, pp);
+        if (!fa3_built(a->mode, pp, opt))
+            return mm_fail(err, "attention (fa3): variant %d not built for %s (ping-pong %d)", opt,
+                           mmk_fa3_mode_name(a->mode), pp);
     } else if (a->variant) {
         return mm_fail(err, "attention (fa3): variant %d is neither 0 nor MMK_FA3_OPT_SET | bits", a->variant);
-    } else if ((opt = mmk_fa3_env_variant()) < 0) {
-        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_HEXP must be 0 or 1, "
-                       "MMH3_FA3_STAGES 2 or 3");
-    } else if (!fa3_built(a->mode, poly, pp, opt)) {
-        opt = 0; /* the plain kernel where the variant is not built */
+    } else if ((opt = mmk_fa3_env_variant(a->mode)) < 0) {
+        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_DEFER must be 0 or 1");
+    } else if (!pp) {
+        opt = 0; /* the variants are built with ping-pong only */
     }
     if (a->heads <= 0 || a->heads_kv <= 0 || a->heads % a->heads_kv)
         return mm_fail(err, "attention (fa3): %d query heads cannot share %d kv heads evenly", a->heads, a->heads_kv);
@@ -1208,7 +1170,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
             mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
             mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, seq_kv, (uint64_t)a->ldk * 2, 64, kBN, err))
             return -1;
-        return launch<false, false>(mq, mk, mv, p, n_qb, pp, poly, opt, s, err);
+        return launch<false, false>(mq, mk, mv, p, n_qb, pp, opt, s, err);
     }
 
     /* fast modes: k/v statistics, int8 q (per row) and k (smoothed, per tile) */
@@ -1244,7 +1206,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     if (a->mode == MMK_FA3_FAST_QK) {
         if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err))
             return -1;
-        return launch<true, false>(mq, mk, mv, p, n_qb, pp, poly, opt, s, err);
+        return launch<true, false>(mq, mk, mv, p, n_qb, pp, opt, s, err);
     }
     /* e4m3 P·V: the smoothed, scaled, permuted, transposed v */
     const int64_t ld_vt = (int64_t)n_kb * kBN;
@@ -1259,7 +1221,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.v_scale = stats + (size_t)2 * a->heads_kv * kD;
     if (mmk_tma_map_2d(&mv, true, vt8, (uint64_t)ld_vt, (uint64_t)a->heads_kv * kD, (uint64_t)ld_vt, 128, kD, err))
         return -1;
-    return launch<true, true>(mq, mk, mv, p, n_qb, pp, poly, opt, s, err);
+    return launch<true, true>(mq, mk, mv, p, n_qb, pp, opt, s, err);
 }
 
 /* ------------------------------------------------------------------ first-use self-check */
@@ -1284,7 +1246,7 @@ double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
  * worse rel_l2, or a negative value when something could not run, message
  * in err) and one with fewer queries than keys (*cross: its rel_l2, or
  * negative). */
-double fa3_selfcheck(int dev, int mode, int poly, int opt, double *cross, mm_error *err)
+double fa3_selfcheck(int dev, int mode, int opt, double *cross, mm_error *err)
 {
     const int S = 700, H = 4, W = 3 * H * kD;
     const size_t n = (size_t)S * W, no = (size_t)S * H * kD;
@@ -1333,7 +1295,6 @@ double fa3_selfcheck(int dev, int mode, int poly, int opt, double *cross, mm_err
             f.scale = r.scale;
             f.mode = mode;
             f.pingpong = -1;
-            f.polyexp = poly;
             f.variant = MMK_FA3_OPT_SET | opt;
             if (mmk_attention_run(dev, s, &r, err) || cudaMemsetAsync(o_fa3, 0xff, no * 2, s) != cudaSuccess ||
                 mmk_fa3_run(dev, s, &f, err) || cudaStreamSynchronize(s) != cudaSuccess ||
@@ -1365,46 +1326,36 @@ std::mutex g_fa3_check_mu;
 
 } // namespace
 
-/* verdicts per device, mode, polyexp and kernel variant; 1: passed, 2: failed */
-#define FA3_VERDICTS [64][MMK_FA3_MODES][MMK_FA3_POLYEXP_MAX + 1][MMK_FA3_OPT_ALL + 1]
+/* verdicts per device, mode and kernel variant; 1: passed, 2: failed */
+#define FA3_VERDICTS [64][MMK_FA3_MODES][MMK_FA3_OPT_ALL + 1]
 static int g_verdict FA3_VERDICTS;
 static int g_cross_verdict FA3_VERDICTS; /* the queries ≠ keys problem */
 static double g_error FA3_VERDICTS;
 #undef FA3_VERDICTS
 
-/* The kernel variant mmk_fa3_run picks from the environment for this mode
- * and polyexp (ping-pong on, as the self-check runs it); -1: invalid. */
-static int fa3_env_opt(int mode, int poly)
+extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
 {
-    const int opt = mmk_fa3_env_variant();
-    return opt < 0 ? -1 : fa3_built(mode, poly, 1, opt) ? opt : 0;
-}
-
-extern "C" int mmk_fa3_verified(int dev, int mode, int poly, double *rel_l2)
-{
-    if (dev < 0 || dev >= 64 || mode < 0 || mode >= MMK_FA3_MODES || poly < 0 || poly > MMK_FA3_POLYEXP_MAX ||
-        !mmk_fa3_usable(dev))
+    if (dev < 0 || dev >= 64 || mode < 0 || mode >= MMK_FA3_MODES || !mmk_fa3_usable(dev))
         return 0;
-    const int opt = fa3_env_opt(mode, poly);
+    const int opt = mmk_fa3_env_variant(mode); /* built for every mode with ping-pong, as the self-check runs */
     if (opt < 0) {
-        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_HEXP must be 0 or "
-                        "1, MMH3_FA3_STAGES 2 or 3; fa3 not used\n", dev);
+        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_DEFER must be 0 or 1; "
+                        "fa3 not used\n", dev);
         return 0;
     }
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
-    if (!g_verdict[dev][mode][poly][opt]) {
+    if (!g_verdict[dev][mode][opt]) {
         mm_error err = {{0}};
         double cross = -1;
-        double rel = fa3_selfcheck(dev, mode, poly, opt, &cross, &err);
+        double rel = fa3_selfcheck(dev, mode, opt, &cross, &err);
         const double tol = mode == MMK_FA3_EXACT ? 1e-2 : 0.08;
         const bool ok = rel >= 0 && rel < tol, cross_ok = ok && cross >= 0 && cross < tol;
         char name[160], vdesc[64];
         variant_desc(opt, vdesc, sizeof vdesc);
-        snprintf(name, sizeof name, "%s%s%s", mmk_fa3_mode_name(mode),
-                 poly == 1 ? " polyexp 0.25" : poly == 2 ? " polyexp 0.5" : "", vdesc);
-        g_error[dev][mode][poly][opt] = rel;
-        g_verdict[dev][mode][poly][opt] = ok ? 1 : 2;
-        g_cross_verdict[dev][mode][poly][opt] = cross_ok ? 1 : 2;
+        snprintf(name, sizeof name, "%s%s", mmk_fa3_mode_name(mode), vdesc);
+        g_error[dev][mode][opt] = rel;
+        g_verdict[dev][mode][opt] = ok ? 1 : 2;
+        g_cross_verdict[dev][mode][opt] = cross_ok ? 1 : 2;
         if (ok)
             fprintf(stderr, "mmh3: cuda:%d attention: %s kernel in use (self-check against the portable one: rel_l2 "
                             "%.2g; fewer queries than keys: %s rel_l2 %.2g)\n", dev, name, rel,
@@ -1417,37 +1368,29 @@ extern "C" int mmk_fa3_verified(int dev, int mode, int poly, double *rel_l2)
                     name, err.msg);
     }
     if (rel_l2)
-        *rel_l2 = g_error[dev][mode][poly][opt];
-    return g_verdict[dev][mode][poly][opt] == 1;
+        *rel_l2 = g_error[dev][mode][opt];
+    return g_verdict[dev][mode][opt] == 1;
 }
 
-extern "C" int mmk_fa3_cross_verified(int dev, int mode, int poly)
+extern "C" int mmk_fa3_cross_verified(int dev, int mode)
 {
-    if (!mmk_fa3_verified(dev, mode, poly, NULL))
+    if (!mmk_fa3_verified(dev, mode, NULL))
         return 0;
-    const int opt = fa3_env_opt(mode, poly);
+    const int opt = mmk_fa3_env_variant(mode);
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
-    return opt >= 0 && g_cross_verdict[dev][mode][poly][opt] == 1;
+    return opt >= 0 && g_cross_verdict[dev][mode][opt] == 1;
 }
 
 static const mmk_kernel_entry g_fa3_kernels[] = {
     {"attn_fa3_bf16", (const void *)k_fa3<false, false, true>, 90},
     {"attn_fa3_bf16_nopp", (const void *)k_fa3<false, false, false>, 90},
+    {"attn_fa3_bf16_cr", (const void *)k_fa3<false, false, true, kOptRescale>, 90},
     {"attn_fa3_i8_e4m3", (const void *)k_fa3<true, true, true>, 90},
     {"attn_fa3_i8_e4m3_nopp", (const void *)k_fa3<true, true, false>, 90},
+    {"attn_fa3_i8_e4m3_lean", (const void *)k_fa3<true, true, true, kOptLean>, 90},
+    {"attn_fa3_i8_e4m3_lean_df", (const void *)k_fa3<true, true, true, kOptLean | kOptDefer>, 90},
     {"attn_fa3_i8_bf16", (const void *)k_fa3<true, false, true>, 90},
     {"attn_fa3_i8_bf16_nopp", (const void *)k_fa3<true, false, false>, 90},
-    {"attn_fa3_bf16_poly25", (const void *)k_fa3<false, false, true, 1>, 90},
-    {"attn_fa3_bf16_poly50", (const void *)k_fa3<false, false, true, 2>, 90},
-    {"attn_fa3_i8_e4m3_poly25", (const void *)k_fa3<true, true, true, 1>, 90},
-    {"attn_fa3_i8_e4m3_poly50", (const void *)k_fa3<true, true, true, 2>, 90},
-    {"attn_fa3_i8_bf16_poly25", (const void *)k_fa3<true, false, true, 1>, 90},
-    {"attn_fa3_i8_bf16_poly50", (const void *)k_fa3<true, false, true, 2>, 90},
-    {"attn_fa3_bf16_cr", (const void *)k_fa3<false, false, true, 0, kOptRescale>, 90},
-    {"attn_fa3_bf16_s3", (const void *)k_fa3<false, false, true, 0, kOptStages3>, 90},
-    {"attn_fa3_bf16_cr_s3", (const void *)k_fa3<false, false, true, 0, kOptRescale | kOptStages3>, 90},
-    {"attn_fa3_i8_e4m3_lean", (const void *)k_fa3<true, true, true, 0, kOptLean>, 90},
-    {"attn_fa3_i8_e4m3_lean_h2", (const void *)k_fa3<true, true, true, 0, kOptLean | kOptHalfExp>, 90},
     {"attn_fa3_vt_bf16", (const void *)k_fa3_vt_bf16, 90},
     {"attn_fa3_kv_partial", (const void *)k_fa3_kv_partial, 90},
     {"attn_fa3_kv_finish", (const void *)k_fa3_kv_finish, 90},

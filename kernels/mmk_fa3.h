@@ -53,69 +53,61 @@ typedef struct mmk_fa3 {
     float scale;  /* softmax scale, e.g. 1/sqrt(128) */
     int mode;     /* MMK_FA3_EXACT / _FAST / _FAST_QK */
     int pingpong; /* -1: default (on), 0: off, 1: on — the two consumer warpgroups take turns on the tensor cores */
-    int polyexp;  /* 0 (default): every softmax exp2 on the MUFU (ex2.approx); 1, 2: that many quarters of them
-                     by a polynomial on the FMA pipes (kernels/fa3_polyexp.h; MMH3_FA3_POLYEXP=0.25, 0.5) */
-    int variant;  /* 0: the MMK_FA3_OPT_* bits the environment asks for (mmk_fa3_env_variant) where that variant
-                     is built (mmk_fa3_variant_built), else the plain kernel; MMK_FA3_OPT_SET | bits: exactly
-                     those (an error where not built) */
+    int variant;  /* 0: the mode's variant as mmk_fa3_env_variant says (its default unless the environment
+                     turns bits on or off; with ping-pong off the plain kernel); MMK_FA3_OPT_SET | bits: exactly
+                     those (an error where not built: mmk_fa3_variant_built) */
 } mmk_fa3;
 
-enum { MMK_FA3_POLYEXP_MAX = 2 };
+/* Kernel variants (issue 9), built with ping-pong:
+ *   MMK_FA3_OPT_RESCALE (exact; MMH3_FA3_RESCALE): conditional rescaling —
+ *     a row's running max (and with it O and l) moves only when a tile's
+ *     max exceeds it by more than 8 (log2 units), decided per warp by a
+ *     vote; exact in real arithmetic, P ≤ 2⁸ in bf16 loses nothing.
+ *     Default (device, session 4 call 2: 63.6 ms against 65.0).
+ *   MMK_FA3_OPT_LEAN (fast; MMH3_FA3_LEAN): the softmax's row sums on the
+ *     tensor cores (8 rows of ones after each e4m3 Vᵀ tile: P·V at N = 136,
+ *     the sums of the e4m3 P the output is weighed with) and the int32 →
+ *     float conversion's bias folded into the exponent's FMA — 128 fewer
+ *     ALU/FMA instructions per thread and key tile, the work that bounds
+ *     fast mode. Default (48.6 ms against 53.3).
+ *   MMK_FA3_OPT_DEFER (fast, with LEAN; MMH3_FA3_DEFER): a tile's P·V joins
+ *     O after the next tile's Q·Kᵀ is issued (off the critical path).
+ * MMH3_FA3_RESCALE=0 / MMH3_FA3_LEAN=0 run the plain kernels. */
+enum { MMK_FA3_OPT_RESCALE = 1, MMK_FA3_OPT_LEAN = 2, MMK_FA3_OPT_DEFER = 4, MMK_FA3_OPT_ALL = 7, MMK_FA3_OPT_SET = 1 << 8 };
 
-/* Kernel variants (issue 9 experiments, opt-in until the device has measured
- * them), built with ping-pong and the plain exp2, for exact mode:
- *   MMK_FA3_OPT_RESCALE (MMH3_FA3_RESCALE=1): conditional rescaling — a
- *     row's running max (and with it O and l) moves only when a tile's max
- *     exceeds it by more than 8 (log2 units), decided per warp by a vote;
- *     exact in real arithmetic, P ≤ 2⁸ in bf16 loses nothing;
- *   MMK_FA3_OPT_STAGES3 (MMH3_FA3_STAGES=3): a three-stage K/Vᵀ ring
- *     instead of two (225 KB of shared memory);
- * and for fast mode (MMK_FA3_FAST):
- *   MMK_FA3_OPT_LEAN (MMH3_FA3_LEAN=1): the softmax's row sums on the tensor
- *     cores (8 rows of ones after each e4m3 Vᵀ tile: P·V at N = 136, the
- *     sums of the e4m3 P the output is weighed with) and the int32 → float
- *     conversion's bias folded into the exponent's FMA — 128 fewer ALU/FMA
- *     instructions per thread and key tile, the work that bounds fast mode;
- *   MMK_FA3_OPT_HEXP (MMH3_FA3_HEXP=1, with LEAN only): two exponentials
- *     per ex2.approx.f16x2 (exponents rounded to f16, P to e4m3 from f16).
- */
-enum {
-    MMK_FA3_OPT_RESCALE = 1,
-    MMK_FA3_OPT_STAGES3 = 2,
-    MMK_FA3_OPT_LEAN = 4,
-    MMK_FA3_OPT_HEXP = 8,
-    MMK_FA3_OPT_ALL = 15,
-    MMK_FA3_OPT_SET = 1 << 8
-};
-
-/* The variant bits MMH3_FA3_RESCALE, MMH3_FA3_LEAN, MMH3_FA3_HEXP (each
- * unset, empty, 0 or 1) and MMH3_FA3_STAGES (unset, empty, 2 or 3) ask
- * for; -1 for any other value. */
-int mmk_fa3_env_variant(void);
-/* 1 when the variant bits are built for this mode, polyexp and schedule
- * (pingpong: 0 off, else on); 0 always is. */
-int mmk_fa3_variant_built(int mode, int polyexp, int pingpong, int variant);
+/* The variant bits `mode` runs with ping-pong: its default, with the bits
+ * MMH3_FA3_RESCALE, MMH3_FA3_LEAN, MMH3_FA3_DEFER set ("1") or cleared ("0";
+ * unset or empty: the default's), of those the mode has; -1 for any other
+ * value or mode. */
+int mmk_fa3_env_variant(int mode);
+/* 1 when the variant bits are built for this mode and schedule (pingpong:
+ * 0 off, else on); 0 always is. */
+int mmk_fa3_variant_built(int mode, int pingpong, int variant);
+/* What mmk_fa3_env_variant(mode) names, for messages: "" (the plain
+ * kernel), " +conditional rescaling", " lean", " lean +deferred fold", or
+ * " (invalid MMH3_FA3_* variant)". */
+void mmk_fa3_variant_desc(int mode, char *out, size_t n);
 
 /* 1 when `dev` can run it (sm_90 device, sm_90a code in this build). */
 int mmk_fa3_usable(int dev);
 int mmk_fa3_run(int dev, mmk_stream s, const mmk_fa3 *a, mm_error *err);
 const char *mmk_fa3_mode_name(int mode);
 
-/* First-use self-check of a mode (and polyexp variant, 0..MMK_FA3_POLYEXP_MAX, and the kernel variant the
- * environment asks for where built: mmk_fa3_env_variant; an invalid value fails the check) on `dev` against the portable attention
+/* First-use self-check of a mode (in the variant mmk_fa3_env_variant names;
+ * an invalid environment fails it) on `dev` against the portable attention
  * kernel (mmk_attention_run, portable = 1): two problems of 700 rows (six
  * key tiles, the last partial), 4 heads over 4 and over 2 kv heads, q/k/v
  * the thirds of one fused buffer as the DiT passes them, every output
  * written and finite, rel_l2 below 1e-2 (exact) or 0.08 (fast modes: twice
- * their error budget on these inputs). Runs once per device and mode (later
- * calls return the cached verdict), synchronizes the device's stream,
- * prints one line on stderr the first time (per variant). 1 = verified; rel_l2 (may be
- * NULL) receives the worse of the two errors. */
-int mmk_fa3_verified(int dev, int mode, int polyexp, double *rel_l2);
+ * their error budget on these inputs). Runs once per device, mode and
+ * variant (later calls return the cached verdict), synchronizes the
+ * device's stream, prints one line on stderr the first time. 1 = verified;
+ * rel_l2 (may be NULL) receives the worse of the two errors. */
+int mmk_fa3_verified(int dev, int mode, double *rel_l2);
 /* The same self-check's third problem, queries ≠ keys (300 query rows over
  * 700 keys, the seq_kv path): 1 when it passed too. A separate verdict so
  * that a failure there keeps the equal-length kernel in use. */
-int mmk_fa3_cross_verified(int dev, int mode, int polyexp);
+int mmk_fa3_cross_verified(int dev, int mode);
 
 #ifdef __cplusplus
 }

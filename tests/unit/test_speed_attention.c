@@ -18,22 +18,21 @@
  * the first-order error budget of those inputs (× 1.25; the budget sits a
  * little above what the model measures, test_speed_fast_budget).
  *
- * The MMH3_FA3_POLYEXP variants (a share of the softmax's exp2 by polynomial
- * on the FMA pipes, kernels/fa3_polyexp.h) are held to the same tolerances
- * as the plain kernel of their mode, including masked keys (partial tiles)
- * and the fewer-queries-than-keys path; the policy runs their self-checks.
- * So are the exact-mode kernel variants (kernels/mmk_fa3.h:
- * MMH3_FA3_RESCALE=1, conditional rescaling; MMH3_FA3_STAGES=3, a
- * three-stage ring), with one more input kind for the first: key norms
- * that grow along the sequence, so that each row's max rises tile after
- * tile by less and by more than the rescaling threshold. Fast mode's lean
- * variant (MMH3_FA3_LEAN=1: row sums on the tensor cores, the conversion's
- * bias folded) is held to fast mode's tolerances against the model of its
- * own rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P), with and without
- * the f16x2 exp2 (MMH3_FA3_HEXP=1).
+ * Every case names the kernel variant it runs (kernels/mmk_fa3.h): the
+ * plain kernels (MMH3_FA3_RESCALE=0, MMH3_FA3_LEAN=0), exact mode with
+ * conditional rescaling, fast mode lean (row sums on the tensor cores, the
+ * conversion's bias folded) with and without the deferred fold — each held
+ * to its mode's tolerances, the lean kernel against the model of its own
+ * rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P) — and the defaults
+ * (nothing set: what the DiT runs). One more input kind for the rescaling:
+ * key norms that grow along the sequence, so that each row's max rises
+ * tile after tile by less and by more than the threshold. The policy runs
+ * each variant's own self-check.
  *
  * Without a GPU (or on a GPU without the kernel) it prints SKIP;
  * MMH3_REQUIRE_GPU=1 turns a missing sm_90 GPU into a failure. */
+#include "config.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,34 +44,43 @@
 #include "backend/ops.h"
 #include "core/dtype.h"
 #include "fa3_fast_model.h"
+#include "kernels/mmk_fa3.h"
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
-static const char *g_polyexp; /* MMH3_FA3_POLYEXP for the next runs (NULL: unset) */
-static const char *g_rescale, *g_stages, *g_lean, *g_hexp; /* MMH3_FA3_RESCALE, _STAGES, _LEAN, _HEXP (NULL: unset) */
+/* MMH3_FA3_RESCALE, _LEAN, _DEFER for the next runs: NULL is "0" (the plain
+ * kernels), unless g_defaults (all unset: the defaults) */
+static const char *g_rescale, *g_lean, *g_defer;
+static bool g_defaults;
 
 static void set_variant_env(void)
 {
-    if (g_polyexp)
-        setenv("MMH3_FA3_POLYEXP", g_polyexp, 1);
-    if (g_rescale)
-        setenv("MMH3_FA3_RESCALE", g_rescale, 1);
-    if (g_stages)
-        setenv("MMH3_FA3_STAGES", g_stages, 1);
-    if (g_lean)
-        setenv("MMH3_FA3_LEAN", g_lean, 1);
-    if (g_hexp)
-        setenv("MMH3_FA3_HEXP", g_hexp, 1);
+    if (g_defaults)
+        return;
+    setenv("MMH3_FA3_RESCALE", g_rescale ? g_rescale : "0", 1);
+    setenv("MMH3_FA3_LEAN", g_lean ? g_lean : "0", 1);
+    setenv("MMH3_FA3_DEFER", g_defer ? g_defer : "0", 1);
 }
 
 static void unset_variant_env(void)
 {
-    unsetenv("MMH3_FA3_POLYEXP");
     unsetenv("MMH3_FA3_RESCALE");
-    unsetenv("MMH3_FA3_STAGES");
     unsetenv("MMH3_FA3_LEAN");
-    unsetenv("MMH3_FA3_HEXP");
+    unsetenv("MMH3_FA3_DEFER");
 }
+
+/* Does fast mode run the lean kernel in the next runs (with ping-pong)? */
+static bool lean_runs(void)
+{
+    if (!g_defaults)
+        return g_lean && strcmp(g_lean, "1") == 0;
+#ifdef MMH3_HAVE_CUDA
+    return (mmk_fa3_env_variant(MMK_FA3_FAST) & MMK_FA3_OPT_LEAN) != 0;
+#else
+    return false;
+#endif
+}
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static float uniform(void)
@@ -207,7 +215,7 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
         /* the model of the kernel's rounding, exact attention in double, the budget */
         fa3_model_in in = {S, hq, hkv, hf, hf + A, hf + A + Akv, W, W, W, 1.0f / sqrtf(128.f)};
         /* the lean kernel where it runs: fast mode with ping-pong */
-        const int fast_model = g_lean && pingpong ? FA3_MODEL_FAST_LEAN : FA3_MODEL_FAST;
+        const int fast_model = lean_runs() && pingpong ? FA3_MODEL_FAST_LEAN : FA3_MODEL_FAST;
         res.budget = fa3_model_run(cpu, &in, mode == MM_FA3_FAST ? fast_model : FA3_MODEL_FAST_QK, model, ref, NULL);
         res.rel_model = fa3_rel_l2(got, model, no);
     }
@@ -228,12 +236,12 @@ done:
 
 static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
-    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
+    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
            kind == IN_DIT ? "DiT-like" : kind == IN_RAMP ? "key ramp" : "outlier",
            mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16", pingpong,
-           g_polyexp ? " polyexp " : "", g_polyexp ? g_polyexp : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
-           g_rescale ? g_rescale : "", g_stages ? " MMH3_FA3_STAGES=" : "", g_stages ? g_stages : "",
-           g_lean ? (g_hexp ? " MMH3_FA3_LEAN=1 MMH3_FA3_HEXP=1" : " MMH3_FA3_LEAN=1") : "");
+           g_defaults ? " (defaults" : "", g_defaults ? ")" : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
+           g_rescale ? g_rescale : "", g_lean ? " MMH3_FA3_LEAN=" : "", g_lean ? g_lean : "",
+           g_defer ? " MMH3_FA3_DEFER=" : "", g_defer ? g_defer : "");
     fflush(stdout);
     result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
     if (!r.ok)
@@ -272,78 +280,37 @@ static void test_fastqk_ragged(void) { check("fast-qk", 1000, 3, 3, 1.0f, IN_OUT
 static void test_fastqk_gqa_no_pingpong(void) { check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 0); }
 static void test_fastqk_dit_like(void) { check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1); }
 
-/* the polyexp variants: the same cases as the plain kernels, the same tolerances */
-static void poly_check(const char *poly, const char *what, int S, int hq, int hkv, float qk, int kind,
-                       mm_fa3_mode mode, int pingpong)
+/* exact mode with conditional rescaling: the plain kernel's cases and tolerance */
+static void cr_check(int S, int hq, int hkv, float qk, int kind)
 {
-    g_polyexp = poly;
-    check(what, S, hq, hkv, qk, kind, mode, pingpong);
-    g_polyexp = NULL;
+    g_rescale = "1";
+    check("exact", S, hq, hkv, qk, kind, MM_FA3_EXACT, 1);
+    g_rescale = NULL;
 }
-static void test_poly_exact_partial_tile(void)
+static void test_rescale_partial_tile(void) { cr_check(77, 2, 2, 1.0f, IN_OUTLIER); }
+static void test_rescale_one_row(void) { cr_check(1, 1, 1, 1.0f, IN_OUTLIER); }
+static void test_rescale_ragged(void) { cr_check(1000, 3, 3, 1.0f, IN_OUTLIER); }
+static void test_rescale_gqa(void) { cr_check(517, 4, 2, 1.0f, IN_OUTLIER); }
+static void test_rescale_sharp(void) { cr_check(700, 2, 2, 3.0f, IN_OUTLIER); }
+static void test_rescale_dit_like(void) { cr_check(1000, 2, 2, 2.0f, IN_DIT); }
+static void test_rescale_rising_max(void)
 {
-    poly_check("0.25", "exact", 77, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
-    poly_check("0.5", "exact", 77, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+    cr_check(2949, 2, 2, 1.0f, IN_RAMP);
+    cr_check(1500, 2, 2, 2.5f, IN_RAMP);
 }
-static void test_poly_exact_ragged(void)
-{
-    poly_check("0.25", "exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
-    poly_check("0.5", "exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
-}
-static void test_poly_exact_sharp_gqa(void)
-{
-    poly_check("0.5", "exact", 700, 2, 2, 3.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
-    poly_check("0.25", "exact", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
-}
-static void test_poly_fast(void)
-{
-    poly_check("0.25", "fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1);
-    poly_check("0.5", "fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1);
-    poly_check("0.5", "fast", 2049, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 0);
-}
-static void test_poly_fast_dit_like_sharp_gqa(void)
-{
-    poly_check("0.25", "fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
-    poly_check("0.5", "fast", 700, 4, 2, 2.0f, IN_DIT, MM_FA3_FAST, 1);
-    poly_check("0.5", "fast", 517, 4, 2, 3.0f, IN_OUTLIER, MM_FA3_FAST, 1);
-}
-static void test_poly_fastqk(void) { poly_check("0.5", "fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1); }
 
-/* the exact-mode kernel variants: the plain kernel's cases and tolerance */
-static const struct {
-    const char *rescale, *stages;
-} g_variants[] = {{"1", NULL}, {NULL, "3"}, {"1", "3"}};
-
-static void variant_checks(int S, int hq, int hkv, float qk, int kind)
-{
-    for (size_t i = 0; i < sizeof g_variants / sizeof g_variants[0]; i++) {
-        g_rescale = g_variants[i].rescale, g_stages = g_variants[i].stages;
-        check("exact", S, hq, hkv, qk, kind, MM_FA3_EXACT, 1);
-    }
-    g_rescale = g_stages = NULL;
-}
-static void test_variants_partial_tile(void) { variant_checks(77, 2, 2, 1.0f, IN_OUTLIER); }
-static void test_variants_one_row(void) { variant_checks(1, 1, 1, 1.0f, IN_OUTLIER); }
-static void test_variants_ragged(void) { variant_checks(1000, 3, 3, 1.0f, IN_OUTLIER); }
-static void test_variants_gqa(void) { variant_checks(517, 4, 2, 1.0f, IN_OUTLIER); }
-static void test_variants_sharp(void) { variant_checks(700, 2, 2, 3.0f, IN_OUTLIER); }
-static void test_variants_dit_like(void) { variant_checks(1000, 2, 2, 2.0f, IN_DIT); }
-static void test_variants_rising_max(void)
-{
-    variant_checks(2949, 2, 2, 1.0f, IN_RAMP);
-    variant_checks(1500, 2, 2, 2.5f, IN_RAMP);
-}
-/* fast mode's lean variant, without and with the f16x2 exp2: fast mode's
- * cases and tolerances */
+/* fast mode lean, without and with the deferred fold: fast mode's cases and
+ * tolerances */
 static void lean_check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
     g_lean = "1";
     check(what, S, hq, hkv, qk, kind, mode, pingpong);
-    g_hexp = "1";
+    g_defer = "1";
     check(what, S, hq, hkv, qk, kind, mode, pingpong);
-    g_lean = g_hexp = NULL;
+    g_lean = g_defer = NULL;
 }
 static void test_lean_one_row(void) { lean_check("fast", 1, 1, 1, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
+static void test_lean_two_tiles(void) { lean_check("fast", 200, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
 static void test_lean_ragged(void) { lean_check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
 static void test_lean_gqa_sharp(void) { lean_check("fast", 517, 4, 2, 3.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
 static void test_lean_long_one_key_tail(void) { lean_check("fast", 2049, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
@@ -354,21 +321,25 @@ static void test_lean_dit_like(void)
 }
 static void test_lean_rising_max(void) { lean_check("fast", 1500, 2, 2, 2.5f, IN_RAMP, MM_FA3_FAST, 1); }
 /* not built there: the plain kernels run (the exact kernel, fast without ping-pong, fast-qk) */
-static void test_lean_elsewhere_unchanged(void)
+static void test_variants_elsewhere_plain(void)
 {
-    lean_check("exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+    g_rescale = "1";
+    lean_check("exact", 1000, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
     lean_check("fast", 333, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 0);
     lean_check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1);
+    g_rescale = NULL;
 }
 
-/* a variant asked for where it is not built: the plain kernel, unchanged */
-static void test_variants_fast_modes_unchanged(void)
+/* nothing set: the defaults, what the DiT runs */
+static void test_defaults(void)
 {
-    g_rescale = "1", g_stages = "3";
+    g_defaults = true;
+    check("exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
+    check("exact", 1500, 2, 2, 2.5f, IN_RAMP, MM_FA3_EXACT, 1);
     check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1);
+    check("fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
     check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 1);
-    check("exact", 1000, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
-    g_rescale = g_stages = NULL;
+    g_defaults = false;
 }
 
 /* Fewer queries than keys (the reference KV cache's reduced forwards: the
@@ -466,23 +437,21 @@ static void test_fewer_queries_than_keys(void)
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
     cross_case(1000, 517, 2, 2, MM_FA3_FAST_QK);
-    g_polyexp = "0.5";
+    g_rescale = "1";
     cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
-    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
-    g_polyexp = NULL;
-    for (size_t i = 0; i < sizeof g_variants / sizeof g_variants[0]; i++) {
-        g_rescale = g_variants[i].rescale, g_stages = g_variants[i].stages;
-        cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
-        cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
-    }
-    g_rescale = g_stages = NULL;
+    cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
+    g_rescale = NULL;
     g_lean = "1";
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
-    g_hexp = "1";
+    g_defer = "1";
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
-    g_lean = g_hexp = NULL;
+    g_lean = g_defer = NULL;
+    g_defaults = true;
+    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
+    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
+    g_defaults = false;
 }
 
 /* Keys may be more or fewer than the queries, but not none: the kernel
@@ -524,44 +493,34 @@ static void test_policy_defaults_and_overrides(void)
     mm_cuda_speed_paths_get(0, false, &p);
     MM_EXPECT(p.fa3 && p.fast_fa3 && p.qgemm && strstr(p.attention, "forced"), "forced: %s | %s", p.attention, p.gemm);
     unsetenv("MMH3_DIT_ATTN"), unsetenv("MMH3_DIT_GEMM");
-    /* MMH3_FA3_POLYEXP: the variant's own self-checks, named in the texts; a value not built: no fa3 */
-    const char *polys[] = {"0.25", "0.5"};
-    for (int i = 0; i < 2; i++) {
-        setenv("MMH3_FA3_POLYEXP", polys[i], 1);
-        mm_cuda_speed_paths_get(0, true, &p);
-        printf("  MMH3_FA3_POLYEXP=%s: attention %s | fast %s\n", polys[i], p.attention, p.fast);
-        MM_EXPECT(p.fa3 && p.fa3_cross && strstr(p.attention, "polyexp") && strstr(p.attention, "self-check"),
-                  "exact, polyexp %s: %s", polys[i], p.attention);
-        MM_EXPECT(p.fast_fa3 && p.fast_fa3_cross && strstr(p.fast, "polyexp") && strstr(p.fast, "self-check"),
-                  "fast, polyexp %s: %s", polys[i], p.fast);
-    }
-    setenv("MMH3_FA3_POLYEXP", "0.3", 1);
+    /* the defaults name their variants; each variant's own self-check; an unknown value: no fa3 */
+    unset_variant_env();
+#ifdef MMH3_HAVE_CUDA /* (this test runs on a GPU only) */
     mm_cuda_speed_paths_get(0, true, &p);
-    MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_POLYEXP=0.3 still runs fa3: %s | %s", p.attention, p.fast);
-    unsetenv("MMH3_FA3_POLYEXP");
-    /* the kernel variants: their own self-checks (exact mode; the fast modes keep their kernels); an
-     * unknown value: no fa3 */
-    for (size_t i = 0; i < sizeof g_variants / sizeof g_variants[0]; i++) {
-        g_rescale = g_variants[i].rescale, g_stages = g_variants[i].stages;
+    char edesc[48], fdesc[48];
+    mmk_fa3_variant_desc(MMK_FA3_EXACT, edesc, sizeof edesc);
+    mmk_fa3_variant_desc(MMK_FA3_FAST, fdesc, sizeof fdesc);
+    printf("  default variants:%s |%s\n", edesc, fdesc);
+    MM_EXPECT((!edesc[0] || strstr(p.attention, edesc)) && (!fdesc[0] || strstr(p.fast, fdesc)),
+              "the texts do not name the variants: %s | %s", p.attention, p.fast);
+#endif
+    static const char *const settings[][3] = {
+        {"0", "0", "0"}, {"1", "0", "0"}, {"0", "1", "0"}, {"0", "1", "1"}, {NULL, NULL, "1"}};
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        g_rescale = settings[i][0], g_lean = settings[i][1], g_defer = settings[i][2];
+        g_defaults = !g_rescale; /* the last: only MMH3_FA3_DEFER set, on top of the defaults */
+        if (g_defaults)
+            setenv("MMH3_FA3_DEFER", "1", 1);
         set_variant_env();
         mm_cuda_speed_paths_get(0, true, &p);
-        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_STAGES=%s: attention %s | fast %s\n", g_rescale ? g_rescale : "-",
-               g_stages ? g_stages : "-", p.attention, p.fast);
-        MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "variant %zu: %s | %s", i, p.attention,
+        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_LEAN=%s MMH3_FA3_DEFER=%s: attention %s | fast %s\n",
+               g_rescale ? g_rescale : "-", g_lean ? g_lean : "-", g_defer, p.attention, p.fast);
+        MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "setting %zu: %s | %s", i, p.attention,
                   p.fast);
         unset_variant_env();
     }
-    g_rescale = g_stages = NULL;
-    setenv("MMH3_FA3_LEAN", "1", 1);
-    mm_cuda_speed_paths_get(0, true, &p);
-    printf("  MMH3_FA3_LEAN=1: attention %s | fast %s\n", p.attention, p.fast);
-    MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "lean: %s | %s", p.attention, p.fast);
-    setenv("MMH3_FA3_HEXP", "1", 1);
-    mm_cuda_speed_paths_get(0, true, &p);
-    printf("  MMH3_FA3_LEAN=1 MMH3_FA3_HEXP=1: attention %s | fast %s\n", p.attention, p.fast);
-    MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "lean h2: %s | %s", p.attention, p.fast);
-    unsetenv("MMH3_FA3_LEAN");
-    unsetenv("MMH3_FA3_HEXP");
+    g_rescale = g_lean = g_defer = NULL;
+    g_defaults = false;
     setenv("MMH3_FA3_RESCALE", "2", 1);
     mm_cuda_speed_paths_get(0, true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_RESCALE=2 still runs fa3: %s | %s", p.attention, p.fast);
@@ -607,27 +566,22 @@ int main(void)
     MM_RUN(test_fastqk_ragged);
     MM_RUN(test_fastqk_gqa_no_pingpong);
     MM_RUN(test_fastqk_dit_like);
-    MM_RUN(test_poly_exact_partial_tile);
-    MM_RUN(test_poly_exact_ragged);
-    MM_RUN(test_poly_exact_sharp_gqa);
-    MM_RUN(test_poly_fast);
-    MM_RUN(test_poly_fast_dit_like_sharp_gqa);
-    MM_RUN(test_poly_fastqk);
-    MM_RUN(test_variants_partial_tile);
-    MM_RUN(test_variants_one_row);
-    MM_RUN(test_variants_ragged);
-    MM_RUN(test_variants_gqa);
-    MM_RUN(test_variants_sharp);
-    MM_RUN(test_variants_dit_like);
-    MM_RUN(test_variants_rising_max);
-    MM_RUN(test_variants_fast_modes_unchanged);
+    MM_RUN(test_rescale_partial_tile);
+    MM_RUN(test_rescale_one_row);
+    MM_RUN(test_rescale_ragged);
+    MM_RUN(test_rescale_gqa);
+    MM_RUN(test_rescale_sharp);
+    MM_RUN(test_rescale_dit_like);
+    MM_RUN(test_rescale_rising_max);
     MM_RUN(test_lean_one_row);
+    MM_RUN(test_lean_two_tiles);
     MM_RUN(test_lean_ragged);
     MM_RUN(test_lean_gqa_sharp);
     MM_RUN(test_lean_long_one_key_tail);
     MM_RUN(test_lean_dit_like);
     MM_RUN(test_lean_rising_max);
-    MM_RUN(test_lean_elsewhere_unchanged);
+    MM_RUN(test_variants_elsewhere_plain);
+    MM_RUN(test_defaults);
     MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_no_keys_do_not_fit);
     MM_RUN(test_policy_defaults_and_overrides);

@@ -33,26 +33,6 @@ bool mm_cuda_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, con
            q->shape[1] % k->shape[1] == 0 && S <= INT32_MAX && S_kv >= 1 && S_kv <= INT32_MAX;
 }
 
-/* MMH3_FA3_POLYEXP: the share of each softmax row's exp2 the fa3 kernels
- * compute by polynomial on the FMA pipes instead of the MUFU (an experiment
- * of issue 9; kernels/fa3_polyexp.h). Unset, empty or 0: none (the plain
- * kernel); 0.25 or 0.5: that variant. Returns quarters, or -1 for anything
- * else. */
-static int fa3_polyexp(const char **raw)
-{
-    const char *e = getenv("MMH3_FA3_POLYEXP");
-    *raw = e ? e : "";
-    if (!e || !*e)
-        return 0;
-    char *end = NULL;
-    const double f = strtod(e, &end);
-    if (end == e || *end || !(f >= 0.0 && f <= 0.25 * MMK_FA3_POLYEXP_MAX))
-        return -1;
-    const double q = f * 4.0;
-    const int qi = (int)lround(q);
-    return fabs(q - qi) < 1e-9 ? qi : -1;
-}
-
 int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
                           float scale, mm_fa3_mode mode)
 {
@@ -77,10 +57,8 @@ int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const
     a.ldo = out->stride[0];
     a.scale = scale > 0.f ? scale : 1.f / sqrtf(128.f);
     a.mode = (int)mode;
-    const char *pp = getenv("MMH3_FA3_PINGPONG"), *poly_raw = NULL;
+    const char *pp = getenv("MMH3_FA3_PINGPONG");
     a.pingpong = pp ? atoi(pp) != 0 : -1;
-    if ((a.polyexp = fa3_polyexp(&poly_raw)) < 0)
-        return mm_ctx_fail(ctx, "attention (fa3): MMH3_FA3_POLYEXP=%.40s is not one of 0, 0.25, 0.5", poly_raw);
     mm_error e = {{0}};
     if (mmk_fa3_run(mm_ctx_device(ctx).index, (mmk_stream)mm_ctx_stream(ctx), &a, &e) != 0)
         return mm_ctx_fail(ctx, "%s", e.msg);
@@ -165,28 +143,25 @@ static choice env_choice(const char *name, const char *force, const char **raw)
 void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
 {
     memset(out, 0, sizeof *out);
-    const char *raw = NULL, *poly_raw = NULL;
-    const int poly = fa3_polyexp(&poly_raw);
-    /* a MMH3_FA3_POLYEXP the kernels refuse: no fa3 at all (mm_cuda_attention_fa3 would fail) */
-    const bool hopper = mmk_fa3_usable(dev) != 0 && poly >= 0;
-    char pdesc[48] = "";
-    if (poly > 0)
-        snprintf(pdesc, sizeof pdesc, ", polyexp %.20s", poly_raw);
+    const char *raw = NULL;
+    const bool hopper = mmk_fa3_usable(dev) != 0;
+    char pdesc[48] = ""; /* the exact-mode kernel's variant (kernels/mmk_fa3.h) */
+    mmk_fa3_variant_desc(MMK_FA3_EXACT, pdesc, sizeof pdesc);
     double rel = 0;
 
     /* exact-mode attention */
     const choice ca = env_choice("MMH3_DIT_ATTN", "fa3", &raw);
     if (!hopper)
         snprintf(out->attention, sizeof out->attention, "mm_attention (%s; %s)", mmk_attention_path(dev),
-                 poly < 0 ? "MMH3_FA3_POLYEXP not one of 0, 0.25, 0.5: no fa3" : "no sm_90a fa3 kernel for this GPU/build");
+                 "no sm_90a fa3 kernel for this GPU/build");
     else if (ca == CHOICE_FORCE)
         out->fa3 = out->fa3_cross = true,
         snprintf(out->attention, sizeof out->attention, "fa3 bf16%s (forced by MMH3_DIT_ATTN=fa3)", pdesc);
     else if (ca == CHOICE_OFF)
         snprintf(out->attention, sizeof out->attention, "mm_attention (%s; MMH3_DIT_ATTN=%.40s)",
                  mmk_attention_path(dev), raw);
-    else if ((out->fa3 = mmk_fa3_verified(dev, MMK_FA3_EXACT, poly, &rel) != 0)) {
-        out->fa3_cross = mmk_fa3_cross_verified(dev, MMK_FA3_EXACT, poly) != 0;
+    else if ((out->fa3 = mmk_fa3_verified(dev, MMK_FA3_EXACT, &rel) != 0)) {
+        out->fa3_cross = mmk_fa3_cross_verified(dev, MMK_FA3_EXACT) != 0;
         snprintf(out->attention, sizeof out->attention, "fa3 bf16%s (self-check vs the portable kernel: rel_l2 %.2g%s)",
                  pdesc, rel, out->fa3_cross ? "" : "; fewer queries than keys failed it: mm_attention there");
     }
@@ -199,6 +174,7 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
     const bool fast_off = fraw && strcmp(fraw, "off") == 0;
     out->fast_mode = fraw && strcmp(fraw, "qk") == 0 ? MM_FA3_FAST_QK : MM_FA3_FAST;
     const char *fname = out->fast_mode == MM_FA3_FAST_QK ? "fa3 int8 q·k + bf16 p·v" : "fa3 int8 q·k + e4m3 p·v";
+    mmk_fa3_variant_desc((int)out->fast_mode, pdesc, sizeof pdesc);
     if (!hopper || fast_off)
         snprintf(out->fast, sizeof out->fast, "as exact mode (%s)", fast_off ? "MMH3_DIT_FAST=off" : "no fast kernel");
     else if (ca == CHOICE_FORCE)
@@ -206,8 +182,8 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
         snprintf(out->fast, sizeof out->fast, "%s%s (forced by MMH3_DIT_ATTN=fa3)", fname, pdesc);
     else if (!want_fast)
         snprintf(out->fast, sizeof out->fast, "%s%s once its self-check passes (not run yet)", fname, pdesc);
-    else if ((out->fast_fa3 = mmk_fa3_verified(dev, (int)out->fast_mode, poly, &rel) != 0)) {
-        out->fast_fa3_cross = mmk_fa3_cross_verified(dev, (int)out->fast_mode, poly) != 0;
+    else if ((out->fast_fa3 = mmk_fa3_verified(dev, (int)out->fast_mode, &rel) != 0)) {
+        out->fast_fa3_cross = mmk_fa3_cross_verified(dev, (int)out->fast_mode) != 0;
         snprintf(out->fast, sizeof out->fast, "%s%s (self-check vs the portable kernel: rel_l2 %.2g%s)", fname, pdesc,
                  rel, out->fast_fa3_cross ? "" : "; fewer queries than keys failed it: exact mode there");
     }

@@ -58,12 +58,12 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
  *                           fused epilogue after its self-check (bit for bit
  *                           the cuBLASLt path); =sm90 forces it; =cublaslt
  *                           keeps cuBLASLt + the epilogue kernel.
- *   MMH3_FA3_POLYEXP        0.25 or 0.5: the fa3 kernels (exact and fast)
- *                           compute that share of the softmax's exp2 by
- *                           polynomial on the FMA pipes (an experiment,
- *                           kernels/fa3_polyexp.h; its own self-checks);
- *                           unset or 0: the plain kernels; anything else:
- *                           no fa3 (mm_cuda_attention_fa3 fails).
+ *   MMH3_FA3_RESCALE,       0 or 1: the fa3 kernel variants
+ *   MMH3_FA3_LEAN,          (kernels/mmk_fa3.h; by default exact mode runs
+ *   MMH3_FA3_DEFER          with conditional rescaling, fast mode lean),
+ *                           each with its own self-check; anything else: no
+ *                           fa3 (its self-check and mm_cuda_attention_fa3
+ *                           fail).
  * Self-checks run at the first call that needs them (fast mode's only when
  * want_fast), once per device and process, each announced by one stderr
  * line; a failed one falls back. The texts say what runs and why. */
