@@ -33,7 +33,7 @@
 #            also -vec and -st), bit for bit, one process per group of variants       (~90 s)
 #
 #   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
-#   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS]     carry [".carry"]
+#   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS] [--no-ref clip10,clip15]   carry [".carry"]
 #            (all = build,tests,kit,attn,clip5,quality,clip10,clip15: ~460 s after the build)
 #            or through tests/device/session.sh (call 1), which writes the checkpoint meanwhile.
 #   CPU stand-in (here): MMH3_DEVICE_DRY=1 — the tests without MMH3_REQUIRE_GPU (they SKIP), the
@@ -50,10 +50,12 @@ device_summary speed summary_speed.txt
 
 part=all
 budget=470
+noref="" # clips whose PyTorch reference is not run (--no-ref clip10,clip15: a call short of time)
 while [ $# -gt 0 ]; do
   case "$1" in
     --part) part=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
+    --no-ref) noref=$2; shift 2 ;;
     *) echo "speed.sh: unknown argument $1"; exit 2 ;;
   esac
 done
@@ -199,7 +201,9 @@ clip() {
     skipped "$name"
   fi
   secs=$(limit "$4")
-  if [ "$secs" -gt 0 ] && [ -n "$PY" ]; then
+  if [[ ",$noref," == *",$name,"* ]]; then
+    note "SKIP $name reference: --no-ref"
+  elif [ "$secs" -gt 0 ] && [ -n "$PY" ]; then
     run "$name-ref" "$secs" "$OUT/speed_${name}_ref.txt" env PYTHONUNBUFFERED=1 "$PY" bench/reference/dit_ref.py \
         --width "$W" --height "$H" --frames "$frames" --text-rows "$TEXT_ROWS" --linear int8 --warmup "$warm" --iters 1
     tail -3 "$OUT/speed_${name}_ref.txt"
