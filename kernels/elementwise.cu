@@ -127,25 +127,34 @@ __global__ void k_ew(mmk_ew e, int64_t n)
     }
 }
 
-/* The common case, vectorized: every operand a bf16 [R, C] view with unit
+/* The common case, vectorized: every operand a bf16 (or, with
+ * MMH3_GLUE_KERNEL=vec, f16: the video VAE's SiLU-GLU) [R, C] view with unit
  * column stride, C and the row strides multiples of 8, 16-byte aligned (row
  * stride 0 broadcasts a row). One thread per 8 consecutive elements; the
  * arithmetic is k_ew's, element by element. */
-__global__ void k_ew_bf16x8(mmk_ew e, int64_t rows, int64_t cols)
+template <typename T> __global__ void k_ew_x8(mmk_ew e, int64_t rows, int64_t cols)
 {
     int64_t per_row = cols / 8, n = rows * per_row;
     bool binary = e.op == MMK_EW_ADD || e.op == MMK_EW_MUL || e.op == MMK_EW_AXPBY || e.op == MMK_EW_GLU;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i / per_row, c = (i % per_row) * 8;
-        uint4 av = *reinterpret_cast<const uint4 *>(static_cast<const bf16 *>(e.a.p) + r * e.a.stride[0] + c), bv = av;
+        int64_t r, c;
+        if (n <= 0xffffffffll) { /* 32-bit division: a 64-bit one costs more than the 16-byte move */
+            uint32_t r32 = (uint32_t)i / (uint32_t)per_row;
+            r = r32;
+            c = (int64_t)((uint32_t)i - r32 * (uint32_t)per_row) * 8;
+        } else {
+            r = i / per_row;
+            c = (i % per_row) * 8;
+        }
+        uint4 av = *reinterpret_cast<const uint4 *>(static_cast<const T *>(e.a.p) + r * e.a.stride[0] + c), bv = av;
         if (binary)
-            bv = *reinterpret_cast<const uint4 *>(static_cast<const bf16 *>(e.b.p) + r * e.b.stride[0] + c);
-        const bf16 *ah = reinterpret_cast<const bf16 *>(&av), *bh = reinterpret_cast<const bf16 *>(&bv);
+            bv = *reinterpret_cast<const uint4 *>(static_cast<const T *>(e.b.p) + r * e.b.stride[0] + c);
+        const T *ah = reinterpret_cast<const T *>(&av), *bh = reinterpret_cast<const T *>(&bv);
         uint4 out;
-        bf16 *oh = reinterpret_cast<bf16 *>(&out);
+        T *oh = reinterpret_cast<T *>(&out);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            float a = __bfloat162float(ah[j]), b = __bfloat162float(bh[j]), v;
+            float a = mmk_to_f32(ah[j]), b = mmk_to_f32(bh[j]), v;
             switch (e.op) {
             case MMK_EW_ADD: v = a + b; break;
             case MMK_EW_MUL: v = a * b; break;
@@ -156,9 +165,9 @@ __global__ void k_ew_bf16x8(mmk_ew e, int64_t rows, int64_t cols)
             case MMK_EW_GLU: v = __fmul_rn(act_apply(e.act, a), b); break;
             default: v = a; break;
             }
-            oh[j] = __float2bfloat16_rn(v);
+            oh[j] = mmk_from_f32<T>(v);
         }
-        *reinterpret_cast<uint4 *>(static_cast<bf16 *>(e.y.p) + r * e.y.stride[0] + c) = out;
+        *reinterpret_cast<uint4 *>(static_cast<T *>(e.y.p) + r * e.y.stride[0] + c) = out;
     }
 }
 
@@ -302,9 +311,9 @@ void copy_rows_run(const mmk_view &y, const mmk_view &a, int w, mmk_stream s)
         launch_copy_rows<uint32_t>(c, s);
 }
 
-bool rows_bf16x8(const mmk_view &v)
+bool rows_x8(const mmk_view &v, mm_dtype t)
 {
-    return v.dtype == MM_BF16 && v.ndim == 2 && (v.stride[1] == 1 || v.shape[1] == 1) && v.stride[0] % 8 == 0 &&
+    return v.dtype == t && v.ndim == 2 && (v.stride[1] == 1 || v.shape[1] == 1) && v.stride[0] % 8 == 0 &&
            ((uintptr_t)v.p & 15) == 0;
 }
 
@@ -690,9 +699,11 @@ extern "C" int mmk_ew_run(int dev, mmk_stream s, const mmk_ew *e_in, mm_error *e
             return mmk_launched(err, w == 16 ? "k_copy_rows16" : w == 8 ? "k_copy_rows8" : "k_copy_rows4");
         }
     }
-    /* 2-D bf16 rows: the vectorized kernel (after collapsing, a contiguous
-     * tensor is 1-D: view it as one row) */
-    if (e.op != MMK_EW_FILL && !(e.op == MMK_EW_COPY && e.a.dtype != MM_BF16)) {
+    /* 2-D bf16 (f16 with MMH3_GLUE_KERNEL=vec) rows: the vectorized kernel
+     * (after collapsing, a contiguous tensor is 1-D: view it as one row) */
+    mm_dtype vt = e.y.dtype;
+    bool vec_dtype = vt == MM_BF16 || (vt == MM_F16 && mmk_glue_vec_selected());
+    if (e.op != MMK_EW_FILL && vec_dtype && !(e.op == MMK_EW_COPY && e.a.dtype != vt)) {
         mmk_ew v = e;
         mmk_view *vv[3] = {&v.y, &v.a, &v.b};
         for (int k = 0; k < nv; k++)
@@ -705,11 +716,15 @@ extern "C" int mmk_ew_run(int dev, mmk_stream s, const mmk_ew *e_in, mm_error *e
             }
         bool fast = v.y.ndim == 2 && v.y.shape[1] % 8 == 0;
         for (int k = 0; k < nv && fast; k++)
-            fast = rows_bf16x8(*vv[k]) && vv[k]->shape[0] == v.y.shape[0] && vv[k]->shape[1] == v.y.shape[1];
+            fast = rows_x8(*vv[k], vt) && vv[k]->shape[0] == v.y.shape[0] && vv[k]->shape[1] == v.y.shape[1];
         if (fast) {
             int64_t rows = v.y.shape[0], cols = v.y.shape[1];
-            k_ew_bf16x8<<<mmk_grid(rows * cols / 8), 256, 0, s>>>(v, rows, cols);
-            return mmk_launched(err, "k_ew_bf16x8");
+            if (vt == MM_BF16) {
+                k_ew_x8<bf16><<<mmk_grid(rows * cols / 8), 256, 0, s>>>(v, rows, cols);
+                return mmk_launched(err, "k_ew_x8<bf16>");
+            }
+            k_ew_x8<__half><<<mmk_grid(rows * cols / 8), 256, 0, s>>>(v, rows, cols);
+            return mmk_launched(err, "k_ew_x8<half>");
         }
     }
     k_ew<<<mmk_grid(n), 256, 0, s>>>(e, n);
@@ -857,7 +872,7 @@ extern "C" int mmk_nvfp4_dequant(int dev, mmk_stream s, int N, int K, int row0, 
 
 static const mmk_kernel_entry g_kernels[] = {
     {"ew", (const void *)k_ew, 80},
-    {"ew_bf16x8", (const void *)k_ew_bf16x8, 80},
+    {"ew_bf16x8", (const void *)k_ew_x8<bf16>, 80}, {"ew_f16x8", (const void *)k_ew_x8<__half>, 80},
     {"copy_rows16_w32", (const void *)k_copy_rows<uint4, 32>, 80},
     {"copy_rows16_w16", (const void *)k_copy_rows<uint4, 16>, 80},
     {"copy_rows16_w8", (const void *)k_copy_rows<uint4, 8>, 80},

@@ -197,6 +197,12 @@ int mmk_gated_add_run(int dev, mmk_stream s, const mmk_view *x, const mmk_view *
 int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, const mmk_view *cos,
                  const mmk_view *sin, int rot, mm_error *err);
 
+/* Whether the 8-wide paths of the generic glue (RMSNorm without modulation,
+ * RoPE, gated residual, f16 element-wise and GLU) are on for views that fit
+ * them: MMH3_GLUE_KERNEL=vec|generic, unset = the built-in default; read on
+ * every launch, so tests and benches can compare both in one process. */
+int mmk_glue_vec_selected(void);
+
 /* The DiT's fused per-head q/k RMSNorm (f32 weights wq, wk over head_dim;
  * NULL = no norm) and RoPE (bf16 cos/sin [rows, rot_dim], row stride
  * ld_rope; NULL = none), in place on bf16 q [rows, heads_q·head_dim] and k

@@ -262,6 +262,266 @@ __global__ void k_gated_add_bf16x8(mmk_view x, mmk_view y, const float *__restri
     }
 }
 
+/* ------------------------------------------------------------------ 8-wide glue paths (MMH3_GLUE_KERNEL=vec) */
+
+/* The video VAE's glue — f32 residual rows, fp16 activations, per-head views
+ * of 64 channels 192 apart in the fused qkv rows — ran the generic kernels
+ * above at a tenth of HBM speed: 2-byte accesses, a 64-bit division per row
+ * or element, a block (two barriers) per 2048-wide row. These kernels move 8
+ * consecutive elements per access (two float4 for f32, one uint4 for 16-bit
+ * types; any float dtype per operand, a uniform branch), give a short row to
+ * a group of cols/8 lanes and a long row to a warp, and index rows with
+ * 32-bit divisions. Element by element the arithmetic is the generic
+ * kernels' (same correctly rounded products and sums), so the gated residual
+ * and RoPE are bit-identical to them; the RMSNorms only sum their squares in
+ * another order (as the generic kernels already do against the CPU twin). */
+const int kVecWarps = 8;
+
+__device__ __forceinline__ void ld8(const void *p, mm_dtype t, int64_t off, float f[8])
+{
+    if (t == MM_F32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + off);
+        float4 a = q[0], b = q[1];
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+        return;
+    }
+    uint4 u = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p) + off);
+    if (t == MM_BF16) {
+        const bf16 *h = reinterpret_cast<const bf16 *>(&u);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = __bfloat162float(h[j]);
+    } else {
+        const __half *h = reinterpret_cast<const __half *>(&u);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = __half2float(h[j]);
+    }
+}
+
+__device__ __forceinline__ void st8(void *p, mm_dtype t, int64_t off, const float f[8])
+{
+    if (t == MM_F32) {
+        float4 *q = reinterpret_cast<float4 *>(static_cast<float *>(p) + off);
+        q[0] = make_float4(f[0], f[1], f[2], f[3]);
+        q[1] = make_float4(f[4], f[5], f[6], f[7]);
+        return;
+    }
+    uint4 u;
+    if (t == MM_BF16) {
+        bf16 *h = reinterpret_cast<bf16 *>(&u);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            h[j] = __float2bfloat16_rn(f[j]);
+    } else {
+        __half *h = reinterpret_cast<__half *>(&u);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            h[j] = __float2half_rn(f[j]);
+    }
+    *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(p) + off) = u;
+}
+
+/* Eight f32 values of a weight or gate vector: one pair of float4 when the
+ * host found them 16-byte aligned, else scalar loads. */
+__device__ __forceinline__ void ld8_f32(const float *__restrict__ p, bool al, float f[8])
+{
+    if (al) {
+        float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = p[j];
+    }
+}
+
+/* Offset of row r of a view with at most two outer dims (the host checks
+ * that, and rows < 2^31): 32-bit division. */
+__device__ __forceinline__ int64_t row_off_vec(const mmk_view &v, int64_t r)
+{
+    if (v.ndim <= 1)
+        return 0;
+    if (v.ndim == 2)
+        return r * v.stride[0];
+    uint32_t inner = (uint32_t)v.shape[v.ndim - 2], hi = (uint32_t)r / inner, lo = (uint32_t)r - hi * inner;
+    return (int64_t)hi * v.stride[v.ndim - 3] + (int64_t)lo * v.stride[v.ndim - 2];
+}
+
+/* RMSNorm (no modulation) of rows longer than 256: a warp per row, two
+ * passes (the second reads the row back from L1/L2). */
+__global__ void __launch_bounds__(kVecWarps * 32)
+    k_rmsnorm_vec(mmk_view x, mmk_view y, const float *__restrict__ w, bool w_al, float eps, int64_t rows)
+{
+    int64_t r = (int64_t)blockIdx.x * kVecWarps + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (r >= rows)
+        return;
+    int64_t cols = x.shape[x.ndim - 1], ox = row_off_vec(x, r), oy = row_off_vec(y, r);
+    float ss = 0.f;
+#pragma unroll 4
+    for (int64_t c = lane * 8; c < cols; c += 256) {
+        float f[8];
+        ld8(x.p, x.dtype, ox + c, f);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            ss += f[j] * f[j];
+    }
+    ss = mmk_warp_sum(ss);
+    float rs = 1.f / sqrtf(ss / (float)cols + eps);
+#pragma unroll 4
+    for (int64_t c = lane * 8; c < cols; c += 256) {
+        float f[8], wv[8] = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f};
+        ld8(x.p, x.dtype, ox + c, f);
+        if (w)
+            ld8_f32(w + c, w_al, wv);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = __fmul_rn(__fmul_rn(f[j], rs), wv[j]);
+        st8(y.p, y.dtype, oy + c, f);
+    }
+}
+
+/* Row r and this lane's octet for the short-row kernels: `lpr` = cols/8
+ * lanes (a power of two ≤ 32) per row, 32/lpr rows per warp. */
+__device__ __forceinline__ int64_t group_row(int lpr, int *octet)
+{
+    int lane = threadIdx.x & 31;
+    *octet = lane & (lpr - 1);
+    return ((int64_t)blockIdx.x * kVecWarps + (threadIdx.x >> 5)) * (32 / lpr) + lane / lpr;
+}
+
+/* RMSNorm of rows of 8..256 channels (the per-head q/k norms), in place
+ * safe: each lane loads its octet before any lane of its row stores. */
+__global__ void __launch_bounds__(kVecWarps * 32)
+    k_rmsnorm_group_vec(mmk_view x, mmk_view y, const float *__restrict__ w, bool w_al, float eps, int64_t rows,
+                        int lpr)
+{
+    int a;
+    int64_t r = group_row(lpr, &a);
+    bool valid = r < rows; /* rows past the end still take part in the shuffles */
+    float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    int64_t ox = 0;
+    if (valid) {
+        ox = row_off_vec(x, r);
+        ld8(x.p, x.dtype, ox + 8 * a, f);
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        ss += f[j] * f[j];
+    for (int o = lpr / 2; o > 0; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (!valid)
+        return;
+    float rs = 1.f / sqrtf(ss / (float)(8 * lpr) + eps), wv[8] = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f};
+    if (w)
+        ld8_f32(w + 8 * a, w_al, wv);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        f[j] = __fmul_rn(__fmul_rn(f[j], rs), wv[j]);
+    st8(y.p, y.dtype, row_off_vec(y, r) + 8 * a, f);
+}
+
+/* k_rope on [S, H, D] views with D = 8·lpr and rot % 16 == 0: lane a holds
+ * channels 8a..8a+7; its rotation partner (a ± rot/16) arrives by shuffle. */
+__global__ void __launch_bounds__(kVecWarps * 32)
+    k_rope_vec(mmk_view x, mmk_view y, mmk_view cs, mmk_view sn, int rot, int64_t rows, int lpr)
+{
+    int a;
+    int64_t r = group_row(lpr, &a);
+    bool valid = r < rows;
+    float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    int64_t ox = 0;
+    uint32_t H = (uint32_t)x.shape[1], si = 0, hi = 0;
+    if (valid) {
+        si = (uint32_t)r / H;
+        hi = (uint32_t)r - si * H;
+        ox = (int64_t)si * x.stride[0] + (int64_t)hi * x.stride[1];
+        ld8(x.p, x.dtype, ox + 8 * a, f);
+    }
+    int half = rot / 2, j0 = 8 * a;
+    bool lo = j0 < half, rotated = j0 < rot;
+    int src = !rotated ? a : lo ? a + half / 8 : a - half / 8;
+    float p[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        p[j] = __shfl_sync(0xffffffffu, f[j], src, lpr);
+    if (!valid)
+        return;
+    if (rotated) {
+        float c[8], s[8];
+        ld8(cs.p, cs.dtype, (int64_t)si * cs.stride[0] + j0, c);
+        ld8(sn.p, sn.dtype, (int64_t)si * sn.stride[0] + j0, s);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = lo ? __fsub_rn(__fmul_rn(f[j], c[j]), __fmul_rn(p[j], s[j]))
+                      : __fadd_rn(__fmul_rn(f[j], c[j]), __fmul_rn(p[j], s[j]));
+    }
+    st8(y.p, y.dtype, (int64_t)si * y.stride[0] + (int64_t)hi * y.stride[1] + j0, f);
+}
+
+/* k_gated_add, 8 elements per thread (x and y of any float dtypes). */
+__global__ void k_gated_add_vec(mmk_view x, mmk_view y, const float *__restrict__ gate, int64_t ld_gate, bool g_al,
+                                const int32_t *__restrict__ idx, int64_t idx_stride, int64_t n8)
+{
+    uint32_t per_row = (uint32_t)(x.shape[x.ndim - 1] / 8);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t r = (uint32_t)i / per_row, c = ((uint32_t)i - r * per_row) * 8;
+        float xv[8], yv[8], g[8] = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f};
+        int64_t ox = row_off_vec(x, r) + c;
+        ld8(x.p, x.dtype, ox, xv);
+        ld8(y.p, y.dtype, row_off_vec(y, r) + c, yv);
+        if (gate)
+            ld8_f32(gate + (idx ? idx[r * idx_stride] : 0) * ld_gate + c, g_al, g);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            xv[j] = __fadd_rn(xv[j], __fmul_rn(g[j], yv[j]));
+        st8(x.p, x.dtype, ox, xv);
+    }
+}
+
+/* What the 8-wide kernels need of a view: a float dtype, at most 3 dims,
+ * a unit-stride last dim of a multiple of 8, and every 8-element group
+ * 16-byte aligned (base and outer strides). */
+bool rows_vec8(const mmk_view &v)
+{
+    if (!mmk_is_float(v.dtype) || v.ndim < 1 || v.ndim > 3)
+        return false;
+    int64_t cols = v.shape[v.ndim - 1];
+    if (cols % 8 || (cols > 1 && v.stride[v.ndim - 1] != 1) || ((uintptr_t)v.p & 15))
+        return false;
+    int64_t unit = v.dtype == MM_F32 ? 4 : 8;
+    for (int d = 0; d < v.ndim - 1; d++)
+        if (v.shape[d] > 1 && v.stride[d] % unit)
+            return false;
+    return mmk_rows_of(v) < ((int64_t)1 << 31);
+}
+
+/* Lanes per row for the short-row kernels: cols/8 when it is a power of two ≤ 32, else 0. */
+int lanes_per_row(int64_t cols)
+{
+    int64_t l = cols / 8;
+    return cols % 8 == 0 && l >= 1 && l <= 32 && (l & (l - 1)) == 0 ? (int)l : 0;
+}
+
+bool f32_al16(const float *p, int64_t ld) { return ((uintptr_t)p & 15) == 0 && ld % 4 == 0; }
+
+/* MMH3_GLUE_KERNEL=vec selects the 8-wide paths, =generic the kernels
+ * above; unset, kGlueVecDefault decides: off until the device has verified
+ * and measured the vec paths (then flipping it makes them the default). */
+const bool kGlueVecDefault = false;
+
+bool glue_vec()
+{
+    const char *e = getenv("MMH3_GLUE_KERNEL");
+    if (e && !strcmp(e, "vec"))
+        return true;
+    if (e && !strcmp(e, "generic"))
+        return false;
+    return kGlueVecDefault;
+}
+
 /* ------------------------------------------------------------------ RoPE (views) */
 
 /* One warp per (s, h) row of x [S, H, D]; the row is staged in shared memory
@@ -564,6 +824,18 @@ extern "C" int mmk_rmsnorm_run(int dev, mmk_stream s, const mmk_rmsnorm *a, mm_e
     int64_t rows = mmk_rows_of(a->x), cols = mmk_cols_of(a->x);
     if (rows == 0 || cols == 0)
         return 0;
+    if (a->mode == MMK_NORM_RMS && glue_vec() && rows_vec8(a->x) && rows_vec8(a->y)) {
+        bool w_al = a->w && f32_al16(a->w, 0);
+        if (int lpr = lanes_per_row(cols)) {
+            k_rmsnorm_group_vec<<<mmk_blocks(rows, kVecWarps * 32 / lpr), kVecWarps * 32, 0, s>>>(a->x, a->y, a->w, w_al,
+                                                                                                a->eps, rows, lpr);
+            return mmk_launched(err, "k_rmsnorm_group_vec");
+        }
+        if (cols > 256) {
+            k_rmsnorm_vec<<<mmk_blocks(rows, kVecWarps), kVecWarps * 32, 0, s>>>(a->x, a->y, a->w, w_al, a->eps, rows);
+            return mmk_launched(err, "k_rmsnorm_vec");
+        }
+    }
     if (cols <= 1024) {
         k_rmsnorm_warp<<<mmk_blocks(rows, 8), 256, 0, s>>>(a->x, a->y, a->mode, a->w, a->eps, a->scale, a->shift,
                                                            a->ld_mod, a->idx, a->idx_stride, rows);
@@ -629,6 +901,12 @@ extern "C" int mmk_gated_add_run(int dev, mmk_stream s, const mmk_view *x, const
     int64_t n = mmk_numel(*x);
     if (n == 0)
         return 0;
+    if (!rows_aligned_bf16x8(*x) && glue_vec() && rows_vec8(*x) && rows_vec8(*y) && x->ndim == y->ndim &&
+        mmk_rows_of(*y) == mmk_rows_of(*x) && n / 8 < ((int64_t)1 << 32)) {
+        k_gated_add_vec<<<mmk_grid(n / 8), 256, 0, s>>>(*x, *y, gate, ld_gate, gate && f32_al16(gate, ld_gate), idx,
+                                                        idx_stride, n / 8);
+        return mmk_launched(err, "k_gated_add_vec");
+    }
     if (rows_aligned_bf16x8(*x) && rows_aligned_bf16x8(*y)) {
         k_gated_add_bf16x8<<<mmk_grid(n / 8), 256, 0, s>>>(*x, *y, gate, ld_gate, idx, idx_stride, n / 8);
         return mmk_launched(err, "k_gated_add_bf16x8");
@@ -647,6 +925,12 @@ extern "C" int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_
     int64_t rows = x->shape[0] * x->shape[1], D = x->shape[2];
     if (rows == 0)
         return 0;
+    int lpr = lanes_per_row(D);
+    if (glue_vec() && lpr && rot % 16 == 0 && rot <= D && rows_vec8(*x) && rows_vec8(*y) && rows_vec8(*cos) &&
+        rows_vec8(*sin) && cos->ndim == 2 && sin->ndim == 2) {
+        k_rope_vec<<<mmk_blocks(rows, kVecWarps * 32 / lpr), kVecWarps * 32, 0, s>>>(*x, *y, *cos, *sin, rot, rows, lpr);
+        return mmk_launched(err, "k_rope_vec");
+    }
     size_t smem = (size_t)kRopeWarps * D * sizeof(float);
     if (smem > 48 * 1024)
         MMK_TRY(cudaFuncSetAttribute(k_rope, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
@@ -654,6 +938,8 @@ extern "C" int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_
     k_rope<<<mmk_blocks(rows, kRopeWarps), kRopeWarps * 32, smem, s>>>(*x, *y, *cos, *sin, rot, rows);
     return mmk_launched(err, "k_rope");
 }
+
+extern "C" int mmk_glue_vec_selected(void) { return glue_vec(); }
 
 extern "C" int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rope *a, mm_error *err)
 {
@@ -706,6 +992,8 @@ static const mmk_kernel_entry g_kernels[] = {
     {"gated_add", (const void *)k_gated_add, 80},     {"rope", (const void *)k_rope, 80},
     {"qk_norm_rope", (const void *)k_qk_norm_rope, 80}, {"qk_norm_rope_vec", (const void *)k_qk_norm_rope_vec, 80},
     {"groupnorm", (const void *)k_groupnorm, 80},
+    {"rmsnorm_vec", (const void *)k_rmsnorm_vec, 80}, {"rmsnorm_group_vec", (const void *)k_rmsnorm_group_vec, 80},
+    {"rope_vec", (const void *)k_rope_vec, 80},       {"gated_add_vec", (const void *)k_gated_add_vec, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_norm(int *n)

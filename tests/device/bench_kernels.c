@@ -212,6 +212,50 @@ static mmk_view view2d(void *p, mm_dtype t, int64_t rows, int64_t cols, int64_t 
     return v;
 }
 
+/* The video VAE decoder's glue at its size (one chunk: 28 tiles x 1797
+ * rows, width 2048, 32 heads x 64, RoPE over 48, FFN 8192, f16 activations,
+ * f32 residual), MMH3_GLUE_KERNEL=generic and then =vec (`_vec`); the GB/s
+ * column counts each byte read or written once. */
+static void bench_glue_pair(const char *name, bench_fn fn, void *user, double bytes)
+{
+    char vec[64];
+    setenv("MMH3_GLUE_KERNEL", "generic", 1);
+    bench(name, fn, user, 0, bytes);
+    snprintf(vec, sizeof vec, "%s_vec", name);
+    setenv("MMH3_GLUE_KERNEL", "vec", 1);
+    bench(vec, fn, user, 0, bytes);
+    unsetenv("MMH3_GLUE_KERNEL");
+}
+
+static void bench_vae_glue(void)
+{
+    if (only && !strstr(only, "vae"))
+        return;
+    const int64_t R = 28 * 1797, D = 2048, NH = 32, hd = 64, F = 8192, rot = 48;
+    float *x = dalloc((size_t)R * D * 4, MM_F32, 60, 1);
+    uint16_t *hn = dalloc((size_t)R * D * 2, MM_F16, 61, 1), *qkv = dalloc((size_t)R * 3 * D * 2, MM_F16, 62, 2);
+    uint16_t *u = dalloc((size_t)R * 2 * F * 2, MM_F16, 63, 2), *g = dalloc((size_t)R * F * 2, MM_F16, 64, 1);
+    uint16_t *cs = dalloc((size_t)R * rot * 2, MM_F16, 65, 1), *sn = dalloc((size_t)R * rot * 2, MM_F16, 66, 1);
+    float *w = dalloc((size_t)D * 4, MM_F32, 67, 1), *gate = dalloc((size_t)D * 4, MM_F32, 68, 0.1f);
+    mmk_rmsnorm rn = {.x = view2d(x, MM_F32, R, D, D), .y = view2d(hn, MM_F16, R, D, D), .mode = MMK_NORM_RMS, .w = w,
+                      .eps = 1e-6f};
+    bench_glue_pair("vae_rmsnorm_f32_f16_2048", run_rmsnorm, &rn, (double)R * D * 6);
+    mmk_view qv = view3d(qkv, MM_F16, R, NH, hd, 3 * D);
+    qv.stride[1] = 3 * hd; /* per-head [q | k | v] */
+    mmk_rmsnorm hq = {.x = qv, .y = qv, .mode = MMK_NORM_RMS, .eps = 1e-5f};
+    bench_glue_pair("vae_head_rmsnorm_q_f16_64", run_rmsnorm, &hq, (double)R * D * 4);
+    rope_args ra = {qv, qv, view2d(cs, MM_F16, R, rot, rot), view2d(sn, MM_F16, R, rot, rot), (int)rot};
+    bench_glue_pair("vae_rope_q_f16_48of64", run_rope, &ra, (double)R * D * 4 + (double)R * rot * 4);
+    gated_args ga = {view2d(x, MM_F32, R, D, D), view2d(hn, MM_F16, R, D, D), gate, 0, NULL};
+    bench_glue_pair("vae_gated_f32_f16_2048", run_gated, &ga, (double)R * D * 10);
+    mmk_ew glu = {.op = MMK_EW_GLU, .act = MMK_ACT_SILU, .y = view2d(g, MM_F16, R, F, F),
+                  .a = view2d(u, MM_F16, R, F, 2 * F), .b = view2d(u + F, MM_F16, R, F, 2 * F)};
+    bench_glue_pair("vae_glu_silu_f16_8192", run_ew, &glu, (double)R * F * 6);
+    void *bufs[] = {x, hn, qkv, u, g, cs, sn, w, gate};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        mm_cuda_free(DEV, bufs[i]);
+}
+
 int main(int argc, char **argv)
 {
     int S = 38010;
@@ -238,6 +282,7 @@ int main(int argc, char **argv)
            info.sm_count, info.total_bytes / 1073741824.0, S, mmk_attention_path(DEV));
     const int H = 5376, NH = 56, D = 128, F = 14336, QKV = 3 * NH * D;
     mmk_stream st = (mmk_stream)mm_cuda_stream(DEV);
+    bench_vae_glue();
 
     /* Activations and weights of one block. */
     int8_t *xq = dalloc((size_t)S * F, MM_I8, 1, 0);        /* largest K: fc2 */

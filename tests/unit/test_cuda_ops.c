@@ -601,6 +601,148 @@ static void test_rope(void)
     mm_tensor_free(&gsn);
 }
 
+/* The video VAE decoder's glue at its shapes and dtypes (fewer, odd rows so
+ * that warps and lane groups end mid-block), with MMH3_GLUE_KERNEL=vec (the
+ * 8-wide kernels) or =generic (the generic ones): f32 residual rows of 2048
+ * (row stride ≠ width) normalized into f16, a 264-wide row (a warp whose
+ * lanes run past the end), per-head q/k views of 64 channels 192 apart in
+ * f16 qkv rows, RoPE over 48 of them with f16 tables, the gated residual f32
+ * += gate·f16 (a [1, D] f16 gate; a [T, D] f32 table with idx; a strided y),
+ * and SiLU-GLU on the two halves of one f16 [R, 2F] buffer. Unaligned views
+ * and widths that are not multiples of 8 take the generic kernels either way.
+ * The vec run also compares RoPE, the gated residual and GLU with the generic
+ * kernels bit for bit. */
+static void set_glue(bool vec) { setenv("MMH3_GLUE_KERNEL", vec ? "vec" : "generic", 1); }
+
+static void vae_glue_case(bool vec)
+{
+    set_glue(vec);
+    const char *tag = vec ? "vec" : "generic";
+    char what[128];
+    /* norm1 / norm2: f32 rows -> f16; offset 4 floats keeps 16-byte starts, offset 1 does not */
+    const int64_t Rr = 37, widths[2] = {2048, 264}, offs[2] = {4, 1};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) {
+            int64_t C = widths[i];
+            mm_tensor xb = R(MM_F32, SH(Rr, C + 8), 3), gxb = G(&xb), w = R(MM_F32, SH(C), 1), gw = G(&w);
+            mm_tensor x = mm_tensor_narrow(&xb, 1, offs[k], C), gx = mm_tensor_narrow(&gxb, 1, offs[k], C);
+            pair o = OUT(MM_F16, SH(Rr, C));
+            mm_rmsnorm(cpu, &o.c, &x, &w, 1e-6f), mm_rmsnorm(gpu, &o.g, &gx, &gw, 1e-6f);
+            snprintf(what, sizeof what, "%s: rmsnorm f32 [%lld, %lld] (row stride %lld, offset %lld) -> f16", tag,
+                     (long long)Rr, (long long)C, (long long)(C + 8), (long long)offs[k]);
+            if (ctx_ok(what))
+                cmpg(what, &o.c, &o.g, ULP, 1, 0.01);
+            mm_tensor_free(&xb), mm_tensor_free(&gxb), mm_tensor_free(&w), mm_tensor_free(&gw), pfree(&o);
+        }
+    /* per-head q/k RMSNorm (no weight) in place, then RoPE over 48 of 64 channels */
+    const int64_t S = 29, H = 5, hd = 64, rot = 48;
+    mm_tensor qkv = R(MM_F16, SH(S, 3 * H * hd), 4), gqkv = G(&qkv);
+    mm_tensor cs = R(MM_F16, SH(S, rot), 1), sn = R(MM_F16, SH(S, rot), 1), gcs = G(&cs), gsn = G(&sn);
+    mm_tensor c3 = mm_tensor_unflatten(&qkv, 1, 2, MM_SHAPE(H, 3 * hd)), g3 = mm_tensor_unflatten(&gqkv, 1, 2, MM_SHAPE(H, 3 * hd));
+    mm_tensor cq = mm_tensor_narrow(&c3, 2, 0, hd), ck = mm_tensor_narrow(&c3, 2, hd, hd);
+    mm_tensor gq = mm_tensor_narrow(&g3, 2, 0, hd), gk = mm_tensor_narrow(&g3, 2, hd, hd);
+    mm_rmsnorm(cpu, &cq, &cq, NULL, 1e-5f), mm_rmsnorm(cpu, &ck, &ck, NULL, 1e-5f);
+    mm_rmsnorm(gpu, &gq, &gq, NULL, 1e-5f), mm_rmsnorm(gpu, &gk, &gk, NULL, 1e-5f);
+    snprintf(what, sizeof what, "%s: per-head q/k rmsnorm f16 [%lld, %lld, 64] views of qkv (v untouched)", tag,
+             (long long)S, (long long)H);
+    if (ctx_ok(what))
+        cmpg(what, &qkv, &gqkv, ULP, 1, 0.01);
+    mm_copy(gpu, &gqkv, &qkv); /* the same normalized input on both sides */
+    mm_tensor normed = D(&gqkv);
+    mm_rope(cpu, &cq, &cq, &cs, &sn, (int)rot), mm_rope(cpu, &ck, &ck, &cs, &sn, (int)rot);
+    mm_rope(gpu, &gq, &gq, &gcs, &gsn, (int)rot), mm_rope(gpu, &gk, &gk, &gcs, &gsn, (int)rot);
+    snprintf(what, sizeof what, "%s: rope 48 of 64 on f16 q/k views, f16 tables", tag);
+    if (ctx_ok(what))
+        cmpg(what, &qkv, &gqkv, EXACT, 0, 0);
+    mm_tensor rope_vec = D(&gqkv);
+    if (vec) { /* the generic kernel on the same input */
+        mm_copy(gpu, &gqkv, &normed);
+        set_glue(false);
+        mm_rope(gpu, &gq, &gq, &gcs, &gsn, (int)rot), mm_rope(gpu, &gk, &gk, &gcs, &gsn, (int)rot);
+        set_glue(true);
+        mm_tensor once = D(&gqkv);
+        if (ctx_ok("rope generic"))
+            cmp("vec rope == generic rope", &once, &rope_vec, EXACT, 0, 0);
+        mm_tensor_free(&once);
+    }
+    mm_tensor_free(&rope_vec), mm_tensor_free(&normed);
+    /* gated residuals: f32 x += f16 [1, D] gate · f16 y; f32 table + idx with a strided y */
+    const int64_t Dm = 2048, T = 3;
+    for (int k = 0; k < 2; k++) {
+        mm_tensor x = R(MM_F32, SH(Rr, Dm), 3), yb = R(MM_F16, SH(Rr, Dm + 16), 2), gx = G(&x), gyb = G(&yb);
+        mm_tensor y = mm_tensor_narrow(&yb, 1, k ? 8 : 0, Dm), gy = mm_tensor_narrow(&gyb, 1, k ? 8 : 0, Dm);
+        mm_tensor tab = R(k ? MM_F32 : MM_F16, SH(k ? T : 1, Dm), 0.5), gtab = G(&tab), idx = R(MM_I32, SH(Rr), 1);
+        int32_t *ip = idx.data;
+        for (int r = 0; r < Rr; r++)
+            ip[r] = (int32_t)(cuda_test_next(&rng) % T);
+        mm_tensor gi = G(&idx), x0 = D(&gx);
+        mm_gated_residual(cpu, &x, &y, &tab, k ? &idx : NULL), mm_gated_residual(gpu, &gx, &gy, &gtab, k ? &gi : NULL);
+        snprintf(what, sizeof what, "%s: gated residual f32 += %s gate · f16 y%s", tag, k ? "f32 [3, D] + idx" : "f16 [1, D]",
+                 k ? " (row stride D + 16)" : "");
+        if (ctx_ok(what))
+            cmpg(what, &x, &gx, EXACT, 0, 0);
+        if (vec) {
+            mm_tensor hx = D(&gx);
+            mm_copy(gpu, &gx, &x0);
+            set_glue(false);
+            mm_gated_residual(gpu, &gx, &gy, &gtab, k ? &gi : NULL);
+            set_glue(true);
+            mm_tensor hg = D(&gx);
+            if (ctx_ok("gated generic"))
+                cmp("vec gated residual == generic", &hg, &hx, EXACT, 0, 0);
+            mm_tensor_free(&hx), mm_tensor_free(&hg);
+        }
+        mm_tensor_free(&x), mm_tensor_free(&yb), mm_tensor_free(&gx), mm_tensor_free(&gyb), mm_tensor_free(&tab);
+        mm_tensor_free(&gtab), mm_tensor_free(&idx), mm_tensor_free(&gi), mm_tensor_free(&x0);
+    }
+    /* SiLU-GLU on the halves of one f16 [R, 2F] buffer; F = 97 is not a multiple of 8 */
+    const int64_t Fs[2] = {520, 97};
+    for (int k = 0; k < 2; k++) {
+        int64_t F = Fs[k];
+        mm_tensor u = R(MM_F16, SH(Rr, 2 * F), 6), gu = G(&u);
+        mm_tensor cg = mm_tensor_narrow(&u, 1, 0, F), cv = mm_tensor_narrow(&u, 1, F, F);
+        mm_tensor gg = mm_tensor_narrow(&gu, 1, 0, F), gv = mm_tensor_narrow(&gu, 1, F, F);
+        pair o = OUT(MM_F16, SH(Rr, F));
+        mm_glu(cpu, &o.c, &cg, &cv, MM_ACT_SILU), mm_glu(gpu, &o.g, &gg, &gv, MM_ACT_SILU);
+        snprintf(what, sizeof what, "%s: silu-glu f16 halves of [%lld, %lld]", tag, (long long)Rr, (long long)(2 * F));
+        if (ctx_ok(what))
+            cmpg(what, &o.c, &o.g, ULP, 1, 1e-3);
+        if (vec) {
+            mm_tensor hv = D(&o.g);
+            set_glue(false);
+            mm_glu(gpu, &o.g, &gg, &gv, MM_ACT_SILU);
+            set_glue(true);
+            mm_tensor hg = D(&o.g);
+            if (ctx_ok("glu generic"))
+                cmp("vec silu-glu == generic", &hg, &hv, EXACT, 0, 0);
+            mm_tensor_free(&hv), mm_tensor_free(&hg);
+        }
+        mm_tensor_free(&u), mm_tensor_free(&gu), pfree(&o);
+    }
+    mm_tensor_free(&qkv), mm_tensor_free(&gqkv), mm_tensor_free(&cs), mm_tensor_free(&sn), mm_tensor_free(&gcs);
+    mm_tensor_free(&gsn);
+    unsetenv("MMH3_GLUE_KERNEL");
+}
+
+static void test_vae_glue_generic(void) { vae_glue_case(false); }
+static void test_vae_glue_vec(void) { vae_glue_case(true); }
+
+static void test_elementwise(void);
+static void test_norms(void);
+static void test_modulation(void);
+static void test_rope(void);
+
+/* The older cases (bf16 DiT shapes, f32 tables, weights) with the vec paths on. */
+static void test_row_ops_glue_vec(void)
+{
+    set_glue(true);
+    test_elementwise();
+    test_norms();
+    test_modulation();
+    test_rope();
+    unsetenv("MMH3_GLUE_KERNEL");
+}
+
 static void attn_case_t(mm_dtype t, int64_t S, int64_t HQ, int64_t HKV, int64_t Dh, bool causal, const int32_t *segs,
                         int nseg, double tol)
 {
@@ -1020,6 +1162,9 @@ int main(void)
     CUDA_CASE(test_groupnorm);
     CUDA_CASE(test_modulation);
     CUDA_CASE(test_rope);
+    CUDA_CASE(test_vae_glue_generic);
+    CUDA_CASE(test_vae_glue_vec);
+    CUDA_CASE(test_row_ops_glue_vec);
     CUDA_CASE(test_attention);
     CUDA_CASE(test_attention_vae_shapes);
     CUDA_CASE(test_gemm);
