@@ -336,33 +336,38 @@ __device__ __forceinline__ void ld8_f32(const float *__restrict__ p, bool al, fl
     }
 }
 
-/* Offset of row r of a view with at most two outer dims (the host checks
- * that, and rows < 2^31): 32-bit division. */
-__device__ __forceinline__ int64_t row_off_vec(const mmk_view &v, int64_t r)
+/* A view's rows as the 8-wide kernels walk them: row r starts at element
+ * (r / inner)·st_hi + (r % inner)·st_lo (32-bit division; the host checks
+ * rows < 2^31). Built on the host, so the kernels never index a view's
+ * shape or strides with a runtime dim (that copies the view to local
+ * memory in every thread). */
+struct VecRows {
+    void *p;
+    mm_dtype t;
+    uint32_t inner;
+    int64_t st_hi, st_lo;
+};
+
+__device__ __forceinline__ int64_t vr_off(const VecRows &v, uint32_t r)
 {
-    if (v.ndim <= 1)
-        return 0;
-    if (v.ndim == 2)
-        return r * v.stride[0];
-    uint32_t inner = (uint32_t)v.shape[v.ndim - 2], hi = (uint32_t)r / inner, lo = (uint32_t)r - hi * inner;
-    return (int64_t)hi * v.stride[v.ndim - 3] + (int64_t)lo * v.stride[v.ndim - 2];
+    uint32_t hi = r / v.inner, lo = r - hi * v.inner;
+    return (int64_t)hi * v.st_hi + (int64_t)lo * v.st_lo;
 }
 
 /* RMSNorm (no modulation) of rows longer than 256: a warp per row, two
  * passes (the second reads the row back from L1/L2). */
 __global__ void __launch_bounds__(kVecWarps * 32)
-    k_rmsnorm_vec(mmk_view x, mmk_view y, const float *__restrict__ w, bool w_al, float eps, int64_t rows)
+    k_rmsnorm_vec(VecRows x, VecRows y, int cols, const float *__restrict__ w, bool w_al, float eps, int rows)
 {
-    int64_t r = (int64_t)blockIdx.x * kVecWarps + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
+    int r = blockIdx.x * kVecWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (r >= rows)
         return;
-    int64_t cols = x.shape[x.ndim - 1], ox = row_off_vec(x, r), oy = row_off_vec(y, r);
+    int64_t ox = vr_off(x, r), oy = vr_off(y, r);
     float ss = 0.f;
 #pragma unroll 4
-    for (int64_t c = lane * 8; c < cols; c += 256) {
+    for (int c = lane * 8; c < cols; c += 256) {
         float f[8];
-        ld8(x.p, x.dtype, ox + c, f);
+        ld8(x.p, x.t, ox + c, f);
 #pragma unroll
         for (int j = 0; j < 8; j++)
             ss += f[j] * f[j];
@@ -370,42 +375,37 @@ __global__ void __launch_bounds__(kVecWarps * 32)
     ss = mmk_warp_sum(ss);
     float rs = 1.f / sqrtf(ss / (float)cols + eps);
 #pragma unroll 4
-    for (int64_t c = lane * 8; c < cols; c += 256) {
+    for (int c = lane * 8; c < cols; c += 256) {
         float f[8], wv[8] = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f};
-        ld8(x.p, x.dtype, ox + c, f);
+        ld8(x.p, x.t, ox + c, f);
         if (w)
             ld8_f32(w + c, w_al, wv);
 #pragma unroll
         for (int j = 0; j < 8; j++)
             f[j] = __fmul_rn(__fmul_rn(f[j], rs), wv[j]);
-        st8(y.p, y.dtype, oy + c, f);
+        st8(y.p, y.t, oy + c, f);
     }
 }
 
 /* Row r and this lane's octet for the short-row kernels: `lpr` = cols/8
  * lanes (a power of two ≤ 32) per row, 32/lpr rows per warp. */
-__device__ __forceinline__ int64_t group_row(int lpr, int *octet)
+__device__ __forceinline__ int group_row(int lpr, int *octet)
 {
     int lane = threadIdx.x & 31;
     *octet = lane & (lpr - 1);
-    return ((int64_t)blockIdx.x * kVecWarps + (threadIdx.x >> 5)) * (32 / lpr) + lane / lpr;
+    return (blockIdx.x * kVecWarps + (threadIdx.x >> 5)) * (32 / lpr) + lane / lpr;
 }
 
 /* RMSNorm of rows of 8..256 channels (the per-head q/k norms), in place
  * safe: each lane loads its octet before any lane of its row stores. */
 __global__ void __launch_bounds__(kVecWarps * 32)
-    k_rmsnorm_group_vec(mmk_view x, mmk_view y, const float *__restrict__ w, bool w_al, float eps, int64_t rows,
-                        int lpr)
+    k_rmsnorm_group_vec(VecRows x, VecRows y, const float *__restrict__ w, bool w_al, float eps, int rows, int lpr)
 {
-    int a;
-    int64_t r = group_row(lpr, &a);
+    int a, r = group_row(lpr, &a);
     bool valid = r < rows; /* rows past the end still take part in the shuffles */
     float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    int64_t ox = 0;
-    if (valid) {
-        ox = row_off_vec(x, r);
-        ld8(x.p, x.dtype, ox + 8 * a, f);
-    }
+    if (valid)
+        ld8(x.p, x.t, vr_off(x, r) + 8 * a, f);
     float ss = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; j++)
@@ -420,26 +420,21 @@ __global__ void __launch_bounds__(kVecWarps * 32)
 #pragma unroll
     for (int j = 0; j < 8; j++)
         f[j] = __fmul_rn(__fmul_rn(f[j], rs), wv[j]);
-    st8(y.p, y.dtype, row_off_vec(y, r) + 8 * a, f);
+    st8(y.p, y.t, vr_off(y, r) + 8 * a, f);
 }
 
 /* k_rope on [S, H, D] views with D = 8·lpr and rot % 16 == 0: lane a holds
- * channels 8a..8a+7; its rotation partner (a ± rot/16) arrives by shuffle. */
+ * channels 8a..8a+7; its rotation partner (a ± rot/16) arrives by shuffle.
+ * x and y rows are (s, h) pairs (inner = H); row s of cos/sin is the
+ * rotation of them all. */
 __global__ void __launch_bounds__(kVecWarps * 32)
-    k_rope_vec(mmk_view x, mmk_view y, mmk_view cs, mmk_view sn, int rot, int64_t rows, int lpr)
+    k_rope_vec(VecRows x, VecRows y, VecRows cs, VecRows sn, int rot, int rows, int lpr)
 {
-    int a;
-    int64_t r = group_row(lpr, &a);
+    int a, r = group_row(lpr, &a);
     bool valid = r < rows;
     float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    int64_t ox = 0;
-    uint32_t H = (uint32_t)x.shape[1], si = 0, hi = 0;
-    if (valid) {
-        si = (uint32_t)r / H;
-        hi = (uint32_t)r - si * H;
-        ox = (int64_t)si * x.stride[0] + (int64_t)hi * x.stride[1];
-        ld8(x.p, x.dtype, ox + 8 * a, f);
-    }
+    if (valid)
+        ld8(x.p, x.t, vr_off(x, r) + 8 * a, f);
     int half = rot / 2, j0 = 8 * a;
     bool lo = j0 < half, rotated = j0 < rot;
     int src = !rotated ? a : lo ? a + half / 8 : a - half / 8;
@@ -451,33 +446,34 @@ __global__ void __launch_bounds__(kVecWarps * 32)
         return;
     if (rotated) {
         float c[8], s[8];
-        ld8(cs.p, cs.dtype, (int64_t)si * cs.stride[0] + j0, c);
-        ld8(sn.p, sn.dtype, (int64_t)si * sn.stride[0] + j0, s);
+        uint32_t si = (uint32_t)r / x.inner;
+        ld8(cs.p, cs.t, vr_off(cs, si) + j0, c);
+        ld8(sn.p, sn.t, vr_off(sn, si) + j0, s);
 #pragma unroll
         for (int j = 0; j < 8; j++)
             f[j] = lo ? __fsub_rn(__fmul_rn(f[j], c[j]), __fmul_rn(p[j], s[j]))
                       : __fadd_rn(__fmul_rn(f[j], c[j]), __fmul_rn(p[j], s[j]));
     }
-    st8(y.p, y.dtype, (int64_t)si * y.stride[0] + (int64_t)hi * y.stride[1] + j0, f);
+    st8(y.p, y.t, vr_off(y, r) + j0, f);
 }
 
 /* k_gated_add, 8 elements per thread (x and y of any float dtypes). */
-__global__ void k_gated_add_vec(mmk_view x, mmk_view y, const float *__restrict__ gate, int64_t ld_gate, bool g_al,
-                                const int32_t *__restrict__ idx, int64_t idx_stride, int64_t n8)
+__global__ void k_gated_add_vec(VecRows x, VecRows y, uint32_t per_row, const float *__restrict__ gate,
+                                int64_t ld_gate, bool g_al, const int32_t *__restrict__ idx, int64_t idx_stride,
+                                uint32_t n8)
 {
-    uint32_t per_row = (uint32_t)(x.shape[x.ndim - 1] / 8);
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
-        uint32_t r = (uint32_t)i / per_row, c = ((uint32_t)i - r * per_row) * 8;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+        uint32_t r = i / per_row, c = (i - r * per_row) * 8;
         float xv[8], yv[8], g[8] = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f};
-        int64_t ox = row_off_vec(x, r) + c;
-        ld8(x.p, x.dtype, ox, xv);
-        ld8(y.p, y.dtype, row_off_vec(y, r) + c, yv);
+        int64_t ox = vr_off(x, r) + c;
+        ld8(x.p, x.t, ox, xv);
+        ld8(y.p, y.t, vr_off(y, r) + c, yv);
         if (gate)
             ld8_f32(gate + (idx ? idx[r * idx_stride] : 0) * ld_gate + c, g_al, g);
 #pragma unroll
         for (int j = 0; j < 8; j++)
             xv[j] = __fadd_rn(xv[j], __fmul_rn(g[j], yv[j]));
-        st8(x.p, x.dtype, ox, xv);
+        st8(x.p, x.t, ox, xv);
     }
 }
 
@@ -503,6 +499,20 @@ int lanes_per_row(int64_t cols)
 {
     int64_t l = cols / 8;
     return cols % 8 == 0 && l >= 1 && l <= 32 && (l & (l - 1)) == 0 ? (int)l : 0;
+}
+
+VecRows vec_rows(const mmk_view &v)
+{
+    VecRows m = {v.p, v.dtype, 1u, 0, 0};
+    if (v.ndim == 2) {
+        m.inner = 0xffffffffu; /* r / inner = 0 for every row < 2^31 */
+        m.st_lo = v.stride[0];
+    } else if (v.ndim == 3) {
+        m.inner = (uint32_t)v.shape[1];
+        m.st_hi = v.stride[0];
+        m.st_lo = v.stride[1];
+    }
+    return m;
 }
 
 bool f32_al16(const float *p, int64_t ld) { return ((uintptr_t)p & 15) == 0 && ld % 4 == 0; }
@@ -827,12 +837,13 @@ extern "C" int mmk_rmsnorm_run(int dev, mmk_stream s, const mmk_rmsnorm *a, mm_e
     if (a->mode == MMK_NORM_RMS && glue_vec() && rows_vec8(a->x) && rows_vec8(a->y)) {
         bool w_al = a->w && f32_al16(a->w, 0);
         if (int lpr = lanes_per_row(cols)) {
-            k_rmsnorm_group_vec<<<mmk_blocks(rows, kVecWarps * 32 / lpr), kVecWarps * 32, 0, s>>>(a->x, a->y, a->w, w_al,
-                                                                                                a->eps, rows, lpr);
+            k_rmsnorm_group_vec<<<mmk_blocks(rows, kVecWarps * 32 / lpr), kVecWarps * 32, 0, s>>>(
+                vec_rows(a->x), vec_rows(a->y), a->w, w_al, a->eps, (int)rows, lpr);
             return mmk_launched(err, "k_rmsnorm_group_vec");
         }
-        if (cols > 256) {
-            k_rmsnorm_vec<<<mmk_blocks(rows, kVecWarps), kVecWarps * 32, 0, s>>>(a->x, a->y, a->w, w_al, a->eps, rows);
+        if (cols > 256 && cols < ((int64_t)1 << 30)) {
+            k_rmsnorm_vec<<<mmk_blocks(rows, kVecWarps), kVecWarps * 32, 0, s>>>(vec_rows(a->x), vec_rows(a->y),
+                                                                                 (int)cols, a->w, w_al, a->eps, (int)rows);
             return mmk_launched(err, "k_rmsnorm_vec");
         }
     }
@@ -901,10 +912,11 @@ extern "C" int mmk_gated_add_run(int dev, mmk_stream s, const mmk_view *x, const
     int64_t n = mmk_numel(*x);
     if (n == 0)
         return 0;
-    if (!rows_aligned_bf16x8(*x) && glue_vec() && rows_vec8(*x) && rows_vec8(*y) && x->ndim == y->ndim &&
-        mmk_rows_of(*y) == mmk_rows_of(*x) && n / 8 < ((int64_t)1 << 32)) {
-        k_gated_add_vec<<<mmk_grid(n / 8), 256, 0, s>>>(*x, *y, gate, ld_gate, gate && f32_al16(gate, ld_gate), idx,
-                                                        idx_stride, n / 8);
+    if (!rows_aligned_bf16x8(*x) && glue_vec() && rows_vec8(*x) && rows_vec8(*y) &&
+        mmk_rows_of(*y) == mmk_rows_of(*x) && n / 8 < ((int64_t)1 << 31)) {
+        k_gated_add_vec<<<mmk_grid(n / 8), 256, 0, s>>>(vec_rows(*x), vec_rows(*y), (uint32_t)(mmk_cols_of(*x) / 8),
+                                                        gate, ld_gate, gate && f32_al16(gate, ld_gate), idx, idx_stride,
+                                                        (uint32_t)(n / 8));
         return mmk_launched(err, "k_gated_add_vec");
     }
     if (rows_aligned_bf16x8(*x) && rows_aligned_bf16x8(*y)) {
@@ -928,7 +940,8 @@ extern "C" int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_
     int lpr = lanes_per_row(D);
     if (glue_vec() && lpr && rot % 16 == 0 && rot <= D && rows_vec8(*x) && rows_vec8(*y) && rows_vec8(*cos) &&
         rows_vec8(*sin) && cos->ndim == 2 && sin->ndim == 2) {
-        k_rope_vec<<<mmk_blocks(rows, kVecWarps * 32 / lpr), kVecWarps * 32, 0, s>>>(*x, *y, *cos, *sin, rot, rows, lpr);
+        k_rope_vec<<<mmk_blocks(rows, kVecWarps * 32 / lpr), kVecWarps * 32, 0, s>>>(
+            vec_rows(*x), vec_rows(*y), vec_rows(*cos), vec_rows(*sin), rot, (int)rows, lpr);
         return mmk_launched(err, "k_rope_vec");
     }
     size_t smem = (size_t)kRopeWarps * D * sizeof(float);
