@@ -46,22 +46,20 @@ typedef struct mmk_qgemm {
 int mmk_qgemm_usable(int dev);
 
 /* Kernel variants (issue 9), each bit for bit the same outputs, chosen by
- * MMH3_QGEMM_VARIANT at every call; the default "tile" stays until the
- * device has verified and timed the others:
- *   tile        one CTA per 128 × 256 output tile (a grid of all tiles);
- *   persistent  one CTA per SM walking the tiles, the next tile's K slices
- *               loading while the current tile's epilogue runs;
- *   cluster2    persistent with 2-CTA clusters: two row blocks share one
- *               weight tile, each CTA loading half and multicasting it;
- *   cluster2x2  persistent with 2 × 2 clusters: the weight tile shared along
- *               the column, the activation block along the row;
- *   persistent-vec, cluster2-vec, cluster2x2-vec: the same with each thread
- *               storing (and, gated, reading) 16-byte row pieces after a
- *               transpose of its quad's results;
- *   persistent-st, cluster2-st, cluster2x2-st: the epilogue staged through
- *               shared memory and written by the producer warpgroup's idle
- *               warps during the next tile's K loop (6 stages of 64-wide K
- *               slices to make room). */
+ * MMH3_QGEMM_VARIANT at every call:
+ *   persistent-vec  (the default) one CTA per SM walking the output tiles,
+ *                   the next tile's K slices loading during the current
+ *                   tile's epilogue, which stores 16-byte row pieces (a
+ *                   transpose of each lane quad's results) — 19.6 ms for the
+ *                   DiT block's four linears on an H200 (session 4 call 2);
+ *   tile            one CTA per 128 × 256 output tile, stores of bf16 pairs
+ *                   (the previous default: 23.8 ms);
+ *   persistent-st   the epilogue staged through shared memory and written by
+ *                   the producer warpgroup's idle warps during the next
+ *                   tile's K loop (6 stages of 64-wide K slices to make
+ *                   room); opt-in until a device run has timed it.
+ * (2- and 4-CTA clusters sharing operand tiles by TMA multicast measured
+ * slower on every linear in the same run: 32.5 / 44.9 ms; removed.) */
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
 /* First-use self-check on `dev`: the plain and the gated epilogue on a

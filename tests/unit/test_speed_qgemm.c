@@ -3,16 +3,16 @@
  * mm_gemm_i8_scaled (cuBLASLt int32 + the epilogue kernel) for the plain
  * store, and mm_cuda_gemm_i8_scaled_gated for the gated residual — integer
  * sums are exact and both epilogues round at the same points. Shapes: ragged
- * row counts and odd numbers of row blocks and column tiles (the cluster
- * variants' unpaired tiles), N not a multiple of the 256-wide tile, K not a
+ * row counts and odd numbers of row blocks and column tiles, N not a
+ * multiple of the 256-wide tile, K not a
  * multiple of the 128-wide slice, the DiT's own K values, more tiles than
  * SMs (the persistent variants walk several, the ring's phase running on
  * across tiles), and y as columns of a wider tensor (row stride not a
  * multiple of 16 bytes, the padding left untouched); outputs poisoned first;
  * then the plain path against the CPU twin as well (mm_gemm_i8_scaled on a
  * CPU context, bit for bit). Every case runs for each kernel variant
- * (MMH3_QGEMM_VARIANT = tile, persistent, cluster2, cluster2x2, and the last
- * three with -vec and -st); case names get the variant in brackets.
+ * (MMH3_QGEMM_VARIANT = persistent-vec, the default, tile and
+ * persistent-st); case names get the variant in brackets.
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -29,7 +29,7 @@
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
-static bool cpu_twin; /* for the first variant: the others equal the cuBLASLt path, which equals it */
+static bool cpu_twin; /* for the first variant (the default): the others equal the cuBLASLt path, which equals it */
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
 static uint64_t next(void)
@@ -179,9 +179,7 @@ static const qcase cases[] = {
     {"test_gated_padded_y", 333, 520, 7168, 3, true, 2},
 };
 
-static const char *const variants[] = {"tile",           "persistent",   "cluster2",       "cluster2x2",
-                                       "persistent-vec", "cluster2-vec", "cluster2x2-vec", "persistent-st",
-                                       "cluster2-st",    "cluster2x2-st"};
+static const char *const variants[] = {"persistent-vec", "tile", "persistent-st"};
 
 int main(void)
 {
