@@ -253,8 +253,8 @@ __device__ __forceinline__ float silu_of(float x, const float *tab)
     return mmk_silu(x);
 }
 
-/* The pipelined variant (MMH3_CONVROT_KERNEL=pipe while the device measures
- * it): the same threads, values and arithmetic as k_convrot_quant — thread
+/* The pipelined kernel (the default; MMH3_CONVROT_KERNEL=row selects the one
+ * above): the same threads, values and arithmetic as k_convrot_quant — thread
  * (g, t) of a row holds the same 16 channels, the block reductions run over
  * the same block shape, so codes and scales are bit-identical — but
  *  - a block stays resident and walks rows r, r + grid, ...; each thread
@@ -481,12 +481,16 @@ __global__ void k_convrot_generic(int K, int group, const void *x, mm_dtype xt, 
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* MMH3_CONVROT_KERNEL=pipe selects k_convrot_quant_pipe (bit-identical to
- * k_convrot_quant; the default once the device has measured it), pipe-nolut
- * the same without SwiGLU's SiLU table, row the one-row kernel. Read on
+/* The default is k_convrot_quant_pipe (bit-identical to k_convrot_quant: the
+ * device compared them byte for byte in session 4 call 2, and measured 0.82 /
+ * 2.09 / 0.57 ms → 0.78 / 1.53 / 0.54 ms for RMSNorm 5376 / SwiGLU 14336 /
+ * plain 7168 at S = 38,010). MMH3_CONVROT_KERNEL=row selects the one-row
+ * kernel, pipe-nolut the pipelined one without SwiGLU's SiLU table; read on
  * every call so tests and benchmarks can compare them in one process.
+ * k_convrot_quant stays as the fallback where the pipelined kernel does not
+ * fit (RMSNorm with K > 6144: registers; shared memory past 227 KB).
  * 0 = row, 1 = pipe, 2 = pipe-nolut. */
-const int kPipeDefault = 0;
+const int kPipeDefault = 1;
 
 int pipe_mode()
 {

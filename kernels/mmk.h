@@ -222,9 +222,9 @@ typedef struct mmk_qk_norm_rope {
     int rot_dim;
 } mmk_qk_norm_rope;
 int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rope *a, mm_error *err);
-/* The kernel mmk_qk_norm_rope_run would launch: "vec" (MMH3_QK_NORM_KERNEL=vec,
- * for now not the default, and head_dim 128, 16-byte aligned rows, rot_dim %
- * 16 == 0) or "warp" (also MMH3_QK_NORM_KERNEL=warp). */
+/* The kernel mmk_qk_norm_rope_run would launch: "vec" (the default, for
+ * head_dim 128, 16-byte aligned rows, rot_dim % 16 == 0) or "warp" (otherwise,
+ * or MMH3_QK_NORM_KERNEL=warp). */
 const char *mmk_qk_norm_rope_kernel(const mmk_qk_norm_rope *a);
 
 /* GroupNorm on contiguous x, y [N, C, F, S]: statistics per (n, group, f)
@@ -280,10 +280,9 @@ typedef struct mmk_convrot_quant {
     int64_t ld_rot;
 } mmk_convrot_quant;
 int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_quant *a, mm_error *err);
-/* The kernel mmk_convrot_quant_run would launch: "pipe" or "pipe-nolut"
- * (MMH3_CONVROT_KERNEL=pipe|pipe-nolut, for now not the default, on the fast
- * path when its stages fit), "row" (the fast path; also MMH3_CONVROT_KERNEL=row)
- * or "generic". */
+/* The kernel mmk_convrot_quant_run would launch: "pipe" (the default on the
+ * fast path when its stages fit) or "pipe-nolut" (MMH3_CONVROT_KERNEL=pipe-nolut),
+ * "row" (the fast path otherwise, or MMH3_CONVROT_KERNEL=row) or "generic". */
 const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a);
 
 /* ------------------------------------------------------------------ elementwise (views) */

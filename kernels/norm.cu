@@ -611,8 +611,8 @@ __global__ void k_qk_norm_rope(int rows, int heads_q, int heads_k, int D, bf16 *
     }
 }
 
-/* The vectorized variant (MMH3_QK_NORM_KERNEL=vec while the device measures
- * it), head_dim 128 only. Four lanes per head, eight heads per warp: lane
+/* The vectorized kernel (the default; MMH3_QK_NORM_KERNEL=warp selects the one
+ * above), head_dim 128 only. Four lanes per head, eight heads per warp: lane
  * a = lane % 4 holds the 32 channels j = 32·qd + 8·a + e (qd, e < 4, 8) as
  * four 16-byte loads, so a warp moves 2 KB per load wave instead of 256 B
  * in 2-byte pieces. The results are bit-identical to k_qk_norm_rope: that
@@ -793,11 +793,13 @@ bool unit_last(const mmk_view &v) { return v.shape[v.ndim - 1] <= 1 || v.stride[
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* MMH3_QK_NORM_KERNEL=vec selects k_qk_norm_rope_vec (bit-identical; the
- * default once the device has measured it), warp the warp-per-head kernel;
- * read on every call so tests and benchmarks can compare the two in one
- * process. */
-const bool kQkVecDefault = false;
+/* The default is k_qk_norm_rope_vec (bit-identical to k_qk_norm_rope: the
+ * device compared them byte for byte in session 4 call 2, and measured
+ * 1.86 → 0.68 ms at S = 38,010, 2 × 56 heads). MMH3_QK_NORM_KERNEL=warp
+ * selects the warp-per-head kernel, which also stays for head dims other
+ * than 128, unaligned rows and rot_dim % 16 != 0; read on every call so
+ * tests and benchmarks can compare the two in one process. */
+const bool kQkVecDefault = true;
 
 bool qk_vec_selected()
 {

@@ -130,8 +130,8 @@ static int run_attention_sm90pp(void *u)
 }
 static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
-/* The variants under measurement (bit-identical to the defaults; see
- * kernels/convrot.cu and kernels/norm.cu). */
+/* The glue kernels before session 4's (bit-identical to the defaults; see
+ * kernels/convrot.cu and kernels/norm.cu): *_row, *_pipe_nolut, qk_norm_rope_warp. */
 static int run_convrot_variant(void *u, const char *variant)
 {
     setenv("MMH3_CONVROT_KERNEL", variant, 1);
@@ -143,14 +143,14 @@ static int run_convrot_variant(void *u, const char *variant)
     unsetenv("MMH3_CONVROT_KERNEL");
     return rc;
 }
-static int run_convrot_pipe(void *u) { return run_convrot_variant(u, "pipe"); }
+static int run_convrot_row(void *u) { return run_convrot_variant(u, "row"); }
 static int run_convrot_pipe_nolut(void *u) { return run_convrot_variant(u, "pipe-nolut"); }
-static int run_qk_vec(void *u)
+static int run_qk_warp(void *u)
 {
-    setenv("MMH3_QK_NORM_KERNEL", "vec", 1);
+    setenv("MMH3_QK_NORM_KERNEL", "warp", 1);
     int rc = -1;
-    if (strcmp(mmk_qk_norm_rope_kernel(u), "vec"))
-        snprintf(err.msg, sizeof err.msg, "the vec kernel does not take this shape");
+    if (strcmp(mmk_qk_norm_rope_kernel(u), "warp"))
+        snprintf(err.msg, sizeof err.msg, "the warp kernel does not take this shape");
     else
         rc = run_qk(u);
     unsetenv("MMH3_QK_NORM_KERNEL");
@@ -355,22 +355,22 @@ int main(int argc, char **argv)
                             .ldx = H, .norm_w = wn, .eps = 1e-5f, .shift = mod, .scale = mod + H, .ld_mod = 6 * H,
                             .mod_idx = idx, .q = xq, .ldq = H, .s = sx, .s_stride = 1};
     bench("convrot_rmsnorm_mod_5376", run_convrot, &c1, 0, (double)S * H * 3);
-    bench("convrot_rmsnorm_mod_5376_pipe", run_convrot_pipe, &c1, 0, (double)S * H * 3);
+    bench("convrot_rmsnorm_mod_5376_row", run_convrot_row, &c1, 0, (double)S * H * 3);
     mmk_convrot_quant c2 = {.rows = S, .K = F, .group = 256, .pre = MMK_PRE_SWIGLU, .x = out, .x_dtype = MM_BF16,
                             .ldx = 2 * F, .q = xq, .ldq = F, .s = sx, .s_stride = 1};
     bench("convrot_swiglu_14336", run_convrot, &c2, 0, (double)S * F * 5);
-    bench("convrot_swiglu_14336_pipe", run_convrot_pipe, &c2, 0, (double)S * F * 5);
+    bench("convrot_swiglu_14336_row", run_convrot_row, &c2, 0, (double)S * F * 5);
     bench("convrot_swiglu_14336_pipe_nolut", run_convrot_pipe_nolut, &c2, 0, (double)S * F * 5);
     mmk_convrot_quant c3 = {.rows = S, .K = NH * D, .group = 256, .x = o, .x_dtype = MM_BF16, .ldx = NH * D, .q = xq,
                             .ldq = NH * D, .s = sx, .s_stride = 1};
     bench("convrot_plain_7168", run_convrot, &c3, 0, (double)S * NH * D * 3);
-    bench("convrot_plain_7168_pipe", run_convrot_pipe, &c3, 0, (double)S * NH * D * 3);
+    bench("convrot_plain_7168_row", run_convrot_row, &c3, 0, (double)S * NH * D * 3);
     mmk_bf16 *cs = dalloc((size_t)S * 96 * 2, MM_BF16, 63, 1), *sn = dalloc((size_t)S * 96 * 2, MM_BF16, 64, 1);
     mmk_qk_norm_rope qk = {.rows = S, .heads_q = NH, .heads_k = NH, .head_dim = D, .q = qkv, .ldq = QKV,
                            .k = qkv + NH * D, .ldk = QKV, .wq = wn, .wk = wn, .eps = 1e-5f, .cos = cs, .sin = sn,
                            .ld_rope = 96, .rot_dim = 96};
     bench("qk_norm_rope", run_qk, &qk, 0, (double)S * 2 * NH * D * 2 * 2);
-    bench("qk_norm_rope_vec", run_qk_vec, &qk, 0, (double)S * 2 * NH * D * 2 * 2);
+    bench("qk_norm_rope_warp", run_qk_warp, &qk, 0, (double)S * 2 * NH * D * 2 * 2);
     mmk_rmsnorm rn = {.x = view2d(x, MM_BF16, S, H, H), .y = view2d(out, MM_BF16, S, H, H), .mode = MMK_NORM_RMS_MOD,
                       .w = wn, .eps = 1e-5f, .scale = mod + H, .shift = mod, .ld_mod = 6 * H, .idx = idx,
                       .idx_stride = 1};
