@@ -493,12 +493,19 @@ static void test_convrot_pipe_plain_bitwise(void)
     convrot_pipe_case(MMK_PRE_NONE, 1100, 28, 0, 0, 0);  /* the attention output, K = 7168 */
     convrot_pipe_case(MMK_PRE_NONE, 700, 21, 4, 0, 0);   /* odd groups; ldq % 16 != 0: byte stores */
     convrot_pipe_case(MMK_PRE_NONE, 37, 3, 0, 0, 0);     /* fewer rows than blocks */
+    convrot_pipe_case_v("warprow", MMK_PRE_NONE, 2100, 28, 0, 0, 0);
+    convrot_pipe_case_v("warprow", MMK_PRE_NONE, 700, 21, 4, 0, 0);
+    convrot_pipe_case_v("warprow", MMK_PRE_NONE, 7, 3, 0, 0, 0);
 }
 static void test_convrot_pipe_rmsnorm_mod_bitwise(void)
 {
     convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 1300, 21, 0, 1, 1); /* hidden 5376 */
     convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 300, 21, 0, 0, 1);
     convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 300, 20, 16, 1, 0);
+    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 2300, 21, 0, 1, 1);
+    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 300, 21, 0, 0, 1);
+    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 300, 20, 16, 1, 0);
+    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 90, 56, 0, 1, 1); /* K = 14336: 28 slots */
 }
 static void test_convrot_pipe_swiglu_bitwise(void)
 {
