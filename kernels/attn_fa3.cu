@@ -247,15 +247,10 @@ __device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
     float mxs[2], m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        /* four chains (depth 6, not 17: the max heads the softmax's critical path); same value */
-        float c4[4];
+        float mx = -INFINITY;
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            c4[c] = fmaxf(sc[c * 4 + 2 * r], sc[c * 4 + 2 * r + 1]);
-#pragma unroll
-        for (int nt = 4; nt < 16; nt++)
-            c4[nt & 3] = fmaxf(c4[nt & 3], fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
-        float mx = fmaxf(fmaxf(c4[0], c4[1]), fmaxf(c4[2], c4[3]));
+        for (int nt = 0; nt < 16; nt++)
+            mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         mxs[r] = mx * sl[r];
@@ -301,14 +296,10 @@ __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
     float mxs[2], m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        int c4[4]; /* four chains, as fa3_softmax_f32 */
+        int mx = INT_MIN;
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            c4[c] = max(si[c * 4 + 2 * r], si[c * 4 + 2 * r + 1]);
-#pragma unroll
-        for (int nt = 4; nt < 16; nt++)
-            c4[nt & 3] = max(c4[nt & 3], max(si[nt * 4 + 2 * r], si[nt * 4 + 2 * r + 1]));
-        int mx = max(max(c4[0], c4[1]), max(c4[2], c4[3]));
+        for (int nt = 0; nt < 16; nt++)
+            mx = max(mx, max(si[nt * 4 + 2 * r], si[nt * 4 + 2 * r + 1]));
         mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         /* key0 < seq: the quad holds at least one key of the sequence */
