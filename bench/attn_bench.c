@@ -4,7 +4,7 @@
  *
  *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
  *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk,
- *                            fa3-cr,fa3-fast-lean,fa3-fast-lean-df]
+ *                            fa3-cr,fa3-fast-lean]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
@@ -15,8 +15,8 @@
  * p·v — their quantization passes included), whatever the defaults; the
  * suffixes add kernel variants (kernels/mmk_fa3.h): -cr conditional
  * rescaling (MMH3_FA3_RESCALE=1; exact), -lean the lean softmax
- * (MMH3_FA3_LEAN=1; fast), -df its deferred fold (MMH3_FA3_DEFER=1); a path
- * asking for a variant that is not built is skipped. The first path that
+ * (MMH3_FA3_LEAN=1; fast); a path asking for a variant that is not built is
+ * skipped. The first path that
  * runs is the reference of the others' rel_l2. One line per path:
  *   ATTN path=fa3 ms=71.2 tflops=581.7 rel_l2_vs=sm80:0.0021
  */
@@ -143,8 +143,6 @@ int main(int argc, char **argv)
                 variant |= MMK_FA3_OPT_RESCALE;
             else if (strcmp(dash, "-lean") == 0)
                 variant |= MMK_FA3_OPT_LEAN;
-            else if (strcmp(dash, "-df") == 0)
-                variant |= MMK_FA3_OPT_DEFER;
             else
                 more = false;
             if (more)
@@ -175,7 +173,6 @@ int main(int argc, char **argv)
             /* every variant bit explicitly: the base paths are the plain kernels whatever the defaults */
             setenv("MMH3_FA3_RESCALE", (variant & MMK_FA3_OPT_RESCALE) ? "1" : "0", 1);
             setenv("MMH3_FA3_LEAN", (variant & MMK_FA3_OPT_LEAN) ? "1" : "0", 1);
-            setenv("MMH3_FA3_DEFER", (variant & MMK_FA3_OPT_DEFER) ? "1" : "0", 1);
         } else {
             setenv("MMH3_ATTN", p, 1);
         }
@@ -205,7 +202,6 @@ int main(int argc, char **argv)
         unsetenv("MMH3_FA3_PINGPONG");
         unsetenv("MMH3_FA3_RESCALE");
         unsetenv("MMH3_FA3_LEAN");
-        unsetenv("MMH3_FA3_DEFER");
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

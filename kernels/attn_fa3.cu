@@ -54,7 +54,7 @@
  * mode, kDefaultOpt, are what the device measured fastest — session 4,
  * call 2: exact 65.0 → 63.6 ms with rescaling, fast 53.3 → 48.6 ms lean;
  * MMH3_FA3_RESCALE / MMH3_FA3_LEAN = 0 run the plain kernels; bench paths
- * fa3 and fa3-fast are the plain kernels, -cr / -lean / -df add variants):
+ * fa3 and fa3-fast are the plain kernels, -cr / -lean add variants):
  *   conditional rescaling (exact; MMH3_FA3_RESCALE, FlashAttention-4): a
  *     row keeps its running max until a tile's max exceeds it by more than
  *     kRescaleTau = 8 (log2 units); a warp vote makes the decision uniform,
@@ -73,13 +73,13 @@
  *     into l with O's correction; the int32 → float bias folded into the
  *     exponent's FMA (fa3_softmax_i32_lean); the row max in four chains.
  *     128 fewer FADDs per thread and tile, 6% more tensor work.
- *   deferred fold (fast, with lean; MMH3_FA3_DEFER): a tile's P·V joins O
- *     after the next tile's Q·Kᵀ is issued, not before — the 68 FMAs leave
- *     the path from one issue to the next.
  * Measured and dropped (session 4): a share of the exp2 by polynomial on the
  * FMA pipes (FlashAttention-4; slower in every mode: 74.7 / 81.7 ms exact,
  * 60.4 / 67.8 fast), a three-stage K/Vᵀ ring (65.2 ms: the consumers do not
- * wait on the loads), two exp2 per ex2.approx.f16x2 in lean (50.7 ms).
+ * wait on the loads), two exp2 per ex2.approx.f16x2 in lean (50.7 ms), a
+ * deferred fold in lean (a tile's P·V joining O after the next Q·Kᵀ issue:
+ * 50.2 ms against 49.2), the row max in four chains in the plain and
+ * rescaling softmaxes (no gain; the lean one keeps them).
  * The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device, and tests/unit/test_speed_fast_budget.c holds
@@ -108,7 +108,7 @@ namespace {
 constexpr int kBM = 128, kBN = 128, kD = 128; /* query rows, keys per tile, head dim */
 constexpr int kStages = 2;
 /* Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h) */
-constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptLean = MMK_FA3_OPT_LEAN, kOptDefer = MMK_FA3_OPT_DEFER;
+constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptLean = MMK_FA3_OPT_LEAN;
 /* What each mode runs unless the environment says otherwise (the device's
  * fastest, verified: session 4 call 2). */
 constexpr int kDefaultOpt[MMK_FA3_MODES] = {kOptRescale, kOptLean, 0};
@@ -451,8 +451,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 {
 #ifdef MMK_FA3_DEVICE
     constexpr bool CR = (OPT & kOptRescale) != 0;
-    constexpr bool LEAN = (OPT & kOptLean) != 0, DEFER = (OPT & kOptDefer) != 0;
-    static_assert(!DEFER || LEAN, "the deferred fold is built into the lean kernel only");
+    constexpr bool LEAN = (OPT & kOptLean) != 0;
     static_assert(!(CR && PV8), "conditional rescaling is built for bf16 P·V only");
     static_assert(!LEAN || (QK8 && PV8), "the lean softmax is built for int8 q·k + e4m3 p·v only");
     using L = Fa3Layout<QK8, PV8, kStages, LEAN>;
@@ -533,7 +532,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     float o[64], sc[64];
     float ot[LEAN ? 68 : PV8 ? 64 : 1]; /* e4m3: this tile's P·V (lean: and its row sums) before it joins o */
     float mref[2] = {-INFINITY, -INFINITY}; /* lean: the effective max of the last tile */
-    float corr_fold[2] = {0.f, 0.f};        /* deferred fold: the correction of the P·V ot holds */
     int32_t si[QK8 ? 64 : 1]; /* int8: this tile's scores */
     uint32_t pa[32];
 #pragma unroll
@@ -591,16 +589,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         else
             fa3_issue_s_bf16(sc, q_addr, sK + s * TQ);
         mmk_wgmma_commit();
-        if constexpr (DEFER) {
-            /* ot still holds P·V of tile j − 2 (relative to its max; o to that of j − 3): it joins o now, while
-             * S_j runs, then ot takes tile j − 1's */
-            if (j >= 2) {
-                mmk_fence_regs(ot);
-                mmk_fence_regs(o);
-                fa3_fold_lean(o, l, ot, corr_fold);
-            }
-            mmk_wgmma_fence();
-        }
         if constexpr (LEAN)
             fa3_issue_pv_lean(ot, pa, sV + sp * TVS);
         else if constexpr (PV8)
@@ -626,13 +614,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         /* P·V read pa from registers until now: keep them from being reused
          * for anything written meanwhile (sc above) */
         mmk_fence_regs(pa);
-        if constexpr (DEFER) {
-            mmk_fence_regs(ot);
-            corr_fold[0] = corr_prev[0]; /* tile j − 1's, for its P·V's fold in the next iteration */
-            corr_fold[1] = corr_prev[1];
-            corr_prev[0] = corr[0];
-            corr_prev[1] = corr[1];
-        } else if constexpr (PV8) {
+        if constexpr (PV8) {
             mmk_fence_regs(ot);
             mmk_fence_regs(o);
             /* o was relative to the max of tile j − 2, ot to that of j − 1 */
@@ -662,13 +644,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_wait(FULL_V(sl_), ((n_kb - 1) / kStages) & 1);
         if (PINGPONG)
             mmk_bar_sync(bar_mine, 256);
-        if constexpr (DEFER) {
-            if (n_kb >= 2) { /* tile n_kb − 2's P·V, deferred */
-                mmk_fence_regs(ot);
-                mmk_fence_regs(o);
-                fa3_fold_lean(o, l, ot, corr_fold);
-            }
-        }
         mmk_wgmma_fence();
         if constexpr (LEAN)
             fa3_issue_pv_lean(ot, pa, sV + sl_ * TVS);
@@ -989,15 +964,12 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
     if constexpr (QK8 && PV8) {
         if (opt == kOptLean)
             return launch_one<true, true, true, kOptLean>(q, k, v, p, n_mb, s, err);
-        if (opt == (kOptLean | kOptDefer))
-            return launch_one<true, true, true, kOptLean | kOptDefer>(q, k, v, p, n_mb, s, err);
     }
     return launch_one<QK8, PV8, true>(q, k, v, p, n_mb, s, err);
 }
 
 /* The variants built (template instantiations), all with ping-pong: exact
- * mode with conditional rescaling; fast mode lean, with or without the
- * deferred fold. */
+ * mode with conditional rescaling; fast mode lean. */
 bool fa3_built(int mode, int pingpong, int opt)
 {
     if (opt == 0)
@@ -1005,7 +977,7 @@ bool fa3_built(int mode, int pingpong, int opt)
     if (pingpong == 0 || opt < 0)
         return false;
     return mode == MMK_FA3_EXACT ? opt == kOptRescale
-                                 : mode == MMK_FA3_FAST && (opt == kOptLean || opt == (kOptLean | kOptDefer));
+                                 : mode == MMK_FA3_FAST && opt == kOptLean;
 }
 
 /* One variant bit from the environment: unset or empty keeps `cur`'s bit,
@@ -1018,11 +990,10 @@ int env_bit(const char *name, int cur, int bit)
     return strcmp(e, "0") == 0 ? cur & ~bit : strcmp(e, "1") == 0 ? cur | bit : -1;
 }
 
-/* " +conditional rescaling", " lean", " lean +deferred fold", or "" (the plain kernel) */
+/* " +conditional rescaling", " lean", or "" (the plain kernel) */
 void variant_desc(int opt, char *out, size_t n)
 {
-    snprintf(out, n, "%s%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "", (opt & kOptLean) ? " lean" : "",
-             (opt & kOptDefer) ? " +deferred fold" : "");
+    snprintf(out, n, "%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "", (opt & kOptLean) ? " lean" : "");
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -1074,12 +1045,10 @@ extern "C" int mmk_fa3_env_variant(int mode)
     int opt = kDefaultOpt[mode];
     opt = env_bit("MMH3_FA3_RESCALE", opt, kOptRescale);
     opt = opt < 0 ? -1 : env_bit("MMH3_FA3_LEAN", opt, kOptLean);
-    opt = opt < 0 ? -1 : env_bit("MMH3_FA3_DEFER", opt, kOptDefer);
     if (opt < 0)
         return -1;
-    /* what this mode has of them: rescaling (exact); lean and, with lean, the deferred fold (fast) */
-    opt &= mode == MMK_FA3_EXACT ? kOptRescale : mode == MMK_FA3_FAST ? kOptLean | kOptDefer : 0;
-    return (opt & kOptLean) ? opt : opt & ~kOptDefer;
+    /* what this mode has of them: rescaling (exact), lean (fast) */
+    return opt & (mode == MMK_FA3_EXACT ? kOptRescale : mode == MMK_FA3_FAST ? kOptLean : 0);
 }
 
 extern "C" int mmk_fa3_variant_built(int mode, int pingpong, int variant)
@@ -1140,7 +1109,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     } else if (a->variant) {
         return mm_fail(err, "attention (fa3): variant %d is neither 0 nor MMK_FA3_OPT_SET | bits", a->variant);
     } else if ((opt = mmk_fa3_env_variant(a->mode)) < 0) {
-        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_DEFER must be 0 or 1");
+        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1");
     } else if (!pp) {
         opt = 0; /* the variants are built with ping-pong only */
     }
@@ -1339,8 +1308,8 @@ extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
         return 0;
     const int opt = mmk_fa3_env_variant(mode); /* built for every mode with ping-pong, as the self-check runs */
     if (opt < 0) {
-        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE, MMH3_FA3_LEAN and MMH3_FA3_DEFER must be 0 or 1; "
-                        "fa3 not used\n", dev);
+        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1; fa3 not used\n",
+                dev);
         return 0;
     }
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
@@ -1388,7 +1357,6 @@ static const mmk_kernel_entry g_fa3_kernels[] = {
     {"attn_fa3_i8_e4m3", (const void *)k_fa3<true, true, true>, 90},
     {"attn_fa3_i8_e4m3_nopp", (const void *)k_fa3<true, true, false>, 90},
     {"attn_fa3_i8_e4m3_lean", (const void *)k_fa3<true, true, true, kOptLean>, 90},
-    {"attn_fa3_i8_e4m3_lean_df", (const void *)k_fa3<true, true, true, kOptLean | kOptDefer>, 90},
     {"attn_fa3_i8_bf16", (const void *)k_fa3<true, false, true>, 90},
     {"attn_fa3_i8_bf16_nopp", (const void *)k_fa3<true, false, false>, 90},
     {"attn_fa3_vt_bf16", (const void *)k_fa3_vt_bf16, 90},

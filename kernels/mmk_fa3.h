@@ -70,21 +70,19 @@ typedef struct mmk_fa3 {
  *     float conversion's bias folded into the exponent's FMA — 128 fewer
  *     ALU/FMA instructions per thread and key tile, the work that bounds
  *     fast mode. Default (48.6 ms against 53.3).
- *   MMK_FA3_OPT_DEFER (fast, with LEAN; MMH3_FA3_DEFER): a tile's P·V joins
- *     O after the next tile's Q·Kᵀ is issued (off the critical path).
  * MMH3_FA3_RESCALE=0 / MMH3_FA3_LEAN=0 run the plain kernels. */
-enum { MMK_FA3_OPT_RESCALE = 1, MMK_FA3_OPT_LEAN = 2, MMK_FA3_OPT_DEFER = 4, MMK_FA3_OPT_ALL = 7, MMK_FA3_OPT_SET = 1 << 8 };
+enum { MMK_FA3_OPT_RESCALE = 1, MMK_FA3_OPT_LEAN = 2, MMK_FA3_OPT_ALL = 3, MMK_FA3_OPT_SET = 1 << 8 };
 
 /* The variant bits `mode` runs with ping-pong: its default, with the bits
- * MMH3_FA3_RESCALE, MMH3_FA3_LEAN, MMH3_FA3_DEFER set ("1") or cleared ("0";
- * unset or empty: the default's), of those the mode has; -1 for any other
- * value or mode. */
+ * MMH3_FA3_RESCALE, MMH3_FA3_LEAN set ("1") or cleared ("0"; unset or
+ * empty: the default's), of those the mode has; -1 for any other value or
+ * mode. */
 int mmk_fa3_env_variant(int mode);
 /* 1 when the variant bits are built for this mode and schedule (pingpong:
  * 0 off, else on); 0 always is. */
 int mmk_fa3_variant_built(int mode, int pingpong, int variant);
 /* What mmk_fa3_env_variant(mode) names, for messages: "" (the plain
- * kernel), " +conditional rescaling", " lean", " lean +deferred fold", or
+ * kernel), " +conditional rescaling", " lean", or
  * " (invalid MMH3_FA3_* variant)". */
 void mmk_fa3_variant_desc(int mode, char *out, size_t n);
 

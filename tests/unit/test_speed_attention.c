@@ -21,7 +21,7 @@
  * Every case names the kernel variant it runs (kernels/mmk_fa3.h): the
  * plain kernels (MMH3_FA3_RESCALE=0, MMH3_FA3_LEAN=0), exact mode with
  * conditional rescaling, fast mode lean (row sums on the tensor cores, the
- * conversion's bias folded) with and without the deferred fold — each held
+ * conversion's bias folded) — each held
  * to its mode's tolerances, the lean kernel against the model of its own
  * rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P) — and the defaults
  * (nothing set: what the DiT runs). One more input kind for the rescaling:
@@ -48,9 +48,9 @@
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
-/* MMH3_FA3_RESCALE, _LEAN, _DEFER for the next runs: NULL is "0" (the plain
+/* MMH3_FA3_RESCALE, _LEAN for the next runs: NULL is "0" (the plain
  * kernels), unless g_defaults (all unset: the defaults) */
-static const char *g_rescale, *g_lean, *g_defer;
+static const char *g_rescale, *g_lean;
 static bool g_defaults;
 
 static void set_variant_env(void)
@@ -59,14 +59,12 @@ static void set_variant_env(void)
         return;
     setenv("MMH3_FA3_RESCALE", g_rescale ? g_rescale : "0", 1);
     setenv("MMH3_FA3_LEAN", g_lean ? g_lean : "0", 1);
-    setenv("MMH3_FA3_DEFER", g_defer ? g_defer : "0", 1);
 }
 
 static void unset_variant_env(void)
 {
     unsetenv("MMH3_FA3_RESCALE");
     unsetenv("MMH3_FA3_LEAN");
-    unsetenv("MMH3_FA3_DEFER");
 }
 
 /* Does fast mode run the lean kernel in the next runs (with ping-pong)? */
@@ -236,12 +234,11 @@ done:
 
 static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
-    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
+    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
            kind == IN_DIT ? "DiT-like" : kind == IN_RAMP ? "key ramp" : "outlier",
            mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16", pingpong,
            g_defaults ? " (defaults" : "", g_defaults ? ")" : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
-           g_rescale ? g_rescale : "", g_lean ? " MMH3_FA3_LEAN=" : "", g_lean ? g_lean : "",
-           g_defer ? " MMH3_FA3_DEFER=" : "", g_defer ? g_defer : "");
+           g_rescale ? g_rescale : "", g_lean ? " MMH3_FA3_LEAN=" : "", g_lean ? g_lean : "");
     fflush(stdout);
     result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
     if (!r.ok)
@@ -299,15 +296,12 @@ static void test_rescale_rising_max(void)
     cr_check(1500, 2, 2, 2.5f, IN_RAMP);
 }
 
-/* fast mode lean, without and with the deferred fold: fast mode's cases and
- * tolerances */
+/* fast mode lean: fast mode's cases and tolerances */
 static void lean_check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
     g_lean = "1";
     check(what, S, hq, hkv, qk, kind, mode, pingpong);
-    g_defer = "1";
-    check(what, S, hq, hkv, qk, kind, mode, pingpong);
-    g_lean = g_defer = NULL;
+    g_lean = NULL;
 }
 static void test_lean_one_row(void) { lean_check("fast", 1, 1, 1, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
 static void test_lean_two_tiles(void) { lean_check("fast", 200, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
@@ -444,10 +438,7 @@ static void test_fewer_queries_than_keys(void)
     g_lean = "1";
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
-    g_defer = "1";
-    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
-    cross_case(2049, 1, 2, 2, MM_FA3_FAST);
-    g_lean = g_defer = NULL;
+    g_lean = NULL;
     g_defaults = true;
     cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
@@ -504,23 +495,18 @@ static void test_policy_defaults_and_overrides(void)
     MM_EXPECT((!edesc[0] || strstr(p.attention, edesc)) && (!fdesc[0] || strstr(p.fast, fdesc)),
               "the texts do not name the variants: %s | %s", p.attention, p.fast);
 #endif
-    static const char *const settings[][3] = {
-        {"0", "0", "0"}, {"1", "0", "0"}, {"0", "1", "0"}, {"0", "1", "1"}, {NULL, NULL, "1"}};
+    static const char *const settings[][2] = {{"0", "0"}, {"1", "0"}, {"0", "1"}, {"1", "1"}};
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-        g_rescale = settings[i][0], g_lean = settings[i][1], g_defer = settings[i][2];
-        g_defaults = !g_rescale; /* the last: only MMH3_FA3_DEFER set, on top of the defaults */
-        if (g_defaults)
-            setenv("MMH3_FA3_DEFER", "1", 1);
+        g_rescale = settings[i][0], g_lean = settings[i][1];
         set_variant_env();
         mm_cuda_speed_paths_get(0, true, &p);
-        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_LEAN=%s MMH3_FA3_DEFER=%s: attention %s | fast %s\n",
-               g_rescale ? g_rescale : "-", g_lean ? g_lean : "-", g_defer, p.attention, p.fast);
+        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_LEAN=%s: attention %s | fast %s\n", g_rescale, g_lean, p.attention,
+               p.fast);
         MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "setting %zu: %s | %s", i, p.attention,
                   p.fast);
         unset_variant_env();
     }
-    g_rescale = g_lean = g_defer = NULL;
-    g_defaults = false;
+    g_rescale = g_lean = NULL;
     setenv("MMH3_FA3_RESCALE", "2", 1);
     mm_cuda_speed_paths_get(0, true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_RESCALE=2 still runs fa3: %s | %s", p.attention, p.fast);

@@ -59,8 +59,8 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
  *                           the cuBLASLt path); =sm90 forces it; =cublaslt
  *                           keeps cuBLASLt + the epilogue kernel.
  *   MMH3_FA3_RESCALE,       0 or 1: the fa3 kernel variants
- *   MMH3_FA3_LEAN,          (kernels/mmk_fa3.h; by default exact mode runs
- *   MMH3_FA3_DEFER          with conditional rescaling, fast mode lean),
+ *   MMH3_FA3_LEAN           (kernels/mmk_fa3.h; by default exact mode runs
+ *                           with conditional rescaling, fast mode lean),
  *                           each with its own self-check; anything else: no
  *                           fa3 (its self-check and mm_cuda_attention_fa3
  *                           fail).
