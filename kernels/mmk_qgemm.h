@@ -53,13 +53,11 @@ int mmk_qgemm_usable(int dev);
  *                   transpose of each lane quad's results) — 19.6 ms for the
  *                   DiT block's four linears on an H200 (session 4 call 2);
  *   tile            one CTA per 128 × 256 output tile, stores of bf16 pairs
- *                   (the previous default: 23.8 ms);
- *   persistent-st   the epilogue staged through shared memory and written by
- *                   the producer warpgroup's idle warps during the next
- *                   tile's K loop (6 stages of 64-wide K slices to make
- *                   room); opt-in until a device run has timed it.
- * (2- and 4-CTA clusters sharing operand tiles by TMA multicast measured
- * slower on every linear in the same run: 32.5 / 44.9 ms; removed.) */
+ *                   (the previous default: 23.8 ms).
+ * Measured and removed (session 4 calls 2-3): 2- and 4-CTA clusters sharing
+ * operand tiles by TMA multicast (32.5 / 44.9 ms), persistence with pair
+ * stores (24.1), the epilogue staged through shared memory and written by
+ * the producer warpgroup's idle warps (19.9 against 19.8). */
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
 /* First-use self-check on `dev`: the plain and the gated epilogue on a

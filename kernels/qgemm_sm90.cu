@@ -57,23 +57,6 @@ struct QgParams {
     int y16; /* y and ldy 16-byte aligned (epilogue_vec) */
 };
 
-/* Epilogue kinds of the persistent kernel: from registers in 16-byte
- * pieces (epilogue_vec), or staged through shared memory and written by the
- * producer warpgroup's idle warps while the consumers run the next tile
- * (stage_tile / drain_tile). */
-enum { EPI_VEC, EPI_STAGED };
-
-/* The persistent kernel's ring: the staged epilogue needs 64 KB of shared
- * memory for the output tile, so its ring has 6 stages of 64-wide K slices
- * (64-byte swizzle) instead of 4 of 128 — with two stages held by the
- * consumers, the same 96 KB loading ahead of them. */
-template <int EPI> struct Ring {
-    static constexpr int BK = EPI == EPI_STAGED ? 64 : 128, STAGES = EPI == EPI_STAGED ? 6 : 4;
-    static constexpr int TA = kBM * BK, TB = kBN * BK; /* bytes */
-    static constexpr int STAGING = EPI == EPI_STAGED ? kBM * kBN * 2 : 0;
-    static constexpr int SMEM = STAGES * (TA + TB) + STAGING + 1024;
-};
-
 #ifdef MMK_QGEMM_DEVICE
 /* The epilogue on one consumer warpgroup's 64 × 256 int32 accumulators:
  * row r = tile row, column pairs c, c + 1 per 8-column group, each stored as
@@ -312,108 +295,6 @@ __device__ __forceinline__ void mbar_wait_bounded(uint32_t bar, uint32_t parity)
     }
 }
 
-/* K-major operand, 64-byte swizzle (rows of 64 bytes, 8-row groups 512
- * bytes apart): the layout a TMA load with CU_TENSOR_MAP_SWIZZLE_64B and a
- * 64-byte inner box writes. */
-__device__ __forceinline__ uint64_t desc_sw64(uint32_t smem_addr)
-{
-    uint64_t d = 0;
-    d |= (uint64_t)((smem_addr & 0x3FFFF) >> 4);
-    d |= (uint64_t)(16 >> 4) << 16;  /* leading byte offset: unused for swizzled K-major */
-    d |= (uint64_t)(512 >> 4) << 32; /* stride byte offset: between 8-row groups */
-    d |= 2ull << 62;                 /* 64-byte swizzle */
-    return d;
-}
-
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
-{
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr)
-{
-    uint4 v;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(addr)
-                 : "memory");
-    return v;
-}
-
-/* The staged epilogue, consumer half: o = bf16(acc · (sx · sw)) — the
- * rounding both epilogues apply first — into the staging tile (128 rows of
- * 512 bytes; the 16-byte chunk q of row R at chunk q ^ (R mod 8), so that a
- * warp's 8 rows × 4 lanes land in 32 different banks). */
-__device__ __forceinline__ void stage_tile(const int32_t (&acc)[128], const QgParams &p, int mt, int nt, int cw,
-                                           int warp, int g, int t, uint32_t stg)
-{
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int R = cw * 64 + warp * 16 + g + 8 * r, row = mt * kBM + R;
-        const float sx = row < p.M ? p.sx[row] : 0.f;
-        const uint32_t rbase = stg + R * 512 + 4 * t;
-#pragma unroll
-        for (int n8 = 0; n8 < kBN / 8; n8++) {
-            const int col = nt * kBN + n8 * 8 + 2 * t;
-            const float2 sw = col < p.N ? *reinterpret_cast<const float2 *>(p.sw + col) : make_float2(0.f, 0.f);
-            st_shared_u32(rbase + ((n8 ^ (R & 7)) << 4),
-                          bf16x2_bits((float)acc[n8 * 4 + 2 * r] * __fmul_rn(sx, sw.x),
-                                      (float)acc[n8 * 4 + 2 * r + 1] * __fmul_rn(sx, sw.y)));
-        }
-    }
-}
-
-/* One row piece of the staged epilogue: 8 staged outputs to y (gated: y +
- * gate · o, each rounded as in epilogue_vec). */
-template <bool GATED>
-__device__ __forceinline__ void drain_piece(const QgParams &p, int row, int col, uint4 o, uint4 x)
-{
-    uint32_t w[4] = {o.x, o.y, o.z, o.w};
-    if (GATED) {
-        const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
-        const float *grow = p.gate + (int64_t)p.mod_idx[row] * p.ld_gate + col;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float2 gt = *reinterpret_cast<const float2 *>(grow + 2 * k);
-            const float2 xo = bf16x2_float2(xs[k]), ov = bf16x2_float2(w[k]);
-            w[k] = bf16x2_bits(__fadd_rn(xo.x, __fmul_rn(gt.x, ov.x)), __fadd_rn(xo.y, __fmul_rn(gt.y, ov.y)));
-        }
-    }
-    uint32_t *yp = reinterpret_cast<uint32_t *>(p.y + (int64_t)row * p.ldy + col);
-    if (p.y16) {
-        *reinterpret_cast<uint4 *>(yp) = make_uint4(w[0], w[1], w[2], w[3]);
-    } else {
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            yp[k] = w[k];
-    }
-}
-
-__device__ __forceinline__ uint4 load_piece(const QgParams &p, int row, int col)
-{
-    const uint32_t *yp = reinterpret_cast<const uint32_t *>(p.y + (int64_t)row * p.ldy + col);
-    if (p.y16)
-        return *reinterpret_cast<const uint4 *>(yp);
-    return make_uint4(yp[0], yp[1], yp[2], yp[3]);
-}
-
-/* The staged epilogue, writer half (warps 1-3 of the producer warpgroup,
- * during the next tile's K loop, in 40 registers): warp w3 takes rows w3,
- * w3 + 3, ..., one row of 512 bytes per warp access (lane = 16-byte chunk).
- * A tile's K loop (>= 30 µs) leaves room for 43 residual round trips from L2
- * (prefetched there halfway through the tile's own K loop). */
-template <bool GATED>
-__device__ __forceinline__ void drain_tile(const QgParams &p, int mt, int nt, uint32_t stg, int w3, int lane)
-{
-    const int col = nt * kBN + 8 * lane;
-    if (col >= p.N)
-        return;
-    for (int R = w3; R < kBM && mt * kBM + R < p.M; R += 3) {
-        const int row = mt * kBM + R;
-        const uint4 x = GATED ? load_piece(p, row, col) : make_uint4(0, 0, 0, 0);
-        drain_piece<GATED>(p, row, col, ld_shared_v4(stg + R * 512 + ((lane ^ (R & 7)) << 4)), x);
-    }
-}
-
 /* Halfway through a gated tile's K loop: the residual rows this warp's
  * epilogue will read (16 rows × 256 bf16 = 4 lines of 128 bytes each, two
  * per lane) into L2, so that the epilogue does not wait on DRAM. */
@@ -438,41 +319,32 @@ __device__ __forceinline__ void tile_of(const QgParams &p, int t, int &mt, int &
 }
 #endif
 
-/* The persistent variants (MMH3_QGEMM_VARIANT = persistent-vec, the
- * default, or persistent-st): one CTA per SM walking the tiles of k_qgemm's
- * grouped raster with a stride of the grid. The ring's stage and phase run
- * on across tiles, so the producer loads the next tile's first K slices
- * while the consumers run the epilogue of the current one (no launch,
- * barrier set-up or pipeline fill per tile). Every output is the same int32
- * sum through the same epilogue roundings as k_qgemm, done by one of two
- * epilogues: EPI_VEC, from registers in 16-byte pieces; EPI_STAGED, handing
- * the tile to warps 1-3 of the producer warpgroup through shared memory and
- * two mbarriers (STAGED, DRAINED), so that the consumers go straight on to
- * the next tile's K loop. */
-template <bool GATED, int EPI>
+/* The default variant, persistent-vec: one CTA per SM walking the tiles of
+ * k_qgemm's grouped raster with a stride of the grid. The ring's stage and
+ * phase run on across tiles, so the producer loads the next tile's first K
+ * slices while the consumers run the epilogue of the current one (no
+ * launch, barrier set-up or pipeline fill per tile); the epilogue stores
+ * 16-byte row pieces (epilogue_vec). Every output is the same int32 sum
+ * through the same epilogue roundings as k_qgemm. */
+template <bool GATED>
 __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm_persistent(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
 {
 #ifdef MMK_QGEMM_DEVICE
-    constexpr int BK = Ring<EPI>::BK, STAGES = Ring<EPI>::STAGES, TA = Ring<EPI>::TA, TB = Ring<EPI>::TB;
     extern __shared__ __align__(1024) unsigned char qg_smem[];
-    __shared__ __align__(8) uint64_t bars[2 * STAGES + 2];
+    __shared__ __align__(8) uint64_t bars[2 * kStages];
     unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
-    const uint32_t sA = mmk_smem_addr(base), sB = sA + STAGES * TA, sStage = sB + STAGES * TB;
+    const uint32_t sA = mmk_smem_addr(base), sB = sA + kStages * kTileA;
     const uint32_t b0 = mmk_smem_addr(&bars[0]);
 #define FULL(s) (b0 + 8u * (s))
-#define EMPTY(s) (b0 + 8u * (STAGES + (s)))
-#define STAGED (b0 + 8u * (2 * STAGES))
-#define DRAINED (b0 + 8u * (2 * STAGES + 1))
-    const int n_tiles = p.n_mt * p.n_nt, n_kb = (p.K + BK - 1) / BK;
+#define EMPTY(s) (b0 + 8u * (kStages + (s)))
+    const int n_tiles = p.n_mt * p.n_nt;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; s++) {
+        for (int s = 0; s < kStages; s++) {
             mmk_mbar_init(FULL(s), 1);
             mmk_mbar_init(EMPTY(s), 8); /* one arrival per consumer warp */
         }
-        mmk_mbar_init(STAGED, 256); /* every consumer thread */
-        mmk_mbar_init(DRAINED, 96); /* every writer thread */
         mmk_mbar_init_fence();
     }
     __syncthreads();
@@ -487,24 +359,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
                 int mt, nt;
                 tile_of(p, tile, mt, nt);
-                for (int kb = 0; kb < n_kb; kb++, it++) {
-                    const uint32_t s = it % STAGES;
-                    mbar_wait_bounded(EMPTY(s), ((it / STAGES) & 1) ^ 1);
-                    mmk_mbar_expect_tx(FULL(s), TA + TB);
-                    mmk_tma_load_2d(sA + s * TA, &tmA, FULL(s), kb * BK, mt * kBM);
-                    mmk_tma_load_2d(sB + s * TB, &tmB, FULL(s), kb * BK, nt * kBN);
+                for (int kb = 0; kb < p.n_kb; kb++, it++) {
+                    const uint32_t s = it % kStages;
+                    mbar_wait_bounded(EMPTY(s), ((it / kStages) & 1) ^ 1);
+                    mmk_mbar_expect_tx(FULL(s), kTileA + kTileB);
+                    mmk_tma_load_2d(sA + s * kTileA, &tmA, FULL(s), kb * kBK, mt * kBM);
+                    mmk_tma_load_2d(sB + s * kTileB, &tmB, FULL(s), kb * kBK, nt * kBN);
                 }
-            }
-        } else if (EPI == EPI_STAGED && threadIdx.x >= 32) {
-            /* the writers: each staged tile to y while the consumers run the next one */
-            const int w3 = (threadIdx.x >> 5) - 1, lane = threadIdx.x & 31;
-            uint32_t tc = 0;
-            for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x, tc++) {
-                int mt, nt;
-                tile_of(p, tile, mt, nt);
-                mbar_wait_bounded(STAGED, tc & 1);
-                drain_tile<GATED>(p, mt, nt, sStage, w3, lane);
-                mmk_mbar_arrive(DRAINED);
             }
         }
     } else {
@@ -512,75 +373,42 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int cw = wg - 1;
         const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
         int32_t acc[128];
-        uint32_t it = 0, tc = 0;
-        for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x, tc++) {
+        uint32_t it = 0;
+        for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
             int mt, nt;
             tile_of(p, tile, mt, nt);
 #pragma unroll
             for (int i = 0; i < 128; i++)
                 acc[i] = 0;
-            for (int kb = 0; kb < n_kb; kb++, it++) {
-                const uint32_t s = it % STAGES;
-                mbar_wait_bounded(FULL(s), (it / STAGES) & 1);
-                const uint32_t a_addr = sA + s * TA + cw * 64 * BK, b_addr = sB + s * TB;
+            for (int kb = 0; kb < p.n_kb; kb++, it++) {
+                const uint32_t s = it % kStages;
+                mbar_wait_bounded(FULL(s), (it / kStages) & 1);
+                const uint32_t a_addr = sA + s * kTileA + cw * 64 * kBK, b_addr = sB + s * kTileB;
                 mmk_wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < BK / 32; kk++) {
-                    if (EPI == EPI_STAGED)
-                        mmk_wgmma_ss_s8_n256(acc, desc_sw64(a_addr + kk * 32), desc_sw64(b_addr + kk * 32), 1);
-                    else
-                        mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
-                }
+                for (int kk = 0; kk < kBK / 32; kk++)
+                    mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
                 mmk_wgmma_commit();
-                if (GATED && kb == n_kb / 2)
+                if (GATED && kb == p.n_kb / 2)
                     prefetch_residual(p, mt, nt, cw, warp, lane);
                 /* the previous slice's products are done: hand its stage back */
                 mmk_wgmma_wait<1>();
                 if (kb > 0 && lane == 0)
-                    mmk_mbar_arrive(EMPTY((it - 1) % STAGES));
+                    mmk_mbar_arrive(EMPTY((it - 1) % kStages));
             }
             mmk_wgmma_wait<0>();
             mmk_fence_regs(acc);
             if (lane == 0) /* the last slice's stage, before the epilogue: the producer is already on the next tile */
-                mmk_mbar_arrive(EMPTY((it - 1) % STAGES));
-            if (EPI == EPI_STAGED) {
-                /* the writers are done with the previous tile's staging (long since: a whole K loop ago) */
-                mbar_wait_bounded(DRAINED, (tc & 1) ^ 1);
-                stage_tile(acc, p, mt, nt, cw, warp, g, t, sStage);
-                mmk_mbar_arrive(STAGED);
-            } else {
-                epilogue_vec<GATED>(acc, p, mt, nt, cw, warp, g, t);
-            }
+                mmk_mbar_arrive(EMPTY((it - 1) % kStages));
+            epilogue_vec<GATED>(acc, p, mt, nt, cw, warp, g, t);
         }
     }
 #undef FULL
 #undef EMPTY
-#undef STAGED
-#undef DRAINED
 #else
     (void)p;
     __trap();
 #endif
-}
-
-/* mmk_tma_map_2d for int8 with a choice of swizzle (the staged variants' 64-byte slices). */
-int tma_map_i8(CUtensorMap *m, const void *base, uint64_t cols, uint64_t rows, uint64_t row_bytes, int box_cols,
-               int box_rows, CUtensorMapSwizzle swizzle, mm_error *err)
-{
-    mmk_encode_tiled_fn enc = mmk_tma_encoder(err);
-    if (!enc)
-        return -1;
-    cuuint64_t dims[2] = {cols, rows};
-    cuuint64_t strides[1] = {row_bytes};
-    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
-    cuuint32_t es[2] = {1, 1};
-    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, es,
-                     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        return mm_fail(err, "TMA: cuTensorMapEncodeTiled failed (%d) for a [%llu, %llu] int8 tensor with %llu-byte rows",
-                       (int)r, (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)row_bytes);
-    return 0;
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -595,27 +423,25 @@ template <bool GATED> int launch(const CUtensorMap &a, const CUtensorMap &b, con
 }
 
 /* One CTA per SM (asked once per device), at most one per tile. */
-template <bool GATED, int EPI>
+template <bool GATED>
 int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s,
                       mm_error *err)
 {
     static int sms[64];
     if (sms[dev] <= 0)
         MMK_TRY(cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev), err, "asking for the SM count");
-    MMK_TRY(cudaFuncSetAttribute(k_qgemm_persistent<GATED, EPI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 Ring<EPI>::SMEM),
-            err, "raising the shared-memory limit of the int8 GEMM kernel");
+    MMK_TRY(cudaFuncSetAttribute(k_qgemm_persistent<GATED>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), err,
+            "raising the shared-memory limit of the int8 GEMM kernel");
     const int n_tiles = p.n_mt * p.n_nt, grid = n_tiles < sms[dev] ? n_tiles : sms[dev];
-    k_qgemm_persistent<GATED, EPI><<<grid, kThreads, Ring<EPI>::SMEM, s>>>(a, b, p);
+    k_qgemm_persistent<GATED><<<grid, kThreads, kSmem, s>>>(a, b, p);
     return mmk_launched(err, "k_qgemm_persistent");
 }
 
 /* Kernel variants of issue 9: MMH3_QGEMM_VARIANT, read at every call (a
  * getenv per GEMM is nothing beside it) so that the benchmark and the device
- * test can walk them all. persistent-st stays opt-in until a device run has
- * timed it; tile is the previous default. */
-enum { V_TILE, V_PERSISTENT_VEC, V_PERSISTENT_ST, V_COUNT };
-const char *const kVariantNames[V_COUNT] = {"tile", "persistent-vec", "persistent-st"};
+ * test can walk them all; tile is the previous default. */
+enum { V_TILE, V_PERSISTENT_VEC, V_COUNT };
+const char *const kVariantNames[V_COUNT] = {"tile", "persistent-vec"};
 
 /* The default: persistent-vec, 19.6 ms for the DiT block's four linears
  * against tile's 23.8 (session 4 call 2, H200, bit for bit equal). */
@@ -631,7 +457,7 @@ int selected_variant()
             return i;
     static std::once_flag warned;
     std::call_once(warned, [e]() {
-        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent-vec, persistent-st); using "
+        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent-vec); using "
                         "%s\n", e, kVariantNames[kDefaultVariant]);
     });
     return kDefaultVariant;
@@ -670,13 +496,9 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     if (a->gate && (!a->mod_idx || a->ld_gate % 2 || !al8(a->gate)))
         return mm_fail(err, "int8 GEMM (sm90): the gate table needs mod_idx and 8-byte aligned rows");
     const int variant = selected_variant();
-    /* the staged epilogue's ring: 64-byte slices, 64-byte swizzle */
-    const bool staged = variant == V_PERSISTENT_ST;
-    const int bk = staged ? Ring<EPI_STAGED>::BK : kBK;
-    const CUtensorMapSwizzle swz = staged ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
     CUtensorMap ma, mb;
-    if (tma_map_i8(&ma, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, bk, kBM, swz, err) ||
-        tma_map_i8(&mb, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, bk, kBN, swz, err))
+    if (mmk_tma_map_2d(&ma, true, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, kBK, kBM, err) ||
+        mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, kBN, err))
         return -1;
     QgParams p;
     memset(&p, 0, sizeof p);
@@ -700,11 +522,7 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     cudaStream_t s = (cudaStream_t)st;
     switch (variant) {
     case V_PERSISTENT_VEC:
-        return a->gate ? launch_persistent<true, EPI_VEC>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, EPI_VEC>(dev, ma, mb, p, s, err);
-    case V_PERSISTENT_ST:
-        return a->gate ? launch_persistent<true, EPI_STAGED>(dev, ma, mb, p, s, err)
-                       : launch_persistent<false, EPI_STAGED>(dev, ma, mb, p, s, err);
+        return a->gate ? launch_persistent<true>(dev, ma, mb, p, s, err) : launch_persistent<false>(dev, ma, mb, p, s, err);
     default:
         return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
     }
@@ -829,10 +647,8 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
 static const mmk_kernel_entry g_qgemm_kernels[] = {
     {"qgemm_sm90", (const void *)k_qgemm<false>, 90},
     {"qgemm_sm90_gated", (const void *)k_qgemm<true>, 90},
-    {"qgemm_sm90_persistent_vec", (const void *)k_qgemm_persistent<false, EPI_VEC>, 90},
-    {"qgemm_sm90_persistent_vec_gated", (const void *)k_qgemm_persistent<true, EPI_VEC>, 90},
-    {"qgemm_sm90_persistent_st", (const void *)k_qgemm_persistent<false, EPI_STAGED>, 90},
-    {"qgemm_sm90_persistent_st_gated", (const void *)k_qgemm_persistent<true, EPI_STAGED>, 90},
+    {"qgemm_sm90_persistent_vec", (const void *)k_qgemm_persistent<false>, 90},
+    {"qgemm_sm90_persistent_vec_gated", (const void *)k_qgemm_persistent<true>, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_qgemm(int *n)

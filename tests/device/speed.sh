@@ -29,8 +29,8 @@
 #   clip10   1344x768x243 (10 s, S=73,586): exact + fast, one forward each; reference  (~75 s)
 #   clip15   1344x768x362 (15 s, S=109,262): the same                                 (~130 s)
 #   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, cuBLASLt and every sm90
-#            variant (MMH3_QGEMM_VARIANT tile, persistent-vec = default, persistent-st), bit for
-#            bit, one process per group of variants                                   (~40 s)
+#            variant (MMH3_QGEMM_VARIANT tile, persistent-vec = default), bit for bit, one
+#            process per group of variants                                            (~30 s)
 #
 #   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS] [--no-ref clip10,clip15]   carry [".carry"]
@@ -243,7 +243,7 @@ if want qgemm; then
   else
     # one process per set of variants (MMH3_QGEMM_SETS, space-separated): a variant that hangs
     # loses only its own set's lines; each set also times the cuBLASLt path it is compared with
-    for set in ${MMH3_QGEMM_SETS:-tile,persistent-vec persistent-st}; do
+    for set in ${MMH3_QGEMM_SETS:-tile,persistent-vec}; do
       secs=$(limit 90)
       if [ "$secs" -gt 0 ]; then
         log="$OUT/speed_qgemm_bench_${set//,/_}.txt"

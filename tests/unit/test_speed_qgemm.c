@@ -11,8 +11,8 @@
  * multiple of 16 bytes, the padding left untouched); outputs poisoned first;
  * then the plain path against the CPU twin as well (mm_gemm_i8_scaled on a
  * CPU context, bit for bit). Every case runs for each kernel variant
- * (MMH3_QGEMM_VARIANT = persistent-vec, the default, tile and
- * persistent-st); case names get the variant in brackets.
+ * (MMH3_QGEMM_VARIANT = persistent-vec, the default, and tile); case names
+ * get the variant in brackets.
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -179,7 +179,7 @@ static const qcase cases[] = {
     {"test_gated_padded_y", 333, 520, 7168, 3, true, 2},
 };
 
-static const char *const variants[] = {"persistent-vec", "tile", "persistent-st"};
+static const char *const variants[] = {"persistent-vec", "tile"};
 
 int main(void)
 {
