@@ -432,164 +432,6 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
     mmk_cp_async_wait<0>();
 }
 
-/* The warp-per-row kernel (MMH3_CONVROT_KERNEL=warprow while the device
- * measures it; plain and RMSNorm + modulation): one warp owns a row and plays
- * every thread of k_convrot_quant's block in turn — lane L, slot w is that
- * kernel's thread 32·w + L with the same 16 channels — so there is no block
- * barrier at all and more rows are in flight per SM. The sum of squares keeps
- * its tree: each slot's 32 partials go through the same warp sum (old warp
- * w's), lane w keeps it, and the same warp sum over those lanes (zeros past
- * the last slot) is the block's. The max is order-free. The row lives in the
- * warp's shared memory: each lane copies its own slots' bytes in with
- * cp.async, the rotated values (bf16 values) overwrite a group's inputs once
- * its transpose has read them, and each lane reads its own 16 channels back
- * for the codes (16-byte stores) and then copies the next row's bytes into
- * the same place. Shared memory per warp: K bf16 + two 16×17 transposes. */
-const int kWarpRowWarps = 4;
-
-template <int PRE>
-__global__ void __launch_bounds__(kWarpRowWarps * 32)
-    k_convrot_quant_warprow(int K, int64_t rows, const bf16 *__restrict__ x, int64_t ldx,
-                            const float *__restrict__ norm_w, float eps, const float *__restrict__ shift,
-                            const float *__restrict__ scale, int64_t ld_mod, const int32_t *__restrict__ mod_idx,
-                            int8_t *__restrict__ q, int64_t ldq, bool q_vec, float *__restrict__ sq,
-                            int64_t s_stride)
-{
-    extern __shared__ __align__(16) unsigned char smem[];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = lane >> 4, t = lane & 15;
-    const int slots = (K / 256 * 16 + 31) / 32; /* k_convrot_quant's warps */
-    size_t per_warp = (size_t)K * 2 + 2 * 16 * 17 * sizeof(float);
-    bf16 *row = reinterpret_cast<bf16 *>(smem + warp * per_warp); /* [K]: the input, then the rotation */
-    float *my = reinterpret_cast<float *>(smem + warp * per_warp + (size_t)K * 2) + half * (16 * 17);
-    int64_t gw = (int64_t)blockIdx.x * kWarpRowWarps + warp, nwarps = (int64_t)gridDim.x * kWarpRowWarps;
-
-    if (gw < rows) {
-        for (int w = 0; w < slots; w++) {
-            int c0 = (2 * w + half) * 256 + t * 16;
-            if (c0 < K) {
-                mmk_cp_async16(row + c0, x + gw * ldx + c0, 16);
-                mmk_cp_async16(row + c0 + 8, x + gw * ldx + c0 + 8, 16);
-            }
-        }
-    }
-    mmk_cp_async_commit();
-
-    for (int64_t r = gw; r < rows; r += nwarps) {
-        mmk_cp_async_wait<0>(); /* this lane's bytes of row r */
-        float rs = 1.f;
-        int64_t m = 0;
-        if (PRE == MMK_PRE_RMSNORM_MOD) {
-            if (shift)
-                m = (int64_t)mod_idx[r] * ld_mod;
-            float mine = 0.f;
-            for (int w = 0; w < slots; w++) {
-                int c0 = (2 * w + half) * 256 + t * 16;
-                float v[16], p = 0.f;
-                if (c0 < K) {
-                    load16_bf16(row + c0, v);
-#pragma unroll
-                    for (int i = 0; i < 16; i++)
-                        p = __fmaf_rn(v[i], v[i], p); /* k_convrot_quant's ss += v·v, contracted */
-                }
-                float sw = mmk_warp_sum(p);
-                mine = lane == w ? sw : mine;
-            }
-            float ss = mmk_warp_sum(mine); /* lanes past the last slot hold 0, as in the block sum */
-            rs = 1.f / sqrtf(ss / (float)K + eps);
-        }
-
-        float amax = 0.f;
-        for (int w = 0; w < slots; w++) {
-            int g = 2 * w + half, c0 = g * 256 + t * 16;
-            bool active = c0 < K;
-            float v[16];
-#pragma unroll
-            for (int i = 0; i < 16; i++)
-                v[i] = 0.f;
-            if (active) {
-                load16_bf16(row + c0, v);
-                if (PRE == MMK_PRE_RMSNORM_MOD) {
-#pragma unroll
-                    for (int c = 0; c < 16; c += 4) {
-                        float4 wv4 = norm_w ? *reinterpret_cast<const float4 *>(norm_w + c0 + c)
-                                            : make_float4(1.f, 1.f, 1.f, 1.f);
-                        float4 sh = make_float4(0.f, 0.f, 0.f, 0.f), sc = sh;
-                        if (shift) {
-                            sh = *reinterpret_cast<const float4 *>(shift + m + c0 + c);
-                            sc = *reinterpret_cast<const float4 *>(scale + m + c0 + c);
-                        }
-                        const float wv[4] = {wv4.x, wv4.y, wv4.z, wv4.w}, shv[4] = {sh.x, sh.y, sh.z, sh.w},
-                                    scv[4] = {sc.x, sc.y, sc.z, sc.w};
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            float n = __fmul_rn(__fmul_rn(v[c + i], rs), wv[i]);
-                            if (shift)
-                                n = __fadd_rn(__fmul_rn(n, 1.f + scv[i]), shv[i]);
-                            v[c + i] = mmk_round_bf16(n);
-                        }
-                    }
-                }
-            }
-            h16(v); /* digits d0, d1 */
-            if (active) {
-#pragma unroll
-                for (int b = 0; b < 16; b++)
-                    my[t * 17 + b] = v[b];
-            }
-            __syncwarp(); /* the half-warp's transpose written; its inputs all read */
-            if (active) {
-#pragma unroll
-                for (int a = 0; a < 16; a++)
-                    v[a] = my[a * 17 + t];
-                h16(v); /* digits d2, d3 */
-#pragma unroll
-                for (int a = 0; a < 16; a++) {
-                    v[a] = mmk_round_bf16(v[a]);
-                    amax = fmaxf(amax, fabsf(v[a]));
-                    row[g * 256 + a * 16 + t] = __float2bfloat16_rn(v[a]); /* exact: v is a bf16 value */
-                }
-            }
-            __syncwarp(); /* the transpose is rewritten by the next slot; the rotation is read back below */
-        }
-        amax = mmk_warp_max(amax);
-        float s = amax > 0.f ? amax / 127.f : 1.f;
-
-        int64_t rn = r + nwarps;
-        for (int w = 0; w < slots; w++) {
-            int c0 = (2 * w + half) * 256 + t * 16;
-            if (c0 >= K)
-                continue;
-            float v[16];
-            load16_bf16(row + c0, v);
-            quant_codes(v, s);
-            int8_t *qr = q + r * ldq + c0;
-            if (q_vec) {
-                uint32_t wd[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    wd[j] = (uint32_t)(uint8_t)(int8_t)v[4 * j] | (uint32_t)(uint8_t)(int8_t)v[4 * j + 1] << 8 |
-                            (uint32_t)(uint8_t)(int8_t)v[4 * j + 2] << 16 | (uint32_t)(uint8_t)(int8_t)v[4 * j + 3] << 24;
-                *reinterpret_cast<uint4 *>(qr) = make_uint4(wd[0], wd[1], wd[2], wd[3]);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 16; i++)
-                    qr[i] = (int8_t)v[i];
-            }
-            /* these 16 channels were this lane's alone (read above, their codes
-             * stored): the next row's bytes can come in */
-            if (rn < rows) {
-                mmk_cp_async16(row + c0, x + rn * ldx + c0, 16);
-                mmk_cp_async16(row + c0 + 8, x + rn * ldx + c0 + 8, 16);
-            }
-        }
-        mmk_cp_async_commit();
-        if (lane == 0)
-            sq[r * s_stride] = s;
-        __syncwarp(); /* the next row's transposes overwrite other lanes' channels */
-    }
-    mmk_cp_async_wait<0>();
-}
-
 /* Any group (4, 16, 64, 256) and float dtype; the row lives in shared memory
  * and each butterfly stage updates disjoint quads in place. Quantizes (q !=
  * NULL) or writes the rotation rounded to rot's dtype. */
@@ -643,12 +485,14 @@ bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
  * device compared them byte for byte in session 4 call 2, and measured 0.82 /
  * 2.09 / 0.57 ms → 0.78 / 1.53 / 0.54 ms for RMSNorm 5376 / SwiGLU 14336 /
  * plain 7168 at S = 38,010). MMH3_CONVROT_KERNEL=row selects the one-row
- * kernel, pipe-nolut the pipelined one without SwiGLU's SiLU table, warprow
- * the warp-per-row kernel (plain and RMSNorm only; SwiGLU runs row); read on
+ * kernel, pipe-nolut the pipelined one without SwiGLU's SiLU table; read on
  * every call so tests and benchmarks can compare them in one process.
  * k_convrot_quant stays as the fallback where the pipelined kernel does not
  * fit (RMSNorm with K > 6144: registers; shared memory past 227 KB).
- * 0 = row, 1 = pipe, 2 = pipe-nolut, 3 = warprow. */
+ * (A warp-per-row variant without block barriers, same reduction trees, was
+ * measured in session 4 call 3: no faster than this one — 0.760 vs 0.757 ms
+ * RMSNorm, 0.563 vs 0.527 plain — and removed.)
+ * 0 = row, 1 = pipe, 2 = pipe-nolut. */
 const int kPipeDefault = 1;
 
 int pipe_mode()
@@ -656,38 +500,7 @@ int pipe_mode()
     const char *e = getenv("MMH3_CONVROT_KERNEL");
     if (!e || !*e)
         return kPipeDefault;
-    return !strcmp(e, "pipe") ? 1 : !strcmp(e, "pipe-nolut") ? 2 : !strcmp(e, "warprow") ? 3 : 0;
-}
-
-/* k_convrot_quant_warprow: plain or RMSNorm + modulation, one warp's K bf16
- * and transposes within the shared memory of a 4-warp block. */
-bool warprow_fits(const mmk_convrot_quant *a, size_t *smem)
-{
-    *smem = (size_t)kWarpRowWarps * ((size_t)a->K * 2 + 2 * 16 * 17 * sizeof(float));
-    return a->pre != MMK_PRE_SWIGLU && *smem <= 227 * 1024;
-}
-
-template <int PRE>
-int launch_warprow_t(const mmk_convrot_quant *a, size_t smem, mmk_stream s, mm_error *err)
-{
-    auto kern = k_convrot_quant_warprow<PRE>;
-    MMK_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err,
-            "raising the shared-memory limit of k_convrot_quant_warprow");
-    int per_sm = 0, dev = 0, sms = 0;
-    MMK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kWarpRowWarps * 32, smem), err,
-            "occupancy of k_convrot_quant_warprow");
-    if (per_sm < 1)
-        return 1;
-    MMK_TRY(cudaGetDevice(&dev), err, "cudaGetDevice");
-    MMK_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), err, "counting SMs");
-    int64_t grid = (int64_t)per_sm * sms, need = ((int64_t)a->rows + kWarpRowWarps - 1) / kWarpRowWarps;
-    if (grid > need)
-        grid = need;
-    bool q_vec = al16(a->q) && a->ldq % 16 == 0;
-    kern<<<(unsigned)grid, kWarpRowWarps * 32, smem, s>>>(a->K, a->rows, (const bf16 *)a->x, a->ldx, a->norm_w,
-                                                          a->eps, a->shift, a->scale, a->ld_mod, a->mod_idx, a->q,
-                                                          a->ldq, q_vec, a->s, a->s_stride ? a->s_stride : 1);
-    return mmk_launched(err, "k_convrot_quant_warprow");
+    return !strcmp(e, "pipe") ? 1 : !strcmp(e, "pipe-nolut") ? 2 : 0;
 }
 
 template <int PRE, int STAGES, bool LUT = false>
@@ -739,12 +552,6 @@ int launch_pipe(const mmk_convrot_quant *a, int threads, int mode, mmk_stream s,
 {
     int stages;
     size_t smem;
-    if (mode == 3) {
-        if (!warprow_fits(a, &smem))
-            return 1;
-        return a->pre == MMK_PRE_RMSNORM_MOD ? launch_warprow_t<MMK_PRE_RMSNORM_MOD>(a, smem, s, err)
-                                             : launch_warprow_t<MMK_PRE_NONE>(a, smem, s, err);
-    }
     bool lut = mode == 1;
     if (!pipe_fits(a, threads, lut, &stages, &smem))
         return 1;
@@ -818,8 +625,6 @@ extern "C" const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a)
     if (!fast_fits(a, G))
         return "generic";
     int mode = pipe_mode();
-    if (mode == 3)
-        return warprow_fits(a, &smem) ? "warprow" : "row";
     if (!mode || !pipe_fits(a, threads_for(a->K), mode == 1, &stages, &smem))
         return "row";
     return mode == 1 ? "pipe" : "pipe-nolut";

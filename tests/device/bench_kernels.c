@@ -131,8 +131,7 @@ static int run_attention_sm90pp(void *u)
 static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 /* The glue kernels before session 4's (bit-identical to the defaults; see
- * kernels/convrot.cu and kernels/norm.cu): *_row, *_pipe_nolut, qk_norm_rope_warp; and
- * the warp-per-row ConvRot kernel under measurement (*_warprow). */
+ * kernels/convrot.cu and kernels/norm.cu): *_row, *_pipe_nolut, qk_norm_rope_warp. */
 static int run_convrot_variant(void *u, const char *variant)
 {
     setenv("MMH3_CONVROT_KERNEL", variant, 1);
@@ -146,7 +145,6 @@ static int run_convrot_variant(void *u, const char *variant)
 }
 static int run_convrot_row(void *u) { return run_convrot_variant(u, "row"); }
 static int run_convrot_pipe_nolut(void *u) { return run_convrot_variant(u, "pipe-nolut"); }
-static int run_convrot_warprow(void *u) { return run_convrot_variant(u, "warprow"); }
 static int run_qk_warp(void *u)
 {
     setenv("MMH3_QK_NORM_KERNEL", "warp", 1);
@@ -358,7 +356,6 @@ int main(int argc, char **argv)
                             .mod_idx = idx, .q = xq, .ldq = H, .s = sx, .s_stride = 1};
     bench("convrot_rmsnorm_mod_5376", run_convrot, &c1, 0, (double)S * H * 3);
     bench("convrot_rmsnorm_mod_5376_row", run_convrot_row, &c1, 0, (double)S * H * 3);
-    bench("convrot_rmsnorm_mod_5376_warprow", run_convrot_warprow, &c1, 0, (double)S * H * 3);
     mmk_convrot_quant c2 = {.rows = S, .K = F, .group = 256, .pre = MMK_PRE_SWIGLU, .x = out, .x_dtype = MM_BF16,
                             .ldx = 2 * F, .q = xq, .ldq = F, .s = sx, .s_stride = 1};
     bench("convrot_swiglu_14336", run_convrot, &c2, 0, (double)S * F * 5);
@@ -368,7 +365,6 @@ int main(int argc, char **argv)
                             .ldq = NH * D, .s = sx, .s_stride = 1};
     bench("convrot_plain_7168", run_convrot, &c3, 0, (double)S * NH * D * 3);
     bench("convrot_plain_7168_row", run_convrot_row, &c3, 0, (double)S * NH * D * 3);
-    bench("convrot_plain_7168_warprow", run_convrot_warprow, &c3, 0, (double)S * NH * D * 3);
     mmk_bf16 *cs = dalloc((size_t)S * 96 * 2, MM_BF16, 63, 1), *sn = dalloc((size_t)S * 96 * 2, MM_BF16, 64, 1);
     mmk_qk_norm_rope qk = {.rows = S, .heads_q = NH, .heads_k = NH, .head_dim = D, .q = qkv, .ldq = QKV,
                            .k = qkv + NH * D, .ldk = QKV, .wq = wn, .wk = wn, .eps = 1e-5f, .cos = cs, .sin = sn,

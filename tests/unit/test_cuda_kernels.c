@@ -500,23 +500,6 @@ static void test_convrot_pipe_rmsnorm_mod_bitwise(void)
     convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 300, 21, 0, 0, 1);
     convrot_pipe_case(MMK_PRE_RMSNORM_MOD, 300, 20, 16, 1, 0);
 }
-/* The warp-per-row kernel (MMH3_CONVROT_KERNEL=warprow, under measurement):
- * the same byte comparison; run last, so that a fault in it cannot hide the
- * other cases' results. */
-static void test_convrot_warprow_plain_bitwise(void)
-{
-    convrot_pipe_case_v("warprow", MMK_PRE_NONE, 2100, 28, 0, 0, 0);
-    convrot_pipe_case_v("warprow", MMK_PRE_NONE, 700, 21, 4, 0, 0);
-    convrot_pipe_case_v("warprow", MMK_PRE_NONE, 7, 3, 0, 0, 0);
-}
-static void test_convrot_warprow_rmsnorm_mod_bitwise(void)
-{
-    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 2300, 21, 0, 1, 1);
-    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 300, 21, 0, 0, 1);
-    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 300, 20, 16, 1, 0);
-    convrot_pipe_case_v("warprow", MMK_PRE_RMSNORM_MOD, 90, 56, 0, 1, 1); /* K = 14336: 28 slots */
-}
-
 static void test_convrot_pipe_swiglu_bitwise(void)
 {
     convrot_pipe_case(MMK_PRE_SWIGLU, 600, 56, 0, 0, 0); /* FFN 14336, SiLU by table */
@@ -741,7 +724,5 @@ int main(void)
     CUDA_CASE(test_attention_d128_ragged_segments_gqa);
     CUDA_CASE(test_attention_d128_ragged_segments_causal);
     CUDA_CASE(test_errors_are_reported);
-    CUDA_CASE(test_convrot_warprow_plain_bitwise);
-    CUDA_CASE(test_convrot_warprow_rmsnorm_mod_bitwise);
     return mm_test_exit();
 }
