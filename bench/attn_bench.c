@@ -130,7 +130,7 @@ int main(int argc, char **argv)
     int failures = 0;
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         const bool fa3 = strncmp(p, "fa3", 3) == 0;
-        /* fa3 paths: BASE, then any of -poly25 / -poly50, -cr, -s3 */
+        /* fa3 paths: BASE, then -cr (exact) or -lean (fast) */
         char base[32];
         snprintf(base, sizeof base, "%s", p);
         int variant = 0;
@@ -153,7 +153,8 @@ int main(int argc, char **argv)
                                                                                                   : MM_FA3_EXACT;
         if (fa3 && strcmp(base, "fa3") && strcmp(base, "fa3-nopp") && strcmp(base, "fa3-fast") &&
             strcmp(base, "fa3-fastqk") && strcmp(base, "fa3-e4m3")) {
-            printf("ATTN path=%s FAILED: unknown fa3 path (%s)\n", p, base);
+            printf("ATTN path=%s FAILED: unknown fa3 path (%s; accepted: fa3, fa3-nopp, fa3-fast, fa3-fastqk, "
+                   "fa3-e4m3, then -cr or -lean)\n", p, base);
             failures++;
             continue;
         }

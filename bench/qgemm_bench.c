@@ -126,8 +126,14 @@ int main(int argc, char **argv)
     char names[MAX_PATHS][32] = {"cublaslt"}, vlist[256];
     int n_paths = 1;
     snprintf(vlist, sizeof vlist, "%s", variants);
-    for (char *save = NULL, *v = strtok_r(vlist, ",", &save); v && n_paths < MAX_PATHS; v = strtok_r(NULL, ",", &save))
+    for (char *save = NULL, *v = strtok_r(vlist, ",", &save); v && n_paths < MAX_PATHS; v = strtok_r(NULL, ",", &save)) {
+        /* the kernel runs its default for a name it does not know: refuse it here rather than time it under that name */
+        if (strcmp(v, "tile") && strcmp(v, "persistent-vec")) {
+            fprintf(stderr, "mmh3-bench-qgemm: --variants: '%s' is not a variant (tile, persistent-vec)\n", v);
+            return 2;
+        }
         snprintf(names[n_paths++], sizeof names[0], "%s", v);
+    }
     const char *env0 = getenv("MMH3_QGEMM_VARIANT");
     char *saved_env = env0 ? strdup(env0) : NULL;
 

@@ -48,8 +48,9 @@ prof() {
 
 # (the first launches are the kernels' own first-use self-checks at small sizes: the report's grid sizes tell
 # them from the real call)
-want attn && prof attn 'k_fa3(<|$)' 10 "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths fa3,fa3-fast
-want qgemm && prof qgemm 'k_qgemm(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1
+# (the default kernels: exact mode with conditional rescaling, fast mode lean, the persistent-vec int8 GEMM)
+want attn && prof attn 'k_fa3(<|$)' 10 "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths fa3-cr,fa3-fast-lean
+want qgemm && prof qgemm 'k_qgemm_persistent(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1 --variants persistent-vec
 want glue && prof glue 'k_convrot_quant' 6 "$B/tests/device/bench_kernels" --reps 1 --only convrot
 want glue && prof qknorm 'k_qk_norm_rope' 2 "$B/tests/device/bench_kernels" --reps 1 --only qk_norm
 
