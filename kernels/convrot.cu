@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "kernels/common.cuh"
+#include "kernels/mmk_env.h"
 #include "kernels/mma.cuh"
 
 namespace {
@@ -492,15 +493,15 @@ bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
  * (A warp-per-row variant without block barriers, same reduction trees, was
  * measured in session 4 call 3: no faster than this one — 0.760 vs 0.757 ms
  * RMSNorm, 0.563 vs 0.527 plain — and removed.)
- * 0 = row, 1 = pipe, 2 = pipe-nolut. */
+ * 0 = row, 1 = pipe, 2 = pipe-nolut; any other value runs row, said once
+ * on stderr. */
 const int kPipeDefault = 1;
 
 int pipe_mode()
 {
-    const char *e = getenv("MMH3_CONVROT_KERNEL");
-    if (!e || !*e)
-        return kPipeDefault;
-    return !strcmp(e, "pipe") ? 1 : !strcmp(e, "pipe-nolut") ? 2 : 0;
+    static const char *const names[] = {"row", "pipe", "pipe-nolut"};
+    static int warned;
+    return mmk_env_kernel("MMH3_CONVROT_KERNEL", names, 3, kPipeDefault, 0, &warned);
 }
 
 template <int PRE, int STAGES, bool LUT = false>

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/common.cuh"
+#include "kernels/mmk_env.h"
 
 namespace {
 
@@ -520,17 +521,15 @@ bool f32_al16(const float *p, int64_t ld) { return ((uintptr_t)p & 15) == 0 && l
 /* MMH3_GLUE_KERNEL=vec selects the 8-wide paths, =generic the kernels
  * above; unset, kGlueVecDefault decides. On since session 4 (H200): the VAE,
  * DiT and text-encoder kits pass on CUDA with them, and the 124-frame video
- * decode went 8.69 → 4.58 s (docs/PERFORMANCE.md, VAEs). */
+ * decode went 8.69 → 4.58 s (docs/PERFORMANCE.md, VAEs). Any other value:
+ * the default, said once on stderr. */
 const bool kGlueVecDefault = true;
 
 bool glue_vec()
 {
-    const char *e = getenv("MMH3_GLUE_KERNEL");
-    if (e && !strcmp(e, "vec"))
-        return true;
-    if (e && !strcmp(e, "generic"))
-        return false;
-    return kGlueVecDefault;
+    static const char *const names[] = {"generic", "vec"};
+    static int warned;
+    return mmk_env_kernel("MMH3_GLUE_KERNEL", names, 2, kGlueVecDefault, kGlueVecDefault, &warned) == 1;
 }
 
 /* ------------------------------------------------------------------ RoPE (views) */
@@ -802,12 +801,12 @@ bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
  * tests and benchmarks can compare the two in one process. */
 const bool kQkVecDefault = true;
 
+/* Any other value than warp / vec runs warp, said once on stderr. */
 bool qk_vec_selected()
 {
-    const char *e = getenv("MMH3_QK_NORM_KERNEL");
-    if (!e || !*e)
-        return kQkVecDefault;
-    return !strcmp(e, "vec");
+    static const char *const names[] = {"warp", "vec"};
+    static int warned;
+    return mmk_env_kernel("MMH3_QK_NORM_KERNEL", names, 2, kQkVecDefault, 0, &warned) == 1;
 }
 
 /* What k_qk_norm_rope_vec needs: 128-channel heads, 16-byte aligned rows and
