@@ -130,8 +130,9 @@ static int run_attention_sm90pp(void *u)
 }
 static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
-/* The glue kernels before session 4's (bit-identical to the defaults; see
- * kernels/convrot.cu and kernels/norm.cu): *_row, *_pipe_nolut, qk_norm_rope_warp. */
+/* The glue kernels other than the defaults, each bit-identical to them (see
+ * kernels/convrot.cu and kernels/norm.cu): the ones before session 4 (*_row,
+ * qk_norm_rope_warp) and the pipelined ConvRot without SiLU table (*_pipe_nolut). */
 static int run_convrot_variant(void *u, const char *variant)
 {
     setenv("MMH3_CONVROT_KERNEL", variant, 1);
