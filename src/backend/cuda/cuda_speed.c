@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_speed.h"
+#include "kernels/mmk_env.h"
 #include "kernels/mmk_fa3.h"
 #include "kernels/mmk_qgemm.h"
 
@@ -170,9 +171,12 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
                  mmk_attention_path(dev), pdesc);
 
     /* fast mode */
-    const char *fraw = getenv("MMH3_DIT_FAST");
-    const bool fast_off = fraw && strcmp(fraw, "off") == 0;
-    out->fast_mode = fraw && strcmp(fraw, "qk") == 0 ? MM_FA3_FAST_QK : MM_FA3_FAST;
+    /* unset or anything else (said once on stderr): fast */
+    static const char *const fast_names[] = {"fast", "qk", "off"};
+    static int fast_warned;
+    const int fsel = mmk_env_kernel("MMH3_DIT_FAST", fast_names, 3, 0, 0, &fast_warned);
+    const bool fast_off = fsel == 2;
+    out->fast_mode = fsel == 1 ? MM_FA3_FAST_QK : MM_FA3_FAST;
     const char *fname = out->fast_mode == MM_FA3_FAST_QK ? "fa3 int8 q·k + bf16 p·v" : "fa3 int8 q·k + e4m3 p·v";
     mmk_fa3_variant_desc((int)out->fast_mode, pdesc, sizeof pdesc);
     if (!hopper || fast_off)

@@ -53,7 +53,8 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
  *   fast mode               MMH3_DIT_FAST unset or =fast: MM_FA3_FAST, =qk:
  *                           MM_FA3_FAST_QK (each after its self-check, or
  *                           forced with MMH3_DIT_ATTN=fa3); =off, or no such
- *                           kernel: fast mode runs what exact mode runs.
+ *                           kernel: fast mode runs what exact mode runs;
+ *                           any other value: as unset, said once on stderr.
  *   int8 linears            MMH3_DIT_GEMM unset: the sm90 GEMM with the
  *                           fused epilogue after its self-check (bit for bit
  *                           the cuBLASLt path); =sm90 forces it; =cublaslt
