@@ -199,8 +199,9 @@ int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, co
 
 /* Whether the 8-wide paths of the generic glue (RMSNorm without modulation,
  * RoPE, gated residual, f16 element-wise and GLU) are on for views that fit
- * them: MMH3_GLUE_KERNEL=vec|generic, unset = the built-in default; read on
- * every launch, so tests and benches can compare both in one process. */
+ * them: MMH3_GLUE_KERNEL=vec|generic, unset = the built-in default (any
+ * other value too, said once on stderr: kernels/mmk_env.h); read on every
+ * launch, so tests and benches can compare both in one process. */
 int mmk_glue_vec_selected(void);
 
 /* The DiT's fused per-head q/k RMSNorm (f32 weights wq, wk over head_dim;
@@ -224,7 +225,8 @@ typedef struct mmk_qk_norm_rope {
 int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rope *a, mm_error *err);
 /* The kernel mmk_qk_norm_rope_run would launch: "vec" (the default, for
  * head_dim 128, 16-byte aligned rows, rot_dim % 16 == 0) or "warp" (otherwise,
- * or MMH3_QK_NORM_KERNEL=warp). */
+ * or MMH3_QK_NORM_KERNEL=warp, or any other value of it than vec: said once
+ * on stderr). */
 const char *mmk_qk_norm_rope_kernel(const mmk_qk_norm_rope *a);
 
 /* GroupNorm on contiguous x, y [N, C, F, S]: statistics per (n, group, f)
@@ -282,7 +284,8 @@ typedef struct mmk_convrot_quant {
 int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_quant *a, mm_error *err);
 /* The kernel mmk_convrot_quant_run would launch: "pipe" (the default on the
  * fast path when its stages fit) or "pipe-nolut" (MMH3_CONVROT_KERNEL=pipe-nolut),
- * "row" (the fast path otherwise, or MMH3_CONVROT_KERNEL=row) or "generic". */
+ * "row" (the fast path otherwise, or MMH3_CONVROT_KERNEL=row or any value
+ * other than pipe / pipe-nolut: said once on stderr) or "generic". */
 const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a);
 
 /* ------------------------------------------------------------------ elementwise (views) */
