@@ -24,14 +24,24 @@ static char kit_ckpt[1024];
 static const char *CASE = "fl2va_first_step2";
 static double video_tol; /* manifest tolerances.forward.video.rel_l2 */
 
+/* Host velocities [video | audio] for the case (calloc'ed, owned by the
+ * caller) and the two tensors that view them; *nv = the video part's size. */
+static float *alloc_velocities(mm_dit *dit, const kit_forward_case *f, mm_tensor *vv, mm_tensor *va, int64_t *nv)
+{
+    const mm_dit_config *c = mm_dit_get_config(dit);
+    *nv = f->l.video_rows * c->video_row_width;
+    float *out = calloc((size_t)(*nv + f->l.audio_rows * c->audio_row_width), sizeof(float));
+    *vv = mm_tensor_wrap(out, mm_cpu(), MM_F32, 2, (int64_t[]){f->l.video_rows, c->video_row_width});
+    *va = mm_tensor_wrap(out + *nv, mm_cpu(), MM_F32, 2, (int64_t[]){f->l.audio_rows, c->audio_row_width});
+    return out;
+}
+
 /* Runs the forward; returns malloc'ed velocities [video | audio]. */
 static float *run(mm_dit *dit, const kit_forward_case *f, int times, mm_error *err)
 {
-    const mm_dit_config *c = mm_dit_get_config(dit);
-    const int64_t nv = f->l.video_rows * c->video_row_width, na = f->l.audio_rows * c->audio_row_width;
-    float *out = malloc(sizeof(float) * (size_t)(nv + na));
-    mm_tensor vv = mm_tensor_wrap(out, mm_cpu(), MM_F32, 2, (int64_t[]){f->l.video_rows, c->video_row_width});
-    mm_tensor va = mm_tensor_wrap(out + nv, mm_cpu(), MM_F32, 2, (int64_t[]){f->l.audio_rows, c->audio_row_width});
+    mm_tensor vv, va;
+    int64_t nv;
+    float *out = alloc_velocities(dit, f, &vv, &va, &nv);
     mm_dit_request *req = NULL;
     if (mm_dit_request_begin(dit, ctx, &f->l, &f->text, NULL, &req, err) != 0) {
         free(out);
@@ -59,6 +69,14 @@ static double rel_l2_vs_kit(const float *v, int64_t n, const char *name)
         den += (double)r[i] * r[i];
     }
     return sqrt(num / den);
+}
+
+/* rel_l2 of the video velocities against the kit's output for CASE. */
+static double video_rel_l2_vs_kit(const float *v, int64_t nv)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s.out.video", CASE);
+    return rel_l2_vs_kit(v, nv, key);
 }
 
 static void test_config_from_checkpoint(void)
@@ -94,9 +112,7 @@ static void test_forward_is_repeatable(void)
     MM_REQUIRE(once && twice, "%s", err.msg);
     MM_EXPECT(memcmp(once, twice, sizeof(float) * (size_t)(nv + na)) == 0,
               "a reused request and a new one must give the same bits");
-    char key[256];
-    snprintf(key, sizeof key, "%s.out.video", CASE);
-    double rv = rel_l2_vs_kit(once, nv, key);
+    double rv = video_rel_l2_vs_kit(once, nv);
     MM_EXPECT(rv <= video_tol, "video rel_l2 %g > %g", rv, video_tol);
     free(once);
     free(twice);
@@ -113,11 +129,9 @@ static void test_rows_on_another_device_are_refused(void)
     mm_dit *dit;
     mm_error err = {{0}};
     MM_REQUIRE(mm_dit_load(&dit, kit_ckpt, ctx, NULL, &err) == 0, "%s", err.msg);
-    const mm_dit_config *c = mm_dit_get_config(dit);
-    const int64_t nv = f.l.video_rows * c->video_row_width, na = f.l.audio_rows * c->audio_row_width;
-    float *out = calloc((size_t)(nv + na), sizeof(float));
-    mm_tensor vv = mm_tensor_wrap(out, mm_cpu(), MM_F32, 2, (int64_t[]){f.l.video_rows, c->video_row_width});
-    mm_tensor va = mm_tensor_wrap(out + nv, mm_cpu(), MM_F32, 2, (int64_t[]){f.l.audio_rows, c->audio_row_width});
+    mm_tensor vv, va;
+    int64_t nv;
+    float *out = alloc_velocities(dit, &f, &vv, &va, &nv);
     /* never dereferenced: the check comes before any access */
     mm_tensor elsewhere = f.audio;
     elsewhere.device = mm_cuda(3);
@@ -128,9 +142,7 @@ static void test_rows_on_another_device_are_refused(void)
               "refusal: rc %d, '%s'", rc, err.msg);
     err = (mm_error){{0}};
     MM_EXPECT(mm_dit_forward(req, f.row_t, &f.video, &f.audio, &vv, &va, &err) == 0, "then: %s", err.msg);
-    char key[256];
-    snprintf(key, sizeof key, "%s.out.video", CASE);
-    double rv = rel_l2_vs_kit(out, nv, key);
+    double rv = video_rel_l2_vs_kit(out, nv);
     MM_EXPECT(rv <= video_tol, "video rel_l2 after the refusal %g > %g", rv, video_tol);
     mm_dit_request_end(req);
     free(out);
@@ -254,9 +266,7 @@ static void check_control(const char *what, edit_fn edit)
     const mm_dit_config *c = mm_dit_get_config(dit);
     float *v = run(dit, &f, 1, &err);
     MM_REQUIRE(v, "%s", err.msg);
-    char key[256];
-    snprintf(key, sizeof key, "%s.out.video", CASE);
-    double rv = rel_l2_vs_kit(v, f.l.video_rows * c->video_row_width, key);
+    double rv = video_rel_l2_vs_kit(v, f.l.video_rows * c->video_row_width);
     MM_EXPECT(rv > 3 * video_tol, "%s: video rel_l2 %.3g should be far outside the %g tolerance", what, rv,
               video_tol);
     printf("     control %s: video rel_l2 %.3g (%.1fx the tolerance)\n", what, rv, rv / video_tol);
