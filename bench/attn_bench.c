@@ -4,7 +4,7 @@
  *
  *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
  *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk,
- *                            fa3-cr,fa3-fast-lean]
+ *                            fa3-cr,fa3-fast-lean,fa3-k176,fa3-cr-k176,fa3-k192,fa3-cr-k192]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
@@ -15,7 +15,8 @@
  * p·v — their quantization passes included), whatever the defaults; the
  * suffixes add kernel variants (kernels/mmk_fa3.h): -cr conditional
  * rescaling (MMH3_FA3_RESCALE=1; exact), -lean the lean softmax
- * (MMH3_FA3_LEAN=1; fast); a path asking for a variant that is not built is
+ * (MMH3_FA3_LEAN=1; fast), -k176 / -k192 key tiles of that width
+ * (MMH3_FA3_KEYS; exact); a path asking for a variant that is not built is
  * skipped. The first path that
  * runs is the reference of the others' rel_l2. One line per path:
  *   ATTN path=fa3 ms=71.2 tflops=581.7 rel_l2_vs=sm80:0.0021
@@ -130,7 +131,7 @@ int main(int argc, char **argv)
     int failures = 0;
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         const bool fa3 = strncmp(p, "fa3", 3) == 0;
-        /* fa3 paths: BASE, then -cr (exact) or -lean (fast) */
+        /* fa3 paths: BASE, then -cr, -k176 / -k192 (exact) or -lean (fast) */
         char base[32];
         snprintf(base, sizeof base, "%s", p);
         int variant = 0;
@@ -143,6 +144,10 @@ int main(int argc, char **argv)
                 variant |= MMK_FA3_OPT_RESCALE;
             else if (strcmp(dash, "-lean") == 0)
                 variant |= MMK_FA3_OPT_LEAN;
+            else if (strcmp(dash, "-k176") == 0)
+                variant |= MMK_FA3_OPT_KEYS176;
+            else if (strcmp(dash, "-k192") == 0)
+                variant |= MMK_FA3_OPT_KEYS192;
             else
                 more = false;
             if (more)
@@ -154,7 +159,7 @@ int main(int argc, char **argv)
         if (fa3 && strcmp(base, "fa3") && strcmp(base, "fa3-nopp") && strcmp(base, "fa3-fast") &&
             strcmp(base, "fa3-fastqk") && strcmp(base, "fa3-e4m3")) {
             printf("ATTN path=%s FAILED: unknown fa3 path (%s; accepted: fa3, fa3-nopp, fa3-fast, fa3-fastqk, "
-                   "fa3-e4m3, then -cr or -lean)\n", p, base);
+                   "fa3-e4m3, then -cr, -lean, -k176 or -k192)\n", p, base);
             failures++;
             continue;
         }
@@ -174,6 +179,7 @@ int main(int argc, char **argv)
             /* every variant bit explicitly: the base paths are the plain kernels whatever the defaults */
             setenv("MMH3_FA3_RESCALE", (variant & MMK_FA3_OPT_RESCALE) ? "1" : "0", 1);
             setenv("MMH3_FA3_LEAN", (variant & MMK_FA3_OPT_LEAN) ? "1" : "0", 1);
+            setenv("MMH3_FA3_KEYS", (variant & MMK_FA3_OPT_KEYS192) ? "192" : (variant & MMK_FA3_OPT_KEYS176) ? "176" : "128", 1);
         } else {
             setenv("MMH3_ATTN", p, 1);
         }
@@ -203,6 +209,7 @@ int main(int argc, char **argv)
         unsetenv("MMH3_FA3_PINGPONG");
         unsetenv("MMH3_FA3_RESCALE");
         unsetenv("MMH3_FA3_LEAN");
+        unsetenv("MMH3_FA3_KEYS");
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

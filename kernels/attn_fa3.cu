@@ -106,9 +106,13 @@
 namespace {
 
 constexpr int kBM = 128, kBN = 128, kD = 128; /* query rows, keys per tile, head dim */
+constexpr int kBN176 = 176, kBN192 = 192;         /* keys per tile of the wide variants */
 constexpr int kStages = 2;
 /* Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h) */
 constexpr int kOptRescale = MMK_FA3_OPT_RESCALE, kOptLean = MMK_FA3_OPT_LEAN;
+constexpr int kOptK176 = MMK_FA3_OPT_KEYS176, kOptK192 = MMK_FA3_OPT_KEYS192, kOptKeys = kOptK176 | kOptK192;
+/* Keys per tile of a variant. */
+constexpr int fa3_keys(int opt) { return (opt & kOptK192) ? kBN192 : (opt & kOptK176) ? kBN176 : kBN; }
 /* What each mode runs unless the environment says otherwise (the device's
  * fastest, verified: session 4 call 2). */
 constexpr int kDefaultOpt[MMK_FA3_MODES] = {kOptRescale, kOptLean, 0};
@@ -121,13 +125,21 @@ constexpr int kRegsProducer = 24, kRegsConsumer = 240;
 constexpr float kFp8Max = 448.f, kI8Max = 127.f;
 constexpr int kStatRows = 512; /* keys per block of the k/v statistics pass */
 
-/* Shared-memory tiles of 128 × 128 elements: Q, then ST × (K, Vᵀ). */
-template <bool QK8, bool PV8, int ST = kStages, bool ONES = false> struct Fa3Layout {
-    static constexpr int kQK = kBM * kD * (QK8 ? 1 : 2); /* one Q or K tile (kBM = kBN) */
-    static constexpr int kV = kBN * kD * (PV8 ? 1 : 2);  /* one Vᵀ tile (what TMA writes) */
+/* Shared-memory tiles: Q (128 rows), then ST × (K, Vᵀ) of KB keys. A Vᵀ
+ * tile is whole 128-byte atoms of keys (64 bf16 or 128 e4m3 per row of 128
+ * dims): 176 keys take three bf16 atoms, the last 16 keys of the third
+ * (the next tile's) loaded and never read. */
+template <bool QK8, bool PV8, int ST = kStages, bool ONES = false, int KB = kBN> struct Fa3Layout {
+    static constexpr int kQ = kBM * kD * (QK8 ? 1 : 2);                      /* the Q tile */
+    static constexpr int kK = KB * kD * (QK8 ? 1 : 2);                       /* one K tile */
+    static constexpr int kVAtomKeys = PV8 ? 128 : 64;                        /* keys per 128-byte row */
+    static constexpr int kVAtoms = (KB + kVAtomKeys - 1) / kVAtomKeys;
+    static constexpr int kVAtom = kD * 128;                                  /* bytes of one atom */
+    static constexpr int kV = kVAtoms * kVAtom;                              /* one Vᵀ tile (what TMA writes) */
     /* ONES (lean fast mode): 8 more rows of e4m3 ones after each e4m3 Vᵀ tile */
     static constexpr int kVS = kV + (ONES ? 1024 : 0); /* Vᵀ stage stride */
-    static constexpr int kSmem = kQK * (1 + ST) + kVS * ST + 1024;
+    static constexpr int kSmem = kQ + kK * ST + kVS * ST + 1024;
+    static_assert(kSmem <= 227 * 1024, "fa3 tiles exceed the shared memory of an SM");
 };
 
 struct Fa3Params {
@@ -143,14 +155,20 @@ struct Fa3Params {
 
 #ifdef MMK_FA3_DEVICE
 /* S = Q·Kᵀ for this warpgroup's 64 rows: 8 k-steps of 16 (bf16, two 64-wide
- * halves per tile) or 4 of 32 (int8, one 128-byte row). */
-__device__ __forceinline__ void fa3_issue_s_bf16(float (&sc)[64], uint32_t q_addr, uint32_t k_addr)
+ * halves per tile: Q's 128 rows, K's KB rows of 128 bytes each) or 4 of 32
+ * (int8, one 128-byte row). */
+template <int KB> __device__ __forceinline__ void fa3_issue_s_bf16(float (&sc)[KB / 2], uint32_t q_addr, uint32_t k_addr)
 {
-    constexpr int T = Fa3Layout<false, false>::kQK;
+    constexpr int QH = kBM * 128, KH = KB * 128; /* bytes of a 64-dim half of Q, of K */
 #pragma unroll
     for (int kk = 0; kk < 8; kk++) {
-        uint32_t off = (kk >> 2) * (T / 2) + (kk & 3) * 32;
-        mmk_wgmma_ss_bf16(sc, mmk_desc_sw128(q_addr + off), mmk_desc_sw128(k_addr + off), kk > 0);
+        const uint32_t q_off = (kk >> 2) * QH + (kk & 3) * 32, k_off = (kk >> 2) * KH + (kk & 3) * 32;
+        if constexpr (KB == kBN192)
+            mmk_wgmma_ss_bf16_n192(sc, mmk_desc_sw128(q_addr + q_off), mmk_desc_sw128(k_addr + k_off), kk > 0);
+        else if constexpr (KB == kBN176)
+            mmk_wgmma_ss_bf16_n176(sc, mmk_desc_sw128(q_addr + q_off), mmk_desc_sw128(k_addr + k_off), kk > 0);
+        else
+            mmk_wgmma_ss_bf16(sc, mmk_desc_sw128(q_addr + q_off), mmk_desc_sw128(k_addr + k_off), kk > 0);
     }
 }
 
@@ -161,18 +179,21 @@ __device__ __forceinline__ void fa3_issue_s_i8(int32_t (&si)[64], uint32_t q_add
         mmk_wgmma_ss_s8(si, mmk_desc_sw128(q_addr + kk * 32), mmk_desc_sw128(k_addr + kk * 32), kk > 0);
 }
 
-/* acc (+)= P·V over one tile of 128 keys; e4m3 starts acc at zero. */
-template <bool PV8> __device__ __forceinline__ void fa3_issue_pv(float (&acc)[64], const uint32_t (&pa)[32], uint32_t v_addr)
+/* acc (+)= P·V over one tile of KB keys (bf16: k-steps of 16 keys, four per
+ * 64-key atom of Vᵀ; e4m3: 128 keys, one atom) ; e4m3 starts acc at zero. */
+template <bool PV8, int KB = kBN>
+__device__ __forceinline__ void fa3_issue_pv(float (&acc)[64], const uint32_t (&pa)[KB / 4], uint32_t v_addr)
 {
-    constexpr int T = Fa3Layout<false, PV8>::kV;
+    constexpr int A = Fa3Layout<false, PV8, kStages, false, KB>::kVAtom;
     if constexpr (PV8) {
+        static_assert(KB == kBN, "e4m3 P·V is built for 128-key tiles");
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
             mmk_wgmma_rs_e4m3(acc, &pa[kk * 4], mmk_desc_sw128(v_addr + kk * 32), kk > 0);
     } else {
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
-            uint32_t off = (kk >> 2) * (T / 2) + (kk & 3) * 32;
+        for (int kk = 0; kk < KB / 16; kk++) {
+            uint32_t off = (kk >> 2) * A + (kk & 3) * 32;
             mmk_wgmma_rs_bf16(acc, &pa[kk * 4], mmk_desc_sw128(v_addr + off), 1);
         }
     }
@@ -232,13 +253,14 @@ __device__ __forceinline__ bool fa3_update_max(float (&m)[2], float (&corr)[2], 
  * row r's scale·log2 e. corr[r] = exp2(m_old − m_new) for the running
  * output; l[r] is updated (this thread's columns). Returns whether the
  * maxima moved (always without CR). */
-template <bool PV8, bool CR>
-__device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
+template <bool PV8, bool CR, int KB = kBN>
+__device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[KB / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                 const float (&sl)[2], int key0, int seq, int t)
 {
-    if (key0 + kBN > seq) {
+    constexpr int NT = KB / 8; /* 8-key column groups of the tile */
+    if (key0 + KB > seq) {
 #pragma unroll
-        for (int nt = 0; nt < 16; nt++)
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
                 if (key0 + nt * 8 + 2 * t + (e & 1) >= seq)
@@ -249,7 +271,7 @@ __device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
     for (int r = 0; r < 2; r++) {
         float mx = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < 16; nt++)
+        for (int nt = 0; nt < NT; nt++)
             mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -260,7 +282,7 @@ __device__ __forceinline__ bool fa3_softmax_f32(float (&sc)[64], float (&m)[2], 
     for (int r = 0; r < 2; r++) {
         float neg = fa3_offset<PV8>() - m_use[r], sum = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < 16; nt++) {
+        for (int nt = 0; nt < NT; nt++) {
             float p0 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r], sl[r], neg));
             float p1 = mmk_exp2_approx(fmaf(sc[nt * 4 + 2 * r + 1], sl[r], neg));
             sc[nt * 4 + 2 * r] = p0;
@@ -391,9 +413,11 @@ __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&
  * 16kk..16kk+15 (columns of score tiles nt = 2kk, 2kk+1). e4m3: k-step kk
  * covers the 32 keys of nt = 4kk..4kk+3 in the permuted order the Vᵀ copy
  * uses (register 0 = row g: nt 4kk cols 2t,2t+1 then nt 4kk+1 cols 2t,2t+1). */
-template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32], const float (&sc)[64])
+template <bool PV8, int KB = kBN>
+__device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[KB / 4], const float (&sc)[KB / 2])
 {
     if constexpr (PV8) {
+        static_assert(KB == kBN, "e4m3 P is built for 128-key tiles");
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             const float *a = &sc[16 * kk];
@@ -404,7 +428,7 @@ template <bool PV8> __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[32
         }
     } else {
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
+        for (int kk = 0; kk < KB / 16; kk++) {
             const float *a = &sc[8 * kk];
             pa[kk * 4 + 0] = mmk_pack_bf16(a[0], a[1]);
             pa[kk * 4 + 1] = mmk_pack_bf16(a[2], a[3]);
@@ -429,17 +453,18 @@ __device__ __forceinline__ void fa3_fold_lean(float (&o)[64], float (&l)[2], con
 
 /* Scores of tile j → probabilities in sc, whichever product made them;
  * returns whether the running maxima moved (warp-uniform). */
-template <bool QK8, bool PV8, bool CR>
-__device__ __forceinline__ bool fa3_scores(float (&sc)[64], int32_t (&si)[QK8 ? 64 : 1], float (&m)[2], float (&l)[2],
-                                           float (&corr)[2], const float (&sl_row)[2], const float *ks, int j, int seq,
-                                           int t)
+template <bool QK8, bool PV8, bool CR, int KB = kBN>
+__device__ __forceinline__ bool fa3_scores(float (&sc)[KB / 2], int32_t (&si)[QK8 ? 64 : 1], float (&m)[2],
+                                           float (&l)[2], float (&corr)[2], const float (&sl_row)[2], const float *ks,
+                                           int j, int seq, int t)
 {
     if constexpr (QK8) {
+        static_assert(KB == kBN, "int8 Q·Kᵀ is built for 128-key tiles");
         const float kj = ks[j];
         const float sl[2] = {sl_row[0] * kj, sl_row[1] * kj};
         return fa3_softmax_i32<PV8, CR>(si, sc, m, l, corr, sl, j * kBN, seq, t);
     } else {
-        return fa3_softmax_f32<PV8, CR>(sc, m, l, corr, sl_row, j * kBN, seq, t);
+        return fa3_softmax_f32<PV8, CR, KB>(sc, m, l, corr, sl_row, j * KB, seq, t);
     }
 }
 #endif
@@ -452,14 +477,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 #ifdef MMK_FA3_DEVICE
     constexpr bool CR = (OPT & kOptRescale) != 0;
     constexpr bool LEAN = (OPT & kOptLean) != 0;
+    constexpr int KB = fa3_keys(OPT); /* keys per tile */
     static_assert(!(CR && PV8), "conditional rescaling is built for bf16 P·V only");
     static_assert(!LEAN || (QK8 && PV8), "the lean softmax is built for int8 q·k + e4m3 p·v only");
-    using L = Fa3Layout<QK8, PV8, kStages, LEAN>;
-    constexpr int TQ = L::kQK, TV = L::kV, TVS = L::kVS;
+    static_assert(KB == kBN || (!QK8 && !PV8), "wide key tiles are built for bf16 q·k and p·v only");
+    static_assert((OPT & kOptKeys) != kOptKeys, "one key tile width at a time");
+    using L = Fa3Layout<QK8, PV8, kStages, LEAN, KB>;
+    constexpr int TQ = L::kQ, TK = L::kK, TV = L::kV, TVS = L::kVS;
     extern __shared__ __align__(1024) unsigned char fa3_smem[];
     __shared__ __align__(8) uint64_t bars[1 + 4 * kStages];
     unsigned char *base = (unsigned char *)(((uintptr_t)fa3_smem + 1023) & ~(uintptr_t)1023);
-    const uint32_t sQ = mmk_smem_addr(base), sK = sQ + TQ, sV = sQ + (1 + kStages) * TQ; /* Vᵀ stages TVS apart */
+    const uint32_t sQ = mmk_smem_addr(base), sK = sQ + TQ, sV = sK + kStages * TK; /* Vᵀ stages TVS apart */
     /* barriers: Q full; K full ×S; V full ×S; K empty ×S; V empty ×S */
     const uint32_t bQ = mmk_smem_addr(&bars[0]);
 #define FULL_K(s) (bQ + 8u * (1 + (s)))
@@ -505,15 +533,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int s = j % kStages;
                 const uint32_t parity = ((j / kStages) & 1) ^ 1;
                 mmk_mbar_wait(EMPTY_K(s), parity);
-                mmk_mbar_expect_tx(FULL_K(s), TQ);
-                mmk_tma_load_2d(sK + s * TQ, &tmK, FULL_K(s), hk * kD, j * kBN);
+                mmk_mbar_expect_tx(FULL_K(s), TK);
+                mmk_tma_load_2d(sK + s * TK, &tmK, FULL_K(s), hk * kD, j * KB);
                 if (!QK8)
-                    mmk_tma_load_2d(sK + s * TQ + TQ / 2, &tmK, FULL_K(s), hk * kD + 64, j * kBN);
+                    mmk_tma_load_2d(sK + s * TK + TK / 2, &tmK, FULL_K(s), hk * kD + 64, j * KB);
                 mmk_mbar_wait(EMPTY_V(s), parity);
                 mmk_mbar_expect_tx(FULL_V(s), TV);
-                mmk_tma_load_2d(sV + s * TVS, &tmV, FULL_V(s), j * kBN, hk * kD);
-                if (!PV8)
-                    mmk_tma_load_2d(sV + s * TVS + TV / 2, &tmV, FULL_V(s), j * kBN + 64, hk * kD);
+#pragma unroll
+                for (int a = 0; a < L::kVAtoms; a++)
+                    mmk_tma_load_2d(sV + s * TVS + a * L::kVAtom, &tmV, FULL_V(s), j * KB + a * L::kVAtomKeys, hk * kD);
             }
         }
         return;
@@ -529,11 +557,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int bar_mine = 1 + cw, bar_other = 2 - cw;
     const int row0 = mb * kBM + cw * 64 + warp * 16 + g; /* this thread's rows: row0, row0 + 8 */
 
-    float o[64], sc[64];
+    float o[64], sc[KB / 2];
     float ot[LEAN ? 68 : PV8 ? 64 : 1]; /* e4m3: this tile's P·V (lean: and its row sums) before it joins o */
     float mref[2] = {-INFINITY, -INFINITY}; /* lean: the effective max of the last tile */
     int32_t si[QK8 ? 64 : 1]; /* int8: this tile's scores */
-    uint32_t pa[32];
+    uint32_t pa[KB / 4];
 #pragma unroll
     for (int i = 0; i < 64; i++)
         o[i] = 0.f;
@@ -559,7 +587,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (QK8)
         fa3_issue_s_i8(si, q_addr, sK);
     else
-        fa3_issue_s_bf16(sc, q_addr, sK);
+        fa3_issue_s_bf16<KB>(sc, q_addr, sK);
     mmk_wgmma_commit();
     if (PINGPONG)
         mmk_bar_arrive(bar_other, 256);
@@ -572,10 +600,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (LEAN)
         fa3_softmax_i32_lean(si, sc, m, mref, corr, {sl_row[0] * ks[0], sl_row[1] * ks[0]}, 0, p.seq_kv, t);
     else
-        fa3_scores<QK8, PV8, CR>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
+        fa3_scores<QK8, PV8, CR, KB>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
-    fa3_pack_p<PV8>(pa, sc);
+    fa3_pack_p<PV8, KB>(pa, sc);
 
     for (int j = 1; j < n_kb; j++) {
         const int s = j % kStages, sp = (j - 1) % kStages;
@@ -585,16 +613,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
         if constexpr (QK8)
-            fa3_issue_s_i8(si, q_addr, sK + s * TQ);
+            fa3_issue_s_i8(si, q_addr, sK + s * TK);
         else
-            fa3_issue_s_bf16(sc, q_addr, sK + s * TQ);
+            fa3_issue_s_bf16<KB>(sc, q_addr, sK + s * TK);
         mmk_wgmma_commit();
         if constexpr (LEAN)
             fa3_issue_pv_lean(ot, pa, sV + sp * TVS);
         else if constexpr (PV8)
             fa3_issue_pv<PV8>(ot, pa, sV + sp * TVS);
         else
-            fa3_issue_pv<PV8>(o, pa, sV + sp * TVS);
+            fa3_issue_pv<PV8, KB>(o, pa, sV + sp * TVS);
         mmk_wgmma_commit();
         if (PINGPONG)
             mmk_bar_arrive(bar_other, 256);
@@ -608,7 +636,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (LEAN)
             fa3_softmax_i32_lean(si, sc, m, mref, corr, {sl_row[0] * ks[j], sl_row[1] * ks[j]}, j * kBN, p.seq_kv, t);
         else
-            moved = fa3_scores<QK8, PV8, CR>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
+            moved = fa3_scores<QK8, PV8, CR, KB>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
         (void)moved;
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
@@ -635,7 +663,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     o[i] *= corr[(i >> 1) & 1];
         }
         mmk_mbar_arrive(EMPTY_V(sp));
-        fa3_pack_p<PV8>(pa, sc);
+        fa3_pack_p<PV8, KB>(pa, sc);
     }
 
     /* the last tile's P·V */
@@ -650,7 +678,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         else if constexpr (PV8)
             fa3_issue_pv<PV8>(ot, pa, sV + sl_ * TVS);
         else
-            fa3_issue_pv<PV8>(o, pa, sV + sl_ * TVS);
+            fa3_issue_pv<PV8, KB>(o, pa, sV + sl_ * TVS);
         mmk_wgmma_commit();
         if (PINGPONG)
             mmk_bar_arrive(bar_other, 256);
@@ -942,7 +970,7 @@ template <bool QK8, bool PV8, bool PP, int OPT = 0>
 int launch_one(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, const Fa3Params &p, int n_mb,
                cudaStream_t s, mm_error *err)
 {
-    constexpr int smem = Fa3Layout<QK8, PV8, kStages, (OPT & kOptLean) != 0>::kSmem;
+    constexpr int smem = Fa3Layout<QK8, PV8, kStages, (OPT & kOptLean) != 0, fa3_keys(OPT)>::kSmem;
     MMK_TRY(cudaFuncSetAttribute(k_fa3<QK8, PV8, PP, OPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), err,
             "raising the shared-memory limit of the fa3 attention kernel");
     dim3 grid(n_mb, p.heads);
@@ -960,6 +988,14 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
     if constexpr (!QK8 && !PV8) {
         if (opt == kOptRescale)
             return launch_one<false, false, true, kOptRescale>(q, k, v, p, n_mb, s, err);
+        if (opt == kOptK176)
+            return launch_one<false, false, true, kOptK176>(q, k, v, p, n_mb, s, err);
+        if (opt == (kOptRescale | kOptK176))
+            return launch_one<false, false, true, kOptRescale | kOptK176>(q, k, v, p, n_mb, s, err);
+        if (opt == kOptK192)
+            return launch_one<false, false, true, kOptK192>(q, k, v, p, n_mb, s, err);
+        if (opt == (kOptRescale | kOptK192))
+            return launch_one<false, false, true, kOptRescale | kOptK192>(q, k, v, p, n_mb, s, err);
     }
     if constexpr (QK8 && PV8) {
         if (opt == kOptLean)
@@ -969,14 +1005,15 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
 }
 
 /* The variants built (template instantiations), all with ping-pong: exact
- * mode with conditional rescaling; fast mode lean. */
+ * mode with conditional rescaling, 176- or 192-key tiles, or rescaling with
+ * either width; fast mode lean. */
 bool fa3_built(int mode, int pingpong, int opt)
 {
     if (opt == 0)
         return true;
     if (pingpong == 0 || opt < 0)
         return false;
-    return mode == MMK_FA3_EXACT ? opt == kOptRescale
+    return mode == MMK_FA3_EXACT ? (opt & ~(kOptRescale | kOptKeys)) == 0 && (opt & kOptKeys) != kOptKeys
                                  : mode == MMK_FA3_FAST && opt == kOptLean;
 }
 
@@ -990,10 +1027,49 @@ int env_bit(const char *name, int cur, int bit)
     return strcmp(e, "0") == 0 ? cur & ~bit : strcmp(e, "1") == 0 ? cur | bit : -1;
 }
 
-/* " +conditional rescaling", " lean", or "" (the plain kernel) */
+/* " +conditional rescaling", " lean", " 176-key tiles" / " 192-key tiles"
+ * (those that apply), or "" (the plain kernel) */
 void variant_desc(int opt, char *out, size_t n)
 {
-    snprintf(out, n, "%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "", (opt & kOptLean) ? " lean" : "");
+    char keys[24] = "";
+    if (opt & kOptKeys)
+        snprintf(keys, sizeof keys, " %d-key tiles", fa3_keys(opt));
+    snprintf(out, n, "%s%s%s", (opt & kOptRescale) ? " +conditional rescaling" : "", (opt & kOptLean) ? " lean" : "",
+             keys);
+}
+
+/* The key tile width from MMH3_FA3_KEYS: unset or empty keeps `cur`'s, 128
+ * / 176 / 192 set it; -1 for anything else. */
+int env_keys(int cur)
+{
+    const char *e = getenv("MMH3_FA3_KEYS");
+    if (!e || !*e)
+        return cur;
+    const int rest = cur & ~kOptKeys;
+    return strcmp(e, "128") == 0 ? rest : strcmp(e, "176") == 0 ? rest | kOptK176 : strcmp(e, "192") == 0 ? rest | kOptK192 : -1;
+}
+
+/* Which MMH3_FA3_* variable holds what is neither 0 nor 1 (for messages;
+ * static text, the value cut at 24 characters). */
+const char *fa3_env_problem()
+{
+    static thread_local char msg[160];
+    static const char *const names[] = {"MMH3_FA3_RESCALE", "MMH3_FA3_LEAN"};
+    for (const char *name : names) {
+        const char *e = getenv(name);
+        if (e && *e && strcmp(e, "0") && strcmp(e, "1")) {
+            snprintf(msg, sizeof msg, "%s=%.24s is not a variant setting (accepted: 0, 1, or unset for the default)",
+                     name, e);
+            return msg;
+        }
+    }
+    const char *k = getenv("MMH3_FA3_KEYS");
+    if (k && env_keys(0) < 0) {
+        snprintf(msg, sizeof msg, "MMH3_FA3_KEYS=%.24s is not a key tile width (accepted: 128, 176, 192, or unset for "
+                 "the default)", k);
+        return msg;
+    }
+    return "MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1, MMH3_FA3_KEYS 128, 176 or 192";
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -1045,10 +1121,11 @@ extern "C" int mmk_fa3_env_variant(int mode)
     int opt = kDefaultOpt[mode];
     opt = env_bit("MMH3_FA3_RESCALE", opt, kOptRescale);
     opt = opt < 0 ? -1 : env_bit("MMH3_FA3_LEAN", opt, kOptLean);
+    opt = opt < 0 ? -1 : env_keys(opt);
     if (opt < 0)
         return -1;
-    /* what this mode has of them: rescaling (exact), lean (fast) */
-    return opt & (mode == MMK_FA3_EXACT ? kOptRescale : mode == MMK_FA3_FAST ? kOptLean : 0);
+    /* what this mode has of them: rescaling and wide tiles (exact), lean (fast) */
+    return opt & (mode == MMK_FA3_EXACT ? kOptRescale | kOptKeys : mode == MMK_FA3_FAST ? kOptLean : 0);
 }
 
 extern "C" int mmk_fa3_variant_built(int mode, int pingpong, int variant)
@@ -1109,7 +1186,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     } else if (a->variant) {
         return mm_fail(err, "attention (fa3): variant %d is neither 0 nor MMK_FA3_OPT_SET | bits", a->variant);
     } else if ((opt = mmk_fa3_env_variant(a->mode)) < 0) {
-        return mm_fail(err, "attention (fa3): MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1");
+        return mm_fail(err, "attention (fa3): %s", fa3_env_problem());
     } else if (!pp) {
         opt = 0; /* the variants are built with ping-pong only */
     }
@@ -1120,7 +1197,8 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
         return mm_fail(err, "attention (fa3): q, k, v, o must be 16-byte aligned with row strides that are multiples "
                        "of 8 elements");
     cudaStream_t s = (cudaStream_t)st;
-    const int n_kb = (seq_kv + kBN - 1) / kBN, n_qb = (a->seq + kBM - 1) / kBM, rows_pad = n_qb * kBM;
+    const int kb = fa3_keys(opt); /* keys per tile (only exact mode has the wide variant) */
+    const int n_kb = (seq_kv + kb - 1) / kb, n_qb = (a->seq + kBM - 1) / kBM, rows_pad = n_qb * kBM;
     Fa3Params p;
     memset(&p, 0, sizeof p);
     p.seq = a->seq;
@@ -1137,7 +1215,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     if (a->mode == MMK_FA3_EXACT) {
         if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err) ||
             mmk_tma_map_2d(&mq, false, a->q, (uint64_t)a->heads * kD, a->seq, (uint64_t)a->ldq * 2, 64, kBM, err) ||
-            mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, seq_kv, (uint64_t)a->ldk * 2, 64, kBN, err))
+            mmk_tma_map_2d(&mk, false, a->k, (uint64_t)a->heads_kv * kD, seq_kv, (uint64_t)a->ldk * 2, 64, kb, err))
             return -1;
         return launch<false, false>(mq, mk, mv, p, n_qb, pp, opt, s, err);
     }
@@ -1308,8 +1386,7 @@ extern "C" int mmk_fa3_verified(int dev, int mode, double *rel_l2)
         return 0;
     const int opt = mmk_fa3_env_variant(mode); /* built for every mode with ping-pong, as the self-check runs */
     if (opt < 0) {
-        fprintf(stderr, "mmh3: cuda:%d attention: MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1; fa3 not used\n",
-                dev);
+        fprintf(stderr, "mmh3: cuda:%d attention: %s; fa3 not used\n", dev, fa3_env_problem());
         return 0;
     }
     std::lock_guard<std::mutex> lock(g_fa3_check_mu);
@@ -1354,6 +1431,10 @@ static const mmk_kernel_entry g_fa3_kernels[] = {
     {"attn_fa3_bf16", (const void *)k_fa3<false, false, true>, 90},
     {"attn_fa3_bf16_nopp", (const void *)k_fa3<false, false, false>, 90},
     {"attn_fa3_bf16_cr", (const void *)k_fa3<false, false, true, kOptRescale>, 90},
+    {"attn_fa3_bf16_k176", (const void *)k_fa3<false, false, true, kOptK176>, 90},
+    {"attn_fa3_bf16_cr_k176", (const void *)k_fa3<false, false, true, kOptRescale | kOptK176>, 90},
+    {"attn_fa3_bf16_k192", (const void *)k_fa3<false, false, true, kOptK192>, 90},
+    {"attn_fa3_bf16_cr_k192", (const void *)k_fa3<false, false, true, kOptRescale | kOptK192>, 90},
     {"attn_fa3_i8_e4m3", (const void *)k_fa3<true, true, true>, 90},
     {"attn_fa3_i8_e4m3_nopp", (const void *)k_fa3<true, true, false>, 90},
     {"attn_fa3_i8_e4m3_lean", (const void *)k_fa3<true, true, true, kOptLean>, 90},

@@ -70,20 +70,34 @@ typedef struct mmk_fa3 {
  *     float conversion's bias folded into the exponent's FMA — 128 fewer
  *     ALU/FMA instructions per thread and key tile, the work that bounds
  *     fast mode. Default (48.6 ms against 53.3).
- * MMH3_FA3_RESCALE=0 / MMH3_FA3_LEAN=0 run the plain kernels. */
-enum { MMK_FA3_OPT_RESCALE = 1, MMK_FA3_OPT_LEAN = 2, MMK_FA3_OPT_ALL = 3, MMK_FA3_OPT_SET = 1 << 8 };
+ *   MMK_FA3_OPT_KEYS176, MMK_FA3_OPT_KEYS192 (exact; MMH3_FA3_KEYS=176 or
+ *     192, 128 for neither): key tiles of 176 or 192 keys instead of 128
+ *     (176 is FlashAttention-3's width for head dim 128): m64n176/n192
+ *     Q·Kᵀ products, 11 or 12 P·V k-steps per tile, 27–33% fewer softmax
+ *     passes and stage hand-offs per row; alone or with conditional
+ *     rescaling, one width at a time.
+ * MMH3_FA3_RESCALE=0 / MMH3_FA3_LEAN=0 / MMH3_FA3_KEYS=128 run the plain kernels. */
+enum {
+    MMK_FA3_OPT_RESCALE = 1,
+    MMK_FA3_OPT_LEAN = 2,
+    MMK_FA3_OPT_KEYS176 = 4,
+    MMK_FA3_OPT_KEYS192 = 8,
+    MMK_FA3_OPT_ALL = 15,
+    MMK_FA3_OPT_SET = 1 << 8
+};
 
 /* The variant bits `mode` runs with ping-pong: its default, with the bits
  * MMH3_FA3_RESCALE, MMH3_FA3_LEAN set ("1") or cleared ("0"; unset or
- * empty: the default's), of those the mode has; -1 for any other value or
- * mode. */
+ * empty: the default's) and the key tile width of MMH3_FA3_KEYS (128, 176,
+ * 192; unset or empty: the default's), of those the mode has; -1 for any
+ * other value or mode. */
 int mmk_fa3_env_variant(int mode);
 /* 1 when the variant bits are built for this mode and schedule (pingpong:
  * 0 off, else on); 0 always is. */
 int mmk_fa3_variant_built(int mode, int pingpong, int variant);
 /* What mmk_fa3_env_variant(mode) names, for messages: "" (the plain
- * kernel), " +conditional rescaling", " lean", or
- * " (invalid MMH3_FA3_* variant)". */
+ * kernel), " +conditional rescaling", " lean", " 176-key tiles" (and
+ * combinations), or " (invalid MMH3_FA3_* variant)". */
 void mmk_fa3_variant_desc(int mode, char *out, size_t n);
 
 /* 1 when `dev` can run it (sm_90 device, sm_90a code in this build). */

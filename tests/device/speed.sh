@@ -23,7 +23,7 @@
 #            against sm80                                                           (~25 s)
 #   clip5    1344x768x124 (5 s, S=38,010): exact + fast forward (one warm-up each), the
 #            per-kernel breakdown of block 1, fast-vs-exact velocity error; the PyTorch
-#            reference (bench/reference/dit_ref.py, int8 _int_mm + SDPA), same size   (~95 s)
+#            reference (bench/reference/dit_ref.py, --ref-linear: bf16 or int8, SDPA), same size (~95 s)
 #   quality  bench/mmh3-bench-dit-quality: fast vs exact over a sampler run (1344x768x22,
 #            8 steps; per-step velocity rel_l2, final latent PSNR, decoded-frame PSNR) (~40 s)
 #   clip10   1344x768x243 (10 s, S=73,586): exact + fast, one forward each; reference  (~75 s)
@@ -33,7 +33,12 @@
 #            process per group of variants                                            (~30 s)
 #
 #   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
-#   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS] [--no-ref clip10,clip15]   carry [".carry"]
+#   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS] [--no-ref clip10,clip15]
+#                 [--ref-linear bf16|int8] [--forward-env VAR=VALUE[,VAR=VALUE...]]   carry [".carry"]
+#            --ref-linear: the reference's linears — bf16 (the default: dense bf16 + SDPA, what issue 9
+#            names as the reference) or int8 (torch._int_mm W8A8, as ai-toolkit runs the Comfy file);
+#            --forward-env: variables set for the clip and quality forwards only (not the tests, the kit
+#            or the benchmarks), e.g. a kernel variant under measurement: MMH3_FA3_KEYS=176
 #            (all = build,tests,kit,attn,clip5,quality,clip10,clip15: ~460 s after the build)
 #            or through tests/device/session.sh (call 1), which writes the checkpoint meanwhile.
 #   CPU stand-in (here): MMH3_DEVICE_DRY=1 — the tests without MMH3_REQUIRE_GPU (they SKIP), the
@@ -51,11 +56,22 @@ device_summary speed summary_speed.txt
 part=all
 budget=470
 noref="" # clips whose PyTorch reference is not run (--no-ref clip10,clip15: a call short of time)
+ref_linear=bf16
+fwd_env=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --part) part=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --no-ref) noref=$2; shift 2 ;;
+    --ref-linear)
+      case "$2" in bf16|int8) ref_linear=$2 ;; *) echo "speed.sh: --ref-linear $2: accepted: bf16, int8"; exit 2 ;; esac
+      shift 2 ;;
+    --forward-env)
+      IFS=, read -r -a fwd_env <<<"$2"
+      for kv in "${fwd_env[@]}"; do
+        [[ "$kv" =~ ^[A-Z][A-Z0-9_]*=[^[:space:]]*$ ]] || { echo "speed.sh: --forward-env $kv: expected VAR=VALUE"; exit 2; }
+      done
+      shift 2 ;;
     *) echo "speed.sh: unknown argument $1"; exit 2 ;;
   esac
 done
@@ -162,7 +178,7 @@ if want attn; then
     note "SKIP attn: CUDA only (CPU stand-in run)"
   elif [ "$secs" -gt 0 ]; then
     run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 2 \
-        --paths sm80,sm90p,fa3,fa3-cr,fa3-fast,fa3-fast-lean,fa3-fastqk
+        --paths sm80,sm90p,fa3,fa3-cr,fa3-k176,fa3-cr-k176,fa3-k192,fa3-cr-k192,fa3-fast,fa3-fast-lean,fa3-fastqk
     while read -r line; do note "$line"; done < <(grep '^ATTN' "$OUT/speed_attn.txt")
   else
     skipped attn
@@ -189,7 +205,8 @@ clip() {
   secs=$(limit "$3")
   if [ "$secs" -gt 0 ] && ckpt_ready; then
     secs=$(limit "$3")
-    run "$name" "$secs" "$OUT/speed_$name.txt" "$B/bench/mmh3-bench-dit" --checkpoint "$CKPT" --device "$DEV" \
+    [ ${#fwd_env[@]} -gt 0 ] && note "$name: forwards with ${fwd_env[*]}"
+    run "$name" "$secs" "$OUT/speed_$name.txt" env "${fwd_env[@]}" "$B/bench/mmh3-bench-dit" --checkpoint "$CKPT" --device "$DEV" \
         --width "$W" --height "$H" --frames "$frames" --text-rows "$TEXT_ROWS" --warmup "$warm" --iters 1 \
         --modes exact,fast --profile-block "$prof"
     local rc=$?
@@ -205,7 +222,7 @@ clip() {
     note "SKIP $name reference: --no-ref"
   elif [ "$secs" -gt 0 ] && [ -n "$PY" ]; then
     run "$name-ref" "$secs" "$OUT/speed_${name}_ref.txt" env PYTHONUNBUFFERED=1 "$PY" bench/reference/dit_ref.py \
-        --width "$W" --height "$H" --frames "$frames" --text-rows "$TEXT_ROWS" --linear int8 --warmup "$warm" --iters 1
+        --width "$W" --height "$H" --frames "$frames" --text-rows "$TEXT_ROWS" --linear "$ref_linear" --warmup "$warm" --iters 1
     tail -3 "$OUT/speed_${name}_ref.txt"
     while read -r line; do note "$name: $line"; done < <(grep '^RESULT' "$OUT/speed_${name}_ref.txt")
   elif [ -z "$PY" ]; then
@@ -221,7 +238,7 @@ if want quality; then
   secs=$(limit 70)
   if [ "$secs" -gt 0 ] && ckpt_ready; then
     secs=$(limit 70)
-    run quality "$secs" "$OUT/speed_quality.txt" "$B/bench/mmh3-bench-dit-quality" --checkpoint "$CKPT" \
+    run quality "$secs" "$OUT/speed_quality.txt" env "${fwd_env[@]}" "$B/bench/mmh3-bench-dit-quality" --checkpoint "$CKPT" \
         --video-vae tests/data/vae/video_vae.safetensors --device "$DEV" --width "$W" --height "$H" --frames 22 \
         --text-rows "$TEXT_ROWS" --steps "$QSTEPS" --seed 42
     rc=$?
@@ -272,6 +289,7 @@ for c in clip5:$CLIP5 clip10:$CLIP10 clip15:$CLIP15; do
   table+=("$row")
 done
 if [ ${#table[@]} -gt 0 ]; then
+  note "(torch: bench/reference/dit_ref.py --linear $ref_linear, SDPA; same call)"
   note "| clip | frames | S | exact s | fast s | torch s | torch/exact | torch/fast | TFLOP/s exact/fast/torch | peak GiB exact/fast/torch |"
   for row in "${table[@]}"; do note "$row"; done
 fi

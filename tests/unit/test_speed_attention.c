@@ -19,8 +19,10 @@
  * little above what the model measures, test_speed_fast_budget).
  *
  * Every case names the kernel variant it runs (kernels/mmk_fa3.h): the
- * plain kernels (MMH3_FA3_RESCALE=0, MMH3_FA3_LEAN=0), exact mode with
- * conditional rescaling, fast mode lean (row sums on the tensor cores, the
+ * plain kernels (MMH3_FA3_RESCALE=0, MMH3_FA3_LEAN=0, MMH3_FA3_KEYS=128),
+ * exact mode with conditional rescaling, exact mode with 176- and 192-key
+ * tiles (alone and with rescaling; sequence lengths around their tile
+ * edges), fast mode lean (row sums on the tensor cores, the
  * conversion's bias folded) — each held
  * to its mode's tolerances, the lean kernel against the model of its own
  * rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P) — and the defaults
@@ -48,9 +50,10 @@
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
-/* MMH3_FA3_RESCALE, _LEAN for the next runs: NULL is "0" (the plain
- * kernels), unless g_defaults (all unset: the defaults) */
-static const char *g_rescale, *g_lean;
+/* MMH3_FA3_RESCALE, _LEAN, _KEYS for the next runs: NULL is "0" ("128"
+ * for the keys: the plain kernels), unless g_defaults (all unset: the
+ * defaults) */
+static const char *g_rescale, *g_lean, *g_keys;
 static bool g_defaults;
 
 static void set_variant_env(void)
@@ -59,12 +62,14 @@ static void set_variant_env(void)
         return;
     setenv("MMH3_FA3_RESCALE", g_rescale ? g_rescale : "0", 1);
     setenv("MMH3_FA3_LEAN", g_lean ? g_lean : "0", 1);
+    setenv("MMH3_FA3_KEYS", g_keys ? g_keys : "128", 1);
 }
 
 static void unset_variant_env(void)
 {
     unsetenv("MMH3_FA3_RESCALE");
     unsetenv("MMH3_FA3_LEAN");
+    unsetenv("MMH3_FA3_KEYS");
 }
 
 /* Does fast mode run the lean kernel in the next runs (with ping-pong)? */
@@ -234,11 +239,12 @@ done:
 
 static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
-    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
+    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
            kind == IN_DIT ? "DiT-like" : kind == IN_RAMP ? "key ramp" : "outlier",
            mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16", pingpong,
            g_defaults ? " (defaults" : "", g_defaults ? ")" : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
-           g_rescale ? g_rescale : "", g_lean ? " MMH3_FA3_LEAN=" : "", g_lean ? g_lean : "");
+           g_rescale ? g_rescale : "", g_lean ? " MMH3_FA3_LEAN=" : "", g_lean ? g_lean : "",
+           g_keys ? " MMH3_FA3_KEYS=" : "", g_keys ? g_keys : "");
     fflush(stdout);
     result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
     if (!r.ok)
@@ -296,6 +302,36 @@ static void test_rescale_rising_max(void)
     cr_check(1500, 2, 2, 2.5f, IN_RAMP);
 }
 
+/* exact mode with 176- or 192-key tiles, plain and with conditional
+ * rescaling: the exact kernel's tolerance; lengths at and around one and two
+ * tiles of that width (a last tile of one key, of one key short), ragged,
+ * GQA, sharp, rising maxima, DiT-like */
+static void keys_check(const char *keys, const char *rescale, int S, int hq, int hkv, float qk, int kind)
+{
+    g_keys = keys, g_rescale = rescale;
+    check("exact", S, hq, hkv, qk, kind, MM_FA3_EXACT, 1);
+    g_keys = g_rescale = NULL;
+}
+static void keys_cases(const char *keys, const char *rescale)
+{
+    const int w = atoi(keys);
+    keys_check(keys, rescale, 1, 1, 1, 1.0f, IN_OUTLIER);
+    keys_check(keys, rescale, 77, 2, 2, 1.0f, IN_OUTLIER);
+    keys_check(keys, rescale, w, 2, 2, 1.0f, IN_OUTLIER);
+    keys_check(keys, rescale, w + 1, 2, 2, 1.0f, IN_OUTLIER);
+    keys_check(keys, rescale, 2 * w - 1, 2, 2, 1.0f, IN_OUTLIER);
+    keys_check(keys, rescale, 1000, 3, 3, 1.0f, IN_OUTLIER);
+    keys_check(keys, rescale, 517, 4, 2, 1.0f, IN_OUTLIER);
+    keys_check(keys, rescale, 700, 2, 2, 3.0f, IN_OUTLIER);
+    keys_check(keys, rescale, 1000, 2, 2, 2.0f, IN_DIT);
+    keys_check(keys, rescale, 2949, 2, 2, 1.0f, IN_RAMP);
+    keys_check(keys, rescale, 1500, 2, 2, 2.5f, IN_RAMP);
+}
+static void test_keys176(void) { keys_cases("176", NULL); }
+static void test_keys176_rescale(void) { keys_cases("176", "1"); }
+static void test_keys192(void) { keys_cases("192", NULL); }
+static void test_keys192_rescale(void) { keys_cases("192", "1"); }
+
 /* fast mode lean: fast mode's cases and tolerances */
 static void lean_check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
 {
@@ -322,6 +358,12 @@ static void test_variants_elsewhere_plain(void)
     lean_check("fast", 333, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 0);
     lean_check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1);
     g_rescale = NULL;
+    /* wider key tiles are exact mode's with ping-pong: fast modes and exact without ping-pong run 128 */
+    g_keys = "176";
+    check("exact", 1000, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
+    lean_check("fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
+    check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 1);
+    g_keys = NULL;
 }
 
 /* nothing set: the defaults, what the DiT runs */
@@ -435,6 +477,15 @@ static void test_fewer_queries_than_keys(void)
     cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
     cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
     g_rescale = NULL;
+    g_keys = "176";
+    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
+    cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
+    g_rescale = "1";
+    cross_case(700, 177, 2, 2, MM_FA3_EXACT);
+    g_keys = "192";
+    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
+    cross_case(383, 192, 2, 2, MM_FA3_EXACT);
+    g_keys = g_rescale = NULL;
     g_lean = "1";
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
@@ -495,22 +546,31 @@ static void test_policy_defaults_and_overrides(void)
     MM_EXPECT((!edesc[0] || strstr(p.attention, edesc)) && (!fdesc[0] || strstr(p.fast, fdesc)),
               "the texts do not name the variants: %s | %s", p.attention, p.fast);
 #endif
-    static const char *const settings[][2] = {{"0", "0"}, {"1", "0"}, {"0", "1"}, {"1", "1"}};
+    static const char *const settings[][3] = {{"0", "0", "128"}, {"1", "0", "128"}, {"0", "1", "128"},
+                                              {"1", "1", "128"}, {"0", "0", "176"}, {"1", "1", "176"},
+                                              {"0", "0", "192"}, {"1", "0", "192"}};
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-        g_rescale = settings[i][0], g_lean = settings[i][1];
+        g_rescale = settings[i][0], g_lean = settings[i][1], g_keys = settings[i][2];
         set_variant_env();
         mm_cuda_speed_paths_get(0, true, &p);
-        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_LEAN=%s: attention %s | fast %s\n", g_rescale, g_lean, p.attention,
-               p.fast);
+        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_LEAN=%s MMH3_FA3_KEYS=%s: attention %s | fast %s\n", g_rescale, g_lean,
+               g_keys, p.attention, p.fast);
         MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "setting %zu: %s | %s", i, p.attention,
                   p.fast);
+        if (strcmp(g_keys, "128"))
+            MM_EXPECT(strstr(p.attention, g_keys) && strstr(p.attention, "-key tiles"),
+                      "MMH3_FA3_KEYS=%s: the exact kernel's text does not name its tiles: %s", g_keys, p.attention);
         unset_variant_env();
     }
-    g_rescale = g_lean = NULL;
+    g_rescale = g_lean = g_keys = NULL;
     setenv("MMH3_FA3_RESCALE", "2", 1);
     mm_cuda_speed_paths_get(0, true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_RESCALE=2 still runs fa3: %s | %s", p.attention, p.fast);
     unsetenv("MMH3_FA3_RESCALE");
+    setenv("MMH3_FA3_KEYS", "160", 1);
+    mm_cuda_speed_paths_get(0, true, &p);
+    MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_KEYS=160 still runs fa3: %s | %s", p.attention, p.fast);
+    unsetenv("MMH3_FA3_KEYS");
 }
 
 int main(void)
@@ -559,6 +619,10 @@ int main(void)
     MM_RUN(test_rescale_sharp);
     MM_RUN(test_rescale_dit_like);
     MM_RUN(test_rescale_rising_max);
+    MM_RUN(test_keys176);
+    MM_RUN(test_keys176_rescale);
+    MM_RUN(test_keys192);
+    MM_RUN(test_keys192_rescale);
     MM_RUN(test_lean_one_row);
     MM_RUN(test_lean_two_tiles);
     MM_RUN(test_lean_ragged);

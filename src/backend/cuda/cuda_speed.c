@@ -146,7 +146,7 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
     memset(out, 0, sizeof *out);
     const char *raw = NULL;
     const bool hopper = mmk_fa3_usable(dev) != 0;
-    char pdesc[48] = ""; /* the exact-mode kernel's variant (kernels/mmk_fa3.h) */
+    char pdesc[64] = ""; /* the exact-mode kernel's variant (kernels/mmk_fa3.h) */
     mmk_fa3_variant_desc(MMK_FA3_EXACT, pdesc, sizeof pdesc);
     double rel = 0;
 
