@@ -2,7 +2,7 @@
 # Nsight Compute on the DiT's hot kernels at the real sizes (issue 9): what bounds each one — tensor pipe,
 # MUFU/FMA, L2/HBM, stalls — so that kernel work is chosen by counters, not guesses.
 #
-#   device:  bash tests/device/profile.sh [--part attn,qgemm,glue,vae] [--set full|detailed]
+#   device:  bash tests/device/profile.sh [--part attn,qgemm,glue,vae,attn-src,clocks] [--set full|detailed]
 #            (session.sh step `profile`; needs the session's build-device/)
 #
 # Each part profiles ONE launch of each kernel it names (ncu replays it once per counter pass; a 65 ms
@@ -12,6 +12,13 @@
 # chunk of 28 tiles at 1344x768) timed by ncu (one metric, gpu__time_duration), summed per kernel name:
 # profile_vae_kernels.txt (name, launches, total ms, share). Needs the full-size random video VAE (written
 # here when missing, ~5 GB).
+# attn-src: where the default attention kernels (exact fa3-cr, fast fa3-fast-lean) spend their issue slots and
+# stalls, per SASS instruction: one real launch each under ncu --set full, its source page as CSV
+# (profile_attn_src_<path>.csv: every instruction with its executed count, warp-state samples per stall
+# reason), the details page, and the kernels' SASS (profile_attn_sass.txt when cuobjdump is on the host).
+# clocks: no profiler — the SM clock, power draw and the clock event reasons sampled every 50 ms by
+# nvidia-smi while the attention kernels and the int8 GEMMs run at full size (clocks_<bench>.csv), the
+# median per benchmark in the summary: is a kernel held back by the power limit rather than by its code?
 set -u
 . "$(dirname "$0")/lib.sh"
 device_log profile.log
@@ -53,6 +60,82 @@ want attn && prof attn 'k_fa3(<|$)' 10 "$B/bench/mmh3-bench-attn" --seq 38010 --
 want qgemm && prof qgemm 'k_qgemm_persistent(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1 --variants persistent-vec
 want glue && prof glue 'k_convrot_quant' 6 "$B/tests/device/bench_kernels" --reps 1 --only convrot
 want glue && prof qknorm 'k_qk_norm_rope' 2 "$B/tests/device/bench_kernels" --reps 1 --only qk_norm
+
+if want attn-src; then
+  for path in fa3-cr fa3-fast-lean; do
+    step "attn-src: $path, one launch, source counters"
+    rep="/tmp/mmh3-prof-$path"
+    rm -f "$rep.ncu-rep"
+    timeout 200 "$NCU" --clock-control none --set full --import-source no -k 'regex:k_fa3(<|$)' --launch-skip 1 -c 1 \
+        -o "$rep" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths "$path" \
+        >"$OUT/profile_attn_src_$path.log" 2>&1
+    note "attn-src $path: ncu rc $? ($(grep -m1 -E '^ATTN' "$OUT/profile_attn_src_$path.log"))"
+    if [ -s "$rep.ncu-rep" ]; then
+      "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$OUT/profile_attn_src_$path.csv" 2>&1
+      note "attn-src $path: $(wc -l <"$OUT/profile_attn_src_$path.csv") lines of per-instruction counters"
+      "$NCU" -i "$rep.ncu-rep" --page details --print-units base >"$OUT/profile_attn_details_$path.txt" 2>&1
+    fi
+  done
+  CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
+  obj=$(ls "$B"/kernels/attn_fa3.o 2>/dev/null | head -1)
+  if [ -n "$CUOBJDUMP" ] && [ -n "$obj" ]; then
+    "$CUOBJDUMP" -sass "$obj" >"$OUT/profile_attn_sass.txt" 2>&1
+    note "attn-src: SASS of $obj ($(wc -l <"$OUT/profile_attn_sass.txt") lines)"
+  else
+    note "attn-src: no cuobjdump (${CUOBJDUMP:-none}) or no $B/kernels/attn_fa3.o (${obj:-none})"
+  fi
+fi
+
+if want clocks; then
+  step "clocks: SM clock and power while the hot kernels run"
+  # sample NAME PROGRAM ARGS...: nvidia-smi every 50 ms around one benchmark run; median clock and power
+  sample() {
+    local name=$1; shift
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active \
+        --format=csv,noheader,nounits -lms 50 >"$OUT/clocks_$name.csv" 2>&1 &
+    local smi=$!
+    sleep 0.5
+    timeout 120 "$@" >"$OUT/clocks_${name}_bench.txt" 2>&1
+    kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+    note "clocks $name: $(grep -E '^(ATTN|QGEMM op)' "$OUT/clocks_${name}_bench.txt" | tr '\n' ' ' | cut -c1-300)"
+    note "clocks $name: $(python3 - "$OUT/clocks_$name.csv" <<'PY'
+import sys, collections
+rows = []
+for line in open(sys.argv[1]):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        rows.append((int(f[1]), float(f[3]), float(f[4]), int(f[5]), f[6]))
+    except (ValueError, IndexError):
+        pass
+busy = [r for r in rows if r[1] > 150]
+if not busy:
+    sys.exit(print(f"no busy samples of {len(rows)}"))
+med = lambda v: sorted(v)[len(v) // 2]
+why = collections.Counter(r[4] for r in busy).most_common(3)
+print(f"{len(busy)} busy samples (> 150 W): SM clock median {med([r[0] for r in busy])} MHz "
+      f"(min {min(r[0] for r in busy)}, max {max(r[0] for r in busy)}), power median {med([r[1] for r in busy]):.0f} W "
+      f"of {busy[0][2]:.0f} W, temperature max {max(r[3] for r in busy)} C; event reasons {why}")
+PY
+)"
+  }
+  sample attn_exact "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3-cr
+  sample attn_fast "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3-fast-lean
+  sample qgemm "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 20 --variants persistent-vec
+  # the yardstick: PyTorch's bf16 GEMM (cuBLAS) at 8192³ for ~4 s, its TFLOP/s and the clock it holds
+  device_python torch
+  if [ -n "$PY" ]; then
+    sample torch_bf16_gemm "$PY" -c '
+import time, torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+for _ in range(5): a @ b
+torch.cuda.synchronize(); n, t0 = 0, time.time()
+while time.time() - t0 < 4:
+    for _ in range(20): a @ b
+    torch.cuda.synchronize(); n += 20
+dt = time.time() - t0
+print(f"QGEMM op=torch-bf16-8192 tflops={2 * 8192**3 * n / dt * 1e-12:.1f} ({n} products in {dt:.2f} s)")'
+  fi
+fi
 
 if want vae; then
   step "vae: kernel times of one video VAE decode"

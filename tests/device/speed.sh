@@ -19,8 +19,9 @@
 #   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
 #   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p, fa3, fa3-fast,
 #            fa3-fastqk (the plain kernels), fa3-cr (exact, conditional rescaling: the
-#            default), fa3-fast-lean (the default fast kernel) — time and rel_l2
-#            against sm80                                                           (~25 s)
+#            default), fa3-fast-lean (the default fast kernel), the 176/192-key tile
+#            variants — time and rel_l2 against sm80 (MMH3_ATTN_PATHS, MMH3_ATTN_REPS
+#            override the list and the repetitions: e.g. variants interleaved)       (~25 s)
 #   clip5    1344x768x124 (5 s, S=38,010): exact + fast forward (one warm-up each), the
 #            per-kernel breakdown of block 1, fast-vs-exact velocity error; the PyTorch
 #            reference (bench/reference/dit_ref.py, --ref-linear: bf16 or int8, SDPA), same size (~95 s)
@@ -177,8 +178,8 @@ if want attn; then
   if [ "$dry" = 1 ]; then
     note "SKIP attn: CUDA only (CPU stand-in run)"
   elif [ "$secs" -gt 0 ]; then
-    run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 2 \
-        --paths sm80,sm90p,fa3,fa3-cr,fa3-k176,fa3-cr-k176,fa3-k192,fa3-cr-k192,fa3-fast,fa3-fast-lean,fa3-fastqk
+    run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps "${MMH3_ATTN_REPS:-2}" \
+        --paths "${MMH3_ATTN_PATHS:-sm80,sm90p,fa3,fa3-cr,fa3-k176,fa3-cr-k176,fa3-k192,fa3-cr-k192,fa3-fast,fa3-fast-lean,fa3-fastqk}"
     while read -r line; do note "$line"; done < <(grep '^ATTN' "$OUT/speed_attn.txt")
   else
     skipped attn
