@@ -34,6 +34,25 @@ __device__ __forceinline__ uint64_t mmk_desc_sw128(uint32_t smem_addr)
     return d;
 }
 
+/* The same descriptor in two words, for tiles walked by constant byte
+ * offsets: the low word (start address, leading byte offset) of the base
+ * once, then one 32-bit add per operand. The start address field cannot
+ * carry into the next one: shared-memory addresses stay below 2^18 bytes,
+ * so (addr >> 4) + (off >> 4) < 2^14. Building every descriptor from its
+ * address took ~5 instructions each (mask, shift, widen, or) — about a fifth
+ * of the exact fa3 kernel's instructions (session 5 profile). */
+constexpr uint32_t kMmkDescSw128Hi = (1024u >> 4) | (1u << 30); /* stride byte offset, 128-byte swizzle */
+__device__ __forceinline__ uint32_t mmk_desc_sw128_lo(uint32_t smem_addr)
+{
+    return ((smem_addr & 0x3FFFF) >> 4) | ((16u >> 4) << 16);
+}
+__device__ __forceinline__ uint64_t mmk_desc_sw128_at(uint32_t lo, uint32_t byte_off)
+{
+    uint64_t d;
+    asm("mov.b64 %0, {%1, %2};\n" : "=l"(d) : "r"(lo + (byte_off >> 4)), "r"(kMmkDescSw128Hi));
+    return d;
+}
+
 __device__ __forceinline__ void mmk_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void mmk_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void mmk_wgmma_wait()
@@ -78,17 +97,32 @@ __device__ __forceinline__ void mmk_mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+/* Suspend-time hint of the waits, ns: how long a waiting thread may sleep
+ * in one try before it looks again (it wakes as soon as the phase completes).
+ * Without one, try_wait gives up after a short system-dependent time: the
+ * fa3 producer, always ahead of its consumers, then spun ~270 times per key
+ * tile (session 5 profile: 4.7% of all the kernel's instructions, every one
+ * on the producer's SM sub-partition, whose consumer warps it slowed). */
+constexpr uint32_t kMmkMbarSleepNs = 10000000u;
+
+/* One try: 1 when the phase of the given parity has completed, else 0 after
+ * sleeping up to sleep_ns. */
+__device__ __forceinline__ uint32_t mmk_mbar_try_wait(uint32_t bar, uint32_t parity, uint32_t sleep_ns)
+{
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity), "r"(sleep_ns)
+                 : "memory");
+    return done;
+}
+
 /* Waits until the phase of the given parity has completed (a fresh barrier
  * counts its phase "before 0", parity 1, as completed). */
 __device__ __forceinline__ void mmk_mbar_wait(uint32_t bar, uint32_t parity)
 {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
+    while (!mmk_mbar_try_wait(bar, parity, kMmkMbarSleepNs)) {
+    }
 }
 
 /* TMA: the box at (c0 inner, c1 outer) of a 2-D tensor map into shared
