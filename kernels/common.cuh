@@ -76,12 +76,16 @@ __device__ __forceinline__ float mmk_warp_max(float v)
 }
 
 /* Block-wide sum / max for blocks of up to 1024 threads; every thread gets the
- * result. `scratch` holds 32 floats in shared memory. */
-__device__ __forceinline__ float mmk_block_sum(float v, float *scratch)
+ * result. `scratch` holds 32 floats in shared memory. LEAD_BARRIER = false
+ * leaves out the first barrier (the same shuffles and adds otherwise, so the
+ * same float), for a caller that already has a block barrier between the
+ * last read of this scratch and this call: one barrier per reduction. */
+template <bool LEAD_BARRIER = true> __device__ __forceinline__ float mmk_block_sum(float v, float *scratch)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
     v = mmk_warp_sum(v);
-    __syncthreads(); /* scratch may still be read from a previous call */
+    if constexpr (LEAD_BARRIER)
+        __syncthreads(); /* scratch may still be read from a previous call */
     if (lane == 0)
         scratch[warp] = v;
     __syncthreads();
@@ -89,11 +93,12 @@ __device__ __forceinline__ float mmk_block_sum(float v, float *scratch)
     return mmk_warp_sum(v);
 }
 
-__device__ __forceinline__ float mmk_block_max(float v, float *scratch)
+template <bool LEAD_BARRIER = true> __device__ __forceinline__ float mmk_block_max(float v, float *scratch)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
     v = mmk_warp_max(v);
-    __syncthreads();
+    if constexpr (LEAD_BARRIER)
+        __syncthreads();
     if (lane == 0)
         scratch[warp] = v;
     __syncthreads();

@@ -67,26 +67,87 @@ __device__ __forceinline__ void mmk_prefetch_l1(const void *p)
     asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
 }
 
-__device__ __forceinline__ void load16_f32(const float *p, float v[16])
+/* RMSNorm's scaling and the modulation of an active thread's 16 values,
+ * rs = 1/sqrt(ss/K + eps), v = bf16(v·rs·w·(1 + scale) + shift) (w = 1
+ * without norm_w; no modulation without shift); m: the offset of the row's
+ * modulation in shift and scale. The tables are read four channels at a
+ * time: all 48 values at once would cost the pipelined kernel a second block
+ * per SM in registers, and k_convrot_quant its 1024-thread blocks. */
+__device__ __forceinline__ void modulate4(float v[16], float ss, int K, float eps, bool active,
+                                          const float *__restrict__ norm_w, const float *__restrict__ shift,
+                                          const float *__restrict__ scale, int64_t m, int c0)
 {
+    float rs = 1.f / sqrtf(ss / (float)K + eps);
+    if (!active)
+        return;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float4 a = reinterpret_cast<const float4 *>(p)[i];
-        v[4 * i] = a.x;
-        v[4 * i + 1] = a.y;
-        v[4 * i + 2] = a.z;
-        v[4 * i + 3] = a.w;
+    for (int c = 0; c < 16; c += 4) {
+        float4 w = norm_w ? *reinterpret_cast<const float4 *>(norm_w + c0 + c) : make_float4(1.f, 1.f, 1.f, 1.f);
+        float4 sh = make_float4(0.f, 0.f, 0.f, 0.f), sc = sh;
+        if (shift) {
+            sh = *reinterpret_cast<const float4 *>(shift + m + c0 + c);
+            sc = *reinterpret_cast<const float4 *>(scale + m + c0 + c);
+        }
+        const float wv[4] = {w.x, w.y, w.z, w.w}, shv[4] = {sh.x, sh.y, sh.z, sh.w}, scv[4] = {sc.x, sc.y, sc.z, sc.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float n = __fmul_rn(__fmul_rn(v[c + i], rs), wv[i]);
+            if (shift)
+                n = __fadd_rn(__fmul_rn(n, 1.f + scv[i]), shv[i]);
+            v[c + i] = mmk_round_bf16(n);
+        }
+        asm volatile("" ::: "memory"); /* keep the chunks' loads apart */
     }
+}
+
+/* The fast kernels' rotation after the pre-op: the stride-1 and stride-4
+ * stages on the thread's 16 consecutive channels, the transpose through its
+ * group's tile of tr ([groups][16][17]), the stride-16 and stride-64 stages,
+ * then the rounding to bf16; returns the thread's absmax. `sync` orders the
+ * transpose's writes before its reads: k_convrot_quant passes a block
+ * barrier, k_convrot_quant_pipe __syncwarp (a group's 16 threads are one
+ * half-warp). Every thread calls it (inactive ones hold zeros), so a block
+ * barrier is reached by all. */
+template <typename Sync>
+__device__ __forceinline__ float rotate_rest(float v[16], float *tr, int g, int t, bool active, Sync sync)
+{
+    h16(v); /* digits d0, d1 */
+    float *my = tr + g * (16 * 17);
+    if (active) {
+#pragma unroll
+        for (int b = 0; b < 16; b++)
+            my[t * 17 + b] = v[b];
+    }
+    sync();
+    if (active) {
+        /* Now hold channels a·16 + t, a = 4·d3 + d2. */
+#pragma unroll
+        for (int a = 0; a < 16; a++)
+            v[a] = my[a * 17 + t];
+        h16(v); /* digits d2, d3 */
+    }
+
+    float amax = 0.f;
+#pragma unroll
+    for (int a = 0; a < 16; a++) {
+        v[a] = mmk_round_bf16(v[a]);
+        amax = fmaxf(amax, fabsf(v[a]));
+    }
+    return amax;
 }
 
 /* The fast path: group 256, bf16 x, quantized output.
  * blockDim.x = 16 · (K / 256) rounded up to whole warps; thread (g, t) owns
  * channels g·256 + 16t .. +15; threads past the last group only take part
- * in the reductions. */
-__global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int64_t ldx,
-                                const float *__restrict__ norm_w, float eps, const float *__restrict__ shift,
-                                const float *__restrict__ scale, int64_t ld_mod, const int32_t *__restrict__ mod_idx,
-                                int8_t *__restrict__ q, int64_t ldq, float *__restrict__ sq, int64_t s_stride)
+ * in the reductions. K = 256 · kMaxGroups takes 1024 threads, hence the
+ * bound of 64 registers: with the 48 modulation values loaded at once the
+ * kernel took 72, and a block past 28 warps (K > 14,336) failed to launch. */
+static_assert(kMaxGroups * 16 <= 1024, "one thread per 16 channels must fit one block");
+__global__ void __launch_bounds__(1024)
+    k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int64_t ldx, const float *__restrict__ norm_w,
+                    float eps, const float *__restrict__ shift, const float *__restrict__ scale, int64_t ld_mod,
+                    const int32_t *__restrict__ mod_idx, int8_t *__restrict__ q, int64_t ldq, float *__restrict__ sq,
+                    int64_t s_stride)
 {
     __shared__ float scratch[32];
     extern __shared__ float tr[]; /* [groups][16][17] */
@@ -119,48 +180,11 @@ __global__ void k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int6
         for (int i = 0; i < 16; i++)
             ss += v[i] * v[i];
         ss = mmk_block_sum(ss, scratch);
-        float rs = 1.f / sqrtf(ss / (float)K + eps);
-        if (active) {
-            float w[16], sh[16], sc[16];
-            if (norm_w)
-                load16_f32(norm_w + c0, w);
-            if (shift) {
-                int64_t m = (int64_t)mod_idx[r] * ld_mod;
-                load16_f32(shift + m + c0, sh);
-                load16_f32(scale + m + c0, sc);
-            }
-#pragma unroll
-            for (int i = 0; i < 16; i++) {
-                float n = __fmul_rn(__fmul_rn(v[i], rs), norm_w ? w[i] : 1.f);
-                if (shift)
-                    n = __fadd_rn(__fmul_rn(n, 1.f + sc[i]), sh[i]);
-                v[i] = mmk_round_bf16(n);
-            }
-        }
+        int64_t m = active && shift ? (int64_t)mod_idx[r] * ld_mod : 0;
+        modulate4(v, ss, K, eps, active, norm_w, shift, scale, m, c0);
     }
 
-    h16(v); /* digits d0, d1 */
-    float *my = tr + g * (16 * 17);
-    if (active) {
-#pragma unroll
-        for (int b = 0; b < 16; b++)
-            my[t * 17 + b] = v[b];
-    }
-    __syncthreads();
-    if (active) {
-        /* Now hold channels a·16 + t, a = 4·d3 + d2. */
-#pragma unroll
-        for (int a = 0; a < 16; a++)
-            v[a] = my[a * 17 + t];
-        h16(v); /* digits d2, d3 */
-    }
-
-    float amax = 0.f;
-#pragma unroll
-    for (int a = 0; a < 16; a++) {
-        v[a] = mmk_round_bf16(v[a]);
-        amax = fmaxf(amax, fabsf(v[a]));
-    }
+    float amax = rotate_rest(v, tr, g, t, active, [] { __syncthreads(); });
     amax = mmk_block_max(amax, scratch);
     float s = amax > 0.f ? amax / 127.f : 1.f;
     if (!active)
@@ -203,32 +227,6 @@ __device__ __forceinline__ void quant_codes(float v[16], float s)
             if (bad & (1u << a))
                 v[a] = fminf(fmaxf(rintf(v[a] / s), -127.f), 127.f);
     }
-}
-
-/* mmk_block_sum / mmk_block_max without their leading barrier (the same
- * shuffles and adds, so the same float): for the persistent loop below,
- * where each reduction has its own scratch and a barrier always lies
- * between two uses of one scratch. */
-__device__ __forceinline__ float block_sum_once(float v, float *scratch)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    v = mmk_warp_sum(v);
-    if (lane == 0)
-        scratch[warp] = v;
-    __syncthreads();
-    v = lane < nwarps ? scratch[lane] : 0.f;
-    return mmk_warp_sum(v);
-}
-
-__device__ __forceinline__ float block_max_once(float v, float *scratch)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    v = mmk_warp_max(v);
-    if (lane == 0)
-        scratch[warp] = v;
-    __syncthreads();
-    v = lane < nwarps ? scratch[lane] : -INFINITY;
-    return mmk_warp_max(v);
 }
 
 /* SiLU by table where the gate is a bf16 value of magnitude in [2^-25, 32):
@@ -284,7 +282,9 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
                                      bool q_vec, float *__restrict__ sq, int64_t s_stride)
 {
     /* the sum's scratch, and two for the max: with RMSNorm the next row's sum
-     * barrier separates two uses of one max scratch; without it, alternate */
+     * barrier separates two uses of one max scratch; without it, alternate.
+     * A barrier thus always lies between two uses of one scratch, and the
+     * reductions go without their leading one (mmk_block_sum/max<false>). */
     __shared__ float scratch_sum[32], scratch_max[2][32];
     extern __shared__ __align__(16) unsigned char smem[];
     const int in_elems = PRE == MMK_PRE_SWIGLU ? 2 * K : K;
@@ -358,55 +358,12 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
 #pragma unroll
             for (int i = 0; i < 16; i++)
                 ss = __fmaf_rn(v[i], v[i], ss); /* k_convrot_quant's ss += v·v, contracted */
-            ss = block_sum_once(ss, scratch_sum);
-            float rs = 1.f / sqrtf(ss / (float)K + eps);
-            if (active) {
-                /* Four channels at a time: all 48 table values at once would
-                 * cost a second block per SM in registers. */
-#pragma unroll
-                for (int c = 0; c < 16; c += 4) {
-                    float4 w = norm_w ? *reinterpret_cast<const float4 *>(norm_w + c0 + c) : make_float4(1.f, 1.f, 1.f, 1.f);
-                    float4 sh = make_float4(0.f, 0.f, 0.f, 0.f), sc = sh;
-                    if (shift) {
-                        sh = *reinterpret_cast<const float4 *>(shift + m + c0 + c);
-                        sc = *reinterpret_cast<const float4 *>(scale + m + c0 + c);
-                    }
-                    const float wv[4] = {w.x, w.y, w.z, w.w}, shv[4] = {sh.x, sh.y, sh.z, sh.w},
-                                scv[4] = {sc.x, sc.y, sc.z, sc.w};
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        float n = __fmul_rn(__fmul_rn(v[c + i], rs), wv[i]);
-                        if (shift)
-                            n = __fadd_rn(__fmul_rn(n, 1.f + scv[i]), shv[i]);
-                        v[c + i] = mmk_round_bf16(n);
-                    }
-                    asm volatile("" ::: "memory"); /* keep the chunks' loads apart */
-                }
-            }
+            ss = mmk_block_sum<false>(ss, scratch_sum);
+            modulate4(v, ss, K, eps, active, norm_w, shift, scale, m, c0);
         }
 
-        h16(v); /* digits d0, d1 */
-        float *my = tr + g * (16 * 17);
-        if (active) {
-#pragma unroll
-            for (int b = 0; b < 16; b++)
-                my[t * 17 + b] = v[b];
-        }
-        __syncwarp(); /* the group's 16 threads are one half-warp */
-        if (active) {
-#pragma unroll
-            for (int a = 0; a < 16; a++)
-                v[a] = my[a * 17 + t];
-            h16(v); /* digits d2, d3 */
-        }
-
-        float amax = 0.f;
-#pragma unroll
-        for (int a = 0; a < 16; a++) {
-            v[a] = mmk_round_bf16(v[a]);
-            amax = fmaxf(amax, fabsf(v[a]));
-        }
-        amax = block_max_once(amax, scratch_max[PRE == MMK_PRE_RMSNORM_MOD ? 0 : it & 1]);
+        float amax = rotate_rest(v, tr, g, t, active, [] { __syncwarp(); });
+        amax = mmk_block_max<false>(amax, scratch_max[PRE == MMK_PRE_RMSNORM_MOD ? 0 : it & 1]);
         float s = amax > 0.f ? amax / 127.f : 1.f;
         if (active) {
             int8_t *qr = q + r * ldq + g * 256;

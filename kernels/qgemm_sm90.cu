@@ -189,33 +189,56 @@ __device__ __forceinline__ void epilogue_vec(const int32_t (&acc)[128], const Qg
 }
 #endif
 
+#ifdef MMK_QGEMM_DEVICE
+/* The stage ring of both kernels: kStages A and B tiles in the dynamic
+ * shared memory from its first 1024-byte boundary (the 128-byte swizzle's
+ * atom repeats every 1024 bytes, and kSmem leaves that much slack), and per
+ * stage a FULL barrier (the producer's expect_tx and the TMA bytes) and an
+ * EMPTY one (the consumers' hand-back). */
+struct QgRing {
+    uint32_t sA, sB, bars;
+    __device__ __forceinline__ uint32_t full(uint32_t s) const { return bars + 8u * s; }
+    __device__ __forceinline__ uint32_t empty(uint32_t s) const { return bars + 8u * (kStages + s); }
+};
+
+/* Lays out the ring and initializes its barriers; EMPTY completes after
+ * empty_arrivals arrivals (the kernels hand a stage back per thread or per
+ * warp). Called by every thread: the block barrier at its end makes the
+ * initialization visible before anyone waits on a barrier. */
+__device__ __forceinline__ QgRing ring_setup(int empty_arrivals)
+{
+    extern __shared__ __align__(1024) unsigned char qg_smem[];
+    __shared__ __align__(8) uint64_t bars[2 * kStages];
+    unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
+    QgRing ring;
+    ring.sA = mmk_smem_addr(base);
+    ring.sB = ring.sA + kStages * kTileA;
+    ring.bars = mmk_smem_addr(&bars[0]);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; s++) {
+            mmk_mbar_init(ring.full(s), 1);
+            mmk_mbar_init(ring.empty(s), empty_arrivals);
+        }
+        mmk_mbar_init_fence();
+    }
+    __syncthreads();
+    return ring;
+}
+#endif
+
 template <bool GATED>
 __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
 {
 #ifdef MMK_QGEMM_DEVICE
-    extern __shared__ __align__(1024) unsigned char qg_smem[];
-    __shared__ __align__(8) uint64_t bars[2 * kStages];
-    unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
-    const uint32_t sA = mmk_smem_addr(base), sB = sA + kStages * kTileA;
-    const uint32_t b0 = mmk_smem_addr(&bars[0]);
-#define FULL(s) (b0 + 8u * (s))
-#define EMPTY(s) (b0 + 8u * (kStages + (s)))
+    const QgRing ring = ring_setup(256); /* one arrival per consumer thread */
+    const uint32_t sA = ring.sA, sB = ring.sB;
 
     /* grouped raster: G row blocks × all column tiles, column-major inside a group */
     const int pid = blockIdx.x, per_group = p.group_m * p.n_nt;
     const int first_m = (pid / per_group) * p.group_m;
     const int gsize = p.n_mt - first_m < p.group_m ? p.n_mt - first_m : p.group_m;
     const int mt = first_m + (pid % per_group) % gsize, nt = (pid % per_group) / gsize;
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < kStages; s++) {
-            mmk_mbar_init(FULL(s), 1);
-            mmk_mbar_init(EMPTY(s), 256);
-        }
-        mmk_mbar_init_fence();
-    }
-    __syncthreads();
 
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
@@ -225,10 +248,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             mmk_tma_prefetch_map(&tmB);
             for (int kb = 0; kb < p.n_kb; kb++) {
                 const int s = kb % kStages;
-                mmk_mbar_wait(EMPTY(s), ((kb / kStages) & 1) ^ 1);
-                mmk_mbar_expect_tx(FULL(s), kTileA + kTileB);
-                mmk_tma_load_2d(sA + s * kTileA, &tmA, FULL(s), kb * kBK, mt * kBM);
-                mmk_tma_load_2d(sB + s * kTileB, &tmB, FULL(s), kb * kBK, nt * kBN);
+                mmk_mbar_wait(ring.empty(s), ((kb / kStages) & 1) ^ 1);
+                mmk_mbar_expect_tx(ring.full(s), kTileA + kTileB);
+                mmk_tma_load_2d(sA + s * kTileA, &tmA, ring.full(s), kb * kBK, mt * kBM);
+                mmk_tma_load_2d(sB + s * kTileB, &tmB, ring.full(s), kb * kBK, nt * kBN);
             }
         }
         return;
@@ -244,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     for (int kb = 0; kb < p.n_kb; kb++) {
         const int s = kb % kStages;
-        mmk_mbar_wait(FULL(s), (kb / kStages) & 1);
+        mmk_mbar_wait(ring.full(s), (kb / kStages) & 1);
         const uint32_t a_addr = sA + s * kTileA + cw * 64 * 128, b_addr = sB + s * kTileB;
         mmk_wgmma_fence();
 #pragma unroll
@@ -254,14 +277,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         /* the previous slice's products are done: hand its stage back */
         mmk_wgmma_wait<1>();
         if (kb > 0)
-            mmk_mbar_arrive(EMPTY((kb - 1) % kStages));
+            mmk_mbar_arrive(ring.empty((kb - 1) % kStages));
     }
     mmk_wgmma_wait<0>();
     mmk_fence_regs(acc);
 
     epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
-#undef FULL
-#undef EMPTY
 #else
     (void)p;
     __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
@@ -331,23 +352,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm_persistent(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
 {
 #ifdef MMK_QGEMM_DEVICE
-    extern __shared__ __align__(1024) unsigned char qg_smem[];
-    __shared__ __align__(8) uint64_t bars[2 * kStages];
-    unsigned char *base = (unsigned char *)(((uintptr_t)qg_smem + 1023) & ~(uintptr_t)1023);
-    const uint32_t sA = mmk_smem_addr(base), sB = sA + kStages * kTileA;
-    const uint32_t b0 = mmk_smem_addr(&bars[0]);
-#define FULL(s) (b0 + 8u * (s))
-#define EMPTY(s) (b0 + 8u * (kStages + (s)))
+    const QgRing ring = ring_setup(8); /* one arrival per consumer warp */
+    const uint32_t sA = ring.sA, sB = ring.sB;
     const int n_tiles = p.n_mt * p.n_nt;
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < kStages; s++) {
-            mmk_mbar_init(FULL(s), 1);
-            mmk_mbar_init(EMPTY(s), 8); /* one arrival per consumer warp */
-        }
-        mmk_mbar_init_fence();
-    }
-    __syncthreads();
 
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
@@ -361,10 +368,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 tile_of(p, tile, mt, nt);
                 for (int kb = 0; kb < p.n_kb; kb++, it++) {
                     const uint32_t s = it % kStages;
-                    mbar_wait_bounded(EMPTY(s), ((it / kStages) & 1) ^ 1);
-                    mmk_mbar_expect_tx(FULL(s), kTileA + kTileB);
-                    mmk_tma_load_2d(sA + s * kTileA, &tmA, FULL(s), kb * kBK, mt * kBM);
-                    mmk_tma_load_2d(sB + s * kTileB, &tmB, FULL(s), kb * kBK, nt * kBN);
+                    mbar_wait_bounded(ring.empty(s), ((it / kStages) & 1) ^ 1);
+                    mmk_mbar_expect_tx(ring.full(s), kTileA + kTileB);
+                    mmk_tma_load_2d(sA + s * kTileA, &tmA, ring.full(s), kb * kBK, mt * kBM);
+                    mmk_tma_load_2d(sB + s * kTileB, &tmB, ring.full(s), kb * kBK, nt * kBN);
                 }
             }
         }
@@ -382,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 acc[i] = 0;
             for (int kb = 0; kb < p.n_kb; kb++, it++) {
                 const uint32_t s = it % kStages;
-                mbar_wait_bounded(FULL(s), (it / kStages) & 1);
+                mbar_wait_bounded(ring.full(s), (it / kStages) & 1);
                 const uint32_t a_addr = sA + s * kTileA + cw * 64 * kBK, b_addr = sB + s * kTileB;
                 mmk_wgmma_fence();
 #pragma unroll
@@ -394,17 +401,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                 /* the previous slice's products are done: hand its stage back */
                 mmk_wgmma_wait<1>();
                 if (kb > 0 && lane == 0)
-                    mmk_mbar_arrive(EMPTY((it - 1) % kStages));
+                    mmk_mbar_arrive(ring.empty((it - 1) % kStages));
             }
             mmk_wgmma_wait<0>();
             mmk_fence_regs(acc);
             if (lane == 0) /* the last slice's stage, before the epilogue: the producer is already on the next tile */
-                mmk_mbar_arrive(EMPTY((it - 1) % kStages));
+                mmk_mbar_arrive(ring.empty((it - 1) % kStages));
             epilogue_vec<GATED>(acc, p, mt, nt, cw, warp, g, t);
         }
     }
-#undef FULL
-#undef EMPTY
 #else
     (void)p;
     __trap();

@@ -287,9 +287,9 @@ static double h256(int i, int j)
     return m[i][j];
 }
 
-static void convrot_case(int pre)
+static void convrot_case_k(int pre, int groups)
 {
-    int R = 50, K = 21 * 256; /* 21 groups: the kernel's odd-group padding */
+    int R = 50, K = groups * 256;
     int in_cols = pre == MMK_PRE_SWIGLU ? 2 * K : K;
     int T = 3;
     float *x = cuda_test_randn(&rng, (size_t)R * in_cols, 2);
@@ -369,25 +369,39 @@ static void convrot_case(int pre)
      * (bf16 rounding of the fp32 butterfly vs. the double sum); the fused
      * pre-ops differ by fp32 statistics too. */
     double frac = (double)code_off / ((double)R * K);
-    MM_EXPECT(code_far == 0, "pre=%d: %ld codes off by more than one", pre, code_far);
-    MM_EXPECT(frac < (pre == MMK_PRE_NONE ? 1e-3 : 5e-3), "pre=%d: %.3f%% of codes off by one", pre, 100 * frac);
-    MM_EXPECT(scale_off <= (pre == MMK_PRE_NONE ? 1 : R / 10), "pre=%d: %ld row scales differ", pre, scale_off);
+    MM_EXPECT(code_far == 0, "pre=%d K=%d: %ld codes off by more than one", pre, K, code_far);
+    MM_EXPECT(frac < (pre == MMK_PRE_NONE ? 1e-3 : 5e-3), "pre=%d K=%d: %.3f%% of codes off by one", pre, K,
+              100 * frac);
+    MM_EXPECT(scale_off <= (pre == MMK_PRE_NONE ? 1 : R / 10), "pre=%d K=%d: %ld row scales differ", pre, K,
+              scale_off);
     if (pre != MMK_PRE_RMSNORM_MOD) {
         long nz = 0;
         for (int c = 0; c < K; c++)
             nz += q[7 * K + c] != 0;
         MM_EXPECT(s[7] == 1.f && nz == 0, "zero row: scale %g, %ld nonzero codes", s[7], nz);
     }
-    printf("  pre=%d: %.4f%% codes off by one, %ld row scales differ\n", pre, 100 * frac, scale_off);
+    printf("  pre=%d K=%d (%s): %.4f%% codes off by one, %ld row scales differ\n", pre, K,
+           mmk_convrot_quant_kernel(&a), 100 * frac, scale_off);
     free(x), free(w), free(tab), free(xb), free(wb), free(tb), free(idx), free(hrow), free(xr), free(sref), free(q);
     free(s);
     mm_cuda_free(DEV, dx), mm_cuda_free(DEV, dw), mm_cuda_free(DEV, dt), mm_cuda_free(DEV, di);
     mm_cuda_free(DEV, dq), mm_cuda_free(DEV, ds);
 }
 
-static void test_convrot_quant_plain(void) { convrot_case(MMK_PRE_NONE); }
-static void test_convrot_quant_rmsnorm_mod(void) { convrot_case(MMK_PRE_RMSNORM_MOD); }
-static void test_convrot_quant_swiglu(void) { convrot_case(MMK_PRE_SWIGLU); }
+/* 21 groups: the kernel's odd-group padding */
+static void test_convrot_quant_plain(void) { convrot_case_k(MMK_PRE_NONE, 21); }
+static void test_convrot_quant_rmsnorm_mod(void) { convrot_case_k(MMK_PRE_RMSNORM_MOD, 21); }
+static void test_convrot_quant_swiglu(void) { convrot_case_k(MMK_PRE_SWIGLU, 21); }
+/* Past 28 warps (K > 14,336) the one-row kernel once failed to launch
+ * (registers); it runs by default for RMSNorm past K = 6144 and for SwiGLU
+ * at K = 16,384 (the API's limit, 1024 threads), where the SiLU table leaves
+ * no room for the pipelined kernel's stages. */
+static void test_convrot_quant_wide(void)
+{
+    convrot_case_k(MMK_PRE_RMSNORM_MOD, 57);
+    convrot_case_k(MMK_PRE_RMSNORM_MOD, 64);
+    convrot_case_k(MMK_PRE_SWIGLU, 64);
+}
 
 /* The pipelined ConvRot kernel (MMH3_CONVROT_KERNEL=pipe) must give the
  * one-row kernel's codes and scales bit for bit: the same inputs through
@@ -505,6 +519,12 @@ static void test_convrot_pipe_swiglu_bitwise(void)
     convrot_pipe_case(MMK_PRE_SWIGLU, 600, 56, 0, 0, 0); /* FFN 14336, SiLU by table */
     convrot_pipe_case(MMK_PRE_SWIGLU, 200, 21, 0, 0, 0);
     convrot_pipe_case_v("pipe-nolut", MMK_PRE_SWIGLU, 600, 56, 0, 0, 0);
+}
+/* K = 16,384, the API's limit: the one-row kernel with 1024 threads. */
+static void test_convrot_pipe_wide_bitwise(void)
+{
+    convrot_pipe_case(MMK_PRE_NONE, 300, 64, 0, 0, 0);
+    convrot_pipe_case_v("pipe-nolut", MMK_PRE_SWIGLU, 300, 64, 0, 0, 0);
 }
 
 /* The vectorized q/k kernel (MMH3_QK_NORM_KERNEL=vec) against
@@ -711,6 +731,8 @@ int main(void)
     CUDA_CASE(test_convrot_pipe_plain_bitwise);
     CUDA_CASE(test_convrot_pipe_rmsnorm_mod_bitwise);
     CUDA_CASE(test_convrot_pipe_swiglu_bitwise);
+    CUDA_CASE(test_convrot_quant_wide);
+    CUDA_CASE(test_convrot_pipe_wide_bitwise);
     CUDA_CASE(test_qk_norm_rope_vec_bitwise);
     CUDA_CASE(test_attention_d128_noncausal);
     CUDA_CASE(test_attention_d128_cross_lengths);
