@@ -153,6 +153,7 @@ struct Fa3Params {
     const float *k_scale; /* QK8: [heads_kv][n_kb] per key tile */
     const float *v_scale; /* PV8: [heads_kv·128] per channel */
     const float *v_mean;  /* PV8: [heads_kv·128] per channel, added back */
+    uint32_t sleep_producer, sleep_consumer; /* mbarrier waits: ns a try may sleep (0: spin; MMH3_FA3_SLEEP) */
 };
 
 #ifdef MMK_FA3_DEVICE
@@ -309,9 +310,12 @@ __device__ __forceinline__ float fa3_i2f(int32_t a)
 /* Row r's probabilities of an int8 score tile: sc = exp2(x·sl + c) with x
  * the score as a float (biased: the lean softmax's x = B + s, folded into
  * c; else exact), returning their sum. EDGE (the last tile only) zeroes the
- * keys past the sequence (si = INT_MIN); the two versions are separate
- * because the compiler otherwise kept the test and a select on every score
- * of every tile (session 5 profile: 18% of the lean kernel's instructions). */
+ * keys past the sequence (si = INT_MIN). The int8 softmaxes are built once
+ * per EDGE and chosen per tile at their call (one uniform branch): with a
+ * run-time flag the compiler kept the test and a select on every score of
+ * every tile (session 5 profile: 18% of the lean kernel's instructions),
+ * and a branch inside would cut the softmax into blocks the scheduler
+ * cannot interleave (its two rows' shuffles behind the other's exps). */
 template <bool EDGE>
 __device__ __forceinline__ float fa3_exp_row_i32(const int32_t (&si)[64], float (&sc)[64], int r, float sl, float c,
                                                  bool biased)
@@ -332,13 +336,13 @@ __device__ __forceinline__ float fa3_exp_row_i32(const int32_t (&si)[64], float 
     return sum;
 }
 
-/* The same for int8 products: si (int32 sums) → sc (probabilities). */
-template <bool PV8, bool CR>
+/* The same for int8 products: si (int32 sums) → sc (probabilities); EDGE:
+ * the tile reaches past the sequence (key0 + 128 > seq). */
+template <bool PV8, bool CR, bool EDGE>
 __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&l)[2],
                                                 float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
 {
-    const bool edge = key0 + kBN > seq;
-    if (edge) {
+    if constexpr (EDGE) {
 #pragma unroll
         for (int nt = 0; nt < 16; nt++)
 #pragma unroll
@@ -362,8 +366,7 @@ __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const float neg = fa3_offset<PV8>() - m_use[r];
-        const float sum = edge ? fa3_exp_row_i32<true>(si, sc, r, sl[r], neg, false)
-                               : fa3_exp_row_i32<false>(si, sc, r, sl[r], neg, false);
+        const float sum = fa3_exp_row_i32<EDGE>(si, sc, r, sl[r], neg, false);
         l[r] = CR && !move ? l[r] + sum : l[r] * corr[r] + sum;
     }
     return move;
@@ -380,12 +383,12 @@ __device__ __forceinline__ bool fa3_softmax_i32(int32_t (&si)[64], float (&sc)[6
  * and its row sums from the previous tile's M (mref) to this one. M stays
  * within 2⁻⁵ of the true max: P ≤ 2^(8 + 2⁻⁵) < 448.
  */
+template <bool EDGE>
 __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&mref)[2],
                                                      float (&corr)[2], const float (&sl)[2], int key0, int seq, int t)
 {
     constexpr float kB = 12582912.f, kOff = 8.f;
-    const bool edge = key0 + kBN > seq;
-    if (edge) {
+    if constexpr (EDGE) {
 #pragma unroll
         for (int nt = 0; nt < 16; nt++)
 #pragma unroll
@@ -419,10 +422,7 @@ __device__ __forceinline__ void fa3_softmax_i32_lean(int32_t (&si)[64], float (&
         corr[r] = mmk_exp2_approx(mref[r] - M);
         mref[r] = M;
         /* (the sum is unused: the tensor cores make it; the compiler drops it) */
-        if (edge)
-            fa3_exp_row_i32<true>(si, sc, r, sl[r], c, true);
-        else
-            fa3_exp_row_i32<false>(si, sc, r, sl[r], c, true);
+        fa3_exp_row_i32<EDGE>(si, sc, r, sl[r], c, true);
     }
 }
 
@@ -479,10 +479,23 @@ __device__ __forceinline__ bool fa3_scores(float (&sc)[KB / 2], int32_t (&si)[QK
         static_assert(KB == kBN, "int8 Q·Kᵀ is built for 128-key tiles");
         const float kj = ks[j];
         const float sl[2] = {sl_row[0] * kj, sl_row[1] * kj};
-        return fa3_softmax_i32<PV8, CR>(si, sc, m, l, corr, sl, j * kBN, seq, t);
+        return (j + 1) * kBN > seq ? fa3_softmax_i32<PV8, CR, true>(si, sc, m, l, corr, sl, j * kBN, seq, t)
+                                   : fa3_softmax_i32<PV8, CR, false>(si, sc, m, l, corr, sl, j * kBN, seq, t);
     } else {
         return fa3_softmax_f32<PV8, CR, KB>(sc, m, l, corr, sl_row, j * KB, seq, t);
     }
+}
+
+/* Lean fast mode's softmax of tile j, its EDGE version for the last tile. */
+__device__ __forceinline__ void fa3_scores_lean(int32_t (&si)[64], float (&sc)[64], float (&m)[2], float (&mref)[2],
+                                                float (&corr)[2], const float (&sl_row)[2], const float *ks, int j,
+                                                int seq, int t)
+{
+    const float sl[2] = {sl_row[0] * ks[j], sl_row[1] * ks[j]};
+    if ((j + 1) * kBN > seq)
+        fa3_softmax_i32_lean<true>(si, sc, m, mref, corr, sl, j * kBN, seq, t);
+    else
+        fa3_softmax_i32_lean<false>(si, sc, m, mref, corr, sl, j * kBN, seq, t);
 }
 #endif
 
@@ -549,12 +562,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int j = 0; j < n_kb; j++) {
                 const int s = j % kStages;
                 const uint32_t parity = ((j / kStages) & 1) ^ 1;
-                mmk_mbar_wait(EMPTY_K(s), parity);
+                mmk_mbar_wait_ns(EMPTY_K(s), parity, p.sleep_producer);
                 mmk_mbar_expect_tx(FULL_K(s), TK);
                 mmk_tma_load_2d(sK + s * TK, &tmK, FULL_K(s), hk * kD, j * KB);
                 if (!QK8)
                     mmk_tma_load_2d(sK + s * TK + TK / 2, &tmK, FULL_K(s), hk * kD + 64, j * KB);
-                mmk_mbar_wait(EMPTY_V(s), parity);
+                mmk_mbar_wait_ns(EMPTY_V(s), parity, p.sleep_producer);
                 mmk_mbar_expect_tx(FULL_V(s), TV);
 #pragma unroll
                 for (int a = 0; a < L::kVAtoms; a++)
@@ -594,10 +607,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (PINGPONG && cw == 1)
         mmk_bar_arrive(1, 256); /* warpgroup 0 issues first */
-    mmk_mbar_wait(bQ, 0);
+    mmk_mbar_wait_ns(bQ, 0, p.sleep_consumer);
 
     /* tile 0: S only */
-    mmk_mbar_wait(FULL_K(0), 0);
+    mmk_mbar_wait_ns(FULL_K(0), 0, p.sleep_consumer);
     if (PINGPONG)
         mmk_bar_sync(bar_mine, 256);
     mmk_wgmma_fence();
@@ -615,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_fence_regs(sc);
     mmk_mbar_arrive(EMPTY_K(0));
     if constexpr (LEAN)
-        fa3_softmax_i32_lean(si, sc, m, mref, corr, {sl_row[0] * ks[0], sl_row[1] * ks[0]}, 0, p.seq_kv, t);
+        fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, 0, p.seq_kv, t);
     else
         fa3_scores<QK8, PV8, CR, KB>(sc, si, m, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
@@ -624,8 +637,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     for (int j = 1; j < n_kb; j++) {
         const int s = j % kStages, sp = (j - 1) % kStages;
-        mmk_mbar_wait(FULL_K(s), (j / kStages) & 1);
-        mmk_mbar_wait(FULL_V(sp), ((j - 1) / kStages) & 1);
+        mmk_mbar_wait_ns(FULL_K(s), (j / kStages) & 1, p.sleep_consumer);
+        mmk_mbar_wait_ns(FULL_V(sp), ((j - 1) / kStages) & 1, p.sleep_consumer);
         if (PINGPONG)
             mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
@@ -651,7 +664,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_arrive(EMPTY_K(s));
         bool moved = true;
         if constexpr (LEAN)
-            fa3_softmax_i32_lean(si, sc, m, mref, corr, {sl_row[0] * ks[j], sl_row[1] * ks[j]}, j * kBN, p.seq_kv, t);
+            fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, j, p.seq_kv, t);
         else
             moved = fa3_scores<QK8, PV8, CR, KB>(sc, si, m, l, corr, sl_row, ks, j, p.seq_kv, t);
         (void)moved;
@@ -686,7 +699,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     /* the last tile's P·V */
     {
         const int sl_ = (n_kb - 1) % kStages;
-        mmk_mbar_wait(FULL_V(sl_), ((n_kb - 1) / kStages) & 1);
+        mmk_mbar_wait_ns(FULL_V(sl_), ((n_kb - 1) / kStages) & 1, p.sleep_consumer);
         if (PINGPONG)
             mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
@@ -1066,6 +1079,20 @@ int env_keys(int cur)
     return strcmp(e, "128") == 0 ? rest : strcmp(e, "176") == 0 ? rest | kOptK176 : strcmp(e, "192") == 0 ? rest | kOptK192 : -1;
 }
 
+/* MMH3_FA3_SLEEP (a tuning knob for the benchmarks): which of the kernel's
+ * mbarrier waits sleep in try_wait — 1 the producer's, 2 the consumers', 3
+ * both, 0 none (every wait spins); unset or empty: kDefaultSleep. -1 for
+ * anything else. */
+constexpr int kDefaultSleep = 3;
+constexpr uint32_t kSleepNs = 10000000u; /* a try's limit, as kMmkMbarSleepNs (wgmma.cuh, device code only) */
+int env_sleep()
+{
+    const char *e = getenv("MMH3_FA3_SLEEP");
+    if (!e || !*e)
+        return kDefaultSleep;
+    return e[1] == 0 && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : -1;
+}
+
 /* Which MMH3_FA3_* variable holds what is neither 0 nor 1 (for messages;
  * static text, the value cut at 24 characters). */
 const char *fa3_env_problem()
@@ -1225,6 +1252,12 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.n_qb = n_qb;
     p.n_kb = n_kb;
     p.scale_log2 = a->scale * 1.4426950408889634f;
+    const int sleep = env_sleep();
+    if (sleep < 0)
+        return mm_fail(err, "attention (fa3): MMH3_FA3_SLEEP=%.24s is not a setting (accepted: 0 none, 1 the "
+                       "producer's waits, 2 the consumers', 3 both, or unset)", getenv("MMH3_FA3_SLEEP"));
+    p.sleep_producer = (sleep & 1) ? kSleepNs : 0;
+    p.sleep_consumer = (sleep & 2) ? kSleepNs : 0;
     p.o = (bf16 *)a->o;
     p.ldo = a->ldo;
     Temps tmp = {dev, {nullptr}, 0};

@@ -55,6 +55,7 @@ struct QgParams {
     int64_t ld_gate;
     const int32_t *mod_idx;
     int y16; /* y and ldy 16-byte aligned (epilogue_vec) */
+    uint32_t sleep_producer, sleep_consumer; /* mbarrier waits: ns a try may sleep (0: spin; MMH3_QGEMM_SLEEP) */
 };
 
 #ifdef MMK_QGEMM_DEVICE
@@ -290,22 +291,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 #ifdef MMK_QGEMM_DEVICE
-/* mmk_mbar_wait that gives up: a barrier phase that has not completed after
- * 5 s of waiting can only be a broken handshake (a whole GEMM takes
+/* mmk_mbar_wait_ns that gives up: a barrier phase that has not completed
+ * after 5 s of waiting can only be a broken handshake (a whole GEMM takes
  * milliseconds), and trapping turns that hang into a launch error the caller
- * sees (a variant's device test must fail, not hang). The clock is read only on every 1024th failed try. */
-__device__ __forceinline__ void mbar_wait_bounded(uint32_t bar, uint32_t parity)
+ * sees (a variant's device test must fail, not hang). The clock is read on
+ * every failed try that slept, else on every 1024th. */
+__device__ __forceinline__ void mbar_wait_bounded(uint32_t bar, uint32_t parity, uint32_t sleep_ns)
 {
     uint64_t t0 = 0;
     for (uint32_t n = 1;; n++) {
-        uint32_t done;
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
+        const uint32_t done = sleep_ns ? mmk_mbar_try_wait(bar, parity, sleep_ns) : mmk_mbar_try_wait_spin(bar, parity);
         if (done)
             return;
-        if ((n & 1023) == 0) {
+        if (sleep_ns || (n & 1023) == 0) {
             uint64_t now;
             asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(now));
             if (t0 == 0)
@@ -368,7 +366,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 tile_of(p, tile, mt, nt);
                 for (int kb = 0; kb < p.n_kb; kb++, it++) {
                     const uint32_t s = it % kStages;
-                    mbar_wait_bounded(ring.empty(s), ((it / kStages) & 1) ^ 1);
+                    mbar_wait_bounded(ring.empty(s), ((it / kStages) & 1) ^ 1, p.sleep_producer);
                     mmk_mbar_expect_tx(ring.full(s), kTileA + kTileB);
                     mmk_tma_load_2d(sA + s * kTileA, &tmA, ring.full(s), kb * kBK, mt * kBM);
                     mmk_tma_load_2d(sB + s * kTileB, &tmB, ring.full(s), kb * kBK, nt * kBN);
@@ -389,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 acc[i] = 0;
             for (int kb = 0; kb < p.n_kb; kb++, it++) {
                 const uint32_t s = it % kStages;
-                mbar_wait_bounded(ring.full(s), (it / kStages) & 1);
+                mbar_wait_bounded(ring.full(s), (it / kStages) & 1, p.sleep_consumer);
                 const uint32_t a_addr = sA + s * kTileA + cw * 64 * kBK, b_addr = sB + s * kTileB;
                 mmk_wgmma_fence();
 #pragma unroll
@@ -447,6 +445,28 @@ int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const
  * test can walk them all; tile is the previous default. */
 enum { V_TILE, V_PERSISTENT_VEC, V_COUNT };
 const char *const kVariantNames[V_COUNT] = {"tile", "persistent-vec"};
+
+/* MMH3_QGEMM_SLEEP (a tuning knob for the benchmarks), as fa3's
+ * MMH3_FA3_SLEEP: which of the persistent kernel's mbarrier waits sleep in
+ * try_wait — 1 the producer's, 2 the consumers', 3 both, 0 none (spin, the
+ * kernel as session 4 measured it); unset or empty: kDefaultSleep; anything
+ * else is said once and runs the default. */
+constexpr int kDefaultSleep = 3;
+constexpr uint32_t kSleepNs = 10000000u; /* a try's limit, as kMmkMbarSleepNs (wgmma.cuh, device code only) */
+int selected_sleep()
+{
+    const char *e = getenv("MMH3_QGEMM_SLEEP");
+    if (!e || !*e)
+        return kDefaultSleep;
+    if (e[1] == 0 && e[0] >= '0' && e[0] <= '3')
+        return e[0] - '0';
+    static std::once_flag warned;
+    std::call_once(warned, [e]() {
+        fprintf(stderr, "mmh3: MMH3_QGEMM_SLEEP=%.40s is not a setting (0 none, 1 the producer's waits, 2 the "
+                        "consumers', 3 both); using %d\n", e, kDefaultSleep);
+    });
+    return kDefaultSleep;
+}
 
 /* The default: persistent-vec, 19.6 ms for the DiT block's four linears
  * against tile's 23.8 (session 4 call 2, H200, bit for bit equal). */
@@ -524,6 +544,9 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     p.ld_gate = a->ld_gate;
     p.mod_idx = a->mod_idx;
     p.y16 = al16(a->y) && a->ldy % 8 == 0;
+    const int sleep = selected_sleep();
+    p.sleep_producer = (sleep & 1) ? kSleepNs : 0;
+    p.sleep_consumer = (sleep & 2) ? kSleepNs : 0;
     cudaStream_t s = (cudaStream_t)st;
     switch (variant) {
     case V_PERSISTENT_VEC:

@@ -117,12 +117,33 @@ __device__ __forceinline__ uint32_t mmk_mbar_try_wait(uint32_t bar, uint32_t par
     return done;
 }
 
+/* One try without a hint: returns after the system's own short time limit. */
+__device__ __forceinline__ uint32_t mmk_mbar_try_wait_spin(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done;
+}
+
 /* Waits until the phase of the given parity has completed (a fresh barrier
- * counts its phase "before 0", parity 1, as completed). */
+ * counts its phase "before 0", parity 1, as completed), each try sleeping up
+ * to sleep_ns (0: tries without a hint, the spinning wait). */
+__device__ __forceinline__ void mmk_mbar_wait_ns(uint32_t bar, uint32_t parity, uint32_t sleep_ns)
+{
+    if (sleep_ns) {
+        while (!mmk_mbar_try_wait(bar, parity, sleep_ns)) {
+        }
+    } else {
+        while (!mmk_mbar_try_wait_spin(bar, parity)) {
+        }
+    }
+}
 __device__ __forceinline__ void mmk_mbar_wait(uint32_t bar, uint32_t parity)
 {
-    while (!mmk_mbar_try_wait(bar, parity, kMmkMbarSleepNs)) {
-    }
+    mmk_mbar_wait_ns(bar, parity, kMmkMbarSleepNs);
 }
 
 /* TMA: the box at (c0 inner, c1 outer) of a 2-D tensor map into shared
