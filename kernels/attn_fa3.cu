@@ -1081,15 +1081,21 @@ int env_keys(int cur)
 
 /* MMH3_FA3_SLEEP (a tuning knob for the benchmarks): which of the kernel's
  * mbarrier waits sleep in try_wait — 1 the producer's, 2 the consumers', 3
- * both, 0 none (every wait spins); unset or empty: kDefaultSleep. -1 for
- * anything else. */
-constexpr int kDefaultSleep = 3;
+ * both, 0 none (every wait spins); unset or empty: the mode's default. -1
+ * for anything else. The defaults are the device's (session 5, call 4,
+ * interleaved rounds at S = 38,010): sleeping consumers cost every kernel
+ * ~1.5 ms (a consumer that sleeps wakes later than its data arrives); a
+ * sleeping producer took fast mode from 47.5 to 47.2 ms and exact mode from
+ * 62.9 to 63.7 — the producer's spinning costs issue slots on one SM
+ * sub-partition, which fast mode (issue-bound) feels and exact mode
+ * (tensor- and power-bound) does not, while its later wake-up delays a load. */
+constexpr int kDefaultSleep[MMK_FA3_MODES] = {0, 1, 1};
 constexpr uint32_t kSleepNs = 10000000u; /* a try's limit, as kMmkMbarSleepNs (wgmma.cuh, device code only) */
-int env_sleep()
+int env_sleep(int mode)
 {
     const char *e = getenv("MMH3_FA3_SLEEP");
     if (!e || !*e)
-        return kDefaultSleep;
+        return kDefaultSleep[mode];
     return e[1] == 0 && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : -1;
 }
 
@@ -1252,7 +1258,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.n_qb = n_qb;
     p.n_kb = n_kb;
     p.scale_log2 = a->scale * 1.4426950408889634f;
-    const int sleep = env_sleep();
+    const int sleep = env_sleep(a->mode);
     if (sleep < 0)
         return mm_fail(err, "attention (fa3): MMH3_FA3_SLEEP=%.24s is not a setting (accepted: 0 none, 1 the "
                        "producer's waits, 2 the consumers', 3 both, or unset)", getenv("MMH3_FA3_SLEEP"));

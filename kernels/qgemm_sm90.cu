@@ -450,8 +450,9 @@ const char *const kVariantNames[V_COUNT] = {"tile", "persistent-vec"};
  * MMH3_FA3_SLEEP: which of the persistent kernel's mbarrier waits sleep in
  * try_wait — 1 the producer's, 2 the consumers', 3 both, 0 none (spin, the
  * kernel as session 4 measured it); unset or empty: kDefaultSleep; anything
- * else is said once and runs the default. */
-constexpr int kDefaultSleep = 3;
+ * else is said once and runs the default. The default spins: the four linears
+ * took 19.81–19.90 ms per block in every setting (session 5 call 4). */
+constexpr int kDefaultSleep = 0;
 constexpr uint32_t kSleepNs = 10000000u; /* a try's limit, as kMmkMbarSleepNs (wgmma.cuh, device code only) */
 int selected_sleep()
 {

@@ -97,12 +97,14 @@ __device__ __forceinline__ void mmk_mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-/* Suspend-time hint of the waits, ns: how long a waiting thread may sleep
- * in one try before it looks again (it wakes as soon as the phase completes).
- * Without one, try_wait gives up after a short system-dependent time: the
- * fa3 producer, always ahead of its consumers, then spun ~270 times per key
- * tile (session 5 profile: 4.7% of all the kernel's instructions, every one
- * on the producer's SM sub-partition, whose consumer warps it slowed). */
+/* Suspend-time hint of the sleeping waits, ns: how long a waiting thread
+ * may sleep in one try before it looks again (it wakes once the phase has
+ * completed, later than a spinning one would see it). Without a hint,
+ * try_wait gives up after a short system-dependent time: the fa3 producer,
+ * always ahead of its consumers, spun ~270 times per key tile (session 5
+ * profile: 4.7% of the kernel's instructions, all on the producer's SM
+ * sub-partition). Which waits sleep is each kernel's measured choice
+ * (attn_fa3.cu, qgemm_sm90.cu: mmk_mbar_wait_ns). */
 constexpr uint32_t kMmkMbarSleepNs = 10000000u;
 
 /* One try: 1 when the phase of the given parity has completed, else 0 after

@@ -496,6 +496,69 @@ static void test_fewer_queries_than_keys(void)
     g_defaults = false;
 }
 
+/* How the kernel's warps wait for each other (MMH3_FA3_SLEEP: which
+ * mbarrier waits sleep in try_wait, 0-3) must not change a bit of the
+ * output, in any mode; a value outside 0-3 is refused with a message that
+ * names it. */
+static void test_sleep_settings_same_bits(void)
+{
+    const int S = 1000, hq = 2, hkv = 2, D = 128;
+    const int64_t A = (int64_t)hq * D, W = 3 * A, no = (int64_t)S * A;
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(S * W)), *first = malloc(sizeof(uint16_t) * (size_t)no);
+    uint16_t *got = malloc(sizeof(uint16_t) * (size_t)no);
+    float *hf = malloc(sizeof(float) * (size_t)(S * W));
+    fill(hf, h, S, W, A, A, 1.0f, IN_DIT);
+    mm_error err = {{0}};
+    mm_tensor dq = {0}, dout = {0};
+    const int64_t shp[2] = {S, W}, oshp[2] = {S, A}, hd[2] = {hq, D}, hdkv[2] = {hkv, D};
+    MM_REQUIRE(mm_tensor_alloc(&dq, mm_ctx_device(gpu), MM_BF16, 2, shp, &err) == 0 &&
+                   mm_tensor_alloc(&dout, mm_ctx_device(gpu), MM_BF16, 2, oshp, &err) == 0,
+               "allocating: %s", err.msg);
+    mm_tensor hq_t = mm_tensor_wrap(h, mm_cpu(), MM_BF16, 2, shp), ho = mm_tensor_wrap(got, mm_cpu(), MM_BF16, 2, oshp);
+    mm_copy(gpu, &dq, &hq_t);
+    mm_tensor q3 = mm_tensor_narrow(&dq, 1, 0, A), k3 = mm_tensor_narrow(&dq, 1, A, A), v3 = mm_tensor_narrow(&dq, 1, 2 * A, A);
+    mm_tensor q = mm_tensor_unflatten(&q3, 1, 2, hd), k = mm_tensor_unflatten(&k3, 1, 2, hdkv);
+    mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, hdkv), o = mm_tensor_unflatten(&dout, 1, 2, hd);
+    static const char *const settings[] = {"", "0", "1", "2", "3"};
+    const mm_fa3_mode modes[] = {MM_FA3_EXACT, MM_FA3_FAST, MM_FA3_FAST_QK};
+    for (size_t m = 0; m < 3; m++)
+        for (size_t i = 0; i < 5; i++) {
+            setenv("MMH3_FA3_SLEEP", settings[i], 1);
+            mm_fill(gpu, &dout, NAN);
+            mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, modes[m]);
+            mm_copy(gpu, &ho, &dout);
+            if (mm_ctx_sync(gpu, &err) != 0) {
+                MM_EXPECT(0, "mode %d MMH3_FA3_SLEEP=%s: %s", (int)modes[m], settings[i], err.msg);
+                break;
+            }
+            if (i == 0)
+                memcpy(first, got, sizeof(uint16_t) * (size_t)no);
+            else
+                MM_EXPECT(memcmp(first, got, sizeof(uint16_t) * (size_t)no) == 0,
+                          "mode %d: MMH3_FA3_SLEEP=%s changes the output", (int)modes[m], settings[i]);
+        }
+    unsetenv("MMH3_FA3_SLEEP");
+#ifdef MMH3_HAVE_CUDA /* (this test runs on a GPU only) */
+    /* a value outside 0-3: refused by name, before anything is queued */
+    setenv("MMH3_FA3_SLEEP", "7", 1);
+    mmk_fa3 a;
+    memset(&a, 0, sizeof a);
+    a.seq = S, a.heads = hq, a.heads_kv = hkv, a.q = q.data, a.k = k.data, a.v = v.data;
+    a.ldq = a.ldk = a.ldv = W, a.o = o.data, a.ldo = A, a.scale = 0.08838834764831845f, a.pingpong = -1;
+    mm_error e2 = {{0}};
+    const int rc = mmk_fa3_run(0, (mmk_stream)mm_ctx_stream(gpu), &a, &e2);
+    MM_EXPECT(rc != 0 && strstr(e2.msg, "MMH3_FA3_SLEEP=7") && strstr(e2.msg, "accepted"),
+              "MMH3_FA3_SLEEP=7: rc %d, message '%s'", rc, e2.msg);
+    unsetenv("MMH3_FA3_SLEEP");
+#endif
+    mm_tensor_free(&dq);
+    mm_tensor_free(&dout);
+    free(h);
+    free(hf);
+    free(first);
+    free(got);
+}
+
 /* Keys may be more or fewer than the queries, but not none: the kernel
  * reads seq_kv = 0 as "as many as the queries" (mmk_fa3.seq_kv), so an empty
  * k/v must not be taken for fa3 at all (mm_attention gets it instead). */
@@ -634,6 +697,7 @@ int main(void)
     MM_RUN(test_defaults);
     MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_no_keys_do_not_fit);
+    MM_RUN(test_sleep_settings_same_bits);
     MM_RUN(test_policy_defaults_and_overrides);
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);
