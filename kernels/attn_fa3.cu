@@ -51,10 +51,20 @@
  *
  * Variants (template parameter OPT, the MMK_FA3_OPT_* bits of mmk_fa3.h;
  * ping-pong only; each with its own first-use self-check; the defaults per
- * mode, kDefaultOpt, are what the device measured fastest — session 4,
- * call 2: exact 65.0 → 63.6 ms with rescaling, fast 53.3 → 48.6 ms lean;
- * MMH3_FA3_RESCALE / MMH3_FA3_LEAN = 0 run the plain kernels; bench paths
- * fa3 and fa3-fast are the plain kernels, -cr / -lean add variants):
+ * mode, kDefaultOpt, are what the device measured fastest — exact mode's
+ * 192-key tiles (session 5: 62.9 against 65.6 ms plain and 65.0 with
+ * rescaling, interleaved runs of one call), fast mode lean (session 4 call
+ * 2: 53.3 → 48.6 ms); MMH3_FA3_RESCALE / MMH3_FA3_LEAN = 0 and
+ * MMH3_FA3_KEYS=128 run the plain kernels; bench paths fa3 and fa3-fast are
+ * the plain kernels, -cr / -lean / -k176 / -k192 add variants):
+ *   wider key tiles (exact; MMH3_FA3_KEYS=176|192): m64n176 / m64n192
+ *     Q·Kᵀ products and 11 / 12 P·V k-steps per tile, Vᵀ in whole 64-key
+ *     atoms (176 loads 16 keys it never reads). The kernel is bound by the
+ *     tensor cores and the board's power cap (session 5: ~684 W of 700, the
+ *     SM clock ~1.68 GHz while it runs), so what pays is fewer instructions
+ *     per product: 192 keys cut the per-tile softmax bookkeeping, the stage
+ *     hand-offs and the wgmma issue by a third. 176 keys measured between
+ *     128 and 192 (64.5–64.9 ms); rescaling adds nothing at 192 (62.1–63.3).
  *   conditional rescaling (exact; MMH3_FA3_RESCALE, FlashAttention-4): a
  *     row keeps its running max until a tile's max exceeds it by more than
  *     kRescaleTau = 8 (log2 units); a warp vote makes the decision uniform,
@@ -80,6 +90,17 @@
  * deferred fold in lean (a tile's P·V joining O after the next Q·Kᵀ issue:
  * 50.2 ms against 49.2), the row max in four chains in the plain and
  * rescaling softmaxes (no gain; the lean one keeps them).
+ * Session 5, from Nsight Compute's per-instruction counters (tests/device/
+ * profile.sh --part attn-src): the producer spun in try_wait ~270 times
+ * per key tile (4.9% of the kernel's instructions, all on one SM
+ * sub-partition) — its waits sleep now where that measured faster
+ * (MMH3_FA3_SLEEP, kDefaultSleep: fast modes; exact mode spins); each wgmma
+ * descriptor was rebuilt from its address (~5 instructions; now one add to
+ * a base word); the int8 softmaxes tested every score against the
+ * past-the-end mask (18% of the lean kernel's instructions; now only the
+ * last tile's version does). Instructions per call: exact (128 keys,
+ * rescaling) 23.8 → 19.2 G, lean 27.7 → 19.7 G; lean 48.6 → 47.2 ms,
+ * fast-qk 64.1 → 62.3 ms.
  * The CPU twin is the exact softmax of
  * src/backend/cpu/ (mm_attention); tests/unit/test_speed_attention.c
  * compares them on the device, and tests/unit/test_speed_fast_budget.c holds

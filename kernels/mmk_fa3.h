@@ -63,7 +63,7 @@ typedef struct mmk_fa3 {
  *     a row's running max (and with it O and l) moves only when a tile's
  *     max exceeds it by more than 8 (log2 units), decided per warp by a
  *     vote; exact in real arithmetic, P ≤ 2⁸ in bf16 loses nothing.
- *     Default (device, session 4 call 2: 63.6 ms against 65.0).
+ *     The default in session 4 (63.6 ms against 65.0); no gain at 192 keys.
  *   MMK_FA3_OPT_LEAN (fast; MMH3_FA3_LEAN): the softmax's row sums on the
  *     tensor cores (8 rows of ones after each e4m3 Vᵀ tile: P·V at N = 136,
  *     the sums of the e4m3 P the output is weighed with) and the int32 →
@@ -75,7 +75,11 @@ typedef struct mmk_fa3 {
  *     (176 is FlashAttention-3's width for head dim 128): m64n176/n192
  *     Q·Kᵀ products, 11 or 12 P·V k-steps per tile, 27–33% fewer softmax
  *     passes and stage hand-offs per row; alone or with conditional
- *     rescaling, one width at a time.
+ *     rescaling, one width at a time. 192 is the default (session 5: 62.9
+ *     ms against 65.0 with rescaling at 128 keys, interleaved runs).
+ * MMH3_FA3_SLEEP (benchmarks; 0-3, unset: the mode's default) picks which
+ * mbarrier waits sleep in try_wait: 1 the producer's, 2 the consumers';
+ * the outputs are the same bits whichever (a device test says so).
  * MMH3_FA3_RESCALE=0 / MMH3_FA3_LEAN=0 / MMH3_FA3_KEYS=128 run the plain kernels. */
 enum {
     MMK_FA3_OPT_RESCALE = 1,

@@ -15,7 +15,8 @@
 # attn-src: where the default attention kernels (exact fa3-cr, fast fa3-fast-lean) spend their issue slots and
 # stalls, per SASS instruction: one real launch each under ncu --set full, its source page as CSV
 # (profile_attn_src_<path>.csv: every instruction with its executed count, warp-state samples per stall
-# reason), the details page, and the kernels' SASS (profile_attn_sass.txt when cuobjdump is on the host).
+# reason; tests/device/ncu_ledger.py's digest of it: profile_attn_ledger_<path>.txt), the details page, and
+# the kernels' SASS (profile_attn_sass.txt when cuobjdump is on the host).
 # clocks: no profiler — the SM clock, power draw and the clock event reasons sampled every 50 ms by
 # nvidia-smi while the attention kernels and the int8 GEMMs run at full size (clocks_<bench>.csv), the
 # median per benchmark in the summary: is a kernel held back by the power limit rather than by its code?
@@ -73,6 +74,8 @@ if want attn-src; then
     if [ -s "$rep.ncu-rep" ]; then
       "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$OUT/profile_attn_src_$path.csv" 2>&1
       note "attn-src $path: $(wc -l <"$OUT/profile_attn_src_$path.csv") lines of per-instruction counters"
+      python3 tests/device/ncu_ledger.py "$OUT/profile_attn_src_$path.csv" 40 >"$OUT/profile_attn_ledger_$path.txt" 2>&1
+      note "attn-src $path: $(head -1 "$OUT/profile_attn_ledger_$path.txt") (profile_attn_ledger_$path.txt)"
       "$NCU" -i "$rep.ncu-rep" --page details --print-units base >"$OUT/profile_attn_details_$path.txt" 2>&1
     fi
   done

@@ -66,7 +66,8 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
  *                           fa3 (its self-check and mm_cuda_attention_fa3
  *                           fail).
  *   MMH3_FA3_KEYS           128, 176 or 192: exact mode's key tile width
- *                           (kernels/mmk_fa3.h); anything else: no fa3.
+ *                           (kernels/mmk_fa3.h; default 192); anything
+ *                           else: no fa3.
  * Self-checks run at the first call that needs them (fast mode's only when
  * want_fast), once per device and process, each announced by one stderr
  * line; a failed one falls back. The texts say what runs and why. */
