@@ -179,7 +179,8 @@ int main(int argc, char **argv)
             /* every variant bit explicitly: the base paths are the plain kernels whatever the defaults */
             setenv("MMH3_FA3_RESCALE", (variant & MMK_FA3_OPT_RESCALE) ? "1" : "0", 1);
             setenv("MMH3_FA3_LEAN", (variant & MMK_FA3_OPT_LEAN) ? "1" : "0", 1);
-            setenv("MMH3_FA3_KEYS", (variant & MMK_FA3_OPT_KEYS192) ? "192" : (variant & MMK_FA3_OPT_KEYS176) ? "176" : "128", 1);
+            setenv("MMH3_FA3_KEYS",
+                   (variant & MMK_FA3_OPT_KEYS192) ? "192" : (variant & MMK_FA3_OPT_KEYS176) ? "176" : "128", 1);
         } else {
             setenv("MMH3_ATTN", p, 1);
         }

@@ -181,7 +181,8 @@ struct Fa3Params {
 /* S = Q·Kᵀ for this warpgroup's 64 rows: 8 k-steps of 16 (bf16, two 64-wide
  * halves per tile: Q's 128 rows, K's KB rows of 128 bytes each) or 4 of 32
  * (int8, one 128-byte row). */
-template <int KB> __device__ __forceinline__ void fa3_issue_s_bf16(float (&sc)[KB / 2], uint32_t q_addr, uint32_t k_addr)
+template <int KB>
+__device__ __forceinline__ void fa3_issue_s_bf16(float (&sc)[KB / 2], uint32_t q_addr, uint32_t k_addr)
 {
     constexpr int QH = kBM * 128, KH = KB * 128; /* bytes of a 64-dim half of Q, of K */
     const uint32_t qd = mmk_desc_sw128_lo(q_addr), kd = mmk_desc_sw128_lo(k_addr);
@@ -1097,7 +1098,10 @@ int env_keys(int cur)
     if (!e || !*e)
         return cur;
     const int rest = cur & ~kOptKeys;
-    return strcmp(e, "128") == 0 ? rest : strcmp(e, "176") == 0 ? rest | kOptK176 : strcmp(e, "192") == 0 ? rest | kOptK192 : -1;
+    return strcmp(e, "128") == 0   ? rest
+           : strcmp(e, "176") == 0 ? rest | kOptK176
+           : strcmp(e, "192") == 0 ? rest | kOptK192
+                                   : -1;
 }
 
 /* MMH3_FA3_SLEEP (a tuning knob for the benchmarks): which of the kernel's

@@ -498,8 +498,8 @@ static void test_fewer_queries_than_keys(void)
 
 /* How the kernel's warps wait for each other (MMH3_FA3_SLEEP: which
  * mbarrier waits sleep in try_wait, 0-3) must not change a bit of the
- * output, in any mode; a value outside 0-3 is refused with a message that
- * names it. */
+ * output, in any mode; a value outside 0-3, and a bad value of a variant
+ * variable, is refused with a message that names it. */
 static void test_sleep_settings_same_bits(void)
 {
     const int S = 1000, hq = 2, hkv = 2, D = 128;
@@ -550,6 +550,18 @@ static void test_sleep_settings_same_bits(void)
     MM_EXPECT(rc != 0 && strstr(e2.msg, "MMH3_FA3_SLEEP=7") && strstr(e2.msg, "accepted"),
               "MMH3_FA3_SLEEP=7: rc %d, message '%s'", rc, e2.msg);
     unsetenv("MMH3_FA3_SLEEP");
+    /* the variant variables' refusals name the variable, its value and what is accepted */
+    static const char *const bad[][3] = {{"MMH3_FA3_RESCALE", "2", "MMH3_FA3_RESCALE=2"},
+                                         {"MMH3_FA3_LEAN", "yes", "MMH3_FA3_LEAN=yes"},
+                                         {"MMH3_FA3_KEYS", "160", "MMH3_FA3_KEYS=160"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        mm_error e3 = {{0}};
+        const int rc3 = mmk_fa3_run(0, (mmk_stream)mm_ctx_stream(gpu), &a, &e3);
+        MM_EXPECT(rc3 != 0 && strstr(e3.msg, bad[i][2]) && strstr(e3.msg, "accepted"), "%s: rc %d, message '%s'",
+                  bad[i][2], rc3, e3.msg);
+        unsetenv(bad[i][0]);
+    }
 #endif
     mm_tensor_free(&dq);
     mm_tensor_free(&dout);
