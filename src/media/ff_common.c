@@ -5,9 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include <libavutil/error.h>
+#include <libavutil/mem.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
+
+static void cap_once(void) { av_max_alloc(MM_FF_MAX_ALLOC); }
+
+void mm_ff_cap_allocations(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, cap_once);
+}
 
 int mm_ff_fail(mm_error *err, int averr, const char *fmt, ...)
 {

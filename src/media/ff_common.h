@@ -22,6 +22,16 @@ int mm_ff_fail(mm_error *err, int averr, const char *fmt, ...) MM_PRINTF(3, 4);
 /* "file:<path>", malloc'ed; NULL when out of memory. */
 char *mm_ff_file_url(const char *path);
 
+/* The most one FFmpeg allocation may take (av_max_alloc), set once for the
+ * process by mm_ff_cap_allocations(): a header field of a few bytes can ask
+ * a demuxer for gigabytes (fuzzing found a 267-byte WAV whose LIST chunk
+ * claims 1.6 GB, zeroed by av_mallocz before anything is read), so an
+ * upload could make the server touch memory far beyond its size. The
+ * largest allocation an accepted input needs is one plane of the biggest
+ * picture the limits accept (50 megapixels × 8 bytes of 16-bit RGBA ≈ 400 MB). */
+#define MM_FF_MAX_ALLOC ((size_t)512 << 20)
+void mm_ff_cap_allocations(void);
+
 /* Sets protocol_whitelist=file on an options dictionary. */
 int mm_ff_local_only(AVDictionary **opts);
 

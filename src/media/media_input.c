@@ -121,6 +121,7 @@ const char *mm_input_format_label(const char *demuxer)
 static int finish_open(mm_input *in, int (*rd)(void *, uint8_t *, int), int64_t (*sk)(void *, int64_t, int),
                        mm_error *err)
 {
+    mm_ff_cap_allocations();
     uint8_t *iobuf = av_malloc(IO_BUFFER_SIZE);
     if (!iobuf)
         return mm_fail(err, "out of memory");
