@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include <libavutil/log.h>
+#include <libavutil/mem.h>
 
+#include "media/ff_common.h"
 #include "media/probe.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -17,6 +19,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     av_log_set_level(AV_LOG_QUIET);
+    /* The product's allocation cap first (it is set once), then a tighter one to match this harness's
+     * tighter limits: one input may not hold libFuzzer's 2 GB by itself. */
+    mm_ff_cap_allocations();
+    av_max_alloc((size_t)64 << 20);
     return 0;
 }
 

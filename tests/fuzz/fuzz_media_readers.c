@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <libavutil/log.h>
+#include <libavutil/mem.h>
 
 #include "media/audio_reader.h"
+#include "media/ff_common.h"
 #include "media/image.h"
 #include "media/video_reader.h"
 
@@ -22,6 +24,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     av_log_set_level(AV_LOG_QUIET);
+    /* The product's allocation cap first (it is set once), then a tighter one to match this harness's
+     * tighter limits: one input may not hold libFuzzer's 2 GB by itself. */
+    mm_ff_cap_allocations();
+    av_max_alloc((size_t)64 << 20);
     return 0;
 }
 
