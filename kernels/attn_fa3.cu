@@ -116,6 +116,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
+#include "kernels/mmk_env.h"
 #include "kernels/mmk_fa3.h"
 #include "kernels/tma_host.cuh"
 
@@ -1069,14 +1070,30 @@ bool fa3_built(int mode, int pingpong, int opt)
                                  : mode == MMK_FA3_FAST && opt == kOptLean;
 }
 
-/* One variant bit from the environment: unset or empty keeps `cur`'s bit,
- * "0" clears it, "1" sets it; -1 for anything else. */
-int env_bit(const char *name, int cur, int bit)
+/* The variant bits `opt` with the environment applied: MMH3_FA3_RESCALE and
+ * MMH3_FA3_LEAN "0" / "1" clear / set their bit, MMH3_FA3_KEYS 128 / 176 /
+ * 192 sets the key tile width; unset or empty keep `opt`'s. -1 for any
+ * other value, msg (may be NULL) saying which. */
+int env_opt(int opt, char *msg, size_t msg_n)
 {
-    const char *e = getenv(name);
-    if (!e || !*e)
-        return cur;
-    return strcmp(e, "0") == 0 ? cur & ~bit : strcmp(e, "1") == 0 ? cur | bit : -1;
+    static const char *const off_on[] = {"0", "1"}, *const widths[] = {"128", "176", "192"};
+    static const struct {
+        const char *var;
+        int bit;
+    } flags[] = {{"MMH3_FA3_RESCALE", kOptRescale}, {"MMH3_FA3_LEAN", kOptLean}};
+    for (const auto &f : flags) {
+        const int i = mmk_env_choice(f.var, off_on, 2, msg, msg_n);
+        if (i == -2)
+            return -1;
+        if (i >= 0)
+            opt = i ? opt | f.bit : opt & ~f.bit;
+    }
+    const int k = mmk_env_choice("MMH3_FA3_KEYS", widths, 3, msg, msg_n);
+    if (k == -2)
+        return -1;
+    if (k >= 0)
+        opt = (opt & ~kOptKeys) | (k == 1 ? kOptK176 : k == 2 ? kOptK192 : 0);
+    return opt;
 }
 
 /* " +conditional rescaling", " lean", " 176-key tiles" / " 192-key tiles"
@@ -1090,24 +1107,8 @@ void variant_desc(int opt, char *out, size_t n)
              keys);
 }
 
-/* The key tile width from MMH3_FA3_KEYS: unset or empty keeps `cur`'s, 128
- * / 176 / 192 set it; -1 for anything else. */
-int env_keys(int cur)
-{
-    const char *e = getenv("MMH3_FA3_KEYS");
-    if (!e || !*e)
-        return cur;
-    const int rest = cur & ~kOptKeys;
-    return strcmp(e, "128") == 0   ? rest
-           : strcmp(e, "176") == 0 ? rest | kOptK176
-           : strcmp(e, "192") == 0 ? rest | kOptK192
-                                   : -1;
-}
-
-/* MMH3_FA3_SLEEP (a tuning knob for the benchmarks): which of the kernel's
- * mbarrier waits sleep in try_wait — 1 the producer's, 2 the consumers', 3
- * both, 0 none (every wait spins); unset or empty: the mode's default. -1
- * for anything else. The defaults are the device's (session 5, call 4,
+/* MMH3_FA3_SLEEP (kernels/mmk_env.h): which of the kernel's mbarrier waits
+ * sleep; unset or empty: the mode's default. The defaults are the device's (session 5, call 4,
  * interleaved rounds at S = 38,010): sleeping consumers cost every kernel
  * ~1.5 ms (a consumer that sleeps wakes later than its data arrives); a
  * sleeping producer took fast mode from 47.5 to 47.2 ms and exact mode from
@@ -1115,36 +1116,15 @@ int env_keys(int cur)
  * sub-partition, which fast mode (issue-bound) feels and exact mode
  * (tensor- and power-bound) does not, while its later wake-up delays a load. */
 constexpr int kDefaultSleep[MMK_FA3_MODES] = {0, 1, 1};
-constexpr uint32_t kSleepNs = 10000000u; /* a try's limit, as kMmkMbarSleepNs (wgmma.cuh, device code only) */
-int env_sleep(int mode)
-{
-    const char *e = getenv("MMH3_FA3_SLEEP");
-    if (!e || !*e)
-        return kDefaultSleep[mode];
-    return e[1] == 0 && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : -1;
-}
-
-/* Which MMH3_FA3_* variable holds what is neither 0 nor 1 (for messages;
- * static text, the value cut at 24 characters). */
+/* What is wrong with the MMH3_FA3_* variant variables, for messages
+ * (thread-local text). */
 const char *fa3_env_problem()
 {
-    static thread_local char msg[160];
-    static const char *const names[] = {"MMH3_FA3_RESCALE", "MMH3_FA3_LEAN"};
-    for (const char *name : names) {
-        const char *e = getenv(name);
-        if (e && *e && strcmp(e, "0") && strcmp(e, "1")) {
-            snprintf(msg, sizeof msg, "%s=%.24s is not a variant setting (accepted: 0, 1, or unset for the default)",
-                     name, e);
-            return msg;
-        }
-    }
-    const char *k = getenv("MMH3_FA3_KEYS");
-    if (k && env_keys(0) < 0) {
-        snprintf(msg, sizeof msg, "MMH3_FA3_KEYS=%.24s is not a key tile width (accepted: 128, 176, 192, or unset for "
-                 "the default)", k);
-        return msg;
-    }
-    return "MMH3_FA3_RESCALE and MMH3_FA3_LEAN must be 0 or 1, MMH3_FA3_KEYS 128, 176 or 192";
+    static thread_local char msg[200];
+    char what[160] = "";
+    env_opt(0, what, sizeof what);
+    snprintf(msg, sizeof msg, "%s (the values accepted; unset or empty: the default)", what);
+    return msg;
 }
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -1193,10 +1173,7 @@ extern "C" int mmk_fa3_env_variant(int mode)
 {
     if (mode < 0 || mode >= MMK_FA3_MODES)
         return -1;
-    int opt = kDefaultOpt[mode];
-    opt = env_bit("MMH3_FA3_RESCALE", opt, kOptRescale);
-    opt = opt < 0 ? -1 : env_bit("MMH3_FA3_LEAN", opt, kOptLean);
-    opt = opt < 0 ? -1 : env_keys(opt);
+    const int opt = env_opt(kDefaultOpt[mode], NULL, 0);
     if (opt < 0)
         return -1;
     /* what this mode has of them: rescaling and wide tiles (exact), lean (fast) */
@@ -1283,12 +1260,15 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.n_qb = n_qb;
     p.n_kb = n_kb;
     p.scale_log2 = a->scale * 1.4426950408889634f;
-    const int sleep = env_sleep(a->mode);
+    char sleep_msg[120];
+    int sleep = mmk_env_sleep("MMH3_FA3_SLEEP", sleep_msg, sizeof sleep_msg);
+    if (sleep == -2)
+        return mm_fail(err, "attention (fa3): %s (the settings accepted: 0 none, 1 the producer's waits, 2 the "
+                       "consumers', 3 both; unset: the default)", sleep_msg);
     if (sleep < 0)
-        return mm_fail(err, "attention (fa3): MMH3_FA3_SLEEP=%.24s is not a setting (accepted: 0 none, 1 the "
-                       "producer's waits, 2 the consumers', 3 both, or unset)", getenv("MMH3_FA3_SLEEP"));
-    p.sleep_producer = (sleep & 1) ? kSleepNs : 0;
-    p.sleep_consumer = (sleep & 2) ? kSleepNs : 0;
+        sleep = kDefaultSleep[a->mode];
+    p.sleep_producer = mmk_sleep_ns(sleep, 0);
+    p.sleep_consumer = mmk_sleep_ns(sleep, 1);
     p.o = (bf16 *)a->o;
     p.ldo = a->ldo;
     Temps tmp = {dev, {nullptr}, 0};

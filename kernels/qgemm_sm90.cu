@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
+#include "kernels/mmk_env.h"
 #include "kernels/mmk_qgemm.h"
 #include "kernels/tma_host.cuh"
 
@@ -269,11 +270,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kb = 0; kb < p.n_kb; kb++) {
         const int s = kb % kStages;
         mmk_mbar_wait(ring.full(s), (kb / kStages) & 1);
-        const uint32_t a_addr = sA + s * kTileA + cw * 64 * 128, b_addr = sB + s * kTileB;
+        const uint32_t ad = mmk_desc_sw128_lo(sA + s * kTileA + cw * 64 * 128), bd = mmk_desc_sw128_lo(sB + s * kTileB);
         mmk_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
-            mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
+            mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128_at(ad, kk * 32), mmk_desc_sw128_at(bd, kk * 32), 1);
         mmk_wgmma_commit();
         /* the previous slice's products are done: hand its stage back */
         mmk_wgmma_wait<1>();
@@ -388,11 +389,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int kb = 0; kb < p.n_kb; kb++, it++) {
                 const uint32_t s = it % kStages;
                 mbar_wait_bounded(ring.full(s), (it / kStages) & 1, p.sleep_consumer);
-                const uint32_t a_addr = sA + s * kTileA + cw * 64 * kBK, b_addr = sB + s * kTileB;
+                const uint32_t ad = mmk_desc_sw128_lo(sA + s * kTileA + cw * 64 * kBK);
+                const uint32_t bd = mmk_desc_sw128_lo(sB + s * kTileB);
                 mmk_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < kBK / 32; kk++)
-                    mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128(a_addr + kk * 32), mmk_desc_sw128(b_addr + kk * 32), 1);
+                    mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128_at(ad, kk * 32), mmk_desc_sw128_at(bd, kk * 32), 1);
                 mmk_wgmma_commit();
                 if (GATED && kb == p.n_kb / 2)
                     prefetch_residual(p, mt, nt, cw, warp, lane);
@@ -446,27 +448,16 @@ int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const
 enum { V_TILE, V_PERSISTENT_VEC, V_COUNT };
 const char *const kVariantNames[V_COUNT] = {"tile", "persistent-vec"};
 
-/* MMH3_QGEMM_SLEEP (a tuning knob for the benchmarks), as fa3's
- * MMH3_FA3_SLEEP: which of the persistent kernel's mbarrier waits sleep in
- * try_wait — 1 the producer's, 2 the consumers', 3 both, 0 none (spin, the
- * kernel as session 4 measured it); unset or empty: kDefaultSleep; anything
- * else is said once and runs the default. The default spins: the four linears
+/* MMH3_QGEMM_SLEEP (kernels/mmk_env.h): which of the persistent kernel's
+ * mbarrier waits sleep; anything but 0-3 is said once and runs the default.
+ * The default spins (the kernel as session 4 measured it): the four linears
  * took 19.81–19.90 ms per block in every setting (session 5 call 4). */
 constexpr int kDefaultSleep = 0;
-constexpr uint32_t kSleepNs = 10000000u; /* a try's limit, as kMmkMbarSleepNs (wgmma.cuh, device code only) */
 int selected_sleep()
 {
-    const char *e = getenv("MMH3_QGEMM_SLEEP");
-    if (!e || !*e)
-        return kDefaultSleep;
-    if (e[1] == 0 && e[0] >= '0' && e[0] <= '3')
-        return e[0] - '0';
-    static std::once_flag warned;
-    std::call_once(warned, [e]() {
-        fprintf(stderr, "mmh3: MMH3_QGEMM_SLEEP=%.40s is not a setting (0 none, 1 the producer's waits, 2 the "
-                        "consumers', 3 both); using %d\n", e, kDefaultSleep);
-    });
-    return kDefaultSleep;
+    static const char *const settings[] = {"0", "1", "2", "3"};
+    static int warned;
+    return mmk_env_kernel("MMH3_QGEMM_SLEEP", settings, 4, kDefaultSleep, kDefaultSleep, &warned);
 }
 
 /* The default: persistent-vec, 19.6 ms for the DiT block's four linears
@@ -546,8 +537,8 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     p.mod_idx = a->mod_idx;
     p.y16 = al16(a->y) && a->ldy % 8 == 0;
     const int sleep = selected_sleep();
-    p.sleep_producer = (sleep & 1) ? kSleepNs : 0;
-    p.sleep_consumer = (sleep & 2) ? kSleepNs : 0;
+    p.sleep_producer = mmk_sleep_ns(sleep, 0);
+    p.sleep_consumer = mmk_sleep_ns(sleep, 1);
     cudaStream_t s = (cudaStream_t)st;
     switch (variant) {
     case V_PERSISTENT_VEC:

@@ -23,19 +23,8 @@
 
 #include <stdint.h>
 
-/* K-major operand, 128-byte swizzle, 8-row groups 1024 bytes apart. */
-__device__ __forceinline__ uint64_t mmk_desc_sw128(uint32_t smem_addr)
-{
-    uint64_t d = 0;
-    d |= (uint64_t)((smem_addr & 0x3FFFF) >> 4);
-    d |= (uint64_t)(16 >> 4) << 16;   /* leading byte offset: unused for swizzled K-major */
-    d |= (uint64_t)(1024 >> 4) << 32; /* stride byte offset: between 8-row groups */
-    d |= 1ull << 62;                  /* 128-byte swizzle */
-    return d;
-}
-
-/* The same descriptor in two words, for tiles walked by constant byte
- * offsets: the low word (start address, leading byte offset) of the base
+/* K-major operand, 128-byte swizzle, 8-row groups 1024 bytes apart, as a
+ * descriptor in two words, for tiles walked by constant byte offsets: the low word (start address, leading byte offset) of the base
  * once, then one 32-bit add per operand. The start address field cannot
  * carry into the next one: shared-memory addresses stay below 2^18 bytes,
  * so (addr >> 4) + (off >> 4) < 2^14. Building every descriptor from its
@@ -51,6 +40,12 @@ __device__ __forceinline__ uint64_t mmk_desc_sw128_at(uint32_t lo, uint32_t byte
     uint64_t d;
     asm("mov.b64 %0, {%1, %2};\n" : "=l"(d) : "r"(lo + (byte_off >> 4)), "r"(kMmkDescSw128Hi));
     return d;
+}
+
+/* The descriptor of one operand at smem_addr. */
+__device__ __forceinline__ uint64_t mmk_desc_sw128(uint32_t smem_addr)
+{
+    return mmk_desc_sw128_at(mmk_desc_sw128_lo(smem_addr), 0);
 }
 
 __device__ __forceinline__ void mmk_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -97,18 +92,14 @@ __device__ __forceinline__ void mmk_mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-/* Suspend-time hint of the sleeping waits, ns: how long a waiting thread
- * may sleep in one try before it looks again (it wakes once the phase has
- * completed, later than a spinning one would see it). Without a hint,
- * try_wait gives up after a short system-dependent time: the fa3 producer,
- * always ahead of its consumers, spun ~270 times per key tile (session 5
- * profile: 4.7% of the kernel's instructions, all on the producer's SM
- * sub-partition). Which waits sleep is each kernel's measured choice
- * (attn_fa3.cu, qgemm_sm90.cu: mmk_mbar_wait_ns). */
-constexpr uint32_t kMmkMbarSleepNs = 10000000u;
-
 /* One try: 1 when the phase of the given parity has completed, else 0 after
- * sleeping up to sleep_ns. */
+ * sleeping up to sleep_ns (a suspend-time hint: the thread wakes once the
+ * phase has completed, later than a spinning one would see it). Without a
+ * hint, try_wait gives up after a short system-dependent time: the fa3
+ * producer, always ahead of its consumers, spun ~270 times per key tile
+ * (session 5 profile: 4.7% of the kernel's instructions, all on the
+ * producer's SM sub-partition). Which waits sleep is each kernel's measured
+ * choice (MMK_MBAR_SLEEP_NS and the MMH3_*_SLEEP knobs: kernels/mmk_env.h). */
 __device__ __forceinline__ uint32_t mmk_mbar_try_wait(uint32_t bar, uint32_t parity, uint32_t sleep_ns)
 {
     uint32_t done;
@@ -143,10 +134,7 @@ __device__ __forceinline__ void mmk_mbar_wait_ns(uint32_t bar, uint32_t parity, 
         }
     }
 }
-__device__ __forceinline__ void mmk_mbar_wait(uint32_t bar, uint32_t parity)
-{
-    mmk_mbar_wait_ns(bar, parity, kMmkMbarSleepNs);
-}
+__device__ __forceinline__ void mmk_mbar_wait(uint32_t bar, uint32_t parity) { mmk_mbar_wait_ns(bar, parity, 0); }
 
 /* TMA: the box at (c0 inner, c1 outer) of a 2-D tensor map into shared
  * memory, completing on `bar` (bytes counted against its expect_tx). */

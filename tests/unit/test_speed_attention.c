@@ -148,6 +148,18 @@ static void fill(float *hf, uint16_t *h, int S, int64_t W, int64_t A, int64_t Ak
     }
 }
 
+/* q, k, v as [S, heads, 128] views of the thirds of one fused
+ * [S, (hq + 2·hkv)·128] buffer, as the DiT passes them. */
+static void qkv_views(const mm_tensor *fused, int hq, int hkv, mm_tensor *q, mm_tensor *k, mm_tensor *v)
+{
+    const int64_t A = (int64_t)hq * 128, Akv = (int64_t)hkv * 128, hd[2] = {hq, 128}, hdkv[2] = {hkv, 128};
+    const mm_tensor q3 = mm_tensor_narrow(fused, 1, 0, A), k3 = mm_tensor_narrow(fused, 1, A, Akv);
+    const mm_tensor v3 = mm_tensor_narrow(fused, 1, A + Akv, Akv);
+    *q = mm_tensor_unflatten(&q3, 1, 2, hd);
+    *k = mm_tensor_unflatten(&k3, 1, 2, hdkv);
+    *v = mm_tensor_unflatten(&v3, 1, 2, hdkv);
+}
+
 /* One attention of S rows, hq query heads over hkv kv heads, on the GPU in
  * `mode` and on the CPU. */
 static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
@@ -174,11 +186,9 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
     mm_copy(gpu, &dq, &hq_t);
     mm_fill(gpu, &dout, NAN);
 
-    const int64_t hd[2] = {hq, D}, hdkv[2] = {hkv, D};
-    mm_tensor q3 = mm_tensor_narrow(&dq, 1, 0, A), k3 = mm_tensor_narrow(&dq, 1, A, Akv);
-    mm_tensor v3 = mm_tensor_narrow(&dq, 1, A + Akv, Akv);
-    mm_tensor q = mm_tensor_unflatten(&q3, 1, 2, hd), k = mm_tensor_unflatten(&k3, 1, 2, hdkv);
-    mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, hdkv), o = mm_tensor_unflatten(&dout, 1, 2, hd);
+    const int64_t hd[2] = {hq, D};
+    mm_tensor q, k, v, o = mm_tensor_unflatten(&dout, 1, 2, hd);
+    qkv_views(&dq, hq, hkv, &q, &k, &v);
     if (!mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
         MM_EXPECT(0, "the views do not fit the kernel");
         goto done;
@@ -203,11 +213,8 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
 
     if (mode == MM_FA3_EXACT) {
         /* CPU twin in f32 on the same (bf16-rounded) values */
-        mm_tensor cq = mm_tensor_wrap(hf, mm_cpu(), MM_F32, 2, shp);
-        mm_tensor cq3 = mm_tensor_narrow(&cq, 1, 0, A), ck3 = mm_tensor_narrow(&cq, 1, A, Akv);
-        mm_tensor cv3 = mm_tensor_narrow(&cq, 1, A + Akv, Akv);
-        mm_tensor cqh = mm_tensor_unflatten(&cq3, 1, 2, hd), ckh = mm_tensor_unflatten(&ck3, 1, 2, hdkv);
-        mm_tensor cvh = mm_tensor_unflatten(&cv3, 1, 2, hdkv);
+        mm_tensor cq = mm_tensor_wrap(hf, mm_cpu(), MM_F32, 2, shp), cqh, ckh, cvh;
+        qkv_views(&cq, hq, hkv, &cqh, &ckh, &cvh);
         mm_tensor cref = mm_tensor_wrap(ref, mm_cpu(), MM_F32, 3, (int64_t[]){S, hq, D});
         mm_attention(cpu, &cref, &cqh, &ckh, &cvh, NULL);
         if (mm_ctx_sync(cpu, &err) != 0) {
@@ -396,7 +403,7 @@ static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
     fill(hf, h, S, W, A, Akv, 1.0f, IN_DIT);
     mm_error err = {{0}};
     mm_tensor dq = {0}, d_full = {0}, d_part = {0};
-    const int64_t shp[2] = {S, W}, oshp[2] = {S, A}, hd[2] = {hq, D}, hdkv[2] = {hkv, D};
+    const int64_t shp[2] = {S, W}, oshp[2] = {S, A}, hd[2] = {hq, D};
     if (mm_tensor_alloc(&dq, mm_ctx_device(gpu), MM_BF16, 2, shp, &err) ||
         mm_tensor_alloc(&d_full, mm_ctx_device(gpu), MM_BF16, 2, oshp, &err) ||
         mm_tensor_alloc(&d_part, mm_ctx_device(gpu), MM_BF16, 2, oshp, &err)) {
@@ -407,10 +414,8 @@ static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
     mm_copy(gpu, &dq, &hq_t);
     mm_fill(gpu, &d_full, NAN);
     mm_fill(gpu, &d_part, NAN);
-    mm_tensor q3 = mm_tensor_narrow(&dq, 1, 0, A), k3 = mm_tensor_narrow(&dq, 1, A, Akv);
-    mm_tensor v3 = mm_tensor_narrow(&dq, 1, A + Akv, Akv);
-    mm_tensor q = mm_tensor_unflatten(&q3, 1, 2, hd), k = mm_tensor_unflatten(&k3, 1, 2, hdkv);
-    mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, hdkv), of = mm_tensor_unflatten(&d_full, 1, 2, hd);
+    mm_tensor q, k, v, of = mm_tensor_unflatten(&d_full, 1, 2, hd);
+    qkv_views(&dq, hq, hkv, &q, &k, &v);
     mm_tensor op3 = mm_tensor_unflatten(&d_part, 1, 2, hd);
     mm_tensor qs = mm_tensor_narrow(&q, 0, 0, sq), op = mm_tensor_narrow(&op3, 0, 0, sq);
     if (!mm_cuda_fa3_fits(gpu, &op, &qs, &k, &v)) {
@@ -436,11 +441,9 @@ static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
         written += !isnan(mm_bf16_to_f32(part[i]));
     MM_EXPECT(written == 0, "%ld outputs past the %d query rows written", written, sq);
     if (mode == MM_FA3_EXACT) {
-        mm_tensor cq = mm_tensor_wrap(hf, mm_cpu(), MM_F32, 2, shp);
-        mm_tensor cq3 = mm_tensor_narrow(&cq, 1, 0, A), ck3 = mm_tensor_narrow(&cq, 1, A, Akv);
-        mm_tensor cv3 = mm_tensor_narrow(&cq, 1, A + Akv, Akv);
-        mm_tensor cqh = mm_tensor_unflatten(&cq3, 1, 2, hd), ckh = mm_tensor_unflatten(&ck3, 1, 2, hdkv);
-        mm_tensor cvh = mm_tensor_unflatten(&cv3, 1, 2, hdkv), cqs = mm_tensor_narrow(&cqh, 0, 0, sq);
+        mm_tensor cq = mm_tensor_wrap(hf, mm_cpu(), MM_F32, 2, shp), cqh, ckh, cvh;
+        qkv_views(&cq, hq, hkv, &cqh, &ckh, &cvh);
+        const mm_tensor cqs = mm_tensor_narrow(&cqh, 0, 0, sq);
         mm_tensor cref = mm_tensor_wrap(ref, mm_cpu(), MM_F32, 3, (int64_t[]){sq, hq, D});
         mm_attention(cpu, &cref, &cqs, &ckh, &cvh, NULL);
         if (mm_ctx_sync(cpu, &err) != 0) {
@@ -510,15 +513,14 @@ static void test_sleep_settings_same_bits(void)
     fill(hf, h, S, W, A, A, 1.0f, IN_DIT);
     mm_error err = {{0}};
     mm_tensor dq = {0}, dout = {0};
-    const int64_t shp[2] = {S, W}, oshp[2] = {S, A}, hd[2] = {hq, D}, hdkv[2] = {hkv, D};
+    const int64_t shp[2] = {S, W}, oshp[2] = {S, A}, hd[2] = {hq, D};
     MM_REQUIRE(mm_tensor_alloc(&dq, mm_ctx_device(gpu), MM_BF16, 2, shp, &err) == 0 &&
                    mm_tensor_alloc(&dout, mm_ctx_device(gpu), MM_BF16, 2, oshp, &err) == 0,
                "allocating: %s", err.msg);
     mm_tensor hq_t = mm_tensor_wrap(h, mm_cpu(), MM_BF16, 2, shp), ho = mm_tensor_wrap(got, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &dq, &hq_t);
-    mm_tensor q3 = mm_tensor_narrow(&dq, 1, 0, A), k3 = mm_tensor_narrow(&dq, 1, A, A), v3 = mm_tensor_narrow(&dq, 1, 2 * A, A);
-    mm_tensor q = mm_tensor_unflatten(&q3, 1, 2, hd), k = mm_tensor_unflatten(&k3, 1, 2, hdkv);
-    mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, hdkv), o = mm_tensor_unflatten(&dout, 1, 2, hd);
+    mm_tensor q, k, v, o = mm_tensor_unflatten(&dout, 1, 2, hd);
+    qkv_views(&dq, hq, hkv, &q, &k, &v);
     static const char *const settings[] = {"", "0", "1", "2", "3"};
     const mm_fa3_mode modes[] = {MM_FA3_EXACT, MM_FA3_FAST, MM_FA3_FAST_QK};
     for (size_t m = 0; m < 3; m++)
