@@ -11,17 +11,15 @@
 #              test_backend_twins    the engine foundation's op twins, CUDA half
 #              test_cuda_kernels     fused kernels + the sm90/sm90p/sm90pp attention with packed
 #                                    sequences (ragged, causal, GQA) vs double references
-#              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) and
-#                                    fast-qk vs the CPU model of their rounding, inside their error
-#                                    budget; the kernel-choice policy (self-checks, env overrides)
+#              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) vs the CPU
+#                                    model of its rounding, inside its error budget; the
+#                                    kernel-choice policy (self-checks, overrides)
 #              test_speed_qgemm      the sm90 int8 GEMM (each variant), bit for bit vs cuBLASLt and the CPU
 #              mmh3 check --json     which kernels the product uses ("kernel_paths")
 #   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
-#   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p, fa3, fa3-fast,
-#            fa3-fastqk (the plain kernels), fa3-cr (exact, conditional rescaling: the
-#            default), fa3-fast-lean (the default fast kernel), the 176/192-key tile
-#            variants — time and rel_l2 against sm80 (MMH3_ATTN_PATHS, MMH3_ATTN_REPS
-#            override the list and the repetitions: e.g. variants interleaved)       (~25 s)
+#   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p (mm_attention's
+#            kernels), fa3, fa3-fast (the DiT's) — time and rel_l2 against sm80
+#            (MMH3_ATTN_PATHS, MMH3_ATTN_REPS override the list and the repetitions)   (~15 s)
 #   clip5    1344x768x124 (5 s, S=38,010): exact + fast forward (one warm-up each), the
 #            per-kernel breakdown of block 1, fast-vs-exact velocity error; the PyTorch
 #            reference (bench/reference/dit_ref.py, --ref-linear: bf16 or int8, SDPA), same size (~95 s)
@@ -138,7 +136,7 @@ devtest() {
 }
 
 if want tests; then
-  step "tests: CUDA runtime, ops and kernels vs their twins; fa3 attention (exact, fast, fast-qk, policy); sm90 int8 GEMM; mmh3 check"
+  step "tests: CUDA runtime, ops and kernels vs their twins; fa3 attention (exact, fast, policy); sm90 int8 GEMM; mmh3 check"
   devtest runtime 60 test_cuda_runtime
   devtest ops 120 test_cuda_ops
   devtest twins 60 test_backend_twins
@@ -179,7 +177,7 @@ if want attn; then
     note "SKIP attn: CUDA only (CPU stand-in run)"
   elif [ "$secs" -gt 0 ]; then
     run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps "${MMH3_ATTN_REPS:-2}" \
-        --paths "${MMH3_ATTN_PATHS:-sm80,sm90p,fa3,fa3-cr,fa3-k176,fa3-cr-k176,fa3-k192,fa3-cr-k192,fa3-fast,fa3-fast-lean,fa3-fastqk}"
+        --paths "${MMH3_ATTN_PATHS:-sm80,sm90p,fa3,fa3-fast}"
     while read -r line; do note "$line"; done < <(grep '^ATTN' "$OUT/speed_attn.txt")
   else
     skipped attn

@@ -92,11 +92,11 @@ void mm_dit_request_set_profile(mm_dit_request *r, const mm_dit_profile *p)
 
 /* The Hopper attention mode this request runs, or -1 for mm_attention;
  * cross: fewer (or more) queries than keys (the reference KV cache's hook),
- * a kernel variant with its own self-check verdict. */
+ * a case with its own self-check verdict. */
 static int fa3_mode(const mm_dit_request *r, bool cross)
 {
     if (r->fast && r->paths.fast_fa3 && (!cross || r->paths.fast_fa3_cross))
-        return (int)r->paths.fast_mode;
+        return (int)MM_FA3_FAST;
     return r->paths.fa3 && (!cross || r->paths.fa3_cross) ? (int)MM_FA3_EXACT : -1;
 }
 
@@ -130,8 +130,6 @@ static const char *kind(const mm_dit_request *r, bool cross)
     const bool fits = mm_cuda_fa3_fits(r->ctx, &oh, &qh, &kh, &vh);
     if (mode == MM_FA3_FAST && fits)
         return "fa3-i8-e4m3 (fast)";
-    if (mode == MM_FA3_FAST_QK && fits)
-        return "fa3-i8-bf16 (fast-qk)";
     if (mode == MM_FA3_EXACT && fits)
         return r->fast ? "fa3-bf16 (fast mode without its kernel: exact)" : "fa3-bf16";
     return r->fast ? "mm_attention (fast mode without its kernel: exact)" : "mm_attention";
