@@ -56,9 +56,9 @@ prof() {
 
 # (the first launches are the kernels' own first-use self-checks at small sizes: the report's grid sizes tell
 # them from the real call)
-# (the default kernels: exact fa3 with 192-key tiles, fast mode, the persistent-vec int8 GEMM)
+# (the default kernels: exact fa3 with 192-key tiles, fast mode, the sm90 int8 GEMM)
 want attn && prof attn 'k_fa3(<|$)' 10 "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths fa3,fa3-fast
-want qgemm && prof qgemm 'k_qgemm_persistent(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1 --variants persistent-vec
+want qgemm && prof qgemm 'k_qgemm_persistent(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1
 want glue && prof glue 'k_convrot_quant' 6 "$B/tests/device/bench_kernels" --reps 1 --only convrot
 want glue && prof qknorm 'k_qk_norm_rope' 2 "$B/tests/device/bench_kernels" --reps 1 --only qk_norm
 
@@ -123,7 +123,7 @@ PY
   }
   sample attn_exact "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3
   sample attn_fast "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3-fast
-  sample qgemm "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 20 --variants persistent-vec
+  sample qgemm "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 20
   # the yardstick: PyTorch's bf16 GEMM (cuBLAS) at 8192³ for ~4 s, its TFLOP/s and the clock it holds
   device_python torch
   if [ -n "$PY" ]; then

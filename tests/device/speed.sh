@@ -14,7 +14,7 @@
 #              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) vs the CPU
 #                                    model of its rounding, inside its error budget; the
 #                                    kernel-choice policy (self-checks, overrides)
-#              test_speed_qgemm      the sm90 int8 GEMM (each variant), bit for bit vs cuBLASLt and the CPU
+#              test_speed_qgemm      the sm90 int8 GEMM, bit for bit vs cuBLASLt and the CPU
 #              mmh3 check --json     which kernels the product uses ("kernel_paths")
 #   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
 #   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p (mm_attention's
@@ -27,9 +27,8 @@
 #            8 steps; per-step velocity rel_l2, final latent PSNR, decoded-frame PSNR) (~40 s)
 #   clip10   1344x768x243 (10 s, S=73,586): exact + fast, one forward each; reference  (~75 s)
 #   clip15   1344x768x362 (15 s, S=109,262): the same                                 (~130 s)
-#   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, cuBLASLt and every sm90
-#            variant (MMH3_QGEMM_VARIANT tile, persistent-vec = default), bit for bit, one
-#            process per group of variants                                            (~30 s)
+#   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, cuBLASLt and the fused
+#            sm90 kernel, bit for bit                                                 (~20 s)
 #
 #   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS] [--no-ref clip10,clip15]
@@ -253,22 +252,18 @@ want clip10 && clip clip10 "$CLIP10" 80 75 0 -1
 want clip15 && clip clip15 "$CLIP15" 130 120 0 -1
 
 if want qgemm; then
-  step "qgemm: the four int8 linears at S=38010, cuBLASLt + epilogue vs each sm90 fused variant"
+  step "qgemm: the four int8 linears at S=38010, cuBLASLt + epilogue vs the fused sm90 kernel"
   if [ "$dry" = 1 ]; then
     note "SKIP qgemm: CUDA only (CPU stand-in run)"
   else
-    # one process per set of variants (MMH3_QGEMM_SETS, space-separated): a variant that hangs
-    # loses only its own set's lines; each set also times the cuBLASLt path it is compared with
-    for set in ${MMH3_QGEMM_SETS:-tile,persistent-vec}; do
-      secs=$(limit 90)
-      if [ "$secs" -gt 0 ]; then
-        log="$OUT/speed_qgemm_bench_${set//,/_}.txt"
-        run "qgemm $set" "$secs" "$log" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2 --variants "$set"
-        while read -r line; do note "$line"; done < <(grep -E '^QGEMM|^TIMEOUT|^FAIL' "$log")
-      else
-        skipped "qgemm $set"
-      fi
-    done
+    secs=$(limit 90)
+    if [ "$secs" -gt 0 ]; then
+      log="$OUT/speed_qgemm_bench.txt"
+      run qgemm "$secs" "$log" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2
+      while read -r line; do note "$line"; done < <(grep -E '^QGEMM|^TIMEOUT|^FAIL' "$log")
+    else
+      skipped qgemm
+    fi
   fi
 fi
 
