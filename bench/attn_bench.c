@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_speed.h"
+#include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
 
@@ -116,24 +117,29 @@ int main(int argc, char **argv)
     const double flop = 4.0 * seq * (double)seq * A;
     printf("attention S=%d heads=%d head_dim=128 non-causal: %.2f TFLOP per call\n", seq, heads, flop * 1e-12);
     mm_cuda_event *e0 = mm_cuda_event_create(0, &err), *e1 = mm_cuda_event_create(0, &err);
+    const mm_kernel_policy process = *mm_kernel_policy_get();
     char list[1024], ref_name[64] = "";
     snprintf(list, sizeof list, "%s", paths);
     int failures = 0;
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         const bool fa3 = strncmp(p, "fa3", 3) == 0;
         const mm_fa3_mode mode = strcmp(p, "fa3-fast") == 0 ? MM_FA3_FAST : MM_FA3_EXACT;
-        if (fa3 && strcmp(p, "fa3") && strcmp(p, "fa3-fast")) {
-            printf("ATTN path=%s FAILED: unknown fa3 path (accepted: fa3, fa3-fast)\n", p);
+        if (strcmp(p, "fa3") && strcmp(p, "fa3-fast") && strcmp(p, "sm80") && strcmp(p, "sm90p")) {
+            printf("ATTN path=%s FAILED: unknown path (accepted: sm80, sm90p, fa3, fa3-fast)\n", p);
             failures++;
             continue;
         }
-        if (fa3) {
-            if (!mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
-                printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
-                continue;
-            }
-        } else {
-            setenv("MMH3_ATTN", p, 1);
+        if (fa3 && !mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
+            printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
+            continue;
+        }
+        /* mm_attention's kernel: the portable one, or the Hopper one where it runs */
+        mm_kernel_policy pol = process;
+        pol.attention_hopper = strcmp(p, "sm90p") == 0;
+        mm_kernel_policy_install(&pol);
+        if (!fa3 && pol.attention_hopper && strncmp(mm_cuda_attention_path(0), "sm90p", 5) != 0) {
+            printf("ATTN path=%s skipped (mm_attention runs %s here)\n", p, mm_cuda_attention_path(0));
+            continue;
         }
         mm_fill(gpu, &out, NAN);
         float best = INFINITY, total = 0;
@@ -157,7 +163,7 @@ int main(int argc, char **argv)
                 total += ms;
             }
         }
-        unsetenv("MMH3_ATTN");
+        mm_kernel_policy_install(&process);
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

@@ -9,7 +9,7 @@
 #              test_cuda_runtime     allocator, copies, events
 #              test_cuda_ops         every op vs its CPU twin (incl. the fused DiT ops)
 #              test_backend_twins    the engine foundation's op twins, CUDA half
-#              test_cuda_kernels     fused kernels + the sm90/sm90p/sm90pp attention with packed
+#              test_cuda_kernels     fused kernels + the portable and sm90p attention with packed
 #                                    sequences (ragged, causal, GQA) vs double references
 #              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) vs the CPU
 #                                    model of its rounding, inside its error budget; the
@@ -36,7 +36,7 @@
 #            --ref-linear: the reference's linears — bf16 (the default: dense bf16 + SDPA, what issue 9
 #            names as the reference) or int8 (torch._int_mm W8A8, as ai-toolkit runs the Comfy file);
 #            --forward-env: variables set for the clip and quality forwards only (not the tests, the kit
-#            or the benchmarks), e.g. a kernel variant under measurement: MMH3_FA3_KEYS=176
+#            or the benchmarks), e.g. the portable kernels: MMH3_KERNELS=portable
 #            (all = build,tests,kit,attn,clip5,quality,clip10,clip15: ~460 s after the build)
 #            or through tests/device/session.sh (call 1), which writes the checkpoint meanwhile.
 #   CPU stand-in (here): MMH3_DEVICE_DRY=1 — the tests without MMH3_REQUIRE_GPU (they SKIP), the
@@ -151,6 +151,7 @@ if want tests; then
     run check "$secs" "$OUT/speed_check.txt" "$B/mmh3" check --json "${dev_arg[@]}" --models-path /nonexistent
     paths=$(grep -o '"kernel_paths": *"[^"]*"' "$OUT/speed_check.txt" | sed 's/^"kernel_paths": *//')
     note "mmh3 check kernel_paths: ${paths:-missing (see speed_check.txt)}"
+    note "mmh3 check kernel_policy: $(grep -o '"kernel_policy": *"[^"]*"' "$OUT/speed_check.txt" | sed 's/^"kernel_policy": *//')"
     [ -n "$paths" ] || grep -E '"kernels"|FAIL' "$OUT/speed_check.txt" | head -4
   fi
 fi

@@ -32,6 +32,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_speed.h"
+#include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
 #include "fa3_fast_model.h"
@@ -413,11 +414,14 @@ static void test_no_keys_do_not_fit(void)
 }
 
 /* The DiT's choice (cuda_speed.h): by default every Hopper kernel after its
- * first-use self-check — which must pass on this GPU — and the environment
- * forces or refuses each one. */
-static void test_policy_defaults_and_overrides(void)
+ * first-use self-check — which must pass on this GPU — and the kernel
+ * policy's portable settings turn each one off. */
+static void test_policy_defaults_and_portable(void)
 {
-    unsetenv("MMH3_DIT_ATTN"), unsetenv("MMH3_DIT_FAST"), unsetenv("MMH3_DIT_GEMM");
+    const mm_kernel_policy process = *mm_kernel_policy_get();
+    mm_kernel_policy pol;
+    mm_kernel_policy_defaults(&pol);
+    mm_kernel_policy_install(&pol);
     mm_cuda_speed_paths p;
     mm_cuda_speed_paths_get(0, true, &p);
     printf("  default: attention %s | fast %s | gemm %s\n", p.attention, p.fast, p.gemm);
@@ -426,16 +430,22 @@ static void test_policy_defaults_and_overrides(void)
     MM_EXPECT(p.fa3_cross && p.fast_fa3_cross, "fewer queries than keys not verified: %s | %s", p.attention, p.fast);
     MM_EXPECT(p.fast_fa3 && strstr(p.fast, "self-check"), "fast: %s", p.fast);
     MM_EXPECT(p.qgemm && strstr(p.gemm, "bit for bit"), "gemm: %s", p.gemm);
-    setenv("MMH3_DIT_ATTN", "mm", 1), setenv("MMH3_DIT_GEMM", "cublaslt", 1);
+    pol.dit_fast = false;
+    mm_kernel_policy_install(&pol);
     mm_cuda_speed_paths_get(0, true, &p);
-    MM_EXPECT(!p.fa3 && !p.qgemm, "refused kernels still chosen: %s | %s", p.attention, p.gemm);
-    setenv("MMH3_DIT_FAST", "off", 1);
+    MM_EXPECT(p.fa3 && !p.fast_fa3 && strstr(p.fast, "MMH3_DIT_FAST=off"), "fast mode off: %s", p.fast);
+    pol.dit_fast = true;
+    pol.dit_fa3 = false;
+    mm_kernel_policy_install(&pol);
     mm_cuda_speed_paths_get(0, true, &p);
-    MM_EXPECT(!p.fast_fa3, "MMH3_DIT_FAST=off: %s", p.fast);
-    setenv("MMH3_DIT_ATTN", "fa3", 1), setenv("MMH3_DIT_GEMM", "sm90", 1), unsetenv("MMH3_DIT_FAST");
-    mm_cuda_speed_paths_get(0, false, &p);
-    MM_EXPECT(p.fa3 && p.fast_fa3 && p.qgemm && strstr(p.attention, "forced"), "forced: %s | %s", p.attention, p.gemm);
-    unsetenv("MMH3_DIT_ATTN"), unsetenv("MMH3_DIT_GEMM");
+    MM_EXPECT(!p.fa3 && !p.fast_fa3 && p.qgemm && strstr(p.attention, "portable"), "portable attention: %s | %s",
+              p.attention, p.fast);
+    mm_kernel_policy_portable(&pol);
+    mm_kernel_policy_install(&pol);
+    mm_cuda_speed_paths_get(0, true, &p);
+    MM_EXPECT(!p.fa3 && !p.fast_fa3 && !p.qgemm && strstr(p.attention, "sm80-mma") && strstr(p.gemm, "portable"),
+              "MMH3_KERNELS=portable: %s | %s | %s", p.attention, p.fast, p.gemm);
+    mm_kernel_policy_install(&process);
 }
 
 int main(void)
@@ -478,7 +488,7 @@ int main(void)
     MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_no_keys_do_not_fit);
     MM_RUN(test_repeatable);
-    MM_RUN(test_policy_defaults_and_overrides);
+    MM_RUN(test_policy_defaults_and_portable);
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);
     return mm_test_exit();

@@ -7,11 +7,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_speed.h"
-#include "kernels/mmk_env.h"
+#include "backend/kernel_policy.h"
 #include "kernels/mmk_fa3.h"
 #include "kernels/mmk_qgemm.h"
 
@@ -127,37 +126,21 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
 
 /* ------------------------------------------------------------------ policy */
 
-typedef enum { CHOICE_AUTO, CHOICE_FORCE, CHOICE_OFF } choice;
-
-/* unset, empty or "auto": AUTO; the kernel's name: FORCE; anything else: OFF */
-static choice env_choice(const char *name, const char *force, const char **raw)
-{
-    const char *e = getenv(name);
-    *raw = e;
-    if (!e || !*e || strcmp(e, "auto") == 0)
-        return CHOICE_AUTO;
-    return strcmp(e, force) == 0 ? CHOICE_FORCE : CHOICE_OFF;
-}
-
 void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
 {
     memset(out, 0, sizeof *out);
-    const char *raw = NULL;
+    const mm_kernel_policy *policy = mm_kernel_policy_get();
     const bool hopper = mmk_fa3_usable(dev) != 0;
     const char *exact_name = mmk_fa3_mode_name(MMK_FA3_EXACT), *fast_name = mmk_fa3_mode_name(MMK_FA3_FAST);
     double rel = 0;
 
     /* exact-mode attention */
-    const choice ca = env_choice("MMH3_DIT_ATTN", "fa3", &raw);
     if (!hopper)
-        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; %s)", mmk_attention_path(dev),
-                 "no sm_90a fa3 kernel for this GPU/build");
-    else if (ca == CHOICE_FORCE)
-        out->fa3 = out->fa3_cross = true,
-        snprintf(out->attention, sizeof out->attention, "%s (forced by MMH3_DIT_ATTN=fa3)", exact_name);
-    else if (ca == CHOICE_OFF)
-        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; MMH3_DIT_ATTN=%.40s)",
-                 mmk_attention_path(dev), raw);
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; no sm_90a fa3 kernel for this GPU/build)",
+                 mmk_attention_path(dev));
+    else if (!policy->dit_fa3)
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; the kernel policy's portable attention)",
+                 mmk_attention_path(dev));
     else if ((out->fa3 = mmk_fa3_verified(dev, MMK_FA3_EXACT, &rel) != 0)) {
         out->fa3_cross = mmk_fa3_cross_verified(dev, MMK_FA3_EXACT) != 0;
         snprintf(out->attention, sizeof out->attention, "%s (self-check vs the portable kernel: rel_l2 %.2g%s)",
@@ -167,15 +150,10 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
         snprintf(out->attention, sizeof out->attention, "mm_attention (%s; %s failed its self-check)",
                  mmk_attention_path(dev), exact_name);
 
-    /* fast mode: unset or anything else (said once on stderr): fast */
-    static const char *const fast_names[] = {"fast", "off"};
-    static int fast_warned;
-    const bool fast_off = mmk_env_kernel("MMH3_DIT_FAST", fast_names, 2, 0, 0, &fast_warned) == 1;
-    if (!hopper || fast_off)
-        snprintf(out->fast, sizeof out->fast, "as exact mode (%s)", fast_off ? "MMH3_DIT_FAST=off" : "no fast kernel");
-    else if (ca == CHOICE_FORCE)
-        out->fast_fa3 = out->fast_fa3_cross = true,
-        snprintf(out->fast, sizeof out->fast, "%s (forced by MMH3_DIT_ATTN=fa3)", fast_name);
+    /* fast mode */
+    if (!hopper || !policy->dit_fa3 || !policy->dit_fast)
+        snprintf(out->fast, sizeof out->fast, "as exact mode (%s)",
+                 !hopper ? "no fast kernel" : !policy->dit_fast ? "MMH3_DIT_FAST=off" : "the kernel policy's portable attention");
     else if (!want_fast)
         snprintf(out->fast, sizeof out->fast, "%s once its self-check passes (not run yet)", fast_name);
     else if ((out->fast_fa3 = mmk_fa3_verified(dev, MMK_FA3_FAST, &rel) != 0)) {
@@ -187,20 +165,19 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
         snprintf(out->fast, sizeof out->fast, "as exact mode (%s failed its self-check)", fast_name);
 
     /* int8 linears */
-    const choice cg = env_choice("MMH3_DIT_GEMM", "sm90", &raw);
     long diff = 0;
     if (!mmk_qgemm_usable(dev))
         snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (no sm_90a GEMM for this GPU/build)");
-    else if (cg == CHOICE_FORCE)
-        out->qgemm = true, snprintf(out->gemm, sizeof out->gemm, "sm90 fused epilogue (forced by MMH3_DIT_GEMM=sm90)");
-    else if (cg == CHOICE_OFF)
-        snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (MMH3_DIT_GEMM=%.40s)", raw);
+    else if (!policy->dit_qgemm)
+        snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (the kernel policy's portable int8 linears)");
     else if ((out->qgemm = mmk_qgemm_verified(dev, &diff) != 0))
         snprintf(out->gemm, sizeof out->gemm, "sm90 fused epilogue (self-check: bit for bit the cuBLASLt path)");
     else
         snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (sm90 GEMM failed its self-check: %ld "
                  "outputs differ)", diff);
 }
+
+const char *mm_cuda_attention_path(int dev) { return mmk_attention_path(dev); }
 
 void mm_cuda_speed_describe(int dev, char *out, size_t n)
 {

@@ -1,6 +1,6 @@
 /* The DiT's Hopper kernels on tensors — the mm_tensor face of
- * kernels/mmk_fa3.h and kernels/mmk_qgemm.h, beside backend/ops.h — and the
- * policy that decides when they run.
+ * kernels/mmk_fa3.h and kernels/mmk_qgemm.h, beside backend/ops.h — and
+ * which of them run.
  *
  * Attention (fa3): q, out bf16 [S, H, 128] and k, v [S_kv, H_kv, 128] views
  * on the context's GPU (rows a multiple of 8 elements apart, heads 128
@@ -45,20 +45,19 @@ bool mm_cuda_qgemm_fits(mm_ctx *ctx, const mm_tensor *y, const mm_tensor *q_x, c
 int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
                   const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx);
 
-/* Which of these kernels the DiT runs on CUDA device `dev`:
- *   attention (exact mode)  MMH3_DIT_ATTN unset: fa3 bf16 where the GPU has
- *                           it and its first-use self-check against the
- *                           portable kernel passes; =fa3 forces it (no
- *                           check); =mm keeps mm_attention.
- *   fast mode               MMH3_DIT_FAST unset or =fast: MM_FA3_FAST after
- *                           its self-check (or forced with MMH3_DIT_ATTN=fa3);
- *                           =off, or no such kernel: fast mode runs what
- *                           exact mode runs; any other value: as unset, said
- *                           once on stderr.
- *   int8 linears            MMH3_DIT_GEMM unset: the sm90 GEMM with the
- *                           fused epilogue after its self-check (bit for bit
- *                           the cuBLASLt path); =sm90 forces it; =cublaslt
- *                           keeps cuBLASLt + the epilogue kernel.
+/* Which of these kernels the DiT runs on CUDA device `dev`, by the kernel
+ * policy (backend/kernel_policy.h):
+ *   attention (exact mode)  fa3 bf16 where the GPU has it and its first-use
+ *                           self-check against the portable kernel passes;
+ *                           mm_attention otherwise or with the policy's
+ *                           portable DiT attention (dit_fa3 off).
+ *   fast mode               fa3 MM_FA3_FAST after its own self-check; what
+ *                           exact mode runs where there is no such kernel,
+ *                           with dit_fa3 off, or with MMH3_DIT_FAST=off.
+ *   int8 linears            the sm90 GEMM with the fused epilogue after its
+ *                           self-check (bit for bit the cuBLASLt path);
+ *                           cuBLASLt + the epilogue kernel otherwise or with
+ *                           dit_qgemm off.
  * Self-checks run at the first call that needs them (fast mode's only when
  * want_fast), once per device and process, each announced by one stderr
  * line; a failed one falls back. The texts say what runs and why. */
@@ -71,6 +70,11 @@ typedef struct mm_cuda_speed_paths {
     char attention[200], fast[200], gemm[200];
 } mm_cuda_speed_paths;
 void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out);
+
+/* The kernel mm_attention runs on device `dev` for bf16 head dim 128:
+ * "sm90p-wgmma-pipelined (...)" or "sm80-mma" (kernels/attention.cu; runs
+ * the Hopper kernel's self-check the first time). */
+const char *mm_cuda_attention_path(int dev);
 
 /* For `mmh3 check`: one line naming every attention and GEMM path device
  * `dev` uses (mm_attention's kernel, the DiT's exact and fast attention,
