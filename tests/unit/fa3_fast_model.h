@@ -10,7 +10,9 @@
  * scale·log2 e·s_q·s_k; the online softmax runs over 128-key tiles with
  * base-2 exponentials; FA3_FAST rounds P (offset by 2⁸) and
  * (v − v̄)·448/amax to e4m3 and adds v̄ back at the end; FA3_FAST_QK rounds
- * P to bf16 and keeps v; the output is rounded to bf16.
+ * P to bf16 and keeps v (a model only, the q·k half of fast mode's rounding:
+ * its kernel was removed, docs/PERFORMANCE.md); the output is rounded to
+ * bf16.
  *
  * The budget is first order in each rounding, its errors independent:
  *   q·k: an error δ_ij in score s_ij moves output row i by

@@ -6,8 +6,9 @@
  * row counts and odd numbers of row blocks and column tiles, N not a
  * multiple of the 256-wide tile, K not a
  * multiple of the 128-wide slice, the DiT's own K values, more tiles than
- * SMs (each CTA walks several, the ring's phase running on across tiles), and y as columns of a wider tensor (row stride not a
- * multiple of 16 bytes, the padding left untouched); outputs poisoned first;
+ * SMs (each CTA walks several, the ring's phase running on across tiles),
+ * and y as columns of a wider tensor (row stride not a multiple of 16
+ * bytes, the padding left untouched); outputs poisoned first;
  * then the plain path against the CPU twin as well (mm_gemm_i8_scaled on a
  * CPU context, bit for bit).
  *

@@ -153,7 +153,9 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
     /* fast mode */
     if (!hopper || !policy->dit_fa3 || !policy->dit_fast)
         snprintf(out->fast, sizeof out->fast, "as exact mode (%s)",
-                 !hopper ? "no fast kernel" : !policy->dit_fast ? "MMH3_DIT_FAST=off" : "the kernel policy's portable attention");
+                 !hopper             ? "no fast kernel"
+                 : !policy->dit_fast ? "MMH3_DIT_FAST=off"
+                                     : "the kernel policy's portable attention");
     else if (!want_fast)
         snprintf(out->fast, sizeof out->fast, "%s once its self-check passes (not run yet)", fast_name);
     else if ((out->fast_fa3 = mmk_fa3_verified(dev, MMK_FA3_FAST, &rel) != 0)) {
