@@ -10,7 +10,9 @@
  * scale·log2 e·s_q·s_k; the online softmax runs over 128-key tiles with
  * base-2 exponentials; FA3_FAST rounds P (offset by 2⁸) and
  * (v − v̄)·448/amax to e4m3 and adds v̄ back at the end; FA3_FAST_QK rounds
- * P to bf16 and keeps v; the output is rounded to bf16.
+ * P to bf16 and keeps v (a model only, the q·k half of fast mode's rounding:
+ * its kernel was removed, docs/PERFORMANCE.md); the output is rounded to
+ * bf16.
  *
  * The budget is first order in each rounding, its errors independent:
  *   q·k: an error δ_ij in score s_ij moves output row i by
@@ -40,7 +42,7 @@
  * e4m3 per 128-row block (amax/448, no smoothing), v e4m3 per channel
  * (no smoothing), P e4m3 with the 2⁸ offset. FAST_LEAN: FAST with the
  * softmax's row sums taken over the e4m3-rounded P (the lean kernel's
- * tensor-core sums, MMH3_FA3_LEAN), the same values the output weighs v
+ * tensor-core sums: what fast mode runs), the same values the output weighs v
  * with; its budget is FAST's. */
 enum { FA3_MODEL_EXACT = 0, FA3_MODEL_FAST = 1, FA3_MODEL_FAST_QK = 2, FA3_MODEL_LEGACY = 3, FA3_MODEL_FAST_LEAN = 4 };
 

@@ -6,11 +6,12 @@
  * arithmetic must stay inside the first-order budget (measured rel_l2 ≤
  * 1.1 × predicted), so the budget is a sound tolerance for the device test;
  * and the design must meet its goals where it is meant to: rel_l2 well below
- * 0.05 on the benchmark's inputs for the int8 q·k + bf16 p·v mode, below
+ * 0.05 on the benchmark's inputs for the int8 q·k + bf16 p·v model (the q·k
+ * half of fast mode alone; no kernel runs it any more), below
  * 0.05 for int8 + e4m3 there, below 0.02 on DiT-like inputs; and it must
  * beat the first fast kernel (e4m3 q·k, no smoothing; 0.08–0.24 in device
  * run #4), modelled the same way. The lean kernel's arithmetic (row sums of
- * the e4m3-rounded P, MMH3_FA3_LEAN; FA3_MODEL_FAST_LEAN) is held to fast
+ * the e4m3-rounded P, what fast mode runs; FA3_MODEL_FAST_LEAN) is held to fast
  * mode's budget too, and to fast mode's error within 10%.
  * Figures are printed for docs/PERFORMANCE.md. */
 #include <math.h>
