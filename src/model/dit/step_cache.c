@@ -106,16 +106,21 @@ static int parse_head(const char *head, size_t len, mm_step_cache_config *c, mm_
             apply_preset(c, &presets[i]);
             return 0;
         }
-    char num[64];
-    if (arg_len >= sizeof num)
-        return mm_fail(err, "'%.*s' is neither a %s preset nor a threshold", (int)arg_len, arg, kind_name(kind));
-    memcpy(num, arg, arg_len);
-    num[arg_len] = '\0';
-    char *end;
-    errno = 0;
-    const double v = strtod(num, &end);
-    if (end == num || *end || errno)
-        return mm_fail(err, "'%s' is neither a %s preset nor a threshold", num, kind_name(kind));
+    char num[64], names[64] = "";
+    for (size_t i = 0, k = 0; i < N_PRESETS && k < sizeof names; i++)
+        if (presets[i].kind == kind)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", presets[i].name);
+    char *end = NULL;
+    double v = 0;
+    if (arg_len < sizeof num) {
+        memcpy(num, arg, arg_len);
+        num[arg_len] = '\0';
+        errno = 0;
+        v = strtod(num, &end);
+    }
+    if (!end || end == num || *end || errno)
+        return mm_fail(err, "'%.*s' is neither a %s preset (%s) nor a number", (int)arg_len, arg, kind_name(kind),
+                       names);
     if (!isfinite(v) || v < 0)
         return mm_fail(err, "threshold %s is out of range", num);
     apply_threshold(c, kind, v);
