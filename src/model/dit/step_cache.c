@@ -119,8 +119,8 @@ static int parse_head(const char *head, size_t len, mm_step_cache_config *c, mm_
         v = strtod(num, &end);
     }
     if (!end || end == num || *end || errno)
-        return mm_fail(err, "'%.*s' is neither a %s preset (%s) nor a number", (int)arg_len, arg, kind_name(kind),
-                       names);
+        return mm_fail(err, "'%.*s' is neither a number nor one of %s's presets (%s)", (int)arg_len, arg,
+                       kind_name(kind), names);
     if (!isfinite(v) || v < 0)
         return mm_fail(err, "threshold %s is out of range", num);
     apply_threshold(c, kind, v);
