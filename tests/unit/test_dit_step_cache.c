@@ -348,23 +348,6 @@ static double abs_sum(const double *v, int64_t n)
     return s;
 }
 
-/* A value between the two middle ones of the finite values (geometric
- * mean), so no value of the list lies on it. */
-static double middle(double *v, int n)
-{
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (isfinite(v[i]))
-            v[k++] = v[i];
-    for (int i = 1; i < k; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return k >= 2 ? sqrt(v[k / 2 - 1] * v[k / 2]) : NAN;
-}
-
 /* R = block0_out − block0_in of a recorded forward, in double. */
 static void fbc_residual(const sc_record *rec, int64_t n, double *out)
 {
@@ -501,7 +484,7 @@ static void check_against_replay(const char *base_spec, bool fbc)
     double rels[SC_MAX_FORWARDS];
     for (int f = 0; f < FORWARDS; f++)
         rels[f] = zero_reports[k].rel[f];
-    const double mid = middle(rels, FORWARDS);
+    const double mid = sc_between_middle(rels, FORWARDS);
     MM_REQUIRE(isfinite(mid) && mid > 0, "rel values of the plain run: median %g", mid);
     c.threshold = fbc ? mid : 1.5 * mid;
     MM_REQUIRE(run(&c, true, &r, &rep, &err) == 0, "%s", err.msg);

@@ -6,6 +6,7 @@
 #ifndef MMH3_TESTS_TEST_STEP_CACHE_RUN_H
 #define MMH3_TESTS_TEST_STEP_CACHE_RUN_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,6 +138,23 @@ static inline void sc_run_free(sc_run *r)
         free(r->rec[i].row_t);
     }
     memset(r, 0, sizeof *r);
+}
+
+/* A value between the two middle ones of the finite values of v (their
+ * geometric mean), so that none of them lies on it; sorts v in place. */
+static inline double sc_between_middle(double *v, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(v[i]))
+            v[k++] = v[i];
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return k >= 2 ? sqrt(v[k / 2 - 1] * v[k / 2]) : NAN;
 }
 
 /* A copy of a report's skip list as "0110..." (forward i skipped = '1'). */
