@@ -31,6 +31,7 @@ typedef struct sc_run {
     const mm_dit_config *cfg;
     mm_dit_request *dreq; /* one of these two */
     mm_sp_request *sreq;
+    mm_ctx *gpu;          /* dreq on a GPU: rows staged through device tensors (and captures copied back) */
     bool record;
     /* out */
     float *video, *audio; /* the final rows [rows, width] */
@@ -38,20 +39,30 @@ typedef struct sc_run {
     sc_record rec[SC_MAX_FORWARDS];
     float *row_t;
     int current;
+    mm_tensor dev[4]; /* gpu: video, audio rows and their velocities */
 } sc_run;
 
-/* A contiguous bf16 or f32 host tensor (what the CPU DiT captures) as f32. */
-static inline float *sc_copy_f32(const mm_tensor *t)
+/* A contiguous bf16 or f32 tensor the DiT captured (on the host, or on the
+ * GPU of ctx) as f32 host values. */
+static inline float *sc_copy_f32(mm_ctx *ctx, const mm_tensor *t)
 {
     const int64_t n = mm_tensor_numel(t);
+    const size_t esz = t->dtype == MM_F32 ? 4 : 2;
     float *out = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    void *host = t->device.kind == MM_DEVICE_CPU ? t->data : malloc(esz * (size_t)(n ? n : 1));
+    if (host != t->data) {
+        mm_tensor h = mm_tensor_wrap(host, mm_cpu(), t->dtype, t->ndim, t->shape);
+        mm_copy(ctx, &h, t);
+    }
     if (t->dtype == MM_F32) {
-        memcpy(out, t->data, sizeof(float) * (size_t)n);
+        memcpy(out, host, sizeof(float) * (size_t)n);
     } else {
-        const uint16_t *h = t->data;
+        const uint16_t *h = host;
         for (int64_t i = 0; i < n; i++)
             out[i] = mm_bf16_to_f32(h[i]);
     }
+    if (host != t->data)
+        free(host);
     return out;
 }
 
@@ -69,7 +80,7 @@ static inline void sc_capture(void *user, const char *name, const mm_tensor *t)
     if (!slot)
         return;
     free(*slot); /* TeaCache projects block 0's rows twice on a computed forward: same values */
-    *slot = sc_copy_f32(t);
+    *slot = sc_copy_f32(r->gpu, t);
     if (slot == &rec->adaln)
         rec->adaln_rows = t->shape[0];
 }
@@ -95,7 +106,21 @@ static inline int sc_velocity(void *user, int step, float t_video, float t_audio
         return mm_sp_forward(r->sreq, r->row_t, &hv, &ha, &ov, &oa, err);
     }
     mm_dit_request_set_step(r->dreq, step);
-    return mm_dit_forward(r->dreq, r->row_t, &hv, &ha, &ov, &oa, err);
+    if (!r->gpu)
+        return mm_dit_forward(r->dreq, r->row_t, &hv, &ha, &ov, &oa, err);
+    const mm_device d = mm_ctx_device(r->gpu);
+    mm_tensor *host[4] = {&hv, &ha, &ov, &oa};
+    for (int i = 0; i < 4; i++)
+        if (!r->dev[i].data && mm_tensor_alloc(&r->dev[i], d, MM_F32, 2, host[i]->shape, err) != 0)
+            return -1;
+    mm_copy(r->gpu, &r->dev[0], &hv);
+    mm_copy(r->gpu, &r->dev[1], &ha);
+    if (mm_ctx_error(r->gpu, err) != 0 ||
+        mm_dit_forward(r->dreq, r->row_t, &r->dev[0], &r->dev[1], &r->dev[2], &r->dev[3], err) != 0)
+        return -1;
+    mm_copy(r->gpu, &ov, &r->dev[2]);
+    mm_copy(r->gpu, &oa, &r->dev[3]);
+    return mm_ctx_sync(r->gpu, err);
 }
 
 /* The kit case's rows through `steps` grid points (steps − 1 forwards). */
@@ -137,6 +162,8 @@ static inline void sc_run_free(sc_run *r)
         free(r->rec[i].adaln);
         free(r->rec[i].row_t);
     }
+    for (int i = 0; i < 4; i++)
+        mm_tensor_free(&r->dev[i]);
     memset(r, 0, sizeof *r);
 }
 

@@ -219,7 +219,7 @@ void mm_step_cache_name(const mm_step_cache_config *c, char *buf, size_t n)
         return;
     }
     /* The settings that differ from what the head alone gives, so the name parses back to c. */
-    mm_step_cache_config base;
+    mm_step_cache_config base = {0};
     char head[48];
     if (c->preset[0]) {
         snprintf(head, sizeof head, "%s:%s", kind_name(c->kind), c->preset);
