@@ -179,18 +179,28 @@ typedef struct loop_state {
     mm_dit_request *rreq;
     /* step cache: what the requests of this job skipped */
     int forwards;
+    bool cache_unavailable; /* its buffers did not fit: the job runs uncached */
     mm_step_cache_report cache_report;
 } loop_state;
 
-/* The job's step cache on a request that starts now (nothing when off). */
-static int start_step_cache(loop_state *s, mm_dit_request *dreq, mm_error *err)
+/* The job's step cache on a request that starts now (nothing when off).
+ * Its buffers are an extra the render can do without: where they do not
+ * fit, the job runs uncached and the log says why. */
+static void start_step_cache(loop_state *s, mm_dit_request *dreq)
 {
     const mm_step_cache_config *c = &s->j->req->cache;
-    if (c->kind == MM_STEP_CACHE_OFF)
-        return 0;
-    if ((s->sreq ? mm_sp_request_set_step_cache(s->sreq, c, s->forwards, err)
-                 : mm_dit_request_set_step_cache(dreq, c, s->forwards, err)) != 0)
-        return mm_error_prefix(err, "step cache");
+    if (c->kind == MM_STEP_CACHE_OFF || s->cache_unavailable)
+        return;
+    mm_error why = {{0}};
+    if ((s->sreq ? mm_sp_request_set_step_cache(s->sreq, c, s->forwards, &why)
+                 : mm_dit_request_set_step_cache(dreq, c, s->forwards, &why)) != 0) {
+        mm_error ignored = {{0}};
+        if (s->sreq) /* the ranks whose buffers did fit free them */
+            mm_sp_request_set_step_cache(s->sreq, NULL, 0, &ignored);
+        s->cache_unavailable = true;
+        pl_log(s->j->p, "step cache: %s; running without it", why.msg);
+        return;
+    }
     char desc[400];
     mm_step_cache_describe(c, desc, sizeof desc);
     if (s->sreq)
@@ -198,7 +208,6 @@ static int start_step_cache(loop_state *s, mm_dit_request *dreq, mm_error *err)
     else
         pl_log(s->j->p, "step cache %s (%.2f GiB of buffers)", desc,
                mm_dit_request_step_cache_bytes(dreq) / 1073741824.0);
-    return 0;
 }
 
 /* What a request skipped, kept before it ends. */
@@ -224,8 +233,7 @@ static int velocity_cached(loop_state *s, int step, float t_video, float t_audio
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
         mm_dit_request_set_fast(s->rreq, s->j->req->fast);
-        if (start_step_cache(s, s->rreq, err) != 0)
-            return -1;
+        start_step_cache(s, s->rreq);
         pl_refkv_attach(s->kv, s->rreq);
         pl_log(s->j->p, "reference KV cache: forwards 2.. run %lld rows, attention %s over %lld keys",
                (long long)r->rows, mm_dit_sdpa_kind(s->rreq, true), (long long)(r->rows + pl_refkv_rows(s->kv)));
@@ -301,6 +309,8 @@ static void report_step_cache(loop_state *s)
         keep_cache_report(s, mm_dit_request_step_cache_report(s->rreq));
     else if (s->dreq)
         keep_cache_report(s, mm_dit_request_step_cache_report(s->dreq));
+    if (s->cache_report.decided == 0)
+        return; /* it never started (no room for its buffers, logged) */
     mm_step_cache_summary *sum = &s->j->t->step_cache;
     mm_step_cache_summarize(c, &s->cache_report, sum);
     char list[1200];
@@ -402,8 +412,7 @@ int pl_denoise(pl_job *j, mm_error *err)
     }
     s.forwards = total;
     mm_step_cache_report_init(&s.cache_report);
-    if (start_step_cache(&s, s.dreq, err) != 0)
-        goto done;
+    start_step_cache(&s, s.dreq);
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);
     pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards", (long long)l->rows,
