@@ -233,7 +233,8 @@ static void *read_latents(const char *path, size_t *bytes)
 /* Step caching through the resident engine (the real pipeline): threshold
  * 0 renders the uncached latents bit for bit; a huge threshold skips what
  * the guards leave, changes the latents, and the result's timings name the
- * skipped forwards; TeaCache on ref2va is refused before anything runs. */
+ * skipped forwards, also when the reference KV cache moves forwards 2.. to
+ * another request; TeaCache on ref2va is refused before anything runs. */
 static void test_step_cache_through_the_pipeline(void)
 {
     char models[512], dump[512], out[512];
@@ -283,6 +284,32 @@ static void test_step_cache_through_the_pipeline(void)
               "the timing table names them:\n%s", table);
     for (int i = 0; i < 3; i++)
         free(rows[i]);
+
+    /* with the reference KV cache, forwards 2.. run another request (the reduced layout): one record */
+    mm_engine_destroy(e);
+    char key[512];
+    snprintf(key, sizeof key, "%s/cache_key.png", dir);
+    uint8_t rgb[64 * 64 * 3];
+    for (int i = 0; i < (int)sizeof rgb; i++)
+        rgb[i] = (uint8_t)(i * 5 + i / 200);
+    MM_REQUIRE(mm_image_write(key, rgb, 64, 64, 64 * 3, 0, &err) == 0, "%s", err.msg);
+    o.h3.ref_kv_cache = true;
+    o.h3.log = on_log;
+    MM_REQUIRE(mm_engine_create("h3", &o, &e, &err) == 0, "%s", err.msg);
+    mm_gen_request kr = request(out, 13);
+    kr.steps = 8;
+    kr.n_references = 1;
+    kr.references[0] = (mm_reference){MM_REF_IMAGE, key};
+    MM_EXPECT(mm_step_cache_parse(specs[2], &kr.cache, &err) == 0, "%s", err.msg);
+    memset(&res[0], 0, sizeof res[0]);
+    log_text[0] = '\0';
+    MM_EXPECT(mm_engine_generate(e, &kr, NULL, &res[0], &err) == 0, "keyframe + reference KV cache: %s", err.msg);
+    mm_step_cache_format_skipped(res[0].timing.step_cache.skipped_bits, res[0].timing.step_cache.forwards, list,
+                                 sizeof list);
+    MM_EXPECT(strstr(log_text, "reference KV cache: forwards 2..") && res[0].timing.step_cache.forwards == 7 &&
+                  strcmp(list, "3-4, 6") == 0,
+              "with the reference KV cache: %d forwards, skipped %s\n%s", res[0].timing.step_cache.forwards, list,
+              log_text);
 
     mm_gen_request r = request(out, 12);
     r.partition = "ref2va";
