@@ -511,8 +511,8 @@ static void check_against_replay(const char *base_spec, bool fbc)
     MM_EXPECT(worst < rel_tolerance, "rel values differ from the double replay by up to %.3g (relative)", worst);
     int checked = 0;
     const int64_t bad = skipped_mismatches(&r, got, fbc, &checked);
-    MM_EXPECT(bad == 0 && checked > 0, "skipped forwards: %lld values of %d forwards differ from base + D", (long long)bad,
-              checked);
+    MM_EXPECT(bad == 0 && checked > 0, "skipped forwards: %lld values of %d forwards differ from base + D",
+              (long long)bad, checked);
     sc_run_free(&r);
 }
 

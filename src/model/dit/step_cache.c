@@ -41,13 +41,14 @@ static const preset presets[] = {
     {MM_STEP_CACHE_TEACACHE, "rtx4090", 0.10, 5, 1, 0, 2, {1.0, 0.0}},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
+/* What a bare "fbc" / "teacache" means: the most conservative published setting. */
+enum { PRESET_FBC_HIGH = 0, PRESET_TEACACHE_VLLM = 4 };
 
 /* A threshold without a preset keeps the guards of SGLang's medium/low
- * profiles (warm-up 4, at most 3 in a row; TeaCache: vLLM-Omni's FL2VA
- * coefficients, no limit) and adds the last forward: it steps to sigma 0,
- * so what it predicts is the output itself. */
+ * profiles (warm-up 4, at most 3 in a row; TeaCache: vLLM-Omni's, with its
+ * FL2VA coefficients) and adds the last forward: it steps to sigma 0, so
+ * what it predicts is the output itself. */
 static const preset numeric_fbc = {MM_STEP_CACHE_FBC, "", 0, 4, 1, 3, 0, {0}};
-static const preset *numeric_teacache_coeffs = &presets[4];
 
 static const char *kind_name(mm_step_cache_kind k)
 {
@@ -72,7 +73,7 @@ static void apply_threshold(mm_step_cache_config *c, mm_step_cache_kind kind, do
     if (kind == MM_STEP_CACHE_FBC) {
         apply_preset(c, &numeric_fbc);
     } else {
-        apply_preset(c, numeric_teacache_coeffs);
+        apply_preset(c, &presets[PRESET_TEACACHE_VLLM]);
         c->final = 1;
     }
     c->preset[0] = '\0';
@@ -98,11 +99,12 @@ static int parse_head(const char *head, size_t len, mm_step_cache_config *c, mm_
     const char *arg = colon ? colon + 1 : NULL;
     const size_t arg_len = colon ? len - kind_len - 1 : 0;
     if (!arg || arg_len == 0) { /* the conservative default of each method */
-        apply_preset(c, &presets[kind == MM_STEP_CACHE_FBC ? 0 : 4]);
+        apply_preset(c, &presets[kind == MM_STEP_CACHE_FBC ? PRESET_FBC_HIGH : PRESET_TEACACHE_VLLM]);
         return arg ? mm_fail(err, "nothing after '%s:'", kind_name(kind)) : 0;
     }
     for (size_t i = 0; i < N_PRESETS; i++)
-        if (presets[i].kind == kind && strlen(presets[i].name) == arg_len && strncmp(presets[i].name, arg, arg_len) == 0) {
+        if (presets[i].kind == kind && strlen(presets[i].name) == arg_len &&
+            strncmp(presets[i].name, arg, arg_len) == 0) {
             apply_preset(c, &presets[i]);
             return 0;
         }
@@ -256,7 +258,7 @@ void mm_step_cache_describe(const mm_step_cache_config *c, char *buf, size_t n)
                  "first %d and last %d forwards computed, %s", name, c->threshold, c->warmup, c->final, limit);
         return;
     }
-    const preset *fl2va = &presets[4];
+    const preset *fl2va = &presets[PRESET_TEACACHE_VLLM];
     const char *coeffs = c->n_coeffs == 2 && c->coeffs[0] == 1.0 && c->coeffs[1] == 0.0 ? "identity"
                          : c->n_coeffs == fl2va->n_coeffs &&
                                  memcmp(c->coeffs, fl2va->coeffs, sizeof(double) * (size_t)c->n_coeffs) == 0
