@@ -65,6 +65,9 @@ static void usage(FILE *f)
             "      --seed N             %s (default: drawn, printed)\n"
             "      --no-audio           silent output (no audio stream)\n"
             "      --fast               fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)\n"
+            "      --cache SPEC         step caching, lossy (default off): fbc[:high|medium|low|sana|THRESHOLD] or\n"
+            "                           teacache[:vllm|rtx4090|THRESHOLD] skips the blocks of forwards that change\n"
+            "                           little (docs/CACHING.md)\n"
             "output encoding\n"
             "      --crf N              %s\n"
             "      --preset P           x264 preset (default medium)\n"
@@ -289,7 +292,7 @@ static mm_device dit_device(const char *device)
 
 enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
-    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST,
+    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST, O_CACHE,
 };
 
 int mm_cmd_generate(int argc, char **argv)
@@ -312,6 +315,7 @@ int mm_cmd_generate(int argc, char **argv)
         {"seed", required_argument, 0, O_SEED},
         {"no-audio", no_argument, 0, O_NO_AUDIO},
         {"fast", no_argument, 0, O_FAST},
+        {"cache", required_argument, 0, O_CACHE},
         {"crf", required_argument, 0, O_CRF},
         {"preset", required_argument, 0, O_PRESET},
         {"frames-dir", required_argument, 0, O_FRAMES_DIR},
@@ -334,6 +338,7 @@ int mm_cmd_generate(int argc, char **argv)
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
     bool no_audio = false, fast = false, plain_lines = false;
+    mm_step_cache_config cache = {0};
     mm_engine_options eo;
     mm_engine_options_defaults(&eo);
     long long v;
@@ -383,6 +388,12 @@ int mm_cmd_generate(int argc, char **argv)
         case O_SEED: seed_arg = optarg; break;
         case O_NO_AUDIO: no_audio = true; break;
         case O_FAST: fast = true; break;
+        case O_CACHE: {
+            mm_error e = {{0}};
+            if (mm_step_cache_parse(optarg, &cache, &e) != 0)
+                return bad("--cache", optarg, e.msg, MM_ACCEPT_CACHE);
+            break;
+        }
         case O_CRF: {
             mm_error e = {{0}};
             if (!parse_ll(optarg, &v))
@@ -530,6 +541,10 @@ int mm_cmd_generate(int argc, char **argv)
         fprintf(stderr, PROG ": --audio needs --partition ref2va (fl2va takes pictures and videos only)\n");
         goto out;
     }
+    if (mm_step_cache_check(&cache, strcmp(partition, "ref2va") == 0, &e) != 0) {
+        fprintf(stderr, PROG ": --cache: %s\n", e.msg);
+        goto out;
+    }
     if (last_image) {
         mm_media_info info;
         if (strcmp(partition, "fl2va") != 0) {
@@ -640,6 +655,7 @@ int mm_cmd_generate(int argc, char **argv)
     req.seed = seed;
     req.no_audio = no_audio;
     req.fast = fast;
+    req.cache = cache;
     req.crf = crf;
     req.preset = preset;
     req.out_path = out_arg;
@@ -654,10 +670,15 @@ int mm_cmd_generate(int argc, char **argv)
     mm_progress_view_init(&view.view, mode, stderr, dit_device(eo.h3.device), t_start);
     for (int i = 0; i < notes.n && verbosity > 0; i++)
         fprintf(stderr, PROG ": warning: %s\n", notes.msg[i]);
+    char cache_name[64] = "";
+    if (cache.kind != MM_STEP_CACHE_OFF) {
+        memcpy(cache_name, ", cache ", 8);
+        mm_step_cache_name(&cache, cache_name + 8, sizeof cache_name - 8);
+    }
     if (verbosity > 0)
-        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s -> %s\n", partition, req.width,
+        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s%s -> %s\n", partition, req.width,
                 req.height, frames, frames / (double)MM_FPS, steps, (unsigned long long)seed,
-                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", out_arg);
+                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", cache_name, out_arg);
     if (verbosity > 1) {
         eo.h3.log = on_log;
         eo.h3.log_user = &view;

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "engine/timing.h"
+#include "model/dit/step_cache.h"
 
 /* The stages a render goes through, in order. Their names are stored in the
  * database, sent over SSE and shown by the UI: keep them stable. */
@@ -55,6 +56,7 @@ typedef struct mm_gen_request {
     uint64_t seed;
     bool no_audio;
     bool fast;                   /* opt-in fast mode (FP8 attention) */
+    mm_step_cache_config cache;  /* opt-in step caching (zeroed: off; docs/CACHING.md) */
     int crf;                     /* H.264 CRF, 0..51 */
     const char *preset;          /* x264 preset name */
     const char *out_path;        /* final mp4; written to a temp file and renamed into place */

@@ -472,6 +472,8 @@ static int validate(const mm_gen_request *r, int part, mm_error *err)
         return mm_fail(err, "preset '%s': accepted: %s", r->preset, MM_ACCEPT_PRESET);
     if (!r->out_path || !*r->out_path)
         return mm_fail(err, "no output path");
+    if (mm_step_cache_check(&r->cache, part == PL_REF2VA, err) != 0)
+        return mm_error_prefix(err, "step cache");
     if (r->n_references < 0 || r->n_references > MM_MAX_REFERENCES)
         return mm_fail(err, "%d references: accepted: at most %d", r->n_references, MM_MAX_REFERENCES);
     int counts[3] = {0};

@@ -177,16 +177,55 @@ typedef struct loop_state {
     pl_refkv *kv;
     mm_tensor refined;
     mm_dit_request *rreq;
+    /* step cache: what the requests of this job skipped */
+    int forwards;
+    bool cache_unavailable; /* its buffers did not fit: the job runs uncached */
+    mm_step_cache_report cache_report;
 } loop_state;
+
+/* The job's step cache on a request that starts now (nothing when off).
+ * Its buffers are an extra the render can do without: where they do not
+ * fit, the job runs uncached and the log says why. */
+static void start_step_cache(loop_state *s, mm_dit_request *dreq)
+{
+    const mm_step_cache_config *c = &s->j->req->cache;
+    if (c->kind == MM_STEP_CACHE_OFF || s->cache_unavailable)
+        return;
+    mm_error why = {{0}};
+    if ((s->sreq ? mm_sp_request_set_step_cache(s->sreq, c, s->forwards, &why)
+                 : mm_dit_request_set_step_cache(dreq, c, s->forwards, &why)) != 0) {
+        mm_error ignored = {{0}};
+        if (s->sreq) /* the ranks whose buffers did fit free them */
+            mm_sp_request_set_step_cache(s->sreq, NULL, 0, &ignored);
+        s->cache_unavailable = true;
+        pl_log(s->j->p, "step cache: %s; running without it", why.msg);
+        return;
+    }
+    char desc[400];
+    mm_step_cache_describe(c, desc, sizeof desc);
+    if (s->sreq)
+        pl_log(s->j->p, "step cache %s (decided over every rank's rows)", desc);
+    else
+        pl_log(s->j->p, "step cache %s (%.2f GiB of buffers)", desc,
+               mm_dit_request_step_cache_bytes(dreq) / 1073741824.0);
+}
+
+/* What a request skipped, kept before it ends. */
+static void keep_cache_report(loop_state *s, const mm_step_cache_report *r)
+{
+    if (r)
+        mm_step_cache_report_merge(&s->cache_report, r);
+}
 
 /* A forward on the reduced layout: target rows only; the pinned rows'
  * velocities (ignored by the sampler) are zero. */
-static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm_flow_stream *video,
+static int velocity_cached(loop_state *s, int step, float t_video, float t_audio, const mm_flow_stream *video,
                            const mm_flow_stream *audio, float *v_video, float *v_audio, mm_error *err)
 {
     const mm_dit_layout *r = pl_refkv_reduced(s->kv);
     if (!s->rreq) {
         /* the full request's workspace goes before the reduced one comes */
+        keep_cache_report(s, mm_dit_request_step_cache_report(s->dreq));
         mm_dit_request_end(s->dreq);
         s->dreq = NULL;
         mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
@@ -194,6 +233,7 @@ static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
         mm_dit_request_set_fast(s->rreq, s->j->req->fast);
+        start_step_cache(s, s->rreq);
         pl_refkv_attach(s->kv, s->rreq);
         pl_log(s->j->p, "reference KV cache: forwards 2.. run %lld rows, attention %s over %lld keys",
                (long long)r->rows, mm_dit_sdpa_kind(s->rreq, true), (long long)(r->rows + pl_refkv_rows(s->kv)));
@@ -208,6 +248,7 @@ static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm
     mm_copy(s->ctx, &dv, &hv);
     mm_copy(s->ctx, &da, &ha);
     pl_refkv_begin_forward(s->kv);
+    mm_dit_request_set_step(s->rreq, step);
     if (mm_ctx_error(s->ctx, err) != 0 || mm_dit_forward(s->rreq, s->row_t, &dv, &da, &ov, &oa, err) != 0)
         return -1;
     memset(v_video, 0, sizeof(float) * (size_t)(video->cond_rows * vw));
@@ -224,7 +265,7 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
 {
     loop_state *s = user;
     if (s->kv && step > 0)
-        return velocity_cached(s, t_video, t_audio, video, audio, v_video, v_audio, err);
+        return velocity_cached(s, step, t_video, t_audio, video, audio, v_video, v_audio, err);
     if (s->kv)
         pl_refkv_begin_forward(s->kv);
     mm_dit_row_timesteps(&s->j->layout, t_video, t_audio, PL_CONDITION_T, s->row_t);
@@ -232,6 +273,10 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     mm_tensor ha = mm_tensor_wrap(audio->rows, mm_cpu(), MM_F32, 2, s->audio.shape);
     mm_copy(s->ctx, &s->video, &hv);
     mm_copy(s->ctx, &s->audio, &ha);
+    if (s->sreq)
+        mm_sp_request_set_step(s->sreq, step);
+    else
+        mm_dit_request_set_step(s->dreq, step);
     if (mm_ctx_error(s->ctx, err) != 0 ||
         (s->sreq ? mm_sp_forward(s->sreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)
                  : mm_dit_forward(s->dreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)) != 0)
@@ -251,6 +296,28 @@ static void on_progress(void *user, int done, int total)
 }
 
 static bool on_cancel(void *user) { return pl_cancelled(((loop_state *)user)->j); }
+
+/* What the job's step cache skipped, into its timings and the log. */
+static void report_step_cache(loop_state *s)
+{
+    const mm_step_cache_config *c = &s->j->req->cache;
+    if (c->kind == MM_STEP_CACHE_OFF)
+        return;
+    if (s->sreq)
+        keep_cache_report(s, mm_sp_request_step_cache_report(s->sreq, 0));
+    else if (s->rreq)
+        keep_cache_report(s, mm_dit_request_step_cache_report(s->rreq));
+    else if (s->dreq)
+        keep_cache_report(s, mm_dit_request_step_cache_report(s->dreq));
+    if (s->cache_report.decided == 0)
+        return; /* it never started (no room for its buffers, logged) */
+    mm_step_cache_summary *sum = &s->j->t->step_cache;
+    mm_step_cache_summarize(c, &s->cache_report, sum);
+    char list[1200];
+    mm_step_cache_format_skipped(sum->skipped_bits, sum->forwards, list, sizeof list);
+    pl_log(s->j->p, "step cache %s: %d of %d forwards skipped their blocks (%s)", sum->policy, sum->skipped,
+           sum->forwards, list);
+}
 
 /* The cache needs its bytes beside the weights and workspace; where they
  * are not free on the DiT's GPU, the request runs without it. */
@@ -343,6 +410,9 @@ int pl_denoise(pl_job *j, mm_error *err)
             pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s.dreq));
         }
     }
+    s.forwards = total;
+    mm_step_cache_report_init(&s.cache_report);
+    start_step_cache(&s, s.dreq);
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);
     pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards", (long long)l->rows,
@@ -354,6 +424,7 @@ int pl_denoise(pl_job *j, mm_error *err)
     mm_flow_callbacks fcb = {.progress = on_progress, .should_cancel = on_cancel, .user = &s};
     rc = mm_flow_sample(&vstream, &astream, velocity, &s, &fcb, err);
     mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0);
+    report_step_cache(&s);
     if (rc == 0 && p->o.latents_dump) {
         const char *names[] = {"video_rows", "audio_rows"};
         mm_tensor t[] = {

@@ -125,6 +125,13 @@ int mm_timing_format(const mm_timing *t, char *buf, size_t n)
     if (t->forwards > 0)
         put(&o, "per step: %.3f s (%d forwards, %.2f steps/min)\n", denoise / t->forwards, t->forwards,
             denoise > 0 ? 60.0 * t->forwards / denoise : 0);
+    const mm_step_cache_summary *sc = &t->step_cache;
+    if (sc->policy[0]) {
+        char list[1200];
+        mm_step_cache_format_skipped(sc->skipped_bits, sc->forwards, list, sizeof list);
+        put(&o, "step cache %s: %d of %d forwards skipped their blocks%s%s%s\n", sc->policy, sc->skipped, sc->forwards,
+            sc->skipped ? " (forwards " : "", sc->skipped ? list : "", sc->skipped ? ")" : "");
+    }
     if (t->frames > 0 && t->wall > 0) {
         double clip = t->frames / 24.0;
         double mpf = (double)t->width * t->height * t->frames / 1e6;

@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 
+#include "model/dit/step_cache.h"
+
 typedef enum mm_timing_group {
     MM_TG_LOADING = 0,
     MM_TG_INFERENCE,
@@ -44,6 +46,7 @@ typedef struct mm_timing {
     int n_rows;
     double wall;      /* the whole run, start to finish (set by the caller that owns the clock) */
     int forwards;     /* DiT forwards run */
+    mm_step_cache_summary step_cache; /* which of them skipped their blocks (policy "" = no step cache) */
     int frames, width, height;
     mm_timing_memory memory[MM_TIMING_DEVICES];
     int n_memory;
@@ -61,7 +64,8 @@ double mm_timing_unaccounted(const mm_timing *t);
 /* Seconds in rows whose name starts with prefix (e.g. "denoise"). */
 double mm_timing_sum(const mm_timing *t, const char *prefix);
 /* The table: rows under their rollup, each with its share of the wall clock,
- * the unaccounted rest as overhead, then the derived figures and memory. */
+ * the unaccounted rest as overhead, then the derived figures (the forwards
+ * a step cache skipped among them) and memory. */
 int mm_timing_format(const mm_timing *t, char *buf, size_t n);
 
 #endif

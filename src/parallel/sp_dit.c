@@ -46,11 +46,18 @@ struct mm_sp_dit {
     char broken_why[300];
 };
 
+/* The most values one all-reduce of the step cache carries. */
+#define SP_REDUCE_MAX 8
+
 /* One rank's share of a request. */
 typedef struct rank_req {
     mm_sp_local local;
     mm_ulysses *u;
     mm_dit_request *dreq;
+    mm_comm *comm;
+    int n_ranks;
+    mm_tensor reduce;     /* F64 [(N + 1)·SP_REDUCE_MAX] on the rank's device: its values, then every rank's */
+    double *reduce_host;  /* [N·SP_REDUCE_MAX] */
     mm_tensor vin, ain, vout, aout; /* f32 on the rank's device: its video/audio rows */
     float *row_t;                   /* host [rows of the rank] */
     float *h_vin, *h_ain, *h_vout, *h_aout;
@@ -389,6 +396,41 @@ static int request_sdpa(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tensor
     return mm_dit_sdpa(user, out, q, k, v);
 }
 
+/* The step cache's sums over the group (mm_dit_allreduce_fn): every rank
+ * sends its values to every rank, itself included, and adds what arrives in
+ * rank order, so all of them hold the same bits and decide alike. */
+static int allreduce_sums(void *user, mm_ctx *ctx, double *v, int n, mm_error *err)
+{
+    rank_req *rr = user;
+    const int N = rr->n_ranks;
+    if (n < 1 || n > SP_REDUCE_MAX)
+        return mm_fail(err, "all-reduce of %d values (1 to %d are accepted)", n, SP_REDUCE_MAX);
+    mm_sp_msg sends[MM_SP_MAX_RANKS], recvs[MM_SP_MAX_RANKS];
+    for (int p = 0; p < N; p++) {
+        sends[p] = (mm_sp_msg){p, 0, n};
+        recvs[p] = (mm_sp_msg){p, (int64_t)n * (1 + p), n};
+    }
+    const mm_device dev = mm_ctx_device(ctx);
+    mm_tensor mine = mm_tensor_wrap(rr->reduce.data, dev, MM_F64, 1, MM_SHAPE(n));
+    mm_tensor all = mm_tensor_wrap((double *)rr->reduce.data + n, dev, MM_F64, 1, MM_SHAPE((int64_t)N * n));
+    mm_tensor hv = mm_tensor_wrap(v, mm_cpu(), MM_F64, 1, MM_SHAPE(n));
+    mm_tensor hall = mm_tensor_wrap(rr->reduce_host, mm_cpu(), MM_F64, 1, MM_SHAPE((int64_t)N * n));
+    mm_copy(ctx, &mine, &hv);
+    if (mm_ctx_sync(ctx, err) != 0 ||
+        mm_comm_exchange(rr->comm, ctx, rr->reduce.data, sends, N, rr->reduce.data, recvs, N, sizeof(double), err) != 0)
+        return -1;
+    mm_copy(ctx, &hall, &all);
+    if (mm_ctx_sync(ctx, err) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int p = 0; p < N; p++)
+            sum += rr->reduce_host[p * n + i];
+        v[i] = sum;
+    }
+    return 0;
+}
+
 static int job_begin(rank_state *rs, void *arg)
 {
     begin_args *a = arg;
@@ -419,7 +461,22 @@ static int job_begin(rank_state *rs, void *arg)
     mm_gather_rows(ctx, &text_loc, &refined, &sel);
     if (mm_ctx_sync(ctx, err) != 0 || mm_ulysses_create(&rr->u, rs->comm, &q->split, c->head_dim, MM_BF16, err) != 0)
         goto out;
-    mm_dit_request_opts opts = {.refined_text = &text_loc, .attention = mm_ulysses_attention, .attention_user = rr->u};
+    rr->comm = rs->comm;
+    rr->n_ranks = q->sp->n;
+    if (q->sp->n > 1) { /* one rank has all the rows: its sums need no reduction */
+        rr->reduce_host = malloc(sizeof(double) * (size_t)(q->sp->n * SP_REDUCE_MAX));
+        if (!rr->reduce_host) {
+            mm_fail(err, "out of host memory");
+            goto out;
+        }
+        if (mm_tensor_alloc(&rr->reduce, dev, MM_F64, 1, MM_SHAPE((int64_t)(q->sp->n + 1) * SP_REDUCE_MAX), err) != 0)
+            goto out;
+    }
+    mm_dit_request_opts opts = {.refined_text = &text_loc,
+                                .attention = mm_ulysses_attention,
+                                .attention_user = rr->u,
+                                .allreduce = q->sp->n > 1 ? allreduce_sums : NULL,
+                                .allreduce_user = rr};
     if (mm_dit_request_begin_ex(rs->dit, ctx, ll, NULL, &opts, NULL, &rr->dreq, err) != 0)
         goto out;
     mm_ulysses_set_sdpa(rr->u, request_sdpa, rr->dreq);
@@ -461,6 +518,8 @@ static void rank_req_free(rank_req *rr)
     mm_tensor_free(&rr->ain);
     mm_tensor_free(&rr->vout);
     mm_tensor_free(&rr->aout);
+    mm_tensor_free(&rr->reduce);
+    free(rr->reduce_host);
     free(rr->row_t);
     free(rr->h_vin);
     free(rr->h_ain);
@@ -594,6 +653,37 @@ int mm_sp_request_set_fast(mm_sp_request *q, bool fast, mm_error *err)
      * first-use self-checks on the rank's device. */
     q->fast = fast;
     return run_all(q->sp, job_set_fast, q, false, err);
+}
+
+typedef struct step_cache_args {
+    mm_sp_request *req;
+    const mm_step_cache_config *cfg;
+    int forwards;
+} step_cache_args;
+
+static int job_set_step_cache(rank_state *rs, void *arg)
+{
+    step_cache_args *a = arg;
+    return mm_dit_request_set_step_cache(a->req->rr[rs->rank].dreq, a->cfg, a->forwards, &rs->err);
+}
+
+int mm_sp_request_set_step_cache(mm_sp_request *q, const mm_step_cache_config *cfg, int forwards, mm_error *err)
+{
+    /* On each rank's thread: the buffers go on the rank's device. */
+    step_cache_args a = {q, cfg, forwards};
+    return run_all(q->sp, job_set_step_cache, &a, false, err);
+}
+
+void mm_sp_request_set_step(mm_sp_request *q, int step)
+{
+    /* between forwards every rank is parked in run_all's wait, which orders this write before its next job */
+    for (int r = 0; r < q->sp->n; r++)
+        mm_dit_request_set_step(q->rr[r].dreq, step);
+}
+
+const mm_step_cache_report *mm_sp_request_step_cache_report(const mm_sp_request *q, int rank)
+{
+    return rank >= 0 && rank < q->sp->n ? mm_dit_request_step_cache_report(q->rr[rank].dreq) : NULL;
 }
 
 void mm_sp_request_attention_kind(const mm_sp_request *q, char *buf, size_t n)

@@ -191,6 +191,27 @@ def fast_mode_reaches_the_dit_and_is_exact_on_the_cpu(env):
 
 
 @test
+def step_cache_reaches_the_dit(env):
+    """--cache: at threshold 0 (never skips) the clip is the uncached one byte for byte; a huge threshold
+    skips the forwards its guards leave, the clip changes, and the request line and the timing table say
+    which forwards skipped (docs/CACHING.md)."""
+    a, b, c = env.out("nocache.mp4"), env.out("cache0.mp4"), env.out("cachebig.mp4")
+    args = ["-p", "a cached fox", "--size", "64x64", "--seed", "5", "--frames", "22", "--steps", "8", "--preset",
+            "ultrafast", "--plain"]
+    ok(env.generate(*args, "-o", a), "no cache")
+    ok(env.generate(*args, "--cache", "fbc:0", "-o", b), "--cache fbc:0")
+    r = env.generate(*args, "--cache", "fbc:1e9,warmup=2,max-cached=2", "-o", c)
+    ok(r, "--cache fbc:1e9")
+    check(", cache fbc:1e+09,warmup=2,max-cached=2 ->" in r.stderr, "the request line: %s", r.stderr[:400])
+    check("step cache fbc:1e+09,warmup=2,max-cached=2: 3 of 7 forwards skipped their blocks (forwards 3-4, 6)"
+          in r.stderr, "the timing table: %s", r.stderr[-1500:])
+    with open(a, "rb") as fa, open(b, "rb") as fb, open(c, "rb") as fc:
+        da, db, dc = fa.read(), fb.read(), fc.read()
+    check(da == db, "--cache fbc:0 changed the clip")
+    check(da != dc, "skipping forwards left the clip as it was")
+
+
+@test
 def same_seed_same_bytes_other_seed_other_bytes(env):
     a, b, c = env.out("seed_a.mp4"), env.out("seed_b.mp4"), env.out("seed_c.mp4")
     for path, seed in ((a, "11"), (b, "11"), (c, "12")):
@@ -376,6 +397,9 @@ BAD = [
     (["-p", "a", "--last-image", "MEDIA/clip.mp4"], "--last-image"),
     (["-p", "a", "-i", "MEDIA/missing.png"], "--image"),
     (["-p", "a", "--ref-short-edge", "100"], "--ref-short-edge 100"),
+    (["-p", "a", "--cache", "fbc:fast"], "--cache fbc:fast: 'fast' is neither a number nor one of fbc's presets"),
+    (["-p", "a", "--cache", "fbc,warmup=-2"], "--cache fbc,warmup=-2: warmup=-2 is not an integer"),
+    (["-p", "a", "--cache", "teacache", "--partition", "ref2va"], "--cache: teacache is calibrated for the fl2va"),
     # hostile files: FFmpeg's own log lines stay out; the message is ours, once
     (["-p", "a", "-i", "MEDIA/truncated.png"], "--image MEDIA/truncated.png: "),
     (["-p", "a", "--last-image", "MEDIA/truncated.png"], "--last-image MEDIA/truncated.png: "),

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/engines.h"
+#include "io/safetensors.h"
 #include "media/image.h"
 #include "media/probe.h"
 #include "test.h"
@@ -209,6 +210,117 @@ static void test_cancel_stops_at_the_next_forward(void)
     MM_EXPECT(!exists(out) && !exists(part), "nothing left behind");
 }
 
+/* The final target rows the engine dumped (video then audio), malloc'ed. */
+static void *read_latents(const char *path, size_t *bytes)
+{
+    mm_safetensors *st = NULL;
+    mm_error err = {{0}};
+    if (mm_st_open(&st, path, &err) != 0)
+        return NULL;
+    const mm_st_entry *v = mm_st_find(st, "video_rows"), *a = mm_st_find(st, "audio_rows");
+    char *out = NULL;
+    if (v && a) {
+        const size_t nv = v->end - v->begin, na = a->end - a->begin;
+        out = malloc(nv + na);
+        memcpy(out, v->data, nv);
+        memcpy(out + nv, a->data, na);
+        *bytes = nv + na;
+    }
+    mm_st_close(st);
+    return out;
+}
+
+/* Step caching through the resident engine (the real pipeline): threshold
+ * 0 renders the uncached latents bit for bit; a huge threshold skips what
+ * the guards leave, changes the latents, and the result's timings name the
+ * skipped forwards, also when the reference KV cache moves forwards 2.. to
+ * another request; TeaCache on ref2va is refused before anything runs. */
+static void test_step_cache_through_the_pipeline(void)
+{
+    char models[512], dump[512], out[512];
+    snprintf(models, sizeof models, "%s/models", dir);
+    snprintf(dump, sizeof dump, "%s/latents.safetensors", dir);
+    snprintf(out, sizeof out, "%s/cached.mp4", dir);
+    mm_engine_options o;
+    mm_engine_options_defaults(&o);
+    o.h3.checkpoints.models_path = models;
+    o.h3.device = "cpu";
+    o.h3.latents_dump = dump;
+    mm_engine *e = NULL;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_engine_create("h3", &o, &e, &err) == 0, "%s", err.msg);
+    const char *specs[3] = {NULL, "fbc:0,warmup=0,final=0,max-cached=0", "fbc:1e30,warmup=2,final=1,max-cached=2"};
+    void *rows[3] = {NULL, NULL, NULL};
+    size_t bytes[3] = {0, 0, 0};
+    mm_gen_result res[3];
+    for (int i = 0; i < 3; i++) {
+        mm_gen_request r = request(out, 11);
+        r.steps = 8; /* 7 forwards */
+        if (specs[i])
+            MM_EXPECT(mm_step_cache_parse(specs[i], &r.cache, &err) == 0, "%s: %s", specs[i], err.msg);
+        memset(&res[i], 0, sizeof res[i]);
+        MM_EXPECT(mm_engine_generate(e, &r, NULL, &res[i], &err) == 0, "%s: %s", specs[i] ? specs[i] : "no cache",
+                  err.msg);
+        rows[i] = read_latents(dump, &bytes[i]);
+    }
+    MM_EXPECT(rows[0] && rows[1] && bytes[0] == bytes[1] && memcmp(rows[0], rows[1], bytes[0]) == 0,
+              "threshold 0: the uncached latents, bit for bit");
+    MM_EXPECT(rows[2] && bytes[2] == bytes[0] && memcmp(rows[0], rows[2], bytes[0]) != 0,
+              "skipping forwards changes the latents");
+    const mm_step_cache_summary *none = &res[0].timing.step_cache, *zero = &res[1].timing.step_cache,
+                                *huge = &res[2].timing.step_cache;
+    MM_EXPECT(!none->policy[0], "no cache, no record: %s", none->policy);
+    MM_EXPECT(zero->forwards == 7 && zero->skipped == 0 && strcmp(zero->policy, specs[1]) == 0, "%s: %d of %d",
+              zero->policy, zero->skipped, zero->forwards);
+    char list[64];
+    mm_step_cache_format_skipped(huge->skipped_bits, huge->forwards, list, sizeof list);
+    MM_EXPECT(huge->forwards == 7 && huge->skipped == 3 && strcmp(list, "3-4, 6") == 0, "%s: %d of %d, forwards %s",
+              huge->policy, huge->skipped, huge->forwards, list);
+    char table[4096];
+    res[2].timing.wall = res[2].total_seconds;
+    mm_timing_format(&res[2].timing, table, sizeof table);
+    MM_EXPECT(strstr(table, "step cache fbc:1e+30,warmup=2,max-cached=2: 3 of 7 forwards skipped their blocks "
+                            "(forwards 3-4, 6)"),
+              "the timing table names them:\n%s", table);
+    for (int i = 0; i < 3; i++)
+        free(rows[i]);
+
+    /* with the reference KV cache, forwards 2.. run another request (the reduced layout): one record */
+    mm_engine_destroy(e);
+    char key[512];
+    snprintf(key, sizeof key, "%s/cache_key.png", dir);
+    uint8_t rgb[64 * 64 * 3];
+    for (int i = 0; i < (int)sizeof rgb; i++)
+        rgb[i] = (uint8_t)(i * 5 + i / 200);
+    MM_REQUIRE(mm_image_write(key, rgb, 64, 64, 64 * 3, 0, &err) == 0, "%s", err.msg);
+    o.h3.ref_kv_cache = true;
+    o.h3.log = on_log;
+    MM_REQUIRE(mm_engine_create("h3", &o, &e, &err) == 0, "%s", err.msg);
+    mm_gen_request kr = request(out, 13);
+    kr.steps = 8;
+    kr.n_references = 1;
+    kr.references[0] = (mm_reference){MM_REF_IMAGE, key};
+    MM_EXPECT(mm_step_cache_parse(specs[2], &kr.cache, &err) == 0, "%s", err.msg);
+    memset(&res[0], 0, sizeof res[0]);
+    log_text[0] = '\0';
+    MM_EXPECT(mm_engine_generate(e, &kr, NULL, &res[0], &err) == 0, "keyframe + reference KV cache: %s", err.msg);
+    mm_step_cache_format_skipped(res[0].timing.step_cache.skipped_bits, res[0].timing.step_cache.forwards, list,
+                                 sizeof list);
+    MM_EXPECT(strstr(log_text, "reference KV cache: forwards 2..") && res[0].timing.step_cache.forwards == 7 &&
+                  strcmp(list, "3-4, 6") == 0,
+              "with the reference KV cache: %d forwards, skipped %s\n%s", res[0].timing.step_cache.forwards, list,
+              log_text);
+
+    mm_gen_request r = request(out, 12);
+    r.partition = "ref2va";
+    MM_EXPECT(mm_step_cache_parse("teacache", &r.cache, &err) == 0, "%s", err.msg);
+    memset(&res[0], 0, sizeof res[0]);
+    MM_EXPECT(mm_engine_generate(e, &r, NULL, &res[0], &err) == -1 && strstr(err.msg, "teacache") &&
+                  strstr(err.msg, "fl2va model only"),
+              "TeaCache on ref2va: %s", err.msg);
+    mm_engine_destroy(e);
+}
+
 int main(void)
 {
     mm_media_set_verbose(0);
@@ -246,6 +358,7 @@ int main(void)
     MM_RUN(test_failed_job_then_next_one_succeeds);
     MM_RUN(test_writer_failure_fails_the_job_cleanly);
     MM_RUN(test_cancel_stops_at_the_next_forward);
+    MM_RUN(test_step_cache_through_the_pipeline);
     mm_engine_destroy(engine);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -79,6 +79,36 @@ static void test_full_table_does_not_overflow(void)
     MM_EXPECT(strlen(small) < sizeof small, "truncated, terminated");
 }
 
+/* The step cache's line: which forwards skipped, 1-based like the progress
+ * lines; none without a step cache. */
+static void test_step_cache_line(void)
+{
+    mm_timing t = {0};
+    t.wall = 10;
+    t.forwards = 27;
+    mm_timing_add(&t, MM_TG_INFERENCE, "denoise (DiT forwards)", 8.0);
+    char buf[4096];
+    mm_timing_format(&t, buf, sizeof buf);
+    MM_EXPECT(!strstr(buf, "step cache"), "no step cache, no line\n%s", buf);
+    mm_step_cache_config c;
+    mm_step_cache_report rep;
+    MM_REQUIRE(mm_step_cache_parse("fbc:medium", &c, NULL) == 0, "parse");
+    mm_step_cache_report_init(&rep);
+    for (int i = 0; i < 27; i++) {
+        mm_step_decision d = {.skip = (i >= 4 && i <= 6) || i == 8 || i == 26};
+        mm_step_cache_report_add(&rep, i, &d);
+    }
+    mm_step_cache_summarize(&c, &rep, &t.step_cache);
+    mm_timing_format(&t, buf, sizeof buf);
+    MM_EXPECT(strstr(buf, "step cache fbc:medium: 5 of 27 forwards skipped their blocks (forwards 5-7, 9, 27)\n"),
+              "the line\n%s", buf);
+    rep.skipped = 0;
+    memset(rep.skipped_bits, 0, sizeof rep.skipped_bits);
+    mm_step_cache_summarize(&c, &rep, &t.step_cache);
+    mm_timing_format(&t, buf, sizeof buf);
+    MM_EXPECT(strstr(buf, "step cache fbc:medium: 0 of 27 forwards skipped their blocks\n"), "none skipped\n%s", buf);
+}
+
 static void test_reference_canvases(void)
 {
     /* at 768 the video canvas is exactly the target's rule */
@@ -111,6 +141,7 @@ int main(void)
     MM_RUN(test_rows_accumulate_and_roll_up_to_wall);
     MM_RUN(test_memory_keeps_the_peak_per_device);
     MM_RUN(test_full_table_does_not_overflow);
+    MM_RUN(test_step_cache_line);
     MM_RUN(test_reference_canvases);
     return mm_test_exit();
 }

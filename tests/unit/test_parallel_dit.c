@@ -19,6 +19,7 @@
 #include "parallel/sp_dit.h"
 #include "test.h"
 #include "test_sampler_kit.h"
+#include "test_step_cache_run.h"
 
 static json_t *manifest;
 static mm_safetensors *cases;
@@ -259,6 +260,161 @@ static void test_eight_ranks_on_an_eight_head_model(void)
     unlink(path);
 }
 
+/* The step cache over the ranks: each rank holds some rows, the decision
+ * needs the sums over all of them. Through a real sampling loop (the kit
+ * case, 7 forwards), every rank must skip the same forwards from the same
+ * bits — a rank that skipped alone would leave the others waiting in the
+ * attention exchange — and those are the forwards the one-device run skips
+ * (the same sums, added in another order), with its velocities. */
+#define SP_CACHE_STEPS 8
+
+static int cached_run_one_device(mm_ctx *on, const kit_forward_case *f, const mm_step_cache_config *c, sc_run *r,
+                                 mm_step_cache_report *rep, mm_error *err)
+{
+    mm_dit *dit = NULL;
+    if (mm_dit_load(&dit, kit_ckpt, on, NULL, err) != 0)
+        return -1;
+    memset(r, 0, sizeof *r);
+    r->f = f;
+    r->cfg = mm_dit_get_config(dit);
+    r->gpu = mm_ctx_device(on).kind == MM_DEVICE_CUDA ? on : NULL;
+    int rc = mm_dit_request_begin(dit, on, &f->l, &f->text, NULL, &r->dreq, err);
+    if (rc == 0 && (rc = mm_dit_request_set_step_cache(r->dreq, c, SP_CACHE_STEPS - 1, err)) == 0 &&
+        (rc = sc_sample(r, SP_CACHE_STEPS, err)) == 0)
+        *rep = *mm_dit_request_step_cache_report(r->dreq);
+    mm_dit_request_end(r->dreq);
+    r->dreq = NULL;
+    mm_dit_free(dit);
+    return rc;
+}
+
+/* The ranks on ctx0's device kind: devices NULL (CPU ranks), or the GPUs to use. */
+static void check_ranks(mm_ctx *ctx0, const mm_device *devices, const kit_forward_case *f,
+                        const mm_step_cache_config *c, int N, const sc_run *one, const mm_step_cache_report *one_rep,
+                        double tol)
+{
+    mm_sp_options opt;
+    mm_sp_options_defaults(&opt);
+    opt.ranks = N;
+    opt.cpu_threads = 1;
+    opt.devices = devices;
+    mm_sp_dit *sp = NULL;
+    sc_run r;
+    memset(&r, 0, sizeof r);
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_sp_dit_load(&sp, kit_ckpt, ctx0, &opt, NULL, &err) == 0, "%s", err.msg);
+    r.f = f;
+    r.cfg = mm_sp_dit_config(sp);
+    int rc = mm_sp_request_begin(sp, &f->l, &f->text, &r.sreq, &err);
+    if (rc == 0)
+        rc = mm_sp_request_set_step_cache(r.sreq, c, SP_CACHE_STEPS - 1, &err);
+    if (rc == 0)
+        rc = sc_sample(&r, SP_CACHE_STEPS, &err);
+    MM_EXPECT(rc == 0, "N=%d: %s", N, err.msg);
+    char want[SC_MAX_FORWARDS + 1], got[SC_MAX_FORWARDS + 1];
+    sc_pattern(one_rep, SP_CACHE_STEPS - 1, want);
+    const mm_step_cache_report *rank0 = rc == 0 ? mm_sp_request_step_cache_report(r.sreq, 0) : NULL;
+    for (int k = 0; rank0 && k < N; k++) {
+        const mm_step_cache_report *rep = mm_sp_request_step_cache_report(r.sreq, k);
+        sc_pattern(rep, SP_CACHE_STEPS - 1, got);
+        MM_EXPECT(rep && rep->decided == SP_CACHE_STEPS - 1 && strcmp(got, want) == 0,
+                  "N=%d rank %d skipped %s, the one-device run %s", N, k, got, want);
+        MM_EXPECT(rep && memcmp(rep->rel, rank0->rel, sizeof rep->rel) == 0,
+                  "N=%d rank %d decided on other numbers than rank 0", N, k);
+    }
+    double worst = 0;
+    for (int i = 0; rank0 && i < SP_CACHE_STEPS - 1; i++)
+        if (isfinite(one_rep->rel[i]))
+            worst = fmax(worst, fabs((double)rank0->rel[i] - one_rep->rel[i]) / one_rep->rel[i]);
+    MM_EXPECT(worst < tol, "N=%d: rel differs from the one-device run by %.3g (relative)", N, worst);
+    if (rc == 0) {
+        const int64_t nv = f->l.video_rows * r.cfg->video_row_width, na = f->l.audio_rows * r.cfg->audio_row_width;
+        const double dv = mm_conf_measure(r.video, one->video, nv).rel_l2;
+        const double da = mm_conf_measure(r.audio, one->audio, na).rel_l2;
+        MM_EXPECT(dv <= 50 * tol && da <= 50 * tol, "N=%d: final rows vs one device: video rel_l2 %.3g, audio %.3g",
+                  N, dv, da);
+        printf("     %s over %d %s ranks: skipped %s on every rank (as one device), final rows rel_l2 %.2g / %.2g\n",
+               c->kind == MM_STEP_CACHE_FBC ? "FBC" : "TeaCache", N, devices ? "GPU" : "CPU", want, dv, da);
+    }
+    mm_sp_request_end(r.sreq);
+    r.sreq = NULL;
+    sc_run_free(&r);
+    mm_sp_dit_free(sp);
+}
+
+/* One method's check on the kit case: the threshold between the uncached
+ * run's rel values, the one-device run there, then the ranks (devices NULL:
+ * CPU ranks; else the GPUs to use). */
+static void step_cache_over_ranks(mm_ctx *on, const kit_forward_case *f, bool teacache, const int *ranks,
+                                  int n_ranks, const mm_device *devices, double tol)
+{
+    const char *spec = teacache ? "teacache:0,warmup=1,final=1" : "fbc:0,warmup=1,final=1,max-cached=2";
+    mm_step_cache_config c;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_step_cache_parse(spec, &c, &err) == 0, "%s", err.msg);
+    if (teacache) { /* identity coefficients: the accumulator adds rel */
+        c.n_coeffs = 2;
+        c.coeffs[0] = 1.0;
+        c.coeffs[1] = 0.0;
+    }
+    sc_run one;
+    mm_step_cache_report rep;
+    /* threshold 0: the uncached trajectory's rel values, to put the threshold between */
+    MM_REQUIRE(cached_run_one_device(on, f, &c, &one, &rep, &err) == 0, "%s", err.msg);
+    sc_run_free(&one);
+    double rels[SC_MAX_FORWARDS];
+    for (int i = 0; i < SP_CACHE_STEPS - 1; i++)
+        rels[i] = rep.rel[i];
+    c.threshold = sc_between_middle(rels, SP_CACHE_STEPS - 1) * (teacache ? 1.5 : 1.0);
+    MM_REQUIRE(isfinite(c.threshold), "rel values of the uncached run");
+    MM_REQUIRE(cached_run_one_device(on, f, &c, &one, &rep, &err) == 0, "%s", err.msg);
+    char pattern[SC_MAX_FORWARDS + 1];
+    sc_pattern(&rep, SP_CACHE_STEPS - 1, pattern);
+    MM_EXPECT(rep.skipped > 0 && strchr(pattern + 1, '0') != strrchr(pattern, '0'),
+              "%s at %.4g on one device skips %s: the threshold must decide both ways", spec, c.threshold, pattern);
+    double margin = INFINITY; /* FBC decides on rel itself: none may sit on the threshold */
+    for (int i = c.warmup; !teacache && i < SP_CACHE_STEPS - 1 - c.final; i++)
+        margin = fmin(margin, fabs(rep.rel[i] - c.threshold) / c.threshold);
+    MM_EXPECT(margin > 10 * tol, "a rel value within %.2g of the threshold: the ranks' sums could fall either side",
+              margin);
+    for (int i = 0; i < n_ranks; i++)
+        check_ranks(on, devices, f, &c, ranks[i], &one, &rep, tol);
+    sc_run_free(&one);
+}
+
+static void test_step_cache_decides_alike_on_every_rank(void)
+{
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, "fl2va_first_step2") == 0, "case");
+    step_cache_over_ranks(ctx, &f, false, (const int[]){2, 4}, 2, NULL, 1e-5);
+    step_cache_over_ranks(ctx, &f, true, (const int[]){2}, 1, NULL, 1e-5);
+    kit_forward_case_free(&f);
+}
+
+/* On the GPU host: two ranks sharing GPU 0 (the host world: the sums cross
+ * through host memory from device buffers) and, with two GPUs, two ranks
+ * over NCCL. Silent without a GPU unless MMH3_REQUIRE_GPU=1. */
+static void test_step_cache_ranks_on_gpus(void)
+{
+    const int gpus = mm_cuda_device_count();
+    if (gpus == 0) {
+        const char *req = getenv("MMH3_REQUIRE_GPU");
+        MM_EXPECT(!(req && strcmp(req, "1") == 0), "MMH3_REQUIRE_GPU=1 but no GPU is usable");
+        return;
+    }
+    mm_ctx *g = NULL;
+    mm_error err = {{0}};
+    kit_forward_case f;
+    MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, "fl2va_first_step2") == 0, "case");
+    MM_REQUIRE(mm_ctx_create(&g, mm_cuda(0), 0, &err) == 0, "%s", err.msg);
+    const mm_device shared[2] = {mm_cuda(0), mm_cuda(0)}, two[2] = {mm_cuda(0), mm_cuda(1)};
+    step_cache_over_ranks(g, &f, false, (const int[]){2}, 1, shared, 1e-4);
+    if (gpus >= 2)
+        step_cache_over_ranks(g, &f, false, (const int[]){2}, 1, two, 1e-4);
+    mm_ctx_destroy(g);
+    kit_forward_case_free(&f);
+}
+
 /* On the GPU host: the same decomposition over the GPUs there, against the
  * plain CUDA forward and the kit. N = 1 twice: as it runs (the plain forward
  * behind the hook) and with MMH3_SP_EXCHANGE_SELF=1 (pack, NCCL exchange with
@@ -344,6 +500,8 @@ int main(void)
     MM_RUN(test_ref2va_over_4_ranks);
     MM_RUN(test_ranks_that_do_not_divide_the_heads_are_refused);
     MM_RUN(test_eight_ranks_on_an_eight_head_model);
+    MM_RUN(test_step_cache_decides_alike_on_every_rank);
+    MM_RUN(test_step_cache_ranks_on_gpus);
     MM_RUN(test_gpus_equal_the_plain_cuda_forward);
     mm_ctx_destroy(ctx);
     mm_st_close(cases);

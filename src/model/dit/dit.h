@@ -28,6 +28,7 @@
 #include "core/tensor.h"
 #include "model/dit/config.h"
 #include "model/dit/layout.h"
+#include "model/dit/step_cache.h"
 
 typedef struct mm_dit mm_dit;
 typedef struct mm_dit_request mm_dit_request;
@@ -64,6 +65,9 @@ size_t mm_dit_request_bytes(const mm_dit_request *req);
  * rotated). Reports failures through the ctx (mm_ctx_fail); returns 0/-1. */
 typedef int (*mm_dit_attention_fn)(void *user, mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k,
                                    const mm_tensor *v);
+/* Sums n host values over every rank of the group, in place, to the same
+ * bits on every rank (the step cache's decision, step_cache.h). 0 / -1. */
+typedef int (*mm_dit_allreduce_fn)(void *user, mm_ctx *ctx, double *values, int n, mm_error *err);
 typedef struct mm_dit_request_opts {
     /* [layout text rows, hidden] bf16, any device: text already through
      * condition_proj and the token refiner (mm_dit_refine_text); the `text`
@@ -74,6 +78,11 @@ typedef struct mm_dit_request_opts {
     /* Fast mode: the main blocks' attention in e4m3 with per-block
      * scales where the GPU runs that kernel (Hopper), exact elsewhere. */
     bool fast;
+    /* The request holds some rows of a sequence-parallel group: the step
+     * cache's sums go through this before each decision (NULL: all rows are
+     * here, nothing to reduce). */
+    mm_dit_allreduce_fn allreduce;
+    void *allreduce_user;
 } mm_dit_request_opts;
 
 /* mm_dit_request_begin with hooks (opts may be NULL). */
@@ -92,6 +101,20 @@ int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tenso
  * row, condition rows included. */
 int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
                    mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);
+
+/* Step caching (step_cache.h, docs/CACHING.md) for the forwards of this
+ * request: c NULL or off turns it off; `forwards` is how many the request
+ * will run (the last `final` always compute; 0 = unknown). Allocates the
+ * cache's buffers on the request's device, as much as 5 (TeaCache) or 7
+ * (FBC) bf16 residual streams [S, H] (≈ 0.41 GB each at 1344×768×124).
+ * Forwards then go through the cache; mm_dit_request_set_step names the
+ * index of the next one (they count on from 0 otherwise). */
+int mm_dit_request_set_step_cache(mm_dit_request *req, const mm_step_cache_config *c, int forwards, mm_error *err);
+void mm_dit_request_set_step(mm_dit_request *req, int step);
+/* What the request's forwards skipped so far, or NULL without a step cache. */
+const mm_step_cache_report *mm_dit_request_step_cache_report(const mm_dit_request *req);
+/* Device bytes of the step cache's buffers (0 without one). */
+size_t mm_dit_request_step_cache_bytes(const mm_dit_request *req);
 
 /* Speed controls (src/model/dit/dit_block_cuda.c). On a CUDA context the
  * main blocks run through the fused kernels (norm + modulation + rotation +

@@ -159,6 +159,7 @@ void mm_dit_request_end(mm_dit_request *r)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
     mm_dit_cuda_teardown(r);
+    mm_dit_step_cache_free(r);
     free(r->tags);
     free(r);
 }
@@ -223,6 +224,8 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
         r->attention = opts->attention;
         r->attention_user = opts->attention_user;
         r->fast = opts->fast;
+        r->allreduce = opts->allreduce;
+        r->allreduce_user = opts->allreduce_user;
     }
     r->cuda_path = mm_dit_cuda_path_applies(r);
     r->rows = layout->rows;
@@ -278,6 +281,19 @@ int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tenso
     }
     mm_dit_request_end(r);
     return rc == 0 ? 0 : mm_error_prefix(err, "refining text");
+}
+
+int mm_dit_run_blocks(mm_dit_request *r, int first, int end, int m)
+{
+    for (int b = first; b < end; b++) {
+        mm_dit_adaln_block(r, b, m);
+        mm_dit_block(r, b);
+        if (b == 0)
+            mm_dit_capture(r, "block0_out", &r->ws.x);
+        if ((b & 7) == 7 && mm_ctx_failed(r->ctx))
+            break;
+    }
+    return mm_ctx_failed(r->ctx) ? -1 : 0;
 }
 
 int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
@@ -340,13 +356,11 @@ int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video
 
     mm_dit_embed_media(r, video_rows, audio_rows);
     mm_dit_capture(r, "block0_in", &r->ws.x);
-    for (int b = 0; b < c->layers; b++) {
-        mm_dit_adaln_block(r, b, m);
-        mm_dit_block(r, b);
-        if (b == 0)
-            mm_dit_capture(r, "block0_out", &r->ws.x);
-        if ((b & 7) == 7 && mm_ctx_failed(ctx))
-            break;
+    if (r->step_cache) {
+        if (mm_dit_cached_blocks(r, m, err) != 0)
+            return mm_error_prefix(err, "DiT forward");
+    } else {
+        mm_dit_run_blocks(r, 0, c->layers, m);
     }
     mm_dit_capture(r, "blocks_out", &r->ws.x);
     mm_dit_adaln_final(r, m);

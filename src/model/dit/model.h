@@ -7,6 +7,7 @@
 #include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/dit/dit.h"
+#include "model/dit/step_cache.h"
 
 /* The attention + MLP half of a block: norms and the four linears (qkv, out,
  * fc1, fc2) in their stored format (bf16 in the refiner, int8 ConvRot in the
@@ -56,6 +57,19 @@ typedef struct mm_dit_workspace {
     mm_tensor adaln_idx, t_idx; /* I32 [S]: ti·modalities + tag, ti */
 } mm_dit_workspace;
 
+/* The step cache of a request (step_cache_forward.c; the policy is step_cache.h). */
+typedef struct mm_dit_step_cache {
+    mm_step_cache_state state;
+    mm_step_cache_report report;
+    int next_step;      /* index of the next forward */
+    mm_tensor in;       /* [S, H] bf16: block 0's input; FBC: then block 0's output h1 */
+    mm_tensor cur, ref; /* FBC: [S, H] f32 residuals of block 0; TeaCache: [S, H] bf16 probes */
+    mm_tensor delta;    /* [S, H] f32: D, what stands in for the blocks a skipped forward leaves out */
+    mm_tensor sums;     /* [4, S] f32: per-row sums of cur and of cur − ref (step_cache_forward.c) */
+    float *host_sums;   /* [4·S] */
+    size_t bytes;
+} mm_dit_step_cache;
+
 struct mm_dit_request {
     mm_dit *dit;
     mm_ctx *ctx;
@@ -77,6 +91,10 @@ struct mm_dit_request {
     bool paths_fast;       /* paths were chosen with fast mode's self-check */
     mm_dit_profile profile; /* stage marks of one block (benchmarks) */
     mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */
+    /* step caching (mm_dit_request_set_step_cache), NULL when off */
+    mm_dit_step_cache *step_cache;
+    mm_dit_allreduce_fn allreduce; /* mm_dit_request_opts: the group's sums, or NULL */
+    void *allreduce_user;
 };
 
 /* weights.c */
@@ -115,6 +133,15 @@ bool mm_dit_cuda_path_applies(const mm_dit_request *r);
 int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err); /* its buffers (nothing off the path) */
 void mm_dit_cuda_teardown(mm_dit_request *r);
 int mm_dit_block_cuda(mm_dit_request *r, int block);
+
+/* forward.c: main blocks [first, end) with their AdaLN rows (and the
+ * block0_out capture), for the m timesteps of the current forward. */
+int mm_dit_run_blocks(mm_dit_request *r, int first, int end, int m);
+
+/* step_cache_forward.c: the main blocks of one forward through the step
+ * cache (some or none of them run), and the cache's teardown. */
+int mm_dit_cached_blocks(mm_dit_request *r, int m, mm_error *err);
+void mm_dit_step_cache_free(mm_dit_request *r);
 
 /* block.c, final_layer.c */
 int mm_dit_block(mm_dit_request *r, int block);
