@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/sha256.h"
 #include "io/safetensors.h"
 #include "model/text/image_preprocess.h"
@@ -20,13 +21,6 @@ struct mm_conditioner {
     mm_pres_tokens special;
     char checkpoint_id[65];
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Identity of the checkpoint for cache keys: the digest of its header (names,
  * dtypes, shapes, offsets) and its size, cheap to compute on a 15 GB file. */
@@ -180,7 +174,7 @@ int mm_conditioner_encode(mm_conditioner *c, mm_ctx *ctx, const char *prompt, si
                           const mm_conditioner_debug *dbg, mm_error *err)
 {
     memset(out, 0, sizeof *out);
-    const double t0 = now();
+    const double t0 = mm_clock_now();
     const mm_device dev = mm_ctx_device(ctx);
     const int64_t H = c->opts.config.text.hidden;
     const int n_ds = c->opts.config.vision.n_deepstack;
@@ -200,7 +194,7 @@ int mm_conditioner_encode(mm_conditioner *c, mm_ctx *ctx, const char *prompt, si
             out->tags = tags;
             out->cached = true;
             mm_tensor_free(&host);
-            out->seconds = now() - t0;
+            out->seconds = mm_clock_now() - t0;
             if (rc < 0)
                 mm_cond_result_free(out);
             return rc;
@@ -356,6 +350,6 @@ out:
         mm_tensor_free(&img.deepstack[j]), mm_tensor_free(&vid.deepstack[j]), mm_tensor_free(&ds[j]);
     mm_presentation_free(&p);
     free(items), free(img_px), free(vid_px), free(pos), free(ids), free(vis_rows), free(img_slot), free(vid_slot);
-    out->seconds = now() - t0;
+    out->seconds = mm_clock_now() - t0;
     return rc;
 }
