@@ -174,6 +174,7 @@ int mm_cmd_serve(int argc, char **argv)
     s.o.db_url = getenv("MMH3_DATABASE_URL"); /* the documented default of --db */
     if (s.o.db_url && !*s.o.db_url)
         s.o.db_url = NULL;
+    s.o.pg_user = getenv("MMH3_PG_USER");
     mm_engine_options_defaults(&s.eo);
     mm_flags_result parsed = parse_flags(&s, argc, argv);
     if (parsed != MM_FLAGS_RUN)

@@ -31,7 +31,15 @@ static int apply_dtype(const mm_flag *f, char *v, mm_error *why)
     return strcmp(v, "bf16") == 0 ? 0 : mm_fail(why, "not available for the int8 ConvRot checkpoints");
 }
 
-static bool edge_ok(const char *s, int *out) { return mm_flag_int(s, 64, 4096, out) && *out % 32 == 0; }
+/* A refused edge leaves *out as it was. */
+static bool edge_ok(const char *s, int *out)
+{
+    int v;
+    if (!mm_flag_int(s, 64, 4096, &v) || v % 32 != 0)
+        return false;
+    *out = v;
+    return true;
+}
 
 static int apply_edge(const mm_flag *f, char *v, mm_error *why)
 {

@@ -356,7 +356,7 @@ static int start_database(stack *st, mm_error *err)
 {
     const char *db_url = st->o->db_url;
     if (!db_url) {
-        if (mm_pg_prepare(&st->pg, st->state, st->log_dir, st->o->pg_bindir, err) < 0 || mm_pg_start(&st->pg, err) < 0)
+        if (mm_pg_prepare(&st->pg, st->state, st->log_dir, st->o->pg_bindir, st->o->pg_user, err) < 0 || mm_pg_start(&st->pg, err) < 0)
             return -1;
         write_pid(st->run_dir, "postgres", st->pg.pid);
         db_url = st->pg.url;
