@@ -47,7 +47,8 @@ static int apply_oxen(const mm_flag *f, char *v, mm_error *why)
 }
 
 /* After each flag: the engine's are passed on to every worker as given
- * (first spelling and value), except --gpus, which serve spreads itself. */
+ * (as the worker spells it, and the value), except --gpus, which serve
+ * spreads itself. */
 static int pass_engine_flag(void *user, const mm_flag *f, const char *spelled, const char *value, mm_error *why)
 {
     (void)spelled;
@@ -60,7 +61,7 @@ static int pass_engine_flag(void *user, const mm_flag *f, const char *spelled, c
     }
     if (s->o.n_engine_args + 2 > MM_SERVE_ENGINE_ARGS)
         return mm_fail(why, "too many engine flags; accepted: at most %d values", MM_SERVE_ENGINE_ARGS);
-    s->o.engine_args[s->o.n_engine_args++] = f->name;
+    s->o.engine_args[s->o.n_engine_args++] = mm_engine_flags_worker_name(f->id);
     if (value)
         s->o.engine_args[s->o.n_engine_args++] = value;
     return 0;

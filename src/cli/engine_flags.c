@@ -110,6 +110,17 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
     return n;
 }
 
+const char *mm_engine_flags_worker_name(int id)
+{
+    mm_engine_options o;
+    mm_flag rows[MM_ENGINE_FLAGS_MAX];
+    int n = mm_engine_flags_rows(MM_ENGINE_CMD_WORKER, &o, rows);
+    for (int i = 0; i < n; i++)
+        if (rows[i].id == id)
+            return rows[i].name;
+    return NULL;
+}
+
 /* The environment stands in for a flag not given: a worker started by a
  * supervisor or a test can be given small references without new flags. */
 static int edge_from_env(const char *name, int *edge, mm_error *err)

@@ -58,6 +58,10 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
 
 static inline bool mm_engine_flags_owns(int id) { return id >= MM_EF_FIRST && id < MM_EF_END; }
 
+/* How `mmh3 worker` spells the engine flag `id` ("--threads" for serve's
+ * --cpu-threads): what serve passes on to its workers. */
+const char *mm_engine_flags_worker_name(int id);
+
 /* After the flags: what the environment gives for flags not given
  * (MMH3_REF_SHORT_EDGE, MMH3_REF_VIDEO_SHORT_EDGE), checked like the flags. */
 int mm_engine_flags_finish(mm_engine_options *o, mm_error *err);

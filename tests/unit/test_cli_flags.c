@@ -282,7 +282,11 @@ static void test_engine_flags_per_command(void)
               "serve: --cpu-threads only (its --threads is the FastCGI pool's)");
     MM_EXPECT(has_row(srv, ns, "--models-path", "--checkpoints --models"), "--models-path with both aliases");
     for (int i = 0; i < ns; i++)
-        MM_EXPECT(mm_engine_flags_owns(srv[i].id), "%s carries its MM_EF_ id", srv[i].name);
+        MM_EXPECT(mm_engine_flags_owns(srv[i].id) && mm_engine_flags_worker_name(srv[i].id),
+                  "%s carries its MM_EF_ id, which the worker takes", srv[i].name);
+    /* what serve passes on is the worker's spelling */
+    const char *t = mm_engine_flags_worker_name(MM_EF_THREADS), *m = mm_engine_flags_worker_name(MM_EF_MODELS);
+    MM_EXPECT(t && strcmp(t, "--threads") == 0 && m && strcmp(m, "--models-path") == 0, "%s %s", t, m);
 
     /* Through the parser, as generate uses them. */
     char err[1024] = "";
