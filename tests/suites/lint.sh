@@ -6,3 +6,5 @@
 lint_python=/usr/bin/python3
 [ -x "$lint_python" ] || lint_python=python3
 run_one lint/arch "$lint_python" "$MMH3_SRC/tools/lint-arch"
+# The checks themselves, on made-up sources with and without a violation.
+run_one lint/self-test "$lint_python" "$MMH3_SRC/tools/lint-arch" --self-test
