@@ -12,7 +12,6 @@
 
 #ifdef MMH3_HAVE_SERVER
 #include "cli/engine_flags.h"
-#include "cli/flags.h"
 #include "queue/db.h"
 #include "queue/log.h"
 #include "queue/worker.h"
