@@ -41,11 +41,11 @@
 /* What the flags say, as given; the steps below check and settle it. */
 typedef struct gen_args {
     const char *prompt, *file, *out, *last_image, *partition;
-    const char *frames, *seconds, *width, *height, *size, *steps, *seed;
-    const char *preset, *frames_dir, *dit_path;
+    const char *frames, *seconds, *width, *height, *size, *steps, *seed, *crf, *preset;
+    const char *frames_dir, *dit_path;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
-    int n_refs, crf, verbosity;
+    int n_refs, verbosity;
     bool no_audio, fast, plain;
     mm_engine_options eo;
 } gen_args;
@@ -263,22 +263,6 @@ static int add_reference(const mm_flag *f, char *value, mm_error *why)
     return 0;
 }
 
-static int apply_crf(const mm_flag *f, char *value, mm_error *why)
-{
-    long long v;
-    if (!parse_ll(value, &v))
-        return mm_fail(why, "not an integer");
-    return mm_rule_crf(v, f->target, why);
-}
-
-static int apply_preset(const mm_flag *f, char *value, mm_error *why)
-{
-    if (!mm_rule_preset_valid(value))
-        return mm_fail(why, "unknown preset");
-    *(const char **)f->target = value;
-    return 0;
-}
-
 #define ACCEPT_REFS "at most 9 images, 3 videos and 3 audio clips"
 
 static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
@@ -302,8 +286,8 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
          "a reference audio clip (ref2va), repeatable, up to 3, at most 15 s used", .arg = "PATH",
          .accepted = ACCEPT_REFS, .apply = add_reference, .set_int = 1},
         {"--last-image", NULL, MM_FLAG_STRING, &a->last_image, "fl2va: the last frame", .arg = "PATH"},
-        {"--partition", NULL, MM_FLAG_CHOICE, &a->partition, "fl2va or ref2va (default ref2va with --audio, else fl2va)",
-         .arg = "P", .choices = "fl2va ref2va", .accepted = MM_ACCEPT_PARTITION},
+        {"--partition", NULL, MM_FLAG_STRING, &a->partition, "fl2va or ref2va (default ref2va with --audio, else fl2va)",
+         .arg = "P", .accepted = MM_ACCEPT_PARTITION},
         {.kind = MM_FLAG_SECTION, .help = "length, canvas, sampling"},
         {"--frames", NULL, MM_FLAG_STRING, &a->frames, MM_ACCEPT_FRAMES " (default 124)", .arg = "N",
          .accepted = MM_ACCEPT_FRAMES},
@@ -321,10 +305,9 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
         {"--fast", NULL, MM_FLAG_TRUE, &a->fast,
          .help = "fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)"},
         {.kind = MM_FLAG_SECTION, .help = "output encoding"},
-        {"--crf", NULL, MM_FLAG_CUSTOM, &a->crf, MM_ACCEPT_CRF, .arg = "N", .accepted = MM_ACCEPT_CRF,
-         .apply = apply_crf},
-        {"--preset", NULL, MM_FLAG_CUSTOM, &a->preset, "x264 preset (default medium)", .arg = "P",
-         .accepted = MM_ACCEPT_PRESET, .apply = apply_preset},
+        {"--crf", NULL, MM_FLAG_STRING, &a->crf, MM_ACCEPT_CRF, .arg = "N", .accepted = MM_ACCEPT_CRF},
+        {"--preset", NULL, MM_FLAG_STRING, &a->preset, "x264 preset (default medium)", .arg = "P",
+         .accepted = MM_ACCEPT_PRESET},
         {"--frames-dir", NULL, MM_FLAG_STRING, &a->frames_dir, "also write every frame as DIR/frame_NNNNN.png",
          .arg = "DIR"},
         {.kind = MM_FLAG_SECTION, .help = "devices and weights (the same flags as mmh3 worker and mmh3 serve)"},
@@ -355,8 +338,8 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
     return mm_flags_parse(&cmd, argc, argv);
 }
 
-/* The flags that exclude each other, and the one that must be there. */
-static int check_exclusive(const gen_args *a)
+/* One prompt, from -p or -f. */
+static int check_prompt_flags(const gen_args *a)
 {
     if (a->prompt && a->file)
         return clash("--prompt", "--file");
@@ -364,10 +347,6 @@ static int check_exclusive(const gen_args *a)
         fprintf(stderr, PROG ": no prompt; give -p TEXT or -f FILE ('-' reads stdin)\n");
         return 2;
     }
-    if (a->frames && a->seconds)
-        return clash("--frames", "--seconds");
-    if (a->size && (a->width || a->height))
-        return clash("--size", a->width ? "--width" : "--height");
     return 0;
 }
 
@@ -525,6 +504,24 @@ static int settle_canvas(const gen_args *a, int ref_w, int ref_h, mm_gen_request
     return 0;
 }
 
+/* The output's encoding: CRF and x264 preset. */
+static int settle_encoding(const gen_args *a, mm_gen_request *req)
+{
+    long long v;
+    mm_error e = {{0}};
+    req->crf = MM_CRF_DEFAULT;
+    if (a->crf) {
+        if (!parse_ll(a->crf, &v))
+            return bad("--crf", a->crf, "not an integer", MM_ACCEPT_CRF);
+        if (mm_rule_crf(v, &req->crf, &e) != 0)
+            return bad("--crf", a->crf, e.msg, MM_ACCEPT_CRF);
+    }
+    if (a->preset && !mm_rule_preset_valid(a->preset))
+        return bad("--preset", a->preset, "unknown preset", MM_ACCEPT_PRESET);
+    req->preset = a->preset ? a->preset : MM_PRESET_DEFAULT;
+    return 0;
+}
+
 /* Steps, and the seed (given, or drawn). */
 static int settle_sampling(const gen_args *a, mm_gen_request *req)
 {
@@ -552,15 +549,25 @@ static int settle_sampling(const gen_args *a, mm_gen_request *req)
 
 /* The request policy in one step: user input (the flags and the
  * references' media) to a validated request (partition, references, last
- * frame, frames, canvas, steps, seed) and the notes of what was snapped. */
+ * frame, frames, canvas, steps, seed, encoding, audio and fast mode) and
+ * the notes of what was snapped. */
 static int settle_request(const gen_args *a, const char *prompt, mm_gen_request *req, mm_rule_notes *notes)
 {
+    if (a->frames && a->seconds)
+        return clash("--frames", "--seconds");
+    if (a->size && (a->width || a->height))
+        return clash("--size", a->width ? "--width" : "--height");
+    if (a->partition && strcmp(a->partition, "fl2va") != 0 && strcmp(a->partition, "ref2va") != 0)
+        return bad("--partition", a->partition, "unknown partition", MM_ACCEPT_PARTITION);
     int counts[3] = {0}, ref_w = 0, ref_h = 0, rc;
     req->prompt = prompt;
+    req->no_audio = a->no_audio;
+    req->fast = a->fast;
     mm_media_set_verbose(-1);
     if ((rc = settle_references(a, req, counts, &ref_w, &ref_h)) != 0 ||
         (rc = settle_partition(a, counts, req, &ref_w, &ref_h)) != 0 || (rc = settle_length(a, req, notes)) != 0 ||
-        (rc = settle_canvas(a, ref_w, ref_h, req, notes)) != 0 || (rc = settle_sampling(a, req)) != 0)
+        (rc = settle_canvas(a, ref_w, ref_h, req, notes)) != 0 || (rc = settle_sampling(a, req)) != 0 ||
+        (rc = settle_encoding(a, req)) != 0)
         return rc;
     return 0;
 }
@@ -683,10 +690,6 @@ static int generate(gen_args *a, const char *prompt, double t_start)
             a->dit_path;
     if ((rc = prepare_output(a, prompt, out_default, sizeof out_default, &req.out_path)) != 0)
         return rc;
-    req.no_audio = a->no_audio;
-    req.fast = a->fast;
-    req.crf = a->crf;
-    req.preset = a->preset;
     req.frames_dir = a->frames_dir;
     cli_progress view;
     show_plan(a, &req, &notes, &view, t_start);
@@ -696,7 +699,7 @@ static int generate(gen_args *a, const char *prompt, double t_start)
 int mm_cmd_generate(int argc, char **argv)
 {
     double t_start = mm_timing_now();
-    gen_args a = {.preset = MM_PRESET_DEFAULT, .crf = MM_CRF_DEFAULT, .verbosity = 1};
+    gen_args a = {.verbosity = 1};
     mm_engine_options_defaults(&a.eo);
     mm_flags_result parsed = parse_flags(&a, argc, argv);
     if (parsed != MM_FLAGS_RUN)
@@ -706,7 +709,7 @@ int mm_cmd_generate(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", e.msg);
         return 2;
     }
-    int rc = check_exclusive(&a);
+    int rc = check_prompt_flags(&a);
     if (rc != 0)
         return rc;
     char *prompt_buf;
