@@ -14,7 +14,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -29,6 +28,7 @@
 #include "cli/commands.h"
 #include "backend/device.h"
 #include "cli/engine_flags.h"
+#include "cli/flags.h"
 #include "cli/generate_progress.h"
 #include "engine/engines.h"
 #include "engine/request_rules.h"
@@ -38,62 +38,23 @@
 
 #define PROG "mmh3 generate"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: mmh3 generate (-p PROMPT | -f FILE) [options]\n"
-            "\n"
-            "Renders one clip with MiniMax-H3 (video + audio) to an mp4 and prints a timing table.\n"
-            "\n"
-            "prompt and output\n"
-            "  -p, --prompt TEXT        the prompt\n"
-            "  -f, --file FILE          read the prompt from FILE ('-' = stdin)\n"
-            "  -o, --out PATH           output mp4 (default outputs/<date>_<time>-<prompt>.mp4; folders created)\n"
-            "references\n"
-            "  -i, --image PATH         an image or video, repeatable, in request order (fl2va: the first picture is\n"
-            "                           the first frame and sets the canvas aspect; a video gives 4 evenly spaced\n"
-            "                           frames. ref2va: up to 9 images and 3 videos)\n"
-            "      --audio PATH         a reference audio clip (ref2va), repeatable, up to 3, at most 15 s used\n"
-            "      --last-image PATH    fl2va: the last frame\n"
-            "      --partition P        fl2va or ref2va (default ref2va with --audio, else fl2va)\n"
-            "length, canvas, sampling\n"
-            "      --frames N           %s (default 124)\n"
-            "  -s, --seconds S          %s\n"
-            "      --width W, --height H  %s\n"
-            "      --size WxH|N         %s\n"
-            "      --steps N            %s; N grid points = N-1 forwards\n"
-            "      --seed N             %s (default: drawn, printed)\n"
-            "      --no-audio           silent output (no audio stream)\n"
-            "      --fast               fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)\n"
-            "      --cache SPEC         step caching, lossy (default off): fbc[:high|medium|low|sana|THRESHOLD] or\n"
-            "                           teacache[:vllm|rtx4090|THRESHOLD] skips the blocks of forwards that change\n"
-            "                           little (docs/CACHING.md)\n"
-            "output encoding\n"
-            "      --crf N              %s\n"
-            "      --preset P           x264 preset (default medium)\n"
-            "      --frames-dir DIR     also write every frame as DIR/frame_NNNNN.png\n"
-            "devices and weights (the same flags as mmh3 worker and mmh3 serve)\n",
-            MM_ACCEPT_FRAMES, MM_ACCEPT_SECONDS, MM_ACCEPT_DIM, MM_ACCEPT_SIZE, MM_ACCEPT_STEPS, MM_ACCEPT_SEED,
-            MM_ACCEPT_CRF);
-    mm_engine_flags_usage(f, MM_ENGINE_CMD_GENERATE, 6, 27);
-    fprintf(f,
-            "      --dit-path F         the DiT file of this run's partition\n"
-            "messages\n"
-            "  -v, --verbose            engine events (files found, loads, cache hits)\n"
-            "  -q, --quiet              errors only\n"
-            "      --plain              plain progress lines even on a terminal\n"
-            "      --dump-layout FILE   write the packed DiT layout (safetensors) for inspection\n"
-            "      --dump-latents FILE  write the final target rows (safetensors) to compare runs\n");
-}
+/* What the flags say, as given; the steps below check and settle it. */
+typedef struct gen_args {
+    const char *prompt, *file, *out, *last_image, *partition;
+    const char *frames, *seconds, *width, *height, *size, *steps, *seed, *crf, *preset;
+    const char *frames_dir, *dit_path, *cache;
+    const char *refs[MM_MAX_REFERENCES + 1];
+    bool ref_is_audio[MM_MAX_REFERENCES + 1];
+    int n_refs, verbosity;
+    bool no_audio, fast, plain;
+    mm_engine_options eo;
+} gen_args;
 
+/* "PROG: FLAG VALUE: problem; accepted: ..." (cli/flags.h), exit status 2. */
 static int bad(const char *flag, const char *value, const char *problem, const char *accepted)
 {
-    /* a media probe's message may already list what it accepts */
-    if (strstr(problem, "; accepted: "))
-        fprintf(stderr, PROG ": %s %s: %s\n", flag, value, problem);
-    else
-        fprintf(stderr, PROG ": %s %s: %s; accepted: %s\n", flag, value, problem, accepted);
-    return 2;
+    const mm_flags_cmd as = {.prog = PROG};
+    return mm_flags_refuse(&as, flag, value, problem, accepted);
 }
 
 static int clash(const char *a, const char *b)
@@ -290,242 +251,177 @@ static mm_device dit_device(const char *device)
     return d;
 }
 
-enum {
-    O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
-    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST, O_CACHE,
-};
+/* ---------------------------------------------------------------- flags */
 
-int mm_cmd_generate(int argc, char **argv)
+static int add_reference(const mm_flag *f, char *value, mm_error *why)
 {
-    double t_start = mm_timing_now();
-    static const struct option own[] = {
-        {"prompt", required_argument, 0, 'p'},
-        {"file", required_argument, 0, 'f'},
-        {"out", required_argument, 0, 'o'},
-        {"image", required_argument, 0, 'i'},
-        {"audio", required_argument, 0, O_AUDIO},
-        {"last-image", required_argument, 0, O_LAST},
-        {"partition", required_argument, 0, O_PARTITION},
-        {"frames", required_argument, 0, O_FRAMES},
-        {"seconds", required_argument, 0, 's'},
-        {"width", required_argument, 0, O_WIDTH},
-        {"height", required_argument, 0, O_HEIGHT},
-        {"size", required_argument, 0, O_SIZE},
-        {"steps", required_argument, 0, O_STEPS},
-        {"seed", required_argument, 0, O_SEED},
-        {"no-audio", no_argument, 0, O_NO_AUDIO},
-        {"fast", no_argument, 0, O_FAST},
-        {"cache", required_argument, 0, O_CACHE},
-        {"crf", required_argument, 0, O_CRF},
-        {"preset", required_argument, 0, O_PRESET},
-        {"frames-dir", required_argument, 0, O_FRAMES_DIR},
-        {"dit-path", required_argument, 0, O_DIT},
-        {"verbose", no_argument, 0, 'v'},
-        {"quiet", no_argument, 0, 'q'},
-        {"plain", no_argument, 0, O_PLAIN},
-        {"dump-layout", required_argument, 0, O_DUMP_LAYOUT},
-        {"dump-latents", required_argument, 0, O_DUMP_LATENTS},
-        {"help", no_argument, 0, 'h'},
+    gen_args *a = f->target;
+    if (a->n_refs == MM_MAX_REFERENCES)
+        return mm_fail(why, "too many references");
+    a->ref_is_audio[a->n_refs] = f->set_int;
+    a->refs[a->n_refs++] = value;
+    return 0;
+}
+
+#define ACCEPT_REFS "at most 9 images, 3 videos and 3 audio clips"
+
+static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
+{
+    mm_flag engine[MM_ENGINE_FLAGS_MAX];
+    int n_engine = mm_engine_flags_rows(MM_ENGINE_CMD_GENERATE, &a->eo, engine);
+    const mm_flag rows[] = {
+        {.kind = MM_FLAG_SECTION, .help = "prompt and output"},
+        {"--prompt", "-p", MM_FLAG_STRING, &a->prompt, "the prompt", .arg = "TEXT", .accepted = MM_ACCEPT_PROMPT,
+         .once = true},
+        {"--file", "-f", MM_FLAG_STRING, &a->file, "read the prompt from FILE ('-' = stdin)", .arg = "FILE",
+         .once = true},
+        {"--out", "-o", MM_FLAG_STRING, &a->out,
+         "output mp4 (default outputs/<date>_<time>-<prompt>.mp4; folders created)", .arg = "PATH"},
+        {.kind = MM_FLAG_SECTION, .help = "references"},
+        {"--image", "-i", MM_FLAG_CUSTOM, a,
+         "an image or video, repeatable, in request order (fl2va: the first picture is the first frame and sets the "
+         "canvas aspect; a video gives 4 evenly spaced frames. ref2va: up to 9 images and 3 videos)",
+         .arg = "PATH", .accepted = ACCEPT_REFS, .apply = add_reference, .set_int = 0},
+        {"--audio", NULL, MM_FLAG_CUSTOM, a,
+         "a reference audio clip (ref2va), repeatable, up to 3, at most 15 s used", .arg = "PATH",
+         .accepted = ACCEPT_REFS, .apply = add_reference, .set_int = 1},
+        {"--last-image", NULL, MM_FLAG_STRING, &a->last_image, "fl2va: the last frame", .arg = "PATH"},
+        {"--partition", NULL, MM_FLAG_STRING, &a->partition, "fl2va or ref2va (default ref2va with --audio, else fl2va)",
+         .arg = "P", .accepted = MM_ACCEPT_PARTITION},
+        {.kind = MM_FLAG_SECTION, .help = "length, canvas, sampling"},
+        {"--frames", NULL, MM_FLAG_STRING, &a->frames, MM_ACCEPT_FRAMES " (default 124)", .arg = "N",
+         .accepted = MM_ACCEPT_FRAMES},
+        {"--seconds", "-s", MM_FLAG_STRING, &a->seconds, MM_ACCEPT_SECONDS, .arg = "S", .accepted = MM_ACCEPT_SECONDS},
+        {"--width", NULL, MM_FLAG_STRING, &a->width, "the canvas width: " MM_ACCEPT_DIM, .arg = "W",
+         .accepted = MM_ACCEPT_DIM},
+        {"--height", NULL, MM_FLAG_STRING, &a->height, "the canvas height: " MM_ACCEPT_DIM, .arg = "H",
+         .accepted = MM_ACCEPT_DIM},
+        {"--size", NULL, MM_FLAG_STRING, &a->size, MM_ACCEPT_SIZE, .arg = "WxH|N", .accepted = MM_ACCEPT_SIZE},
+        {"--steps", NULL, MM_FLAG_STRING, &a->steps, MM_ACCEPT_STEPS "; N grid points = N-1 forwards", .arg = "N",
+         .accepted = MM_ACCEPT_STEPS},
+        {"--seed", NULL, MM_FLAG_STRING, &a->seed, MM_ACCEPT_SEED " (default: drawn, printed)", .arg = "N",
+         .accepted = MM_ACCEPT_SEED},
+        {"--no-audio", NULL, MM_FLAG_TRUE, &a->no_audio, .help = "silent output (no audio stream)"},
+        {"--fast", NULL, MM_FLAG_TRUE, &a->fast,
+         .help = "fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)"},
+        {"--cache", NULL, MM_FLAG_STRING, &a->cache,
+         "step caching, lossy (default off): fbc[:high|medium|low|sana|THRESHOLD] or teacache[:vllm|rtx4090|THRESHOLD] "
+         "skips the blocks of forwards that change little (docs/CACHING.md)",
+         .arg = "SPEC", .accepted = MM_ACCEPT_CACHE},
+        {.kind = MM_FLAG_SECTION, .help = "output encoding"},
+        {"--crf", NULL, MM_FLAG_STRING, &a->crf, MM_ACCEPT_CRF, .arg = "N", .accepted = MM_ACCEPT_CRF},
+        {"--preset", NULL, MM_FLAG_STRING, &a->preset, "x264 preset (default medium)", .arg = "P",
+         .accepted = MM_ACCEPT_PRESET},
+        {"--frames-dir", NULL, MM_FLAG_STRING, &a->frames_dir, "also write every frame as DIR/frame_NNNNN.png",
+         .arg = "DIR"},
+        {.kind = MM_FLAG_SECTION, .help = "devices and weights (the same flags as mmh3 worker and mmh3 serve)"},
+        {.kind = MM_FLAG_GROUP, .rows = engine, .n_rows = n_engine},
+        {"--dit-path", NULL, MM_FLAG_STRING, &a->dit_path, "the DiT file of this run's partition", .arg = "F"},
+        {.kind = MM_FLAG_SECTION, .help = "messages"},
+        {"--verbose", "-v", MM_FLAG_SET_INT, &a->verbosity, "engine events (files found, loads, cache hits)",
+         .set_int = 2},
+        {"--quiet", "-q", MM_FLAG_SET_INT, &a->verbosity, "errors only", .set_int = 0},
+        {"--plain", NULL, MM_FLAG_TRUE, &a->plain, .help = "plain progress lines even on a terminal"},
+        {"--dump-layout", NULL, MM_FLAG_STRING, &a->eo.h3.layout_dump,
+         "write the packed DiT layout (safetensors) for inspection", .arg = "FILE"},
+        {"--dump-latents", NULL, MM_FLAG_STRING, &a->eo.h3.latents_dump,
+         "write the final target rows (safetensors) to compare runs", .arg = "FILE"},
+        {"--help", "-h", MM_FLAG_HELP, NULL, .help = "this text"},
     };
-    struct option opts[sizeof own / sizeof own[0] + MM_ENGINE_FLAGS_MAX + 1];
-    int n_opts = (int)(sizeof own / sizeof own[0]);
-    memcpy(opts, own, sizeof own);
-    mm_engine_flags_options(MM_ENGINE_CMD_GENERATE, opts, &n_opts);
-    const char *prompt_arg = NULL, *file_arg = NULL, *out_arg = NULL, *last_image = NULL, *partition = NULL;
-    const char *frames_arg = NULL, *seconds_arg = NULL, *width_arg = NULL, *height_arg = NULL, *size_arg = NULL;
-    const char *seed_arg = NULL, *preset = MM_PRESET_DEFAULT, *frames_dir = NULL, *dit_path = NULL;
-    const char *refs[MM_MAX_REFERENCES + 1];
-    bool ref_is_audio[MM_MAX_REFERENCES + 1];
-    int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
-    bool no_audio = false, fast = false, plain_lines = false;
-    mm_step_cache_config cache = {0};
-    mm_engine_options eo;
-    mm_engine_options_defaults(&eo);
-    long long v;
-    int c, li = 0;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:f:o:i:s:vqh", opts, &li)) != -1) {
-        switch (c) {
-        case 'p':
-            if (prompt_arg)
-                return bad("--prompt", "", "given twice", "one prompt");
-            prompt_arg = optarg;
-            break;
-        case 'f':
-            if (file_arg)
-                return bad("--file", optarg, "given twice", "one prompt file");
-            file_arg = optarg;
-            break;
-        case 'o': out_arg = optarg; break;
-        case 'i':
-        case O_AUDIO:
-            if (n_refs == MM_MAX_REFERENCES)
-                return bad(c == 'i' ? "--image" : "--audio", optarg, "too many references",
-                           "at most 9 images, 3 videos and 3 audio clips");
-            ref_is_audio[n_refs] = c == O_AUDIO;
-            refs[n_refs++] = optarg;
-            break;
-        case O_LAST: last_image = optarg; break;
-        case O_PARTITION:
-            if (strcmp(optarg, "fl2va") != 0 && strcmp(optarg, "ref2va") != 0)
-                return bad("--partition", optarg, "unknown partition", MM_ACCEPT_PARTITION);
-            partition = optarg;
-            break;
-        case O_FRAMES: frames_arg = optarg; break;
-        case 's': seconds_arg = optarg; break;
-        case O_WIDTH: width_arg = optarg; break;
-        case O_HEIGHT: height_arg = optarg; break;
-        case O_SIZE: size_arg = optarg; break;
-        case O_STEPS: {
-            mm_error e = {{0}};
-            if (!parse_ll(optarg, &v))
-                return bad("--steps", optarg, "not an integer", MM_ACCEPT_STEPS);
-            if (mm_rule_steps(v, &steps, &e) != 0)
-                return bad("--steps", optarg, e.msg, MM_ACCEPT_STEPS);
-            break;
-        }
-        case O_SEED: seed_arg = optarg; break;
-        case O_NO_AUDIO: no_audio = true; break;
-        case O_FAST: fast = true; break;
-        case O_CACHE: {
-            mm_error e = {{0}};
-            if (mm_step_cache_parse(optarg, &cache, &e) != 0)
-                return bad("--cache", optarg, e.msg, MM_ACCEPT_CACHE);
-            break;
-        }
-        case O_CRF: {
-            mm_error e = {{0}};
-            if (!parse_ll(optarg, &v))
-                return bad("--crf", optarg, "not an integer", MM_ACCEPT_CRF);
-            if (mm_rule_crf(v, &crf, &e) != 0)
-                return bad("--crf", optarg, e.msg, MM_ACCEPT_CRF);
-            break;
-        }
-        case O_PRESET:
-            if (!mm_rule_preset_valid(optarg))
-                return bad("--preset", optarg, "unknown preset", MM_ACCEPT_PRESET);
-            preset = optarg;
-            break;
-        case O_FRAMES_DIR: frames_dir = optarg; break;
-        case O_DIT: dit_path = optarg; break;
-        case 'v': verbosity = 2; break;
-        case 'q': verbosity = 0; break;
-        case O_PLAIN: plain_lines = true; break;
-        case O_DUMP_LAYOUT: eo.h3.layout_dump = optarg; break;
-        case O_DUMP_LATENTS: eo.h3.latents_dump = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, PROG ": %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default: {
-            mm_error e = {{0}};
-            if (!mm_engine_flags_owns(c)) {
-                fprintf(stderr, PROG ": unknown option '%s' (see mmh3 generate --help)\n", argv[optind - 1]);
-                return 2;
-            }
-            if (mm_engine_flags_apply(c, opts[li].name, optarg, &eo, &e) != 0) {
-                fprintf(stderr, PROG ": %s\n", e.msg);
-                return 2;
-            }
-            break;
-        }
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, PROG ": unexpected argument '%s' (the prompt goes after -p)\n", argv[optind]);
-        return 2;
-    }
+    const mm_flags_cmd cmd = {
+        .prog = PROG,
+        .synopsis = "usage: mmh3 generate (-p PROMPT | -f FILE) [options]\n"
+                    "\n"
+                    "Renders one clip with MiniMax-H3 (video + audio) to an mp4 and prints a timing table.\n"
+                    "\n",
+        .positional_hint = "the prompt goes after -p",
+        .rows = rows,
+        .n_rows = MM_FLAGS_COUNT(rows),
+        .help_column = 27,
+    };
+    return mm_flags_parse(&cmd, argc, argv);
+}
 
-    {
-        mm_error e = {{0}};
-        if (mm_engine_flags_finish(&eo, &e) != 0) {
-            fprintf(stderr, PROG ": %s\n", e.msg);
-            return 2;
-        }
-    }
-
-    /* ---- exclusive flags */
-    if (prompt_arg && file_arg)
+/* One prompt, from -p or -f. */
+static int check_prompt_flags(const gen_args *a)
+{
+    if (a->prompt && a->file)
         return clash("--prompt", "--file");
-    if (!prompt_arg && !file_arg) {
+    if (!a->prompt && !a->file) {
         fprintf(stderr, PROG ": no prompt; give -p TEXT or -f FILE ('-' reads stdin)\n");
         return 2;
     }
-    if (frames_arg && seconds_arg)
-        return clash("--frames", "--seconds");
-    if (size_arg && (width_arg || height_arg))
-        return clash("--size", width_arg ? "--width" : "--height");
+    return 0;
+}
 
-    /* ---- prompt */
-    char *prompt_buf = NULL;
-    size_t prompt_len;
-    if (file_arg) {
-        FILE *f = strcmp(file_arg, "-") == 0 ? stdin : fopen(file_arg, "rb");
+/* --------------------------------------------------------------- prompt */
+
+/* The prompt from -p or -f, checked by the prompt rule; *buf owns what -f read. */
+static int read_prompt(const gen_args *a, char **buf, const char **prompt)
+{
+    size_t len;
+    *buf = NULL;
+    if (a->file) {
+        FILE *f = strcmp(a->file, "-") == 0 ? stdin : fopen(a->file, "rb");
         if (!f) {
-            fprintf(stderr, PROG ": --file %s: %s\n", file_arg, strerror(errno));
+            fprintf(stderr, PROG ": --file %s: %s\n", a->file, strerror(errno));
             return 2;
         }
-        prompt_buf = read_all(f, &prompt_len);
+        *buf = read_all(f, &len);
         int read_errno = errno;
         if (f != stdin)
             fclose(f);
-        if (!prompt_buf) {
+        if (!*buf) {
             fprintf(stderr, PROG ": --file %s: cannot read it: %s; accepted: a UTF-8 text file, or '-' for stdin\n",
-                    file_arg, strerror(read_errno));
+                    a->file, strerror(read_errno));
             return 2;
         }
         /* one trailing newline is the file's, not the prompt's */
-        if (prompt_len && prompt_buf[prompt_len - 1] == '\n')
-            prompt_buf[--prompt_len] = '\0';
+        if (len && (*buf)[len - 1] == '\n')
+            (*buf)[--len] = '\0';
+        *prompt = *buf;
     } else {
-        prompt_len = strlen(prompt_arg);
+        len = strlen(a->prompt);
+        *prompt = a->prompt;
     }
-    const char *prompt = prompt_buf ? prompt_buf : prompt_arg;
-    int rc = 2;
+    const char *flag = a->file ? "--file" : "--prompt";
     mm_error e = {{0}};
-    mm_rule_notes notes = {0};
-    if (strlen(prompt) != prompt_len) {
-        fprintf(stderr, PROG ": %s: contains a NUL byte; accepted: %s\n", file_arg ? "--file" : "--prompt",
-                MM_ACCEPT_PROMPT);
-        goto out;
+    if (strlen(*prompt) != len)
+        return bad(flag, NULL, "contains a NUL byte", MM_ACCEPT_PROMPT);
+    if (mm_rule_prompt(*prompt, len, &e) != 0) {
+        char why[MM_ERROR_MAX + 16];
+        snprintf(why, sizeof why, "the prompt %s", e.msg);
+        return bad(flag, NULL, why, MM_ACCEPT_PROMPT);
     }
-    if (mm_rule_prompt(prompt, prompt_len, &e) != 0) {
-        fprintf(stderr, PROG ": %s: the prompt %s; accepted: %s\n", file_arg ? "--file" : "--prompt", e.msg,
-                MM_ACCEPT_PROMPT);
-        goto out;
-    }
+    return 0;
+}
 
-    /* ---- references: probe each, kinds decide partition and canvas; a bad
-     * file gets our one line, not FFmpeg's demuxer chatter */
-    mm_media_set_verbose(-1);
-    mm_gen_request req = {0};
-    int counts[3] = {0};
-    int ref_w = 0, ref_h = 0;
-    for (int i = 0; i < n_refs; i++) {
+/* ------------------------------------------------------- request policy */
+
+/* The references: each probed, its kind decides the partition and the
+ * canvas aspect; a bad file gets our one line, not FFmpeg's demuxer chatter. */
+static int settle_references(const gen_args *a, mm_gen_request *req, int counts[3], int *ref_w, int *ref_h)
+{
+    mm_error e = {{0}};
+    for (int i = 0; i < a->n_refs; i++) {
         mm_media_info info;
-        const char *flag = ref_is_audio[i] ? "--audio" : "--image";
-        if (mm_media_probe(refs[i], NULL, &info, &e) != 0) {
-            rc = bad(flag, refs[i], e.msg, ref_is_audio[i] ? "an audio file (wav, mp3, flac, ogg, m4a)"
-                                                             : "an image (PNG, JPEG, WebP, ...) or a video (mp4, ...)");
-            goto out;
-        }
-        if (ref_is_audio[i] && info.kind != MM_MEDIA_AUDIO) {
-            rc = bad(flag, refs[i], "is not audio", "an audio file; give pictures and videos with -i");
-            goto out;
-        }
-        if (!ref_is_audio[i] && info.kind == MM_MEDIA_AUDIO) {
-            rc = bad(flag, refs[i], "is audio", "an image or a video; give audio clips with --audio");
-            goto out;
-        }
+        bool audio = a->ref_is_audio[i];
+        const char *flag = audio ? "--audio" : "--image";
+        if (mm_media_probe(a->refs[i], NULL, &info, &e) != 0)
+            return bad(flag, a->refs[i], e.msg, audio ? "an audio file (wav, mp3, flac, ogg, m4a)"
+                                                      : "an image (PNG, JPEG, WebP, ...) or a video (mp4, ...)");
+        if (audio && info.kind != MM_MEDIA_AUDIO)
+            return bad(flag, a->refs[i], "is not audio", "an audio file; give pictures and videos with -i");
+        if (!audio && info.kind == MM_MEDIA_AUDIO)
+            return bad(flag, a->refs[i], "is audio", "an image or a video; give audio clips with --audio");
         mm_reference_kind k = info.kind == MM_MEDIA_IMAGE ? MM_REF_IMAGE
                               : info.kind == MM_MEDIA_VIDEO ? MM_REF_VIDEO
                                                             : MM_REF_AUDIO;
         counts[k]++;
-        req.references[req.n_references++] = (mm_reference){k, refs[i]};
-        if (k != MM_REF_AUDIO && !ref_w) {
-            ref_w = info.width;
-            ref_h = info.height;
+        req->references[req->n_references++] = (mm_reference){k, a->refs[i]};
+        if (k != MM_REF_AUDIO && !*ref_w) {
+            *ref_w = info.width;
+            *ref_h = info.height;
         }
     }
     if (counts[MM_REF_IMAGE] > MM_MAX_REF_IMAGES || counts[MM_REF_VIDEO] > MM_MAX_REF_VIDEOS ||
@@ -533,204 +429,315 @@ int mm_cmd_generate(int argc, char **argv)
         fprintf(stderr, PROG ": -i/--audio: %d images, %d videos and %d audio clips; accepted: at most %d images, "
                         "%d videos and %d audio clips\n",
                 counts[0], counts[1], counts[2], MM_MAX_REF_IMAGES, MM_MAX_REF_VIDEOS, MM_MAX_REF_AUDIO);
-        goto out;
+        return 2;
     }
-    if (!partition)
-        partition = counts[MM_REF_AUDIO] ? "ref2va" : "fl2va";
-    if (counts[MM_REF_AUDIO] && strcmp(partition, "fl2va") == 0) {
-        fprintf(stderr, PROG ": --audio needs --partition ref2va (fl2va takes pictures and videos only)\n");
-        goto out;
-    }
-    if (mm_step_cache_check(&cache, strcmp(partition, "ref2va") == 0, &e) != 0) {
-        fprintf(stderr, PROG ": --cache: %s\n", e.msg);
-        goto out;
-    }
-    if (last_image) {
-        mm_media_info info;
-        if (strcmp(partition, "fl2va") != 0) {
-            fprintf(stderr, PROG ": --last-image is fl2va only; ref2va takes references in order with -i\n");
-            goto out;
-        }
-        if (mm_media_probe(last_image, NULL, &info, &e) != 0 || info.kind != MM_MEDIA_IMAGE) {
-            rc = bad("--last-image", last_image, info.kind != MM_MEDIA_IMAGE && !e.msg[0] ? "is not a still image" : e.msg,
-                     "a still image (PNG, JPEG, WebP, ...)");
-            goto out;
-        }
-        req.last_image_path = last_image;
-        if (!ref_w) {
-            ref_w = info.width;
-            ref_h = info.height;
-        }
-    }
-    if (dit_path)
-        eo.h3.checkpoints.override[strcmp(partition, "ref2va") == 0 ? MM_COMP_DIT_REF2VA : MM_COMP_DIT_FL2VA] = dit_path;
+    return 0;
+}
 
-    /* ---- length and canvas */
-    int frames = MM_FRAMES_DEFAULT;
-    if (frames_arg) {
-        if (!parse_ll(frames_arg, &v)) {
-            rc = bad("--frames", frames_arg, "not an integer", MM_ACCEPT_FRAMES);
-            goto out;
-        }
-        if (mm_rule_frames(v, &frames, &notes, &e) != 0) {
-            rc = bad("--frames", frames_arg, e.msg, MM_ACCEPT_FRAMES);
-            goto out;
-        }
-    } else if (seconds_arg) {
+/* The partition (from --partition, else from the references) and fl2va's last frame. */
+static int settle_partition(const gen_args *a, const int counts[3], mm_gen_request *req, int *ref_w, int *ref_h)
+{
+    req->partition = a->partition ? a->partition : counts[MM_REF_AUDIO] ? "ref2va" : "fl2va";
+    if (counts[MM_REF_AUDIO] && strcmp(req->partition, "fl2va") == 0) {
+        fprintf(stderr, PROG ": --audio needs --partition ref2va (fl2va takes pictures and videos only)\n");
+        return 2;
+    }
+    if (!a->last_image)
+        return 0;
+    mm_media_info info;
+    mm_error e = {{0}};
+    if (strcmp(req->partition, "fl2va") != 0) {
+        fprintf(stderr, PROG ": --last-image is fl2va only; ref2va takes references in order with -i\n");
+        return 2;
+    }
+    if (mm_media_probe(a->last_image, NULL, &info, &e) != 0 || info.kind != MM_MEDIA_IMAGE)
+        return bad("--last-image", a->last_image,
+                   info.kind != MM_MEDIA_IMAGE && !e.msg[0] ? "is not a still image" : e.msg,
+                   "a still image (PNG, JPEG, WebP, ...)");
+    req->last_image_path = a->last_image;
+    if (!*ref_w) {
+        *ref_w = info.width;
+        *ref_h = info.height;
+    }
+    return 0;
+}
+
+/* Frames from --frames or --seconds (snapped to the 17n+5 grid). */
+static int settle_length(const gen_args *a, mm_gen_request *req, mm_rule_notes *notes)
+{
+    long long v;
+    mm_error e = {{0}};
+    req->frames = MM_FRAMES_DEFAULT;
+    if (a->frames) {
+        if (!parse_ll(a->frames, &v))
+            return bad("--frames", a->frames, "not an integer", MM_ACCEPT_FRAMES);
+        if (mm_rule_frames(v, &req->frames, notes, &e) != 0)
+            return bad("--frames", a->frames, e.msg, MM_ACCEPT_FRAMES);
+    } else if (a->seconds) {
         char *end;
-        double s = strtod(seconds_arg, &end);
-        if (end == seconds_arg || *end) {
-            rc = bad("--seconds", seconds_arg, "not a number", MM_ACCEPT_SECONDS);
-            goto out;
-        }
-        if (mm_rule_seconds(s, &frames, &notes, &e) != 0) {
-            rc = bad("--seconds", seconds_arg, e.msg, MM_ACCEPT_SECONDS);
-            goto out;
-        }
+        double s = strtod(a->seconds, &end);
+        if (end == a->seconds || *end)
+            return bad("--seconds", a->seconds, "not a number", MM_ACCEPT_SECONDS);
+        if (mm_rule_seconds(s, &req->frames, notes, &e) != 0)
+            return bad("--seconds", a->seconds, e.msg, MM_ACCEPT_SECONDS);
     }
+    return 0;
+}
+
+/* The canvas: --size or --width/--height on the 32-px grid, the rest from
+ * the first reference's aspect or the defaults. */
+static int settle_canvas(const gen_args *a, int ref_w, int ref_h, mm_gen_request *req, mm_rule_notes *notes)
+{
+    mm_error e = {{0}};
     mm_canvas_spec spec = {.ref_width = ref_w, .ref_height = ref_h};
-    if (size_arg && mm_rule_size(size_arg, &spec, &notes, &e) != 0) {
-        rc = bad("--size", size_arg, e.msg, MM_ACCEPT_SIZE);
-        goto out;
-    }
-    const char *dims[2] = {width_arg, height_arg};
+    if (a->size && mm_rule_size(a->size, &spec, notes, &e) != 0)
+        return bad("--size", a->size, e.msg, MM_ACCEPT_SIZE);
+    const char *dims[2] = {a->width, a->height};
     int *dst[2] = {&spec.width, &spec.height};
     for (int k = 0; k < 2; k++) {
+        long long v;
         if (!dims[k])
             continue;
         const char *flag = k ? "--height" : "--width";
-        if (!parse_ll(dims[k], &v)) {
-            rc = bad(flag, dims[k], "not an integer", MM_ACCEPT_DIM);
-            goto out;
-        }
-        if (mm_rule_dim(k ? "height" : "width", v, dst[k], &notes, &e) != 0) {
-            rc = bad(flag, dims[k], e.msg, MM_ACCEPT_DIM);
-            goto out;
-        }
+        if (!parse_ll(dims[k], &v))
+            return bad(flag, dims[k], "not an integer", MM_ACCEPT_DIM);
+        if (mm_rule_dim(k ? "height" : "width", v, dst[k], notes, &e) != 0)
+            return bad(flag, dims[k], e.msg, MM_ACCEPT_DIM);
     }
-    mm_canvas_resolve(&spec, &req.width, &req.height);
+    mm_canvas_resolve(&spec, &req->width, &req->height);
+    return 0;
+}
 
-    /* ---- seed */
-    uint64_t seed;
-    if (seed_arg) {
-        if (!parse_ll(seed_arg, &v) || v < 0 || v > MM_SEED_MAX) {
-            rc = bad("--seed", seed_arg, "out of range", MM_ACCEPT_SEED);
-            goto out;
-        }
-        seed = (uint64_t)v;
+/* The output's encoding: CRF and x264 preset. */
+static int settle_encoding(const gen_args *a, mm_gen_request *req)
+{
+    long long v;
+    mm_error e = {{0}};
+    req->crf = MM_CRF_DEFAULT;
+    if (a->crf) {
+        if (!parse_ll(a->crf, &v))
+            return bad("--crf", a->crf, "not an integer", MM_ACCEPT_CRF);
+        if (mm_rule_crf(v, &req->crf, &e) != 0)
+            return bad("--crf", a->crf, e.msg, MM_ACCEPT_CRF);
+    }
+    if (a->preset && !mm_rule_preset_valid(a->preset))
+        return bad("--preset", a->preset, "unknown preset", MM_ACCEPT_PRESET);
+    req->preset = a->preset ? a->preset : MM_PRESET_DEFAULT;
+    return 0;
+}
+
+/* Steps, and the seed (given, or drawn). */
+static int settle_sampling(const gen_args *a, mm_gen_request *req)
+{
+    long long v;
+    mm_error e = {{0}};
+    req->steps = MM_STEPS_DEFAULT;
+    if (a->steps) {
+        if (!parse_ll(a->steps, &v))
+            return bad("--steps", a->steps, "not an integer", MM_ACCEPT_STEPS);
+        if (mm_rule_steps(v, &req->steps, &e) != 0)
+            return bad("--steps", a->steps, e.msg, MM_ACCEPT_STEPS);
+    }
+    if (a->seed) {
+        if (!parse_ll(a->seed, &v) || v < 0 || v > MM_SEED_MAX)
+            return bad("--seed", a->seed, "out of range", MM_ACCEPT_SEED);
+        req->seed = (uint64_t)v;
     } else {
         uint64_t r = 0;
         if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
             r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-        seed = r % ((uint64_t)MM_SEED_MAX + 1);
+        req->seed = r % ((uint64_t)MM_SEED_MAX + 1);
     }
+    return 0;
+}
 
-    /* ---- output */
-    char out_default[512];
-    if (!out_arg) {
-        default_out(prompt, out_default, sizeof out_default);
-        out_arg = out_default;
+/* Step caching: parsed, then checked against the partition. */
+static int settle_cache(const gen_args *a, mm_gen_request *req)
+{
+    mm_error e = {{0}};
+    if (a->cache && mm_step_cache_parse(a->cache, &req->cache, &e) != 0)
+        return bad("--cache", a->cache, e.msg, MM_ACCEPT_CACHE);
+    if (mm_step_cache_check(&req->cache, strcmp(req->partition, "ref2va") == 0, &e) != 0) {
+        fprintf(stderr, PROG ": --cache: %s\n", e.msg);
+        return 1;
     }
-    if (!*out_arg) {
-        rc = bad("--out", "''", "empty", MM_ACCEPT_OUT);
-        goto out;
-    }
-    if (mkdirs_parent(out_arg) != 0) {
-        fprintf(stderr, PROG ": --out %s: cannot create its folder: %s\n", out_arg, strerror(errno));
-        rc = 1;
-        goto out;
-    }
-    if (check_out_writable(out_arg, &rc) != 0)
-        goto out;
-    if (frames_dir && mkdirs(frames_dir) != 0) {
-        fprintf(stderr, PROG ": --frames-dir %s: cannot create it: %s\n", frames_dir, strerror(errno));
-        rc = 1;
-        goto out;
-    }
+    return 0;
+}
 
-    req.prompt = prompt;
-    req.partition = partition;
-    req.frames = frames;
-    req.steps = steps;
-    req.seed = seed;
-    req.no_audio = no_audio;
-    req.fast = fast;
-    req.cache = cache;
-    req.crf = crf;
-    req.preset = preset;
-    req.out_path = out_arg;
-    req.frames_dir = frames_dir;
+/* The request policy in one step: user input (the flags and the
+ * references' media) to a validated request (partition, references, last
+ * frame, frames, canvas, steps, seed, encoding, audio and fast mode) and
+ * the notes of what was snapped. */
+static int settle_request(const gen_args *a, const char *prompt, mm_gen_request *req, mm_rule_notes *notes)
+{
+    if (a->frames && a->seconds)
+        return clash("--frames", "--seconds");
+    if (a->size && (a->width || a->height))
+        return clash("--size", a->width ? "--width" : "--height");
+    if (a->partition && strcmp(a->partition, "fl2va") != 0 && strcmp(a->partition, "ref2va") != 0)
+        return bad("--partition", a->partition, "unknown partition", MM_ACCEPT_PARTITION);
+    int counts[3] = {0}, ref_w = 0, ref_h = 0, rc;
+    req->prompt = prompt;
+    req->no_audio = a->no_audio;
+    req->fast = a->fast;
+    mm_media_set_verbose(-1);
+    if ((rc = settle_references(a, req, counts, &ref_w, &ref_h)) != 0 ||
+        (rc = settle_partition(a, counts, req, &ref_w, &ref_h)) != 0 || (rc = settle_length(a, req, notes)) != 0 ||
+        (rc = settle_canvas(a, ref_w, ref_h, req, notes)) != 0 || (rc = settle_sampling(a, req)) != 0 ||
+        (rc = settle_encoding(a, req)) != 0 || (rc = settle_cache(a, req)) != 0)
+        return rc;
+    return 0;
+}
 
-    /* ---- messages */
+/* --------------------------------------------------------------- output */
+
+/* The output file (default name from the prompt) and --frames-dir, created
+ * or probed now rather than after the render. */
+static int prepare_output(const gen_args *a, const char *prompt, char *out_default, size_t n, const char **out)
+{
+    *out = a->out;
+    if (!*out) {
+        default_out(prompt, out_default, n);
+        *out = out_default;
+    }
+    if (!**out)
+        return bad("--out", "", "empty", MM_ACCEPT_OUT);
+    if (mkdirs_parent(*out) != 0) {
+        fprintf(stderr, PROG ": --out %s: cannot create its folder: %s\n", *out, strerror(errno));
+        return 1;
+    }
+    int rc = 0;
+    if (check_out_writable(*out, &rc) != 0)
+        return rc;
+    if (a->frames_dir && mkdirs(a->frames_dir) != 0) {
+        fprintf(stderr, PROG ": --frames-dir %s: cannot create it: %s\n", a->frames_dir, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------------- render */
+
+/* The progress view, the snapping warnings and the one line saying what
+ * will be rendered. */
+static void show_plan(gen_args *a, const mm_gen_request *req, const mm_rule_notes *notes, cli_progress *view,
+                      double t_start)
+{
     mm_media_set_verbose(0); /* libav* logs errors only; our own lines say what happens */
-    cli_progress view;
-    mm_progress_mode mode = verbosity == 0                          ? MM_PROGRESS_QUIET
-                            : (!plain_lines && isatty(STDERR_FILENO)) ? MM_PROGRESS_BARS
-                                                                    : MM_PROGRESS_PLAIN;
-    mm_progress_view_init(&view.view, mode, stderr, dit_device(eo.h3.device), t_start);
-    for (int i = 0; i < notes.n && verbosity > 0; i++)
-        fprintf(stderr, PROG ": warning: %s\n", notes.msg[i]);
+    mm_progress_mode mode = a->verbosity == 0                        ? MM_PROGRESS_QUIET
+                            : (!a->plain && isatty(STDERR_FILENO)) ? MM_PROGRESS_BARS
+                                                                   : MM_PROGRESS_PLAIN;
+    mm_progress_view_init(&view->view, mode, stderr, dit_device(a->eo.h3.device), t_start);
+    for (int i = 0; i < notes->n && a->verbosity > 0; i++)
+        fprintf(stderr, PROG ": warning: %s\n", notes->msg[i]);
     char cache_name[64] = "";
-    if (cache.kind != MM_STEP_CACHE_OFF) {
+    if (req->cache.kind != MM_STEP_CACHE_OFF) {
         memcpy(cache_name, ", cache ", 8);
-        mm_step_cache_name(&cache, cache_name + 8, sizeof cache_name - 8);
+        mm_step_cache_name(&req->cache, cache_name + 8, sizeof cache_name - 8);
     }
-    if (verbosity > 0)
-        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s%s -> %s\n", partition, req.width,
-                req.height, frames, frames / (double)MM_FPS, steps, (unsigned long long)seed,
-                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", cache_name, out_arg);
-    if (verbosity > 1) {
-        eo.h3.log = on_log;
-        eo.h3.log_user = &view;
+    if (a->verbosity > 0)
+        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s%s -> %s\n", req->partition, req->width,
+                req->height, req->frames, req->frames / (double)MM_FPS, req->steps, (unsigned long long)req->seed,
+                req->no_audio ? ", no audio" : "", req->fast ? ", fast mode" : "", cache_name, req->out_path);
+    if (a->verbosity > 1) {
+        a->eo.h3.log = on_log;
+        a->eo.h3.log_user = view;
     }
+}
 
-    /* ---- the engine */
+static void catch_interrupts(void (*handler)(int))
+{
+    signal(SIGINT, handler);
+    signal(SIGTERM, handler);
+    signal(SIGHUP, handler);
+}
+
+/* Loads the engine, renders with Ctrl-C as a cancel, prints the timing
+ * table and the output's path. */
+static int render(gen_args *a, const mm_gen_request *req, cli_progress *view, double t_start)
+{
+    mm_error e = {{0}};
     mm_engine *engine = NULL;
     double t0 = mm_timing_now();
-    if (mm_engine_create("h3", &eo, &engine, &e) != 0) {
-        mm_progress_view_finish(&view.view);
+    if (mm_engine_create("h3", &a->eo, &engine, &e) != 0) {
+        mm_progress_view_finish(&view->view);
         fprintf(stderr, PROG ": %s\n", e.msg);
-        rc = 1;
-        goto out;
+        return 1;
     }
     double resolve_s = mm_timing_now() - t0;
-    snprintf(part_path, sizeof part_path, "%s.part", out_arg);
-    signal(SIGINT, on_sigint);
-    signal(SIGTERM, on_sigint);
-    signal(SIGHUP, on_sigint);
+    snprintf(part_path, sizeof part_path, "%s.part", req->out_path);
+    catch_interrupts(on_sigint);
     mm_gen_callbacks cb = {
-        .progress = on_progress, .should_cancel = should_cancel, .user = &view, .stage_progress = on_stage};
+        .progress = on_progress, .should_cancel = should_cancel, .user = view, .stage_progress = on_stage};
     mm_gen_result res;
     memset(&res, 0, sizeof res);
-    int grc = mm_engine_generate(engine, &req, &cb, &res, &e);
-    mm_progress_view_finish(&view.view);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+    int grc = mm_engine_generate(engine, req, &cb, &res, &e);
+    mm_progress_view_finish(&view->view);
+    catch_interrupts(SIG_DFL);
     mm_engine_destroy(engine);
     if (grc == MM_CANCELLED) {
         fprintf(stderr, PROG ": cancelled; nothing written\n");
-        rc = 130;
-        goto out;
+        return 130;
     }
     if (grc != 0) {
         fprintf(stderr, PROG ": %s\n", e.msg);
-        rc = 1;
-        goto out;
+        return 1;
     }
     if (interrupted) /* too late to cancel: the engine had already finished the clip */
-        fprintf(stderr, PROG ": the interrupt came after the clip was finished; kept %s\n", out_arg);
+        fprintf(stderr, PROG ": the interrupt came after the clip was finished; kept %s\n", req->out_path);
     mm_timing_add(&res.timing, MM_TG_LOADING, "resolve checkpoints", resolve_s);
     res.timing.wall = mm_timing_now() - t_start;
-    if (verbosity > 0) {
+    if (a->verbosity > 0) {
         char table[4096];
         mm_timing_format(&res.timing, table, sizeof table);
         fprintf(stderr, "\n%s", table);
         fprintf(stderr, "placement: %s\n", res.placement);
     }
-    printf("%s\n", out_arg);
-    rc = 0;
-out:
+    printf("%s\n", req->out_path);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the command */
+
+static int generate(gen_args *a, const char *prompt, double t_start)
+{
+    mm_gen_request req = {0};
+    mm_rule_notes notes = {0};
+    char out_default[512];
+    int rc;
+    if ((rc = settle_request(a, prompt, &req, &notes)) != 0)
+        return rc;
+    if (a->dit_path)
+        a->eo.h3.checkpoints.override[strcmp(req.partition, "ref2va") == 0 ? MM_COMP_DIT_REF2VA : MM_COMP_DIT_FL2VA] =
+            a->dit_path;
+    if ((rc = prepare_output(a, prompt, out_default, sizeof out_default, &req.out_path)) != 0)
+        return rc;
+    req.frames_dir = a->frames_dir;
+    cli_progress view;
+    show_plan(a, &req, &notes, &view, t_start);
+    return render(a, &req, &view, t_start);
+}
+
+int mm_cmd_generate(int argc, char **argv)
+{
+    double t_start = mm_timing_now();
+    gen_args a = {.verbosity = 1};
+    mm_engine_options_defaults(&a.eo);
+    mm_flags_result parsed = parse_flags(&a, argc, argv);
+    if (parsed != MM_FLAGS_RUN)
+        return mm_flags_exit_status(parsed);
+    mm_error e = {{0}};
+    if (mm_engine_flags_finish(&a.eo, &e) != 0) {
+        fprintf(stderr, PROG ": %s\n", e.msg);
+        return 2;
+    }
+    int rc = check_prompt_flags(&a);
+    if (rc != 0)
+        return rc;
+    char *prompt_buf;
+    const char *prompt;
+    if ((rc = read_prompt(&a, &prompt_buf, &prompt)) == 0)
+        rc = generate(&a, prompt, t_start);
     free(prompt_buf);
     return rc;
 }

@@ -2,7 +2,6 @@
  * the GPU worker and nginx, supervised; Ctrl-C stops them all. */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,241 +14,181 @@
 #include "oxen/agent.h"
 #include "backend/device.h"
 #include "cli/engine_flags.h"
+#include "cli/flags.h"
 #include "serve/serve.h"
 
-static void usage(FILE *out)
+/* What serve's flags fill in: its own options, and the engine's (checked
+ * here rather than in a restarting worker, then passed on as given). */
+typedef struct serve_args {
+    mm_serve_options o;
+    mm_engine_options eo;
+} serve_args;
+
+static int apply_gpu_workers(const mm_flag *f, char *v, mm_error *why)
 {
-    fprintf(out,
-            "usage: mmh3 serve [options]\n"
-            "\n"
-            "Runs the web app: a private PostgreSQL cluster under the outputs folder (unless --db is\n"
-            "given), the FastCGI API pool, the GPU worker and nginx. Ctrl-C stops everything.\n"
-            "\n"
-            "  --listen ADDR       address nginx listens on (default 127.0.0.1:8000)\n"
-            "  --outputs DIR       outputs folder: clips, uploads, and the private database (default ./outputs)\n"
-            "  --db URL            use this PostgreSQL database instead of the private cluster\n"
-            "  --mock              the mock engine (FFmpeg test pattern; no weights, no GPU)\n"
-            "  --mock-seconds S    mock engine: wall time of one job (default 5)\n"
-            "  --no-worker         no local worker (workers on other hosts share the database)\n"
-            "  --gpu-workers N|all one worker per GPU (worker i on cuda:i), all claiming from the same queue;\n"
-            "                      with --gpus N each worker's DiT spans GPUs cuda:i*N..i*N+N-1\n"
-            "  --web DIR           (or --web-root) the built web app (default: next to the binary, else the installed one)\n"
-            "  --threads N         FastCGI request threads (default 16)\n"
-            "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
-            "  --lease S           seconds without a worker heartbeat before its job is recovered (default 30)\n"
-            "  --upload-mb N       largest upload request (default 200)\n"
-            "\n"
-            "The real engine, passed on to every worker (the same flags as mmh3 generate and mmh3 worker):\n");
-    mm_engine_flags_usage(out, MM_ENGINE_CMD_SERVE, 2, 22);
-    fprintf(out,
-            "\n"
-            "Request safety (docs/SECURITY.md):\n"
-            "  --auth auto|on|off  access tokens: auto (default) requires them unless --listen is loopback;\n"
-            "                      off is accepted on loopback only. The first start prints a token;\n"
-            "                      `mmh3 token` makes more and revokes them\n"
-            "  --allow-host NAMES  host names the server answers to besides localhost, this host's name and\n"
-            "                      IP addresses (comma-separated; '*' = any, e.g. behind a proxy that checks)\n"
-            "  --cookie-secure     mark the login cookie Secure (TLS terminated in front of nginx)\n"
-            "  --rate-enqueue N    enqueue requests per minute per token (default 60; 0 = no limit)\n"
-            "  --rate-upload N     upload requests per minute per token (default 120; 0 = no limit)\n"
-            "  --max-queued N      queued generations beyond which enqueue answers 429 (default 1000; 0 = none)\n"
-            "\n"
-            "Oxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):\n"
-            "  --oxen-remote URL   hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE):\n"
-            "                      renders are mirrored there, idle workers claim hub jobs, and the prompt\n"
-            "                      rewrite talks to this hub\n"
-            "  --oxen-token TOKEN  API key ($MMH3_OXEN_TOKEN); default: the key stored through /api/settings\n"
-            "  --oxen-model NAME   hub model name whose queued jobs are claimed (default minimax-h3)\n"
-            "  --oxen-poll S       claim loop interval while idle (default 10; 0 disables claiming)\n"
-            "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n");
+    int *n = f->target;
+    if (strcmp(v, "all") == 0) {
+        *n = mm_cuda_device_count();
+        return *n >= 1 ? 0 : mm_fail(why, "no usable GPU on this host; accepted: 1..16 (or all, with GPUs)");
+    }
+    return mm_flag_int(v, 1, 16, n) ? 0 : mm_fail(why, "out of range");
 }
 
-static int parse_limit(const char *flag, const char *text, double max, double *out)
+/* The Oxen flags reach the children (worker, mmh3-fcgi) through the
+ * environment (the row's set_str names the variable): the key never appears
+ * on a command line, and is blanked on serve's own (ps shows argv). */
+static int apply_oxen(const mm_flag *f, char *v, mm_error *why)
 {
-    char *end;
-    double v = strtod(text, &end);
-    if (*end || !(v >= 0) || v > max) {
-        fprintf(stderr, "mmh3 serve: %s %s: accepted: 0..%g\n", flag, text, max);
-        return -1;
+    (void)why;
+    setenv(f->set_str, v, 1);
+    if (f->set_int)
+        memset(v, 'x', strlen(v));
+    return 0;
+}
+
+/* After each flag: the engine's are passed on to every worker as given
+ * (as the worker spells it, and the value), except --gpus, which serve
+ * spreads itself. */
+static int pass_engine_flag(void *user, const mm_flag *f, const char *spelled, const char *value, mm_error *why)
+{
+    (void)spelled;
+    serve_args *s = user;
+    if (!mm_engine_flags_owns(f->id))
+        return 0;
+    if (f->id == MM_EF_GPUS) {
+        s->o.gpus = s->eo.h3.gpus;
+        return 0;
     }
-    *out = v;
+    if (s->o.n_engine_args + 2 > MM_SERVE_ENGINE_ARGS)
+        return mm_fail(why, "too many engine flags; accepted: at most %d values", MM_SERVE_ENGINE_ARGS);
+    s->o.engine_args[s->o.n_engine_args++] = mm_engine_flags_worker_name(f->id);
+    if (value)
+        s->o.engine_args[s->o.n_engine_args++] = value;
+    return 0;
+}
+
+static mm_flags_result parse_flags(serve_args *s, int argc, char **argv)
+{
+    mm_serve_options *o = &s->o;
+    mm_flag engine[MM_ENGINE_FLAGS_MAX];
+    int n_engine = mm_engine_flags_rows(MM_ENGINE_CMD_SERVE, &s->eo, engine);
+    const mm_flag rows[] = {
+        {"--listen", NULL, MM_FLAG_STRING, &o->listen, "address nginx listens on (default 127.0.0.1:8000)",
+         .arg = "ADDR"},
+        {"--outputs", NULL, MM_FLAG_STRING, &o->outputs,
+         "outputs folder: clips, uploads, and the private database (default ./outputs)", .arg = "DIR"},
+        {"--db", NULL, MM_FLAG_STRING, &o->db_url, "use this PostgreSQL database instead of the private cluster",
+         .arg = "URL"},
+        {"--mock", NULL, MM_FLAG_SET_STR, &o->engine_kind, "the mock engine (FFmpeg test pattern; no weights, no GPU)",
+         .set_str = "mock"},
+        {"--mock-seconds", NULL, MM_FLAG_DOUBLE, &o->mock_seconds, "mock engine: wall time of one job (default 5)",
+         .arg = "S", .min = 0, .above_min = true, .max = 3600, .accepted = "seconds > 0 and <= 3600"},
+        {"--no-worker", NULL, MM_FLAG_FALSE, &o->worker,
+         .help = "no local worker (workers on other hosts share the database)"},
+        {"--gpu-workers", NULL, MM_FLAG_CUSTOM, &o->gpu_workers,
+         "one worker per GPU (worker i on cuda:i), all claiming from the same queue; with --gpus N each worker's "
+         "DiT spans GPUs cuda:i*N..i*N+N-1",
+         .arg = "N|all", .accepted = "1..16 or all", .apply = apply_gpu_workers},
+        {"--web", "--web-root", MM_FLAG_STRING, &o->web_root,
+         "the built web app (default: next to the binary, else the installed one)", .arg = "DIR"},
+        {"--threads", NULL, MM_FLAG_INT, &o->threads, "FastCGI request threads (default 16)", .arg = "N", .min = 1,
+         .max = 1024},
+        {"--max-attempts", NULL, MM_FLAG_INT, &o->max_attempts,
+         "renders started before a crashing job is failed (default 3)", .arg = "N", .min = 1, .max = 100},
+        {"--lease", NULL, MM_FLAG_DOUBLE, &o->lease_seconds,
+         "seconds without a worker heartbeat before its job is recovered (default 30)", .arg = "S", .min = 3,
+         .max = 86400, .accepted = "seconds 3..86400"},
+        {"--upload-mb", NULL, MM_FLAG_INT, &o->upload_mb, "largest upload request (default 200)", .arg = "N", .min = 1,
+         .max = 16384},
+        {.kind = MM_FLAG_SECTION,
+         .help = "\nThe real engine, passed on to every worker (the same flags as mmh3 generate and mmh3 worker):"},
+        {.kind = MM_FLAG_GROUP, .rows = engine, .n_rows = n_engine},
+        {.kind = MM_FLAG_SECTION, .help = "\nRequest safety (docs/SECURITY.md):"},
+        {"--auth", NULL, MM_FLAG_CHOICE, &o->auth,
+         "access tokens: auto (default) requires them unless --listen is loopback; off is accepted on loopback "
+         "only. The first start prints a token; `mmh3 token` makes more and revokes them",
+         .arg = "auto|on|off", .choices = "auto on off"},
+        {"--allow-host", NULL, MM_FLAG_STRING, &o->allow_hosts,
+         "host names the server answers to besides localhost, this host's name and IP addresses (comma-separated; "
+         "'*' = any, e.g. behind a proxy that checks)",
+         .arg = "NAMES"},
+        {"--cookie-secure", NULL, MM_FLAG_TRUE, &o->cookie_secure,
+         .help = "mark the login cookie Secure (TLS terminated in front of nginx)"},
+        {"--rate-enqueue", NULL, MM_FLAG_DOUBLE, &o->rate_enqueue,
+         "enqueue requests per minute per token (default 60; 0 = no limit)", .arg = "N", .min = 0, .max = 1e6},
+        {"--rate-upload", NULL, MM_FLAG_DOUBLE, &o->rate_upload,
+         "upload requests per minute per token (default 120; 0 = no limit)", .arg = "N", .min = 0, .max = 1e6},
+        {"--max-queued", NULL, MM_FLAG_DOUBLE, &o->max_queued,
+         "queued generations beyond which enqueue answers 429 (default 1000; 0 = none)", .arg = "N", .min = 0,
+         .max = 1e12},
+        {.kind = MM_FLAG_SECTION, .help = "\nOxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):"},
+        {"--oxen-remote", NULL, MM_FLAG_CUSTOM, NULL,
+         "hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE): renders are mirrored there, "
+         "idle workers claim hub jobs, and the prompt rewrite talks to this hub",
+         .arg = "URL", .apply = apply_oxen, .set_str = "MMH3_OXEN_REMOTE"},
+        {"--oxen-token", NULL, MM_FLAG_CUSTOM, NULL,
+         "API key ($MMH3_OXEN_TOKEN); default: the key stored through /api/settings", .arg = "TOKEN",
+         .apply = apply_oxen, .set_str = "MMH3_OXEN_TOKEN", .set_int = 1},
+        {"--oxen-model", NULL, MM_FLAG_CUSTOM, NULL,
+         "hub model name whose queued jobs are claimed (default minimax-h3)", .arg = "NAME", .apply = apply_oxen,
+         .set_str = "MMH3_OXEN_MODEL"},
+        {"--oxen-poll", NULL, MM_FLAG_CUSTOM, NULL, "claim loop interval while idle (default 10; 0 disables claiming)",
+         .arg = "S", .apply = apply_oxen, .set_str = "MMH3_OXEN_POLL"},
+        {"--oxen-timeout", NULL, MM_FLAG_CUSTOM, NULL,
+         "seconds per hub call before it is retried (default 60)", .arg = "S", .apply = apply_oxen,
+         .set_str = "MMH3_OXEN_TIMEOUT"},
+        {"--help", "-h", MM_FLAG_HELP, NULL, .help = "this text"},
+    };
+    const mm_flags_cmd cmd = {
+        .prog = "mmh3 serve",
+        .synopsis = "usage: mmh3 serve [options]\n"
+                    "\n"
+                    "Runs the web app: a private PostgreSQL cluster under the outputs folder (unless --db is\n"
+                    "given), the FastCGI API pool, the GPU worker and nginx. Ctrl-C stops everything.\n"
+                    "\n",
+        .rows = rows,
+        .n_rows = MM_FLAGS_COUNT(rows),
+        .help_column = 22,
+        .seen = pass_engine_flag,
+        .user = s,
+    };
+    return mm_flags_parse(&cmd, argc, argv);
+}
+
+/* Refuses a bad Oxen configuration here, not in a restarting worker. */
+static int check_oxen(void)
+{
+    mm_oxen_options ox;
+    mm_oxen_options_from_env(&ox);
+    mm_error err = {{0}};
+    if (mm_oxen_options_check(&ox, &err) < 0) {
+        fprintf(stderr, "mmh3 serve: %s\n", err.msg);
+        return 2;
+    }
     return 0;
 }
 
 int mm_cmd_serve(int argc, char **argv)
 {
-    mm_serve_options o;
-    mm_serve_options_defaults(&o);
-    o.db_url = getenv("MMH3_DATABASE_URL");
-    if (o.db_url && !*o.db_url)
-        o.db_url = NULL;
-    enum {
-        O_LISTEN = 256, O_OUTPUTS, O_DB, O_MOCK, O_MOCK_SECONDS, O_NO_WORKER, O_WEB, O_THREADS, O_ATTEMPTS, O_LEASE,
-        O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE, O_RATE_ENQUEUE, O_RATE_UPLOAD, O_MAX_QUEUED, O_OXEN_REMOTE,
-        O_OXEN_TOKEN, O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT, O_GPU_WORKERS
-    };
-    static const struct option own[] = {
-        {"listen", required_argument, 0, O_LISTEN},   {"outputs", required_argument, 0, O_OUTPUTS},
-        {"db", required_argument, 0, O_DB},           {"mock", no_argument, 0, O_MOCK},
-        {"mock-seconds", required_argument, 0, O_MOCK_SECONDS},
-        {"no-worker", no_argument, 0, O_NO_WORKER},
-        {"web", required_argument, 0, O_WEB},         {"web-root", required_argument, 0, O_WEB},         {"threads", required_argument, 0, O_THREADS},
-        {"max-attempts", required_argument, 0, O_ATTEMPTS}, {"lease", required_argument, 0, O_LEASE},
-        {"upload-mb", required_argument, 0, O_UPLOAD}, {"help", no_argument, 0, 'h'},
-        {"auth", required_argument, 0, O_AUTH},       {"allow-host", required_argument, 0, O_ALLOW_HOST},
-        {"cookie-secure", no_argument, 0, O_COOKIE_SECURE},
-        {"rate-enqueue", required_argument, 0, O_RATE_ENQUEUE},
-        {"rate-upload", required_argument, 0, O_RATE_UPLOAD},
-        {"max-queued", required_argument, 0, O_MAX_QUEUED},
-        {"oxen-remote", required_argument, 0, O_OXEN_REMOTE}, {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
-        {"oxen-model", required_argument, 0, O_OXEN_MODEL},   {"oxen-poll", required_argument, 0, O_OXEN_POLL},
-        {"oxen-timeout", required_argument, 0, O_OXEN_TIMEOUT},
-        {"gpu-workers", required_argument, 0, O_GPU_WORKERS},
-    };
-    struct option opts[sizeof own / sizeof own[0] + MM_ENGINE_FLAGS_MAX + 1];
-    int n_opts = (int)(sizeof own / sizeof own[0]);
-    memcpy(opts, own, sizeof own);
-    mm_engine_flags_options(MM_ENGINE_CMD_SERVE, opts, &n_opts);
-    mm_engine_options eo; /* the engine flags, checked here rather than in a restarting worker */
-    mm_engine_options_defaults(&eo);
+    serve_args s;
+    mm_serve_options_defaults(&s.o);
+    s.o.db_url = getenv("MMH3_DATABASE_URL"); /* the documented default of --db */
+    if (s.o.db_url && !*s.o.db_url)
+        s.o.db_url = NULL;
+    s.o.pg_user = getenv("MMH3_PG_USER");
+    mm_engine_options_defaults(&s.eo);
+    mm_flags_result parsed = parse_flags(&s, argc, argv);
+    if (parsed != MM_FLAGS_RUN)
+        return mm_flags_exit_status(parsed);
     mm_error err = {{0}};
-    int c, li = 0;
-    char *end;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        switch (c) {
-        case O_LISTEN: o.listen = optarg; break;
-        case O_OUTPUTS: o.outputs = optarg; break;
-        case O_DB: o.db_url = optarg; break;
-        case O_MOCK: o.engine_kind = "mock"; break;
-        case O_MOCK_SECONDS:
-            o.mock_seconds = strtod(optarg, &end);
-            if (*end || !(o.mock_seconds > 0) || o.mock_seconds > 3600) {
-                fprintf(stderr, "mmh3 serve: --mock-seconds %s: accepted: seconds > 0 and <= 3600\n", optarg);
-                return 2;
-            }
-            break;
-        case O_NO_WORKER: o.worker = false; break;
-        case O_GPU_WORKERS:
-            if (strcmp(optarg, "all") == 0) {
-                o.gpu_workers = mm_cuda_device_count();
-                if (o.gpu_workers < 1) {
-                    fprintf(stderr, "mmh3 serve: --gpu-workers all: no usable GPU on this host\n");
-                    return 2;
-                }
-                break;
-            }
-            if (!mm_flag_int(optarg, 1, 16, &o.gpu_workers)) {
-                fprintf(stderr, "mmh3 serve: --gpu-workers %s: accepted: 1..16 or all\n", optarg);
-                return 2;
-            }
-            break;
-        case O_WEB: o.web_root = optarg; break;
-        case O_THREADS:
-            if (!mm_flag_int(optarg, 1, 1024, &o.threads)) {
-                fprintf(stderr, "mmh3 serve: --threads %s: accepted: 1..1024\n", optarg);
-                return 2;
-            }
-            break;
-        case O_ATTEMPTS:
-            if (!mm_flag_int(optarg, 1, 100, &o.max_attempts)) {
-                fprintf(stderr, "mmh3 serve: --max-attempts %s: accepted: 1..100\n", optarg);
-                return 2;
-            }
-            break;
-        case O_LEASE:
-            o.lease_seconds = strtod(optarg, &end);
-            if (*end || o.lease_seconds < 3 || o.lease_seconds > 86400) {
-                fprintf(stderr, "mmh3 serve: --lease %s: accepted: seconds 3..86400\n", optarg);
-                return 2;
-            }
-            break;
-        case O_UPLOAD:
-            if (!mm_flag_int(optarg, 1, 16384, &o.upload_mb)) {
-                fprintf(stderr, "mmh3 serve: --upload-mb %s: accepted: 1..16384\n", optarg);
-                return 2;
-            }
-            break;
-        case O_AUTH:
-            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "mmh3 serve: --auth %s: accepted: auto, on, off\n", optarg);
-                return 2;
-            }
-            o.auth = optarg;
-            break;
-        case O_ALLOW_HOST: o.allow_hosts = optarg; break;
-        case O_COOKIE_SECURE: o.cookie_secure = true; break;
-        case O_RATE_ENQUEUE:
-            if (parse_limit("--rate-enqueue", optarg, 1e6, &o.rate_enqueue) < 0)
-                return 2;
-            break;
-        case O_RATE_UPLOAD:
-            if (parse_limit("--rate-upload", optarg, 1e6, &o.rate_upload) < 0)
-                return 2;
-            break;
-        case O_MAX_QUEUED:
-            if (parse_limit("--max-queued", optarg, 1e12, &o.max_queued) < 0)
-                return 2;
-            break;
-        /* The children (worker, mmh3-fcgi) read these from the environment:
-         * the key never appears on a command line. */
-        case O_OXEN_REMOTE: setenv("MMH3_OXEN_REMOTE", optarg, 1); break;
-        case O_OXEN_TOKEN:
-            setenv("MMH3_OXEN_TOKEN", optarg, 1);
-            memset(optarg, 'x', strlen(optarg));
-            break;
-        case O_OXEN_MODEL: setenv("MMH3_OXEN_MODEL", optarg, 1); break;
-        case O_OXEN_POLL: setenv("MMH3_OXEN_POLL", optarg, 1); break;
-        case O_OXEN_TIMEOUT: setenv("MMH3_OXEN_TIMEOUT", optarg, 1); break;
-        case 'h': usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "mmh3 serve: %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            if (!mm_engine_flags_owns(c)) {
-                fprintf(stderr, "mmh3 serve: unknown option '%s' (see mmh3 serve --help)\n", argv[optind - 1]);
-                return 2;
-            }
-            if (mm_engine_flags_apply(c, opts[li].name, optarg, &eo, &err) < 0) {
-                fprintf(stderr, "mmh3 serve: %s\n", err.msg);
-                return 2;
-            }
-            if (c == MM_EF_GPUS) { /* serve's own: per worker, with --gpu-workers */
-                o.gpus = eo.h3.gpus;
-                break;
-            }
-            if (o.n_engine_args + 2 > MM_SERVE_ENGINE_ARGS) {
-                fprintf(stderr, "mmh3 serve: %s: too many engine flags; accepted: at most %d values\n",
-                        argv[optind - 1], MM_SERVE_ENGINE_ARGS);
-                return 2;
-            }
-            o.engine_args[o.n_engine_args++] = mm_engine_flags_name(c);
-            if (mm_engine_flags_has_value(c))
-                o.engine_args[o.n_engine_args++] = optarg;
-            break;
-        }
-    }
-    if (mm_engine_flags_finish(&eo, &err) < 0) {
+    if (mm_engine_flags_finish(&s.eo, &err) < 0) {
         fprintf(stderr, "mmh3 serve: %s\n", err.msg);
         return 2;
     }
-    if (optind < argc) {
-        fprintf(stderr, "mmh3 serve: unexpected argument '%s'\n", argv[optind]);
+    if (check_oxen() != 0)
         return 2;
-    }
-    {
-        /* Refuse a bad Oxen configuration here, not in a restarting worker. */
-        mm_oxen_options ox;
-        mm_oxen_options_from_env(&ox);
-        mm_error oerr = {{0}};
-        if (mm_oxen_options_check(&ox, &oerr) < 0) {
-            fprintf(stderr, "mmh3 serve: %s\n", oerr.msg);
-            return 2;
-        }
-    }
     mm_log_init("serve");
-    if (mm_serve_run(&o, &err) < 0) {
+    if (mm_serve_run(&s.o, &err) < 0) {
         mm_log("%s", err.msg);
         return 1;
     }

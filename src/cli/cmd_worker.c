@@ -3,7 +3,6 @@
  * pointed at the same database and a shared outputs folder. */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,34 +16,68 @@
 #include "queue/log.h"
 #include "queue/worker.h"
 
-static void usage(FILE *out)
+/* --oxen-token: kept in a copy (target: the char * the caller owns, blanked
+ * and freed there), then blanked on the command line (ps shows argv). */
+static int keep_token(const mm_flag *f, char *v, mm_error *why)
 {
-    fprintf(out,
-            "usage: mmh3 worker [options]\n"
-            "\n"
-            "Claims queued generations from the PostgreSQL queue and renders them.\n"
-            "\n"
-            "  --db URL            database (libpq URL or conninfo); default $MMH3_DATABASE_URL, else \"%s\"\n"
-            "  --outputs DIR       outputs folder shared with the API (default $MMH3_OUTPUTS, else ./outputs)\n"
-            "  --mock              use the mock engine (FFmpeg test pattern; no weights, no GPU)\n"
-            "  --mock-seconds S    mock engine: wall time of one job (default 5)\n"
-            "  --max-attempts N    renders started before a crashing job is failed (default 3)\n"
-            "  --lease S           seconds without a heartbeat before a worker is presumed dead (default 30)\n"
-            "  --name ID           worker id (default host:pid:random)\n"
-            "\n"
-            "The real engine (the same flags as mmh3 generate and mmh3 serve):\n",
-            MM_DB_DEFAULT_URL);
-    mm_engine_flags_usage(out, MM_ENGINE_CMD_WORKER, 2, 22);
-    fprintf(out,
-            "\n"
-            "Oxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):\n"
-            "  --oxen-remote URL   hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE):\n"
-            "                      renders are mirrored there, and idle workers claim hub jobs\n"
-            "  --oxen-token TOKEN  API key ($MMH3_OXEN_TOKEN, preferred: a flag shows in ps);\n"
-            "                      default: the key stored through /api/settings\n"
-            "  --oxen-model NAME   the hub model name whose queued jobs we claim (default minimax-h3)\n"
-            "  --oxen-poll S       claim loop interval while idle (default 10; 0 disables claiming)\n"
-            "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n");
+    char **token = f->target;
+    free(*token);
+    if (!(*token = strdup(v)))
+        return mm_fail(why, "out of memory");
+    memset(v, 'x', strlen(v));
+    return 0;
+}
+
+static mm_flags_result parse_flags(mm_worker_options *o, const char **db, char **token, int argc, char **argv)
+{
+    mm_flag engine[MM_ENGINE_FLAGS_MAX];
+    int n_engine = mm_engine_flags_rows(MM_ENGINE_CMD_WORKER, &o->engine, engine);
+    const mm_flag rows[] = {
+        {"--db", NULL, MM_FLAG_STRING, db,
+         "database (libpq URL or conninfo); default $MMH3_DATABASE_URL, else \"" MM_DB_DEFAULT_URL "\"", .arg = "URL"},
+        {"--outputs", NULL, MM_FLAG_STRING, &o->outputs,
+         "outputs folder shared with the API (default $MMH3_OUTPUTS, else ./outputs)", .arg = "DIR"},
+        {"--mock", NULL, MM_FLAG_SET_STR, &o->engine_kind, "use the mock engine (FFmpeg test pattern; no weights, no GPU)",
+         .set_str = "mock"},
+        {"--mock-seconds", NULL, MM_FLAG_DOUBLE, &o->engine.mock_seconds,
+         "mock engine: wall time of one job (default 5)", .arg = "S", .min = 0, .above_min = true, .max = 3600,
+         .accepted = "seconds > 0 and <= 3600"},
+        {"--max-attempts", NULL, MM_FLAG_INT, &o->max_attempts,
+         "renders started before a crashing job is failed (default 3)", .arg = "N", .min = 1, .max = 100},
+        {"--lease", NULL, MM_FLAG_DOUBLE, &o->lease_seconds,
+         "seconds without a heartbeat before a worker is presumed dead (default 30)", .arg = "S", .min = 3,
+         .max = 86400, .accepted = "seconds 3..86400"},
+        {"--name", NULL, MM_FLAG_STRING, &o->name, "worker id (default host:pid:random)", .arg = "ID"},
+        {.kind = MM_FLAG_SECTION, .help = "\nThe real engine (the same flags as mmh3 generate and mmh3 serve):"},
+        {.kind = MM_FLAG_GROUP, .rows = engine, .n_rows = n_engine},
+        {.kind = MM_FLAG_SECTION, .help = "\nOxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):"},
+        {"--oxen-remote", NULL, MM_FLAG_STRING, &o->oxen.remote,
+         "hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE): renders are mirrored there, "
+         "and idle workers claim hub jobs",
+         .arg = "URL"},
+        {"--oxen-token", NULL, MM_FLAG_CUSTOM, token,
+         "API key ($MMH3_OXEN_TOKEN, preferred: a flag shows in ps); default: the key stored through /api/settings",
+         .arg = "TOKEN", .apply = keep_token},
+        {"--oxen-model", NULL, MM_FLAG_STRING, &o->oxen.model,
+         "the hub model name whose queued jobs we claim (default minimax-h3)", .arg = "NAME"},
+        {"--oxen-poll", NULL, MM_FLAG_DOUBLE, &o->oxen.poll_seconds,
+         "claim loop interval while idle (default 10; 0 disables claiming)", .arg = "S", .min = 0, .max = 86400,
+         .accepted = "seconds 0..86400 (0 disables claiming)"},
+        {"--oxen-timeout", NULL, MM_FLAG_DOUBLE, &o->oxen.timeout, "seconds per hub call before it is retried (default 60)",
+         .arg = "S", .min = 0.1, .max = 3600, .accepted = "seconds 0.1..3600"},
+        {"--help", "-h", MM_FLAG_HELP, NULL, .help = "this text"},
+    };
+    const mm_flags_cmd cmd = {
+        .prog = "mmh3 worker",
+        .synopsis = "usage: mmh3 worker [options]\n"
+                    "\n"
+                    "Claims queued generations from the PostgreSQL queue and renders them.\n"
+                    "\n",
+        .rows = rows,
+        .n_rows = MM_FLAGS_COUNT(rows),
+        .help_column = 22,
+    };
+    return mm_flags_parse(&cmd, argc, argv);
 }
 
 /* token: the --oxen-token copy, owned by mm_cmd_worker (blanked and freed there). */
@@ -56,106 +89,11 @@ static int worker_with_args(int argc, char **argv, char **token)
     const char *db = NULL;
     if (getenv("MMH3_OUTPUTS"))
         o.outputs = getenv("MMH3_OUTPUTS");
-    enum {
-        O_DB = 256, O_OUTPUTS, O_MOCK, O_MOCK_SECONDS, O_ATTEMPTS, O_LEASE, O_NAME, O_OXEN_REMOTE, O_OXEN_TOKEN,
-        O_OXEN_MODEL, O_OXEN_POLL, O_OXEN_TIMEOUT
-    };
-    static const struct option own[] = {
-        {"db", required_argument, 0, O_DB},
-        {"outputs", required_argument, 0, O_OUTPUTS},
-        {"mock", no_argument, 0, O_MOCK},
-        {"mock-seconds", required_argument, 0, O_MOCK_SECONDS},
-        {"max-attempts", required_argument, 0, O_ATTEMPTS},
-        {"lease", required_argument, 0, O_LEASE},
-        {"name", required_argument, 0, O_NAME},
-        {"oxen-remote", required_argument, 0, O_OXEN_REMOTE},
-        {"oxen-token", required_argument, 0, O_OXEN_TOKEN},
-        {"oxen-model", required_argument, 0, O_OXEN_MODEL},
-        {"oxen-poll", required_argument, 0, O_OXEN_POLL},
-        {"oxen-timeout", required_argument, 0, O_OXEN_TIMEOUT},
-        {"help", no_argument, 0, 'h'},
-    };
-    struct option opts[sizeof own / sizeof own[0] + MM_ENGINE_FLAGS_MAX + 1];
-    int n_opts = (int)(sizeof own / sizeof own[0]);
-    memcpy(opts, own, sizeof own);
-    mm_engine_flags_options(MM_ENGINE_CMD_WORKER, opts, &n_opts);
-    int c, li = 0;
-    char *end;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        switch (c) {
-        case O_DB: db = optarg; break;
-        case O_OUTPUTS: o.outputs = optarg; break;
-        case O_MOCK: o.engine_kind = "mock"; break;
-        case O_MOCK_SECONDS:
-            o.engine.mock_seconds = strtod(optarg, &end);
-            if (*end || !(o.engine.mock_seconds > 0) || o.engine.mock_seconds > 3600) {
-                fprintf(stderr, "mmh3 worker: --mock-seconds %s: accepted: seconds > 0 and <= 3600\n", optarg);
-                return 2;
-            }
-            break;
-        case O_ATTEMPTS:
-            if (!mm_flag_int(optarg, 1, 100, &o.max_attempts)) {
-                fprintf(stderr, "mmh3 worker: --max-attempts %s: accepted: integer 1..100\n", optarg);
-                return 2;
-            }
-            break;
-        case O_LEASE:
-            o.lease_seconds = strtod(optarg, &end);
-            if (*end || o.lease_seconds < 3 || o.lease_seconds > 86400) {
-                fprintf(stderr, "mmh3 worker: --lease %s: accepted: seconds 3..86400\n", optarg);
-                return 2;
-            }
-            break;
-        case O_NAME: o.name = optarg; break;
-        case O_OXEN_REMOTE: o.oxen.remote = optarg; break;
-        case O_OXEN_TOKEN:
-            /* Kept, then blanked on the command line (ps shows argv). */
-            free(*token);
-            if (!(*token = strdup(optarg))) {
-                fprintf(stderr, "mmh3 worker: out of memory\n");
-                return 1;
-            }
-            o.oxen.token = *token;
-            memset(optarg, 'x', strlen(optarg));
-            break;
-        case O_OXEN_MODEL: o.oxen.model = optarg; break;
-        case O_OXEN_POLL:
-            o.oxen.poll_seconds = strtod(optarg, &end);
-            if (*end) {
-                fprintf(stderr, "mmh3 worker: --oxen-poll %s: accepted: seconds 0..86400 (0 disables claiming)\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case O_OXEN_TIMEOUT:
-            o.oxen.timeout = strtod(optarg, &end);
-            if (*end) {
-                fprintf(stderr, "mmh3 worker: --oxen-timeout %s: accepted: seconds 0.1..3600\n", optarg);
-                return 2;
-            }
-            break;
-        case 'h': usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "mmh3 worker: %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            if (!mm_engine_flags_owns(c)) {
-                fprintf(stderr, "mmh3 worker: unknown option '%s' (see mmh3 worker --help)\n", argv[optind - 1]);
-                return 2;
-            }
-            if (mm_engine_flags_apply(c, opts[li].name, optarg, &o.engine, &err) < 0) {
-                fprintf(stderr, "mmh3 worker: %s\n", err.msg);
-                return 2;
-            }
-            break;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "mmh3 worker: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    mm_flags_result parsed = parse_flags(&o, &db, token, argc, argv);
+    if (parsed != MM_FLAGS_RUN)
+        return mm_flags_exit_status(parsed);
+    if (*token)
+        o.oxen.token = *token;
     if (mm_engine_flags_finish(&o.engine, &err) < 0) {
         fprintf(stderr, "mmh3 worker: %s\n", err.msg);
         return 2;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "media/mp4_writer.h"
 
 #define MOCK_AUDIO_RATE 32000
@@ -29,13 +30,6 @@ typedef struct mock_engine {
     int jobs;
 } mock_engine;
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static bool cancelled(const mm_gen_callbacks *cb)
 {
     return cb && cb->should_cancel && cb->should_cancel(cb->user);
@@ -44,11 +38,11 @@ static bool cancelled(const mm_gen_callbacks *cb)
 /* Sleeps `seconds` in short slices; true when a cancel arrived meanwhile. */
 static bool nap(double seconds, const mm_gen_callbacks *cb)
 {
-    double end = now_seconds() + seconds;
+    double end = mm_clock_now() + seconds;
     for (;;) {
         if (cancelled(cb))
             return true;
-        double left = end - now_seconds();
+        double left = end - mm_clock_now();
         if (left <= 0)
             return false;
         double slice = left < 0.02 ? left : 0.02;
@@ -67,7 +61,7 @@ typedef struct run {
 
 static void report(run *r, mm_stage stage, int step)
 {
-    double t = now_seconds();
+    double t = mm_clock_now();
     if (stage != r->stage) {
         r->res->stage_seconds[r->stage] += t - r->stage_t0;
         r->stage = stage;
@@ -178,7 +172,7 @@ static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_c
         return -1;
 
     double T = m->opt.mock_seconds > 0 ? m->opt.mock_seconds : 5.0;
-    run r = {.cb = cb, .res = res, .t0 = now_seconds(), .stage = MM_STAGE_ENCODING_PROMPT, .total_steps = req->steps - 1};
+    run r = {.cb = cb, .res = res, .t0 = mm_clock_now(), .stage = MM_STAGE_ENCODING_PROMPT, .total_steps = req->steps - 1};
     r.stage_t0 = r.t0;
     int rc = 0;
 
@@ -220,13 +214,13 @@ static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_c
     if (rc < 0)
         return mm_error_prefix(err, "mock engine: writing %s", req->out_path);
     report(&r, MM_STAGE_WRITING, 0);
-    res->total_seconds = now_seconds() - r.t0;
+    res->total_seconds = mm_clock_now() - r.t0;
     snprintf(res->placement, sizeof res->placement, "mock=cpu");
     m->jobs++;
     return 0;
 cancel:
-    res->stage_seconds[r.stage] += now_seconds() - r.stage_t0;
-    res->total_seconds = now_seconds() - r.t0;
+    res->stage_seconds[r.stage] += mm_clock_now() - r.stage_t0;
+    res->total_seconds = mm_clock_now() - r.t0;
     return MM_CANCELLED;
 }
 

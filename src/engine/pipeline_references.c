@@ -13,78 +13,62 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lru.h"
+#include "core/sha256.h"
 #include "engine/pipeline_internal.h"
 #include "model/vae/vae.h"
 
 /* --------------------------------------------------------------- cache */
 
-typedef struct cache_entry {
-    struct cache_entry *prev, *next; /* most recently used first */
-    uint8_t key[32];
+/* The latents of one item, owned by the cache (core/lru.h), keyed by the
+ * item's content hash in hex. */
+typedef struct cached_latents {
     float *vlat;
     int64_t vshape[4];
     float *alat;
     int64_t a_latents;
-    size_t bytes;
-} cache_entry;
+} cached_latents;
 
 struct pl_ref_cache {
     pthread_mutex_t lock;
-    cache_entry *head, *tail;
-    size_t bytes, budget;
+    mm_lru *lru;
     uint64_t hits, misses;
 };
+
+static void latents_free(cached_latents *l)
+{
+    if (!l)
+        return;
+    free(l->vlat);
+    free(l->alat);
+    free(l);
+}
+
+static void release_latents(void *user, const char *key, void *value, size_t bytes, mm_lru_reason why)
+{
+    (void)user, (void)key, (void)bytes, (void)why;
+    latents_free(value);
+}
 
 int pl_ref_cache_create(pl_ref_cache **out, size_t budget, mm_error *err)
 {
     pl_ref_cache *c = calloc(1, sizeof *c);
     if (!c)
         return mm_fail(err, "out of memory");
+    if (mm_lru_create(&c->lru, budget, release_latents, NULL, err) != 0) {
+        free(c);
+        return -1;
+    }
     pthread_mutex_init(&c->lock, NULL);
-    c->budget = budget;
     *out = c;
     return 0;
-}
-
-static void entry_free(cache_entry *e)
-{
-    free(e->vlat);
-    free(e->alat);
-    free(e);
-}
-
-static void unlink_entry(pl_ref_cache *c, cache_entry *e)
-{
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        c->tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void push_front(pl_ref_cache *c, cache_entry *e)
-{
-    e->next = c->head;
-    e->prev = NULL;
-    if (c->head)
-        c->head->prev = e;
-    c->head = e;
-    if (!c->tail)
-        c->tail = e;
 }
 
 void pl_ref_cache_destroy(pl_ref_cache *c)
 {
     if (!c)
         return;
-    for (cache_entry *e = c->head, *n; e; e = n) {
-        n = e->next;
-        entry_free(e);
-    }
+    mm_lru_destroy(c->lru);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -106,24 +90,22 @@ static bool cache_get(pl_ref_cache *c, pl_item *it, int channels)
 {
     if (!c)
         return false;
+    char key[65];
+    mm_sha256_hex(it->key, key);
     bool hit = false;
     pthread_mutex_lock(&c->lock);
-    for (cache_entry *e = c->head; e; e = e->next) {
-        if (memcmp(e->key, it->key, 32) != 0)
-            continue;
-        it->vlat = e->vlat ? dup_floats(e->vlat, vnumel(e->vshape)) : NULL;
-        memcpy(it->vshape, e->vshape, sizeof it->vshape);
-        it->alat = e->alat ? dup_floats(e->alat, 2 * (int64_t)channels * e->a_latents) : NULL;
-        it->a_latents = e->a_latents;
-        hit = (!e->vlat || it->vlat) && (!e->alat || it->alat);
+    const cached_latents *l = mm_lru_get(c->lru, key);
+    if (l) {
+        it->vlat = l->vlat ? dup_floats(l->vlat, vnumel(l->vshape)) : NULL;
+        memcpy(it->vshape, l->vshape, sizeof it->vshape);
+        it->alat = l->alat ? dup_floats(l->alat, 2 * (int64_t)channels * l->a_latents) : NULL;
+        it->a_latents = l->a_latents;
+        hit = (!l->vlat || it->vlat) && (!l->alat || it->alat);
         if (!hit) { /* out of memory for one copy: a miss owns nothing */
             free(it->vlat);
             free(it->alat);
             it->vlat = it->alat = NULL;
         }
-        unlink_entry(c, e);
-        push_front(c, e);
-        break;
     }
     c->hits += hit;
     c->misses += !hit;
@@ -135,29 +117,23 @@ static void cache_put(pl_ref_cache *c, const pl_item *it, int channels)
 {
     if (!c)
         return;
-    cache_entry *e = calloc(1, sizeof *e);
-    if (!e)
+    cached_latents *l = calloc(1, sizeof *l);
+    if (!l)
         return;
-    memcpy(e->key, it->key, 32);
     int64_t na = 2 * (int64_t)channels * it->a_latents;
-    e->vlat = it->vlat ? dup_floats(it->vlat, vnumel(it->vshape)) : NULL;
-    e->alat = it->alat ? dup_floats(it->alat, na) : NULL;
-    memcpy(e->vshape, it->vshape, sizeof e->vshape);
-    e->a_latents = it->a_latents;
-    e->bytes = sizeof(float) * (size_t)((it->vlat ? vnumel(it->vshape) : 0) + (it->alat ? na : 0));
-    if ((it->vlat && !e->vlat) || (it->alat && !e->alat) || e->bytes > c->budget) {
-        entry_free(e);
+    l->vlat = it->vlat ? dup_floats(it->vlat, vnumel(it->vshape)) : NULL;
+    l->alat = it->alat ? dup_floats(it->alat, na) : NULL;
+    memcpy(l->vshape, it->vshape, sizeof l->vshape);
+    l->a_latents = it->a_latents;
+    size_t bytes = sizeof(float) * (size_t)((it->vlat ? vnumel(it->vshape) : 0) + (it->alat ? na : 0));
+    if ((it->vlat && !l->vlat) || (it->alat && !l->alat)) {
+        latents_free(l);
         return;
     }
+    char key[65];
+    mm_sha256_hex(it->key, key);
     pthread_mutex_lock(&c->lock);
-    while (c->tail && c->bytes + e->bytes > c->budget) {
-        cache_entry *old = c->tail;
-        unlink_entry(c, old);
-        c->bytes -= old->bytes;
-        entry_free(old);
-    }
-    push_front(c, e);
-    c->bytes += e->bytes;
+    mm_lru_put(c->lru, key, l, bytes, NULL); /* takes l over, stored or not */
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -1,6 +1,7 @@
 /* The timing table of one generation (see timing.h). */
 #include "engine/timing.h"
 
+#include "core/clock.h"
 #include "core/error.h"
 
 #include <stdarg.h>
@@ -10,12 +11,7 @@
 
 static const char *const group_names[MM_TG_COUNT] = {"loading", "inference", "encode", "overhead"};
 
-double mm_timing_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+double mm_timing_now(void) { return mm_clock_now(); }
 
 void mm_timing_add(mm_timing *t, mm_timing_group g, const char *name, double seconds)
 {

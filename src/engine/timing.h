@@ -52,7 +52,8 @@ typedef struct mm_timing {
     int n_memory;
 } mm_timing;
 
-/* Monotonic seconds. */
+/* Monotonic seconds (core/clock.h's mm_clock_now, under the name the engine's
+ * timing code reads). */
 double mm_timing_now(void);
 /* Adds seconds to the row `name` (created in first-use order). */
 void mm_timing_add(mm_timing *t, mm_timing_group g, const char *name, double seconds);

@@ -29,7 +29,8 @@ static int make_dir(const char *path, mode_t mode, const mm_pg_cluster *c, mm_er
     return 0;
 }
 
-int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, mm_error *err)
+int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, const char *user,
+                  mm_error *err)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->bindir, sizeof c->bindir, "%s", bindir);
@@ -37,7 +38,7 @@ int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, 
     snprintf(c->socket_dir, sizeof c->socket_dir, "%s/pg.sock", state_dir);
     snprintf(c->log_path, sizeof c->log_path, "%s/postgres.log", log_dir);
     if (geteuid() == 0) {
-        const char *want = getenv("MMH3_PG_USER"); /* default: mmh3, else nobody */
+        const char *want = user; /* default: mmh3, else nobody */
         struct passwd *pw = getpwnam(want && *want ? want : "mmh3");
         if (!pw && want && *want)
             return mm_fail(err, "MMH3_PG_USER=%s: no such user", want);

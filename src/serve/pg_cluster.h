@@ -24,8 +24,10 @@ typedef struct mm_pg_cluster {
     pid_t pid;
 } mm_pg_cluster;
 
-/* Lays out <state_dir>/{pgdata,pg.sock/,} and runs initdb when needed. */
-int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, mm_error *err);
+/* Lays out <state_dir>/{pgdata,pg.sock/,} and runs initdb when needed. As
+ * root, the server runs as `user` (NULL or "": mmh3, else nobody). */
+int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, const char *user,
+                  mm_error *err);
 /* Starts the server, waits until it accepts connections, creates the database. */
 int mm_pg_start(mm_pg_cluster *c, mm_error *err);
 /* Fast shutdown (SIGINT), SIGKILL after 20 s. */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/sha256.h"
 #include "io/safetensors.h"
 #include "model/text/image_preprocess.h"
@@ -20,13 +21,6 @@ struct mm_conditioner {
     mm_pres_tokens special;
     char checkpoint_id[65];
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Identity of the checkpoint for cache keys: the digest of its header (names,
  * dtypes, shapes, offsets) and its size, cheap to compute on a 15 GB file. */
@@ -175,35 +169,92 @@ static int run_vision(mm_conditioner *c, mm_ctx *ctx, const mm_vision_pixels *px
     return 0;
 }
 
+/* The cached rows of key, copied to the context's device: 1 a hit (out
+ * filled), 0 a miss, -1 an error. */
+static int cache_lookup(mm_conditioner *c, mm_ctx *ctx, const mm_prompt_key *key, mm_cond_result *out, mm_error *err)
+{
+    mm_tensor host;
+    uint8_t *tags;
+    int hit = mm_prompt_cache_get(c->opts.cache, key, &host, &tags, err);
+    if (hit <= 0)
+        return hit;
+    int rc = mm_tensor_alloc(&out->rows, mm_ctx_device(ctx), host.dtype, 2, host.shape, err);
+    if (rc == 0 && (mm_copy(ctx, &out->rows, &host) < 0 || mm_ctx_sync(ctx, err) < 0))
+        rc = -1;
+    out->len = host.shape[0];
+    out->tags = tags;
+    out->cached = true;
+    mm_tensor_free(&host);
+    if (rc < 0) {
+        mm_cond_result_free(out);
+        return -1;
+    }
+    return 1;
+}
+
+/* Keeps the rows for the next time. A cache that cannot write is not a
+ * failed encode (it says so on stderr); a failed copy is. */
+static int cache_store(mm_conditioner *c, mm_ctx *ctx, const mm_prompt_key *key, const mm_cond_result *out,
+                       mm_error *err)
+{
+    mm_tensor host;
+    if (mm_tensor_alloc(&host, mm_cpu(), out->rows.dtype, 2, out->rows.shape, err) < 0)
+        return -1;
+    int crc = mm_copy(ctx, &host, &out->rows) < 0 ? mm_ctx_error(ctx, err) : 0;
+    mm_error cerr = {{0}};
+    if (crc == 0 && mm_prompt_cache_put(c->opts.cache, key, &host, out->tags, &cerr) < 0)
+        fprintf(stderr, "mmh3: prompt cache: %s\n", cerr.msg);
+    mm_tensor_free(&host);
+    return crc < 0 ? -1 : 0;
+}
+
+/* The processors: each reference on its own, in request order, into the
+ * presentation items and the pixels of the image and video calls. */
+static int preprocess_references(mm_conditioner *c, const mm_cond_reference *refs, int n_refs, mm_pres_item *items,
+                                 mm_vision_pixels *img_px, int *n_img, mm_vision_pixels *vid_px, int *n_vid,
+                                 mm_error *err)
+{
+    for (int i = 0; i < n_refs; i++) {
+        const mm_cond_reference *r = &refs[i];
+        items[i].kind = r->kind;
+        if (r->kind == MM_PRES_PICTURE) {
+            if (mm_qwen3vl_preprocess_image(&c->opts.image_proc, r->rgb, r->height, r->width, &img_px[*n_img], err) <
+                0)
+                return mm_error_prefix(err, "reference %d", i + 1);
+            memcpy(items[i].grid, img_px[*n_img].grid, sizeof items[i].grid);
+            (*n_img)++;
+        } else if (r->kind == MM_PRES_VIDEO) {
+            if (mm_qwen3vl_preprocess_video(&c->opts.video_proc, r->rgb, r->n_frames, r->height, r->width,
+                                            &vid_px[*n_vid], err) < 0)
+                return mm_error_prefix(err, "reference %d", i + 1);
+            memcpy(items[i].grid, vid_px[*n_vid].grid, sizeof items[i].grid);
+            items[i].frame_times = r->times;
+            items[i].n_frame_times = (int)r->n_frames;
+            items[i].has_audio = r->has_audio;
+            (*n_vid)++;
+        }
+    }
+    return 0;
+}
+
 int mm_conditioner_encode(mm_conditioner *c, mm_ctx *ctx, const char *prompt, size_t prompt_len,
                           const mm_cond_reference *refs, int n_refs, mm_cond_result *out,
                           const mm_conditioner_debug *dbg, mm_error *err)
 {
     memset(out, 0, sizeof *out);
-    const double t0 = now();
+    const double t0 = mm_clock_now();
     const mm_device dev = mm_ctx_device(ctx);
     const int64_t H = c->opts.config.text.hidden;
     const int n_ds = c->opts.config.vision.n_deepstack;
     mm_prompt_key key;
     if (c->opts.cache) {
         cache_key(c, prompt, prompt_len, refs, n_refs, &key);
-        mm_tensor host;
-        uint8_t *tags;
-        int hit = mm_prompt_cache_get(c->opts.cache, &key, &host, &tags, err);
+        int hit = cache_lookup(c, ctx, &key, out, err);
         if (hit < 0)
             return -1;
         if (hit) {
-            int rc = mm_tensor_alloc(&out->rows, dev, host.dtype, 2, host.shape, err);
-            if (rc == 0 && (mm_copy(ctx, &out->rows, &host) < 0 || mm_ctx_sync(ctx, err) < 0))
-                rc = -1;
-            out->len = host.shape[0];
-            out->tags = tags;
-            out->cached = true;
-            mm_tensor_free(&host);
-            out->seconds = now() - t0;
-            if (rc < 0)
-                mm_cond_result_free(out);
-            return rc;
+            out->seconds = mm_clock_now() - t0;
+            return 0;
         }
     }
 
@@ -221,30 +272,8 @@ int mm_conditioner_encode(mm_conditioner *c, mm_ctx *ctx, const char *prompt, si
         mm_fail(err, "conditioner: out of memory");
         goto out;
     }
-    /* Processors: each reference on its own, in request order. */
-    for (int i = 0; i < n_refs; i++) {
-        const mm_cond_reference *r = &refs[i];
-        items[i].kind = r->kind;
-        if (r->kind == MM_PRES_PICTURE) {
-            if (mm_qwen3vl_preprocess_image(&c->opts.image_proc, r->rgb, r->height, r->width, &img_px[n_img], err) < 0)
-                goto ref_fail;
-            memcpy(items[i].grid, img_px[n_img].grid, sizeof items[i].grid);
-            n_img++;
-        } else if (r->kind == MM_PRES_VIDEO) {
-            if (mm_qwen3vl_preprocess_video(&c->opts.video_proc, r->rgb, r->n_frames, r->height, r->width,
-                                            &vid_px[n_vid], err) < 0)
-                goto ref_fail;
-            memcpy(items[i].grid, vid_px[n_vid].grid, sizeof items[i].grid);
-            items[i].frame_times = r->times;
-            items[i].n_frame_times = (int)r->n_frames;
-            items[i].has_audio = r->has_audio;
-            n_vid++;
-        }
-        continue;
-    ref_fail:
-        mm_error_prefix(err, "reference %d", i + 1);
+    if (preprocess_references(c, refs, n_refs, items, img_px, &n_img, vid_px, &n_vid, err) < 0)
         goto out;
-    }
     if (mm_presentation_build(&c->opts.tokenizer, &c->special, items, n_refs, prompt, prompt_len,
                               c->opts.config.vision.merge, &p, err) < 0)
         goto out;
@@ -330,19 +359,8 @@ int mm_conditioner_encode(mm_conditioner *c, mm_ctx *ctx, const char *prompt, si
         goto out;
     }
     memcpy(out->tags, p.tags, (size_t)L);
-    if (c->opts.cache) {
-        mm_tensor host;
-        if (mm_tensor_alloc(&host, mm_cpu(), out->rows.dtype, 2, out->rows.shape, err) < 0)
-            goto out;
-        int crc = mm_copy(ctx, &host, &out->rows) < 0 ? mm_ctx_error(ctx, err) : 0;
-        mm_error cerr = {{0}};
-        /* A cache that cannot write is not a failed encode. */
-        if (crc == 0 && mm_prompt_cache_put(c->opts.cache, &key, &host, out->tags, &cerr) < 0)
-            fprintf(stderr, "mmh3: prompt cache: %s\n", cerr.msg);
-        mm_tensor_free(&host);
-        if (crc < 0)
-            goto out;
-    }
+    if (c->opts.cache && cache_store(c, ctx, &key, out, err) < 0)
+        goto out;
     rc = 0;
 out:
     if (rc < 0)
@@ -356,6 +374,6 @@ out:
         mm_tensor_free(&img.deepstack[j]), mm_tensor_free(&vid.deepstack[j]), mm_tensor_free(&ds[j]);
     mm_presentation_free(&p);
     free(items), free(img_px), free(vid_px), free(pos), free(ids), free(vis_rows), free(img_slot), free(vid_slot);
-    out->seconds = now() - t0;
+    out->seconds = mm_clock_now() - t0;
     return rc;
 }

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/lru.h"
+
 /* ------------------------------------------------------------------ keys */
 
 void mm_prompt_key_begin(mm_prompt_key_builder *b)
@@ -66,15 +68,14 @@ typedef struct entry {
     uint8_t *tags;
     void *data;
     size_t bytes; /* tags + data */
-    struct entry *prev, *next;
 } entry;
 
 struct mm_prompt_cache {
     pthread_mutex_t lock;
     char *dir;
-    size_t memory_budget, disk_budget;
-    entry *head, *tail; /* most recently used first */
-    mm_prompt_cache_stats stats;
+    size_t disk_budget;
+    mm_lru *memory; /* entries keyed by the digest in hex */
+    mm_prompt_cache_stats stats; /* memory_bytes/entries read from the LRU */
 };
 
 static void entry_free(entry *e)
@@ -86,36 +87,14 @@ static void entry_free(entry *e)
     free(e);
 }
 
-static void unlink_entry(mm_prompt_cache *c, entry *e)
+/* The memory level's release callback: every entry leaves through here. */
+static void release_entry(void *user, const char *key, void *value, size_t bytes, mm_lru_reason why)
 {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        c->tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void push_front(mm_prompt_cache *c, entry *e)
-{
-    e->prev = NULL;
-    e->next = c->head;
-    if (c->head)
-        c->head->prev = e;
-    c->head = e;
-    if (!c->tail)
-        c->tail = e;
-}
-
-static entry *find(mm_prompt_cache *c, const mm_prompt_key *k)
-{
-    for (entry *e = c->head; e; e = e->next)
-        if (!memcmp(e->key.digest, k->digest, sizeof k->digest))
-            return e;
-    return NULL;
+    (void)key, (void)bytes;
+    mm_prompt_cache *c = user;
+    if (why == MM_LRU_EVICTED)
+        c->stats.evictions++;
+    entry_free(value);
 }
 
 static int mkdir_p(const char *path, mm_error *err)
@@ -158,8 +137,12 @@ int mm_prompt_cache_create(mm_prompt_cache **out, const char *dir, size_t memory
             return mm_fail(err, "prompt cache: out of memory");
         }
     }
+    if (mm_lru_create(&c->memory, memory_budget, release_entry, c, err) < 0) {
+        free(c->dir);
+        free(c);
+        return -1;
+    }
     pthread_mutex_init(&c->lock, NULL);
-    c->memory_budget = memory_budget;
     c->disk_budget = c->dir ? disk_budget : 0;
     *out = c;
     return 0;
@@ -169,10 +152,7 @@ void mm_prompt_cache_destroy(mm_prompt_cache *c)
 {
     if (!c)
         return;
-    for (entry *e = c->head, *n; e; e = n) {
-        n = e->next;
-        entry_free(e);
-    }
+    mm_lru_destroy(c->memory);
     pthread_mutex_destroy(&c->lock);
     free(c->dir);
     free(c);
@@ -192,29 +172,13 @@ static int copy_out(const entry *e, mm_tensor *embeds, uint8_t **tags, mm_error 
     return 0;
 }
 
-static void evict_memory(mm_prompt_cache *c)
-{
-    while (c->tail && c->stats.memory_bytes > c->memory_budget) {
-        entry *e = c->tail;
-        unlink_entry(c, e);
-        c->stats.memory_bytes -= e->bytes;
-        c->stats.memory_entries--;
-        c->stats.evictions++;
-        entry_free(e);
-    }
-}
-
-/* Takes ownership of e (freed when it does not fit). */
+/* Takes ownership of e (freed when it does not fit), replacing the entry of
+ * the same key. */
 static void insert_memory(mm_prompt_cache *c, entry *e)
 {
-    if (e->bytes > c->memory_budget) {
-        entry_free(e);
-        return;
-    }
-    push_front(c, e);
-    c->stats.memory_bytes += e->bytes;
-    c->stats.memory_entries++;
-    evict_memory(c);
+    char hex[65];
+    mm_prompt_key_hex(&e->key, hex);
+    mm_lru_put(c->memory, hex, e, e->bytes, NULL);
 }
 
 /* ------------------------------------------------------------------ disk */
@@ -422,12 +386,12 @@ static int disk_write(mm_prompt_cache *c, const entry *e, mm_error *err)
 int mm_prompt_cache_get(mm_prompt_cache *c, const mm_prompt_key *key, mm_tensor *embeds, uint8_t **tags,
                         mm_error *err)
 {
+    char hex[65];
+    mm_prompt_key_hex(key, hex);
     pthread_mutex_lock(&c->lock);
     int rc = 0;
-    entry *e = find(c, key);
+    entry *e = mm_lru_get(c->memory, hex);
     if (e) {
-        unlink_entry(c, e);
-        push_front(c, e);
         rc = copy_out(e, embeds, tags, err) < 0 ? -1 : 1;
         if (rc == 1)
             c->stats.memory_hits++;
@@ -468,13 +432,6 @@ int mm_prompt_cache_put(mm_prompt_cache *c, const mm_prompt_key *key, const mm_t
     memcpy(e->data, embeds->data, data_bytes);
     pthread_mutex_lock(&c->lock);
     c->stats.puts++;
-    entry *old = find(c, key);
-    if (old) {
-        unlink_entry(c, old);
-        c->stats.memory_bytes -= old->bytes;
-        c->stats.memory_entries--;
-        entry_free(old);
-    }
     int rc = c->dir ? disk_write(c, e, err) : 0;
     insert_memory(c, e);
     pthread_mutex_unlock(&c->lock);
@@ -485,5 +442,7 @@ void mm_prompt_cache_stats_get(mm_prompt_cache *c, mm_prompt_cache_stats *out)
 {
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
+    out->memory_bytes = mm_lru_bytes(c->memory);
+    out->memory_entries = mm_lru_count(c->memory);
     pthread_mutex_unlock(&c->lock);
 }

@@ -225,17 +225,12 @@ out:
     return rc;
 }
 
-int mm_qwen3vl_vision_forward(mm_qwen3vl_vision *m, mm_ctx *ctx, const mm_vision_pixels *inputs, int n_inputs,
-                              mm_dtype out_dtype, mm_tensor *merged, mm_tensor *deepstack,
-                              const mm_qwen3vl_vision_debug *dbg, mm_error *err)
+/* The inputs' shapes against the config: *patches in all, *segments (one
+ * per temporal slice, attention stays inside each). */
+static int check_inputs(const mm_qwen3vl_vision_config *c, const mm_vision_pixels *inputs, int n_inputs,
+                        int64_t *patches, int64_t *segments, mm_error *err)
 {
-    const mm_qwen3vl_vision_config *c = &m->cfg;
-    const mm_device dev = mm_ctx_device(ctx);
-    const int64_t D = c->hidden, I = c->intermediate, NH = c->n_heads, HD = D / NH, M2 = (int64_t)c->merge * c->merge;
     const int64_t PD = (int64_t)c->in_channels * c->temporal_patch * c->patch * c->patch;
-    memset(merged, 0, sizeof *merged);
-    for (int j = 0; j < c->n_deepstack; j++)
-        memset(&deepstack[j], 0, sizeof deepstack[j]);
     int64_t N = 0, n_seg = 0;
     for (int i = 0; i < n_inputs; i++) {
         const mm_vision_pixels *in = &inputs[i];
@@ -250,6 +245,43 @@ int mm_qwen3vl_vision_forward(mm_qwen3vl_vision *m, mm_ctx *ctx, const mm_vision
     }
     if (N == 0)
         return mm_fail(err, "vision: no patches");
+    *patches = N;
+    *segments = n_seg;
+    return 0;
+}
+
+/* The processor's f32 pixels as the model's bf16 (the model casts them),
+ * the grids, and the segment offsets of the attention. */
+static void pack_inputs(const mm_vision_pixels *inputs, int n_inputs, int64_t PD, uint16_t *px16, int64_t (*grids)[3],
+                        int32_t *seg)
+{
+    int64_t o = 0, s = 0;
+    seg[0] = 0;
+    for (int i = 0; i < n_inputs; i++) {
+        const mm_vision_pixels *in = &inputs[i];
+        for (int64_t e = 0; e < in->n_patches * PD; e++)
+            px16[o * PD + e] = mm_f32_to_bf16(in->data[e]);
+        memcpy(grids[i], in->grid, sizeof grids[i]);
+        for (int64_t t = 0; t < in->grid[0]; t++, s++)
+            seg[s + 1] = (int32_t)(seg[s] + in->grid[1] * in->grid[2]);
+        o += in->n_patches;
+    }
+}
+
+int mm_qwen3vl_vision_forward(mm_qwen3vl_vision *m, mm_ctx *ctx, const mm_vision_pixels *inputs, int n_inputs,
+                              mm_dtype out_dtype, mm_tensor *merged, mm_tensor *deepstack,
+                              const mm_qwen3vl_vision_debug *dbg, mm_error *err)
+{
+    const mm_qwen3vl_vision_config *c = &m->cfg;
+    const mm_device dev = mm_ctx_device(ctx);
+    const int64_t D = c->hidden, I = c->intermediate, NH = c->n_heads, HD = D / NH, M2 = (int64_t)c->merge * c->merge;
+    const int64_t PD = (int64_t)c->in_channels * c->temporal_patch * c->patch * c->patch;
+    memset(merged, 0, sizeof *merged);
+    for (int j = 0; j < c->n_deepstack; j++)
+        memset(&deepstack[j], 0, sizeof deepstack[j]);
+    int64_t N = 0, n_seg = 0;
+    if (check_inputs(c, inputs, n_inputs, &N, &n_seg, err) < 0)
+        return -1;
     const int64_t R = N / M2;
 
     int rc = -1;
@@ -271,20 +303,7 @@ int mm_qwen3vl_vision_forward(mm_qwen3vl_vision *m, mm_ctx *ctx, const mm_vision
         mm_fail(err, "vision: out of memory");
         goto out;
     }
-    /* The model casts the processor's f32 pixels to its bf16 dtype. */
-    {
-        int64_t o = 0, s = 0;
-        seg[0] = 0;
-        for (int i = 0; i < n_inputs; i++) {
-            const mm_vision_pixels *in = &inputs[i];
-            for (int64_t e = 0; e < in->n_patches * PD; e++)
-                px16[o * PD + e] = mm_f32_to_bf16(in->data[e]);
-            memcpy(grids[i], in->grid, sizeof grids[i]);
-            for (int64_t t = 0; t < in->grid[0]; t++, s++)
-                seg[s + 1] = (int32_t)(seg[s] + in->grid[1] * in->grid[2]);
-            o += in->n_patches;
-        }
-    }
+    pack_inputs(inputs, n_inputs, PD, px16, grids, seg);
     if (mm_qwen3vl_vision_pos_embed(m, (const int64_t(*)[3])grids, n_inputs, posf, err) < 0 ||
         mm_qwen3vl_vision_rotary(c, (const int64_t(*)[3])grids, n_inputs, cosf_, sinf_, err) < 0)
         goto out;
