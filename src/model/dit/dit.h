@@ -28,6 +28,7 @@
 #include "core/tensor.h"
 #include "model/dit/config.h"
 #include "model/dit/layout.h"
+#include "model/lora/lora.h"
 
 typedef struct mm_dit mm_dit;
 typedef struct mm_dit_request mm_dit_request;
@@ -74,6 +75,15 @@ typedef struct mm_dit_request_opts {
     /* Fast mode (issue 9): the main blocks' attention in e4m3 with per-block
      * scales where the GPU runs that kernel (Hopper), exact elsewhere. */
     bool fast;
+    /* LoRA adapters (model/lora/lora.h; at most MM_LORA_MAX_USES), each
+     * applied with its strength as a separate low-rank branch of every linear
+     * it adapts — never merged into the weights (docs/LORA.md). Every handle
+     * must be uploaded to the request's device (mm_lora_upload) and fit the
+     * model (mm_lora_fit runs here too); the caller keeps them alive until
+     * mm_dit_request_end. Parts besides linear pairs (AdaLN, time embedder,
+     * head banks, dense deltas) are refused with the reason. */
+    const mm_lora_use *loras;
+    int n_loras;
 } mm_dit_request_opts;
 
 /* mm_dit_request_begin with hooks (opts may be NULL). */
