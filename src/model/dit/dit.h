@@ -94,6 +94,10 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
  * dtype, any device) into out [L, hidden] bf16 on ctx's device (allocated by
  * the caller): what mm_dit_request_begin computes once per request. */
 int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tensor *out, mm_error *err);
+/* The same with a request's adapters (their refiner and condition_proj
+ * pairs apply; see mm_dit_request_opts.loras). */
+int mm_dit_refine_text_ex(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, const mm_lora_use *loras, int n_loras,
+                          mm_tensor *out, mm_error *err);
 
 /* One forward. row_t: host [S] per-row timesteps (mm_dit_row_timesteps).
  * video_rows [Nv, video_row_width] and audio_rows [Na, audio_row_width]: f32

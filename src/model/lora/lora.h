@@ -124,6 +124,7 @@ typedef struct mm_lora_pair {
     mm_tensor b;             /* host [rows, rank], rows in the engine's order */
     mm_tensor dev_a, dev_b;  /* linear pairs after mm_lora_upload: contiguous bf16 on the device */
     char key[160];           /* the A key as the file spells it (messages) */
+    char b_key[160];         /* the B key */
 } mm_lora_pair;
 
 /* PDD's per-step output heads (fewstep.md §5). */
@@ -230,11 +231,16 @@ typedef struct mm_lora_use {
 /* "FILE[:STRENGTH]" → name and strength (default 1). The strength is the
  * text after the last ':' when it parses as a finite number. */
 int mm_lora_parse_spec(const char *spec, char *name, size_t n, float *strength, mm_error *err);
-/* A name as the user gave it → a file: a path with a '/' as is; a bare name
- * under <models_path>/loras/ (ComfyUI's layout), with ".safetensors" added
- * when it has no extension. models_path NULL: $MODELS_PATH, else the
- * default /data/shared/models. */
-int mm_lora_resolve(const char *name, const char *models_path, char *path, size_t n, mm_error *err);
+/* A name as the user gave it → an existing file. A name is looked up under
+ * <models_path>/loras/ (ComfyUI's layout; sub-folders allowed), with
+ * ".safetensors" added when it has no extension. allow_paths (the CLI): a
+ * name that exists as given (absolute, or with a '/') is taken as a path
+ * first. Without it (names from the API) only the adapter folder is
+ * searched and a name must not climb out of it ("..", a leading '/').
+ * models_path NULL: $MODELS_PATH, else /data/shared/models. The message
+ * says where it looked. */
+int mm_lora_resolve(const char *name, const char *models_path, bool allow_paths, char *path, size_t n,
+                    mm_error *err);
 /* The adapter folder <models_path>/loras (models_path NULL as above). */
 const char *mm_lora_dir(const char *models_path, char *buf, size_t n);
 
