@@ -17,10 +17,12 @@
 #include "backend/cuda/cuda_speed.h"
 #include "parallel/nccl_lib.h"
 #include "parallel/transfer.h"
+#include "cli/check_loras.h"
 #include "cli/commands.h"
 #include "io/checkpoint.h"
 #include "io/inspect.h"
 #include "io/safetensors.h"
+#include "model/dit/config.h"
 
 static void usage(FILE *f)
 {
@@ -61,6 +63,18 @@ static void gib(char *buf, size_t n, uint64_t b)
         snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
     else
         snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+}
+
+/* The found DiT's configuration, for checking the adapters against it. */
+static bool dit_config(const char *path, mm_dit_config *cfg)
+{
+    mm_safetensors *st;
+    if (mm_st_open(&st, path, NULL) != 0)
+        return false;
+    bool ok = mm_st_strip_prefix(st, "model.diffusion_model.", NULL, NULL) == 0 &&
+              mm_dit_config_read(st, NULL, cfg, NULL) == 0;
+    mm_st_close(st);
+    return ok;
 }
 
 static void progress(void *user, const char *what, uint64_t have, uint64_t total)
@@ -232,6 +246,8 @@ int mm_cmd_check(int argc, char **argv)
         peer_failed = mm_transfer_probe_all(n_gpus, (size_t)16 << 20, NULL, 0, peer, sizeof peer);
         mm_nccl_describe(nccl, sizeof nccl);
     }
+    mm_dit_config dit_cfg;
+    const bool have_dit_cfg = dit->ok && dit_config(dit->where.path, &dit_cfg);
     double ms = now_ms() - t0;
 
     if (json) {
@@ -269,6 +285,7 @@ int mm_cmd_check(int argc, char **argv)
         }
         if (consistency[0])
             json_object_set_new(root, "consistency", json_string(consistency));
+        mm_check_loras(o.models_path, have_dit_cfg ? &dit_cfg : NULL, root, NULL);
         json_object_set_new(root, "ok", json_boolean(failures == 0));
         json_object_set_new(root, "milliseconds", json_real(ms));
         char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -327,6 +344,7 @@ int mm_cmd_check(int argc, char **argv)
         printf("  %s\n  %s\n", pl.summary, pl.reason);
     else
         printf("  FAIL  %s\n", perr.msg);
+    mm_check_loras(o.models_path, have_dit_cfg ? &dit_cfg : NULL, NULL, stdout);
     printf("%s in %.1f ms\n", failures ? "check FAILED" : "check passed", ms);
     return failures ? 1 : 0;
 }

@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <sys/wait.h>
+
 #include "backend/ops.h"
 #include "io/safetensors.h"
 #include "lora_test.h"
@@ -420,6 +423,73 @@ static void test_lru_keeps_what_fits_and_what_is_pinned(void)
     mm_lora_cache_destroy(c);
 }
 
+/* `mmh3 check` lists $MODELS_PATH/loras: each adapter with family, ranks,
+ * alphas, targets and warnings, checked against the DiT it found; broken
+ * or unfitting ones are named with the reason (without failing the check:
+ * adapters are optional). */
+static void test_check_lists_the_adapters(void)
+{
+    char models[600], path[700], cmd[3000];
+    snprintf(models, sizeof models, "%s/checkmodels", lora_test_dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/loras/styles' && printf junk > '%s/loras/broken.safetensors'", models, models);
+    MM_REQUIRE(system(cmd) == 0, "folders");
+    MM_REQUIRE(lora_test_write(path, sizeof path, "checkmodels/loras/minimax_h3_fl2v_turbo_4step_v1.2_768p_bf16.safetensors",
+                               "--rank 16 --spelling diffusers") &&
+                   lora_test_write(path, sizeof path, "checkmodels/loras/styles/ink.safetensors", "--rank 8 --spelling kohya") &&
+                   lora_test_write(path, sizeof path, "checkmodels/loras/wide.safetensors", "--hidden 512 --spelling native"),
+               "adapters");
+    const char *b = getenv("MMH3_BUILD");
+    char out[700];
+    snprintf(out, sizeof out, "%s/check.json", lora_test_dir);
+    snprintf(cmd, sizeof cmd, "MODELS_PATH='%s' HF_HUB_CACHE=/nonexistent '%s/mmh3' check --json --dit-path '%s/dit/dit.safetensors' > '%s' 2>/dev/null",
+             models, b ? b : ".", mm_test_data_dir(), out);
+    int rc = system(cmd);
+    MM_EXPECT(WIFEXITED(rc), "check ran");
+    json_error_t je;
+    json_t *j = json_load_file(out, 0, &je);
+    MM_REQUIRE(j, "JSON: %s", je.text);
+    json_t *list = json_object_get(j, "loras");
+    MM_REQUIRE(json_is_array(list) && json_array_size(list) == 4, "4 adapters listed (%zu)", json_array_size(list));
+    const char *want[4] = {"broken.safetensors", "minimax_h3_fl2v_turbo_4step_v1.2_768p_bf16.safetensors",
+                           "styles/ink.safetensors", "wide.safetensors"};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *e = json_array_get(list, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        MM_EXPECT(name && strcmp(name, want[i]) == 0, "entry %zu: %s", i, name ? name : "?");
+    }
+    json_t *bad = json_array_get(list, 0), *lx = json_array_get(list, 1), *ink = json_array_get(list, 2);
+    json_t *wide = json_array_get(list, 3);
+    MM_EXPECT(json_is_false(json_object_get(bad, "ok")) &&
+                  strstr(json_string_value(json_object_get(bad, "error")), "broken.safetensors"),
+              "broken one named");
+    MM_EXPECT(json_is_true(json_object_get(lx, "ok")) &&
+                  strcmp(json_string_value(json_object_get(lx, "family")), "LightX2V Turbo") == 0 &&
+                  json_integer_value(json_object_get(lx, "rank_max")) == 16 &&
+                  json_array_size(json_object_get(lx, "warnings")) >= 1 &&
+                  strstr(json_string_value(json_array_get(json_object_get(lx, "warnings"), 0)), "alpha 8 vs 128"),
+              "LightX2V entry: family, rank, the alpha warning");
+    MM_EXPECT(json_is_true(json_object_get(ink, "ok")) && strstr(json_string_value(json_object_get(ink, "spelling")), "kohya") &&
+                  strstr(json_string_value(json_object_get(ink, "targets")), "refiner 2 blocks"),
+              "kohya entry in a sub-folder");
+    const char *werr = json_string_value(json_object_get(wide, "error"));
+    MM_EXPECT(json_is_false(json_object_get(wide, "ok")) && werr && strstr(werr, "wide.safetensors") &&
+                  strstr(werr, "[rank, 256]"),
+              "the adapter for another DiT does not fit: %s", werr ? werr : "(no error)");
+    json_decref(j);
+    snprintf(cmd, sizeof cmd, "MODELS_PATH='%s' HF_HUB_CACHE=/nonexistent '%s/mmh3' check --dit-path '%s/dit/dit.safetensors' > '%s' 2>&1",
+             models, b ? b : ".", mm_test_data_dir(), out);
+    rc = system(cmd);
+    FILE *f = fopen(out, "r");
+    char text[1 << 15] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = 0;
+    if (f)
+        fclose(f);
+    MM_EXPECT(strstr(text, "loras (") && strstr(text, "  bad   broken.safetensors") &&
+                  strstr(text, "  ok    styles/ink.safetensors  generic, rank 8") && strstr(text, "warning: alpha 8 vs 128"),
+              "report:\n%s", text);
+}
+
 int main(void)
 {
     mm_error err = {{0}};
@@ -441,6 +511,7 @@ int main(void)
     MM_RUN(test_malformed_files_are_refused_by_name);
     MM_RUN(test_spec_and_resolution);
     MM_RUN(test_lru_keeps_what_fits_and_what_is_pinned);
+    MM_RUN(test_check_lists_the_adapters);
     lora_test_cleanup();
     mm_ctx_destroy(ctx);
     return mm_test_exit();

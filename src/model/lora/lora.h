@@ -243,6 +243,11 @@ int mm_lora_resolve(const char *name, const char *models_path, bool allow_paths,
                     mm_error *err);
 /* The adapter folder <models_path>/loras (models_path NULL as above). */
 const char *mm_lora_dir(const char *models_path, char *buf, size_t n);
+/* The *.safetensors files in that folder and its sub-folders (4 levels),
+ * as names relative to it ("style/ink.safetensors"), sorted; a missing
+ * folder is an empty list. Free with mm_lora_list_free. */
+int mm_lora_list(const char *models_path, char ***names, int *n, mm_error *err);
+void mm_lora_list_free(char **names, int n);
 
 /* ------------------------------------------------------------- the LRU */
 

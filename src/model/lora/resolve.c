@@ -1,5 +1,6 @@
 /* From what a user types (`--lora NAME[:STRENGTH]`, an API's name) to an
  * adapter file: $MODELS_PATH/loras/ is ComfyUI's folder for them. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -106,4 +107,82 @@ int mm_lora_resolve(const char *name, const char *models_path, bool allow_paths,
     return mm_fail(err, "LoRA adapter \"%s\" not found; looked for %s%s%s (put adapters in %s, ComfyUI's folder%s)",
                    name, a, has_extension(name) ? "" : " and " , has_extension(name) ? "" : b, dir,
                    allow_paths ? ", or give a path" : "");
+}
+
+typedef struct name_list {
+    char **v;
+    int n, cap;
+} name_list;
+
+static int push_name(name_list *l, const char *name, mm_error *err)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 16;
+        char **nv = realloc(l->v, sizeof *nv * (size_t)cap);
+        if (!nv)
+            return mm_fail(err, "out of memory");
+        l->v = nv;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(name)))
+        return mm_fail(err, "out of memory");
+    l->n++;
+    return 0;
+}
+
+static bool is_adapter_file(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 12 && strcmp(name + n - 12, ".safetensors") == 0 && name[0] != '.';
+}
+
+static int scan(const char *root, const char *rel, int depth, name_list *out, mm_error *err)
+{
+    char dir[2400];
+    snprintf(dir, sizeof dir, "%s%s%s", root, rel[0] ? "/" : "", rel);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sub[1200], full[3700];
+        snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", root, sub);
+        struct stat sb;
+        if (stat(full, &sb) != 0)
+            continue;
+        if (S_ISDIR(sb.st_mode) && depth < 4)
+            rc = scan(root, sub, depth + 1, out, err);
+        else if (S_ISREG(sb.st_mode) && is_adapter_file(e->d_name))
+            rc = push_name(out, sub, err);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int mm_lora_list(const char *models_path, char ***names, int *n, mm_error *err)
+{
+    char dir[1100];
+    mm_lora_dir(models_path, dir, sizeof dir);
+    name_list l = {0};
+    if (scan(dir, "", 0, &l, err) != 0) {
+        mm_lora_list_free(l.v, l.n);
+        return -1;
+    }
+    qsort(l.v, (size_t)l.n, sizeof *l.v, name_cmp);
+    *names = l.v;
+    *n = l.n;
+    return 0;
+}
+
+void mm_lora_list_free(char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
 }

@@ -127,7 +127,7 @@ static void describe_targets(mm_lora *l, const census *c)
 #undef ADD
 }
 
-static void describe_spelling(mm_lora *l, const lora_file_traits *tr)
+static void describe_spelling(mm_lora *l, const lora_file_traits *tr, const census *c)
 {
     char *s = l->summary.spelling;
     size_t n = sizeof l->summary.spelling, u = 0;
@@ -141,7 +141,9 @@ static void describe_spelling(mm_lora *l, const lora_file_traits *tr)
     if (tr->diffusers)
         ADD("%sdiffusers names%s", u ? " + " : "", tr->peft_default ? ", .default" : "");
     if (tr->fused_qkv_split)
-        ADD(", rank-3r fused qkv");
+        ADD(", rank-3r fused qkv (split back)");
+    else if (c->qkv_fused_rank3)
+        ADD(", qkv rank 3r (a fused q/k/v export)");
     if (tr->prefixes[0])
         ADD(", prefix %s", tr->prefixes);
     if (!u)
@@ -209,18 +211,33 @@ static void describe_alpha(mm_lora *l, const census *c)
     snprintf(s->alpha_note, sizeof s->alpha_note, "%s%s", from, kinds > 1 ? " (mixed; some pairs alpha = rank)" : "");
 }
 
+/* The most common (rank, scale) of the pairs: what "the" rank of a file is
+ * when a fused qkv or an AdaLN part has its own. */
+static const mm_lora_pair *typical_pair(const mm_lora *l)
+{
+    int best = -1, best_count = 0;
+    for (int i = 0; i < l->n_pairs; i++) {
+        int count = 0;
+        for (int k = 0; k < l->n_pairs; k++)
+            count += l->pairs[k].rank == l->pairs[i].rank && l->pairs[k].scale == l->pairs[i].scale;
+        if (count > best_count)
+            best = i, best_count = count;
+    }
+    return best >= 0 ? &l->pairs[best] : NULL;
+}
+
 static void warnings(mm_lora *l, const census *c, const char *family)
 {
-    const mm_lora_summary *s = &l->summary;
-    if (strcmp(family, "LightX2V Turbo") == 0 && l->n_pairs) {
-        const float a = s->alpha_max, scale = a / (float)s->rank_max;
+    const mm_lora_pair *t = typical_pair(l);
+    if (strcmp(family, "LightX2V Turbo") == 0 && t) {
+        const float a = t->alpha;
         lora_warn(l,
                   "alpha 8 vs 128 (fewstep.md 2.4): applied with alpha %g at rank %d (scale %g); LightX2V's "
                   "reference script applies 8 to every file and its training used 128; if the result looks %s, "
                   "try strength %g",
-                  a, s->rank_max, scale, a >= 100 ? "over-baked" : "blurry or undistilled", a >= 100 ? 0.0625 : 16.0);
+                  a, t->rank, t->scale, a >= 100 ? "over-baked" : "blurry or undistilled", a >= 100 ? 0.0625 : 16.0);
     }
-    if (c->qkv_fused_rank3 && (c->alpha_from[MM_LORA_ALPHA_METADATA] || c->alpha_from[MM_LORA_ALPHA_FILENAME]))
+    if (!l->header_only && c->qkv_fused_rank3 && (c->alpha_from[MM_LORA_ALPHA_METADATA] || c->alpha_from[MM_LORA_ALPHA_FILENAME]))
         lora_warn(l,
                   "%d qkv pair%s of rank 3r are not block-diagonal: with one global alpha they get a third of the "
                   "other modules' scale (fewstep.md 2.3a)",
@@ -256,7 +273,7 @@ void lora_summarize(mm_lora *l, const lora_file_traits *tr)
     s->modules += l->n_banks;
     const char *family = guess_family(l, &c);
     snprintf(s->family, sizeof s->family, "%s", family);
-    describe_spelling(l, tr);
+    describe_spelling(l, tr, &c);
     describe_targets(l, &c);
     describe_alpha(l, &c);
     sampler_hint(l, family);
