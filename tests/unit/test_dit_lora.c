@@ -6,6 +6,7 @@
  * of the delta, so the branch test can tell; parts a linear branch cannot
  * apply are refused with the reason. On the conformance kit's tiny DiT. */
 #include <jansson.h>
+#include <sys/wait.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,69 @@ static void test_parts_the_branch_cannot_take_are_refused(void)
     free(v);
 }
 
+static int run_cmd(const char *cmd, char *out, size_t n)
+{
+    FILE *p = popen(cmd, "r");
+    size_t k = 0;
+    if (p)
+        while (k + 1 < n && fgets(out + k, (int)(n - k), p))
+            k += strlen(out + k);
+    out[k] = 0;
+    int rc = p ? pclose(p) : -1;
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* `mmh3 conformance KIT --lora FILE:S --out OUT` runs every case with the
+ * adapter and writes what the engine computes (the same bits as a forward
+ * here); a malformed adapter stops it with the file and the key named, and
+ * --lora needs --out. */
+static void test_conformance_applies_adapters(void)
+{
+    char path[700], out[700], cmd[3000], log[1 << 15];
+    mm_lora *l = load_adapter("conf.safetensors", "--seed 41 --rank 8 --spelling diffusers --condition");
+    MM_REQUIRE(l, "adapter");
+    snprintf(path, sizeof path, "%s/conf.safetensors", lora_test_dir);
+    snprintf(out, sizeof out, "%s/conf_out.safetensors", lora_test_dir);
+    const char *b = getenv("MMH3_BUILD");
+    snprintf(cmd, sizeof cmd, "'%s/mmh3' conformance '%s/dit' --lora '%s:0.6' --out '%s' 2>&1", b ? b : ".",
+             mm_test_data_dir(), path, out);
+    int rc = run_cmd(cmd, log, sizeof log);
+    MM_EXPECT(rc == 0 && strstr(log, "adapters applied") && strstr(log, "note fl2va_first_step2 out.video") &&
+                  !strstr(log, "\nFAIL"),
+              "exit %d:\n%.2000s", rc, log);
+    mm_lora_use use = {l, 0.6f};
+    int64_t n;
+    float *mine = forward(&use, 1, &n);
+    mm_safetensors *st = NULL;
+    mm_error err = {{0}};
+    MM_REQUIRE(mine && mm_st_open(&st, out, &err) == 0, "%s", err.msg);
+    const mm_st_entry *v = mm_st_find(st, "fl2va_first_step2.out.video");
+    const int64_t nv = kcase.l.video_rows * dit->cfg.video_row_width;
+    MM_EXPECT(v && v->dtype == MM_F32 && memcmp(v->data, mine, sizeof(float) * (size_t)nv) == 0,
+              "the written video velocities are the engine's with the adapter, bit for bit");
+    mm_st_close(st);
+    free(mine);
+    mm_lora_free(l);
+
+    /* a malformed adapter: exit 1, the file and the key named */
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/conf_bad.safetensors", lora_test_dir);
+    float w[8] = {0};
+    const char *names[] = {"blocks.0.mlp.fc2.lora_A.weight", "blocks.0.mlp.fc2.lora_B.weight"};
+    mm_tensor ts[] = {mm_tensor_wrap(w, mm_cpu(), MM_F32, 2, MM_SHAPE(2, 4)),
+                      mm_tensor_wrap(w, mm_cpu(), MM_F32, 2, MM_SHAPE(4, 2))};
+    MM_REQUIRE(mm_st_save(bad, 2, names, ts, &err) == 0, "%s", err.msg);
+    snprintf(cmd, sizeof cmd, "'%s/mmh3' conformance '%s/dit' --lora '%s' --out '%s' 2>&1", b ? b : ".",
+             mm_test_data_dir(), bad, out);
+    rc = run_cmd(cmd, log, sizeof log);
+    MM_EXPECT(rc >= 1 && rc <= 125 && strstr(log, "conf_bad.safetensors") &&
+                  strstr(log, "blocks.0.mlp.fc2.lora_A.weight") && strstr(log, "[rank, 512]"),
+              "malformed: exit %d:\n%.1500s", rc, log);
+    snprintf(cmd, sizeof cmd, "'%s/mmh3' conformance '%s/dit' --lora '%s' 2>&1", b ? b : ".", mm_test_data_dir(), path);
+    rc = run_cmd(cmd, log, sizeof log);
+    MM_EXPECT(rc == 2 && strstr(log, "--out"), "--lora without --out: exit %d: %s", rc, log);
+}
+
 int main(void)
 {
     char path[1024];
@@ -402,6 +466,7 @@ int main(void)
     MM_RUN(test_strength_zero_is_the_base_and_two_adapters_add);
     MM_RUN(test_merged_int8_control_loses_the_delta);
     MM_RUN(test_parts_the_branch_cannot_take_are_refused);
+    MM_RUN(test_conformance_applies_adapters);
     kit_forward_case_free(&kcase);
     mm_dit_free(dit);
     lora_test_cleanup();
