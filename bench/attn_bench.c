@@ -1,24 +1,15 @@
 /* mmh3-bench-attn: the DiT's attention at full size on one GPU, every kernel
- * the build has, timed with device events and checked against each other
- * (issue 9).
+ * the build has, timed with device events and checked against each other.
  *
- *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3]
- *                   [--paths sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk,
- *                            fa3-cr,fa3-fast-lean,fa3-k176,fa3-cr-k176,fa3-k192,fa3-cr-k192]
+ *   mmh3-bench-attn [--seq 38010] [--heads 56] [--reps 3] [--paths sm80,sm90p,fa3,fa3-fast]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * DiT's layout; q/k values with an outlier channel per head), non-causal,
- * scale 1/sqrt(128). Paths: sm80/sm90/sm90p/sm90pp = mm_attention with
- * MMH3_ATTN set (kernels/attention.cu); fa3, fa3-nopp, fa3-fast,
- * fa3-fastqk = the plain FA3-style kernels of kernels/attn_fa3.cu (bf16 with
- * and without ping-pong; fast mode: int8 q·k + e4m3 p·v; int8 q·k + bf16
- * p·v — their quantization passes included), whatever the defaults; the
- * suffixes add kernel variants (kernels/mmk_fa3.h): -cr conditional
- * rescaling (MMH3_FA3_RESCALE=1; exact), -lean the lean softmax
- * (MMH3_FA3_LEAN=1; fast), -k176 / -k192 key tiles of that width
- * (MMH3_FA3_KEYS; exact); a path asking for a variant that is not built is
- * skipped. The first path that
- * runs is the reference of the others' rel_l2. One line per path:
+ * scale 1/sqrt(128). Paths: sm80 / sm90p = mm_attention on the portable /
+ * the Hopper kernel (kernels/attention.cu); fa3 / fa3-fast = the DiT's
+ * kernels of kernels/attn_fa3.cu (exact: bf16; fast: int8 q·k + e4m3 p·v,
+ * its quantization passes included). The first path that runs is the
+ * reference of the others' rel_l2. One line per path:
  *   ATTN path=fa3 ms=71.2 tflops=581.7 rel_l2_vs=sm80:0.0021
  */
 #include "config.h"
@@ -30,9 +21,9 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_speed.h"
+#include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
-#include "kernels/mmk_fa3.h"
 
 typedef struct fill_job {
     uint16_t *p;
@@ -78,7 +69,7 @@ static double rel_l2_bf16(const uint16_t *a, const uint16_t *b, int64_t n)
 int main(int argc, char **argv)
 {
     int seq = 38010, heads = 56, reps = 3;
-    const char *paths = "sm80,sm90,sm90p,sm90pp,fa3,fa3-nopp,fa3-fast,fa3-fastqk";
+    const char *paths = "sm80,sm90p,fa3,fa3-fast";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc)
             seq = atoi(argv[++i]);
@@ -126,63 +117,29 @@ int main(int argc, char **argv)
     const double flop = 4.0 * seq * (double)seq * A;
     printf("attention S=%d heads=%d head_dim=128 non-causal: %.2f TFLOP per call\n", seq, heads, flop * 1e-12);
     mm_cuda_event *e0 = mm_cuda_event_create(0, &err), *e1 = mm_cuda_event_create(0, &err);
+    const mm_kernel_policy process = *mm_kernel_policy_get();
     char list[1024], ref_name[64] = "";
     snprintf(list, sizeof list, "%s", paths);
     int failures = 0;
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         const bool fa3 = strncmp(p, "fa3", 3) == 0;
-        /* fa3 paths: BASE, then -cr, -k176 / -k192 (exact) or -lean (fast) */
-        char base[32];
-        snprintf(base, sizeof base, "%s", p);
-        int variant = 0;
-        for (bool more = fa3; more;) {
-            char *dash = strrchr(base, '-');
-            more = dash != NULL;
-            if (!dash)
-                break;
-            if (strcmp(dash, "-cr") == 0)
-                variant |= MMK_FA3_OPT_RESCALE;
-            else if (strcmp(dash, "-lean") == 0)
-                variant |= MMK_FA3_OPT_LEAN;
-            else if (strcmp(dash, "-k176") == 0)
-                variant |= MMK_FA3_OPT_KEYS176;
-            else if (strcmp(dash, "-k192") == 0)
-                variant |= MMK_FA3_OPT_KEYS192;
-            else
-                more = false;
-            if (more)
-                *dash = 0;
-        }
-        const mm_fa3_mode mode = strcmp(base, "fa3-fastqk") == 0                                      ? MM_FA3_FAST_QK
-                                 : strcmp(base, "fa3-fast") == 0 || strcmp(base, "fa3-e4m3") == 0 ? MM_FA3_FAST
-                                                                                                  : MM_FA3_EXACT;
-        if (fa3 && strcmp(base, "fa3") && strcmp(base, "fa3-nopp") && strcmp(base, "fa3-fast") &&
-            strcmp(base, "fa3-fastqk") && strcmp(base, "fa3-e4m3")) {
-            printf("ATTN path=%s FAILED: unknown fa3 path (%s; accepted: fa3, fa3-nopp, fa3-fast, fa3-fastqk, "
-                   "fa3-e4m3, then -cr, -lean, -k176 or -k192)\n", p, base);
+        const mm_fa3_mode mode = strcmp(p, "fa3-fast") == 0 ? MM_FA3_FAST : MM_FA3_EXACT;
+        if (strcmp(p, "fa3") && strcmp(p, "fa3-fast") && strcmp(p, "sm80") && strcmp(p, "sm90p")) {
+            printf("ATTN path=%s FAILED: unknown path (accepted: sm80, sm90p, fa3, fa3-fast)\n", p);
             failures++;
             continue;
         }
-        if (fa3) {
-            const bool pp = strcmp(base, "fa3-nopp") != 0;
-            if (!mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
-                printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
-                continue;
-            }
-#ifdef MMH3_HAVE_CUDA /* else mm_cuda_fa3_fits is always false */
-            if (!mmk_fa3_variant_built((int)mode, pp, variant)) {
-                printf("ATTN path=%s skipped (that variant is not built)\n", p);
-                continue;
-            }
-#endif
-            setenv("MMH3_FA3_PINGPONG", pp ? "1" : "0", 1);
-            /* every variant bit explicitly: the base paths are the plain kernels whatever the defaults */
-            setenv("MMH3_FA3_RESCALE", (variant & MMK_FA3_OPT_RESCALE) ? "1" : "0", 1);
-            setenv("MMH3_FA3_LEAN", (variant & MMK_FA3_OPT_LEAN) ? "1" : "0", 1);
-            setenv("MMH3_FA3_KEYS",
-                   (variant & MMK_FA3_OPT_KEYS192) ? "192" : (variant & MMK_FA3_OPT_KEYS176) ? "176" : "128", 1);
-        } else {
-            setenv("MMH3_ATTN", p, 1);
+        if (fa3 && !mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
+            printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
+            continue;
+        }
+        /* mm_attention's kernel: the portable one, or the Hopper one where it runs */
+        mm_kernel_policy pol = process;
+        pol.attention_hopper = strcmp(p, "sm90p") == 0;
+        mm_kernel_policy_install(&pol);
+        if (!fa3 && pol.attention_hopper && strncmp(mm_cuda_attention_path(0), "sm90p", 5) != 0) {
+            printf("ATTN path=%s skipped (mm_attention runs %s here)\n", p, mm_cuda_attention_path(0));
+            continue;
         }
         mm_fill(gpu, &out, NAN);
         float best = INFINITY, total = 0;
@@ -206,11 +163,7 @@ int main(int argc, char **argv)
                 total += ms;
             }
         }
-        unsetenv("MMH3_ATTN");
-        unsetenv("MMH3_FA3_PINGPONG");
-        unsetenv("MMH3_FA3_RESCALE");
-        unsetenv("MMH3_FA3_LEAN");
-        unsetenv("MMH3_FA3_KEYS");
+        mm_kernel_policy_install(&process);
         if (!ok) {
             /* a failed kernel leaves the context failed: start a fresh one */
             mm_ctx_destroy(gpu);

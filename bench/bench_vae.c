@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "backend/device.h"
+#include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "io/safetensors.h"
 #include "model/vae/vae.h"
@@ -185,8 +186,9 @@ int main(int argc, char **argv)
     if (dev.kind == MM_DEVICE_CUDA && mm_device_memory_stats(dev, &ms) == 0)
         base = ms.in_use;
     printf("VAE_MEM weights_gib %.3f load_s %.2f\n", (double)base / (1u << 30), now() - t0);
-    const char *glue = getenv("MMH3_GLUE_KERNEL"); /* vec | generic: the glue kernels measured */
-    printf("VAE_GLUE MMH3_GLUE_KERNEL=%s\n", glue && *glue ? glue : "(unset: built-in default)");
+    char policy[256]; /* the kernels measured (MMH3_KERNELS=portable: the fallbacks) */
+    mm_kernel_policy_describe(mm_kernel_policy_get(), policy, sizeof policy);
+    printf("VAE_KERNELS %s\n", policy);
     const mm_video_vae_config *vc = mm_video_vae_get_config(vv);
     const int64_t C = vc->latent_channels, L = mm_video_vae_latent_frames(vc, frames);
     const int64_t h = height / vc->patch_s, w = width / vc->patch_s;

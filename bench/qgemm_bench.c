@@ -1,15 +1,14 @@
 /* mmh3-bench-qgemm: the DiT's four int8 ConvRot linears at full size on one
- * GPU (issue 9): the cuBLASLt path (int32 GEMM + epilogue kernel: what
- * mm_gemm_i8_scaled and mm_cuda_gemm_i8_scaled_gated run) against each
- * variant of the Hopper kernel with the epilogue fused
- * (kernels/qgemm_sm90.cu, MMH3_QGEMM_VARIANT = tile | persistent-vec),
- * timed with device events, every variant's outputs compared bit for bit
- * with the cuBLASLt path's (the gated ones from the same starting residual).
+ * GPU: the cuBLASLt path (int32 GEMM + epilogue kernel: what
+ * mm_gemm_i8_scaled and mm_cuda_gemm_i8_scaled_gated run) against the
+ * Hopper kernel with the epilogue fused (kernels/qgemm_sm90.cu), timed with
+ * device events, the fused kernel's outputs compared bit for bit with the
+ * cuBLASLt path's (the gated ones from the same starting residual).
  *
- *   mmh3-bench-qgemm [--rows 38010] [--reps 3] [--variants tile,persistent-vec] (default: both)
+ *   mmh3-bench-qgemm [--rows 38010] [--reps 3]
  *
  * One line per shape and path (differ: outputs unequal to the cuBLASLt path):
- *   QGEMM op=qkv path=sm90-persistent-vec ms=5.75 tops=1527.8 differ=0
+ *   QGEMM op=qkv path=sm90 ms=5.75 tops=1527.8 differ=0
  * and per path the total of the four (one block's int8 linears).
  */
 #include <math.h>
@@ -104,39 +103,22 @@ static int64_t differ(mm_ctx *gpu, mm_ctx *cpu, const uint16_t *ref, uint16_t *h
     return j.count;
 }
 
-enum { MAX_PATHS = 12 };
+enum { N_PATHS = 2 }; /* cuBLASLt + epilogue kernel, the fused sm90 kernel */
 
 int main(int argc, char **argv)
 {
     int M = 38010, reps = 3;
-    const char *variants = "tile,persistent-vec";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc)
             M = atoi(argv[++i]);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--variants") == 0 && i + 1 < argc)
-            variants = argv[++i];
         else {
-            fprintf(stderr, "usage: mmh3-bench-qgemm [--rows M] [--reps R] [--variants tile,persistent-vec]\n");
+            fprintf(stderr, "usage: mmh3-bench-qgemm [--rows M] [--reps R]\n");
             return 2;
         }
     }
-    /* path 0: cuBLASLt + epilogue kernel; then one per sm90 variant */
-    char names[MAX_PATHS][32] = {"cublaslt"}, vlist[256];
-    int n_paths = 1;
-    snprintf(vlist, sizeof vlist, "%s", variants);
-    for (char *save = NULL, *v = strtok_r(vlist, ",", &save); v && n_paths < MAX_PATHS; v = strtok_r(NULL, ",", &save)) {
-        /* the kernel runs its default for a name it does not know: refuse it here rather than time it under that name */
-        if (strcmp(v, "tile") && strcmp(v, "persistent-vec")) {
-            fprintf(stderr, "mmh3-bench-qgemm: --variants: '%s' is not a variant (tile, persistent-vec)\n", v);
-            return 2;
-        }
-        snprintf(names[n_paths++], sizeof names[0], "%s", v);
-    }
-    const char *env0 = getenv("MMH3_QGEMM_VARIANT");
-    char *saved_env = env0 ? strdup(env0) : NULL;
-
+    static const char *const names[N_PATHS] = {"cublaslt", "sm90"};
     mm_error err = {{0}};
     mm_ctx *gpu = NULL, *cpu = NULL;
     if (mm_cuda_count() == 0 || mm_ctx_create(&gpu, mm_cuda(0), 0, &err) != 0 ||
@@ -148,10 +130,8 @@ int main(int argc, char **argv)
                              {"fc2", 5376, 14336, 1}};
     mm_cuda_event *e0 = mm_cuda_event_create(0, &err), *e1 = mm_cuda_event_create(0, &err);
     int failures = 0;
-    double total[MAX_PATHS] = {0};
-    int complete[MAX_PATHS];
-    for (int p = 0; p < MAX_PATHS; p++)
-        complete[p] = 1;
+    double total[N_PATHS] = {0};
+    int complete[N_PATHS] = {1, 1};
     for (int si = 0; si < 4; si++) {
         const shape *sh = &shapes[si];
         mm_tensor x = {0}, w = {0}, sx = {0}, sw = {0}, gate = {0}, gate16 = {0}, idx = {0}, base = {0}, y = {0};
@@ -180,12 +160,9 @@ int main(int argc, char **argv)
         mm_copy(gpu, &gate, &gate16);
         mm_ctx_sync(gpu, NULL);
         const double ops = 2.0 * M * (double)sh->N * sh->K;
-        for (int path = 0; path < n_paths; path++) {
-            const char *name = names[path];
-            char label[48];
-            snprintf(label, sizeof label, path ? "sm90-%s" : "%s", name);
+        for (int path = 0; path < N_PATHS; path++) {
+            const char *label = names[path];
             if (path > 0) {
-                setenv("MMH3_QGEMM_VARIANT", name, 1);
                 if (!mm_cuda_qgemm_fits(gpu, &y, &x, &w)) {
                     printf("QGEMM op=%s path=%s skipped (no sm_90a kernel)\n", sh->name, label);
                     complete[path] = 0;
@@ -243,15 +220,10 @@ int main(int argc, char **argv)
         free(ref);
         free(host);
     }
-    for (int path = 0; path < n_paths; path++)
+    for (int path = 0; path < N_PATHS; path++)
         if (complete[path])
-            printf("QGEMM block total: path=%s%s %.3f ms (x 50 blocks: %.2f s per forward)\n", path ? "sm90-" : "",
-                   names[path], total[path], total[path] * 0.05);
-    if (saved_env)
-        setenv("MMH3_QGEMM_VARIANT", saved_env, 1);
-    else
-        unsetenv("MMH3_QGEMM_VARIANT");
-    free(saved_env);
+            printf("QGEMM block total: path=%s %.3f ms (x 50 blocks: %.2f s per forward)\n", names[path], total[path],
+                   total[path] * 0.05);
     mm_cuda_event_destroy(e0);
     mm_cuda_event_destroy(e1);
     mm_ctx_destroy(gpu);

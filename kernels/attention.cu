@@ -10,6 +10,8 @@
  * Shared-memory rows are padded by 16 bytes so ldmatrix reads are free of
  * bank conflicts for every head size. Head sizes are padded to a multiple of
  * 16 in shared memory (72 → 80) with zeros, which leave q·k and p·v unchanged.
+ * A plain f32 kernel takes what the tensor cores cannot (f32, unaligned
+ * views), and on Hopper a wgmma kernel takes bf16 head dim 128 (below).
  *
  * CPU twin: src/backend/cpu/ (exact softmax in fp32/double).
  */
@@ -342,15 +344,21 @@ __global__ void k_attn_simt(AttnParams p, mm_dtype t)
  * into a [kv head][dim][key] scratch copy (about 1% of the attention's
  * time at S = 38k) so that P·V also reads a K-major operand; with packed
  * sequences each one starts on a 16-byte boundary of that copy (a sequence
- * may start at any key, the copies move 16-byte chunks). Tiles are
- * double-buffered with cp.async; S = Q·Kᵀ takes A and B from shared memory,
- * O += P·V takes P straight from the score registers (the wgmma accumulator
- * layout per warp is mma.sync's, so the FlashAttention-2 register reuse
- * carries over), V from shared memory. Softmax as in the portable path.
+ * may start at any key, the copies move 16-byte chunks). Three K/Vᵀ stages
+ * with cp.async: each iteration issues the next-but-one tile's copies while
+ * its S = Q·Kᵀ runs on the tensor cores, with one barrier per iteration (so
+ * the two warpgroups drift apart and one's softmax overlaps the other's
+ * MMAs). S takes A and B from shared memory, O += P·V takes P straight from
+ * the score registers (the wgmma accumulator layout per warp is mma.sync's,
+ * so the FlashAttention-2 register reuse carries over), V from shared
+ * memory. Softmax as in the portable path, exponentials with ex2.approx.
+ * (Leaving P·V in flight across the loop's top made ptxas serialize the
+ * wgmmas, C7515.) The DiT's own attention is kernels/attn_fa3.cu; this one
+ * serves the causal and packed-sequence callers (the text encoder, the
+ * sequence-parallel shares) at about twice the portable kernel's rate.
  */
 const int kBM90 = 128, kBN90 = 128;
 const int kTile90 = 128 * 128 * 2;              /* bytes of one 128×128 bf16 tile (two 64-wide halves) */
-const int kSmem90 = 5 * kTile90 + 1024;          /* Q, K×2, Vᵀ×2, alignment slack */
 
 __device__ __forceinline__ uint32_t sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
@@ -420,174 +428,7 @@ __device__ __forceinline__ void load_vt90(unsigned char *tile, const bf16 *g, in
     }
 }
 
-__global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90(AttnParams p, const bf16 *__restrict__ vt, int64_t ld_vt)
-{
-#ifdef MMK_SM90
-    extern __shared__ __align__(1024) unsigned char smem90_raw[];
-    unsigned char *base = (unsigned char *)(((uintptr_t)smem90_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *sQ = base, *sK = base + kTile90, *sV = base + 3 * kTile90;
-
-    int mb = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
-    int q0 = 0, k0 = 0, Lq = p.seq_q, Lk = p.seq_k;
-    if (p.cu_q) {
-        q0 = p.cu_q[z];
-        Lq = p.cu_q[z + 1] - q0;
-        k0 = p.cu_k[z];
-        Lk = p.cu_k[z + 1] - k0;
-    }
-    if (mb * kBM90 >= Lq)
-        return;
-    int hk = h / (p.heads_q / p.heads_kv);
-    const bf16 *Q = static_cast<const bf16 *>(p.q) + (int64_t)(q0 + mb * kBM90) * p.ldq + (int64_t)h * p.hsq;
-    const bf16 *K = static_cast<const bf16 *>(p.k) + (int64_t)k0 * p.ldk + (int64_t)hk * p.hsk;
-    const bf16 *VT = vt + (int64_t)hk * 128 * ld_vt + (p.vt_k0 ? p.vt_k0[z] : k0);
-    int rows_q = Lq - mb * kBM90 < kBM90 ? Lq - mb * kBM90 : kBM90;
-    int n_kb = (Lk + kBN90 - 1) / kBN90;
-    int diag = Lk - Lq;
-    if (p.causal) {
-        int last_key = mb * kBM90 + rows_q - 1 + diag;
-        int need = last_key < 0 ? 0 : last_key / kBN90 + 1;
-        n_kb = need < n_kb ? need : n_kb;
-    }
-
-    int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    int g = lane >> 2, t = lane & 3;
-    int row_i[2] = {mb * kBM90 + wg * 64 + warp * 16 + g, mb * kBM90 + wg * 64 + warp * 16 + g + 8};
-
-    load_tile90(sQ, Q, p.ldq, rows_q);
-    if (n_kb > 0) {
-        load_tile90(sK, K, p.ldk, Lk < kBN90 ? Lk : kBN90);
-        load_vt90(sV, VT, ld_vt, Lk);
-    }
-    mmk_cp_async_commit();
-
-    float o[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-        o[i] = 0.f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-    uint32_t q_addr = mmk_smem_addr(sQ) + wg * 64 * 128;
-
-    for (int kb = 0; kb < n_kb; kb++) {
-        int buf = kb & 1;
-        if (kb + 1 < n_kb) {
-            int r0 = (kb + 1) * kBN90, rows = Lk - r0 < kBN90 ? Lk - r0 : kBN90;
-            load_tile90(sK + (buf ^ 1) * kTile90, K + (int64_t)r0 * p.ldk, p.ldk, rows);
-            load_vt90(sV + (buf ^ 1) * kTile90, VT + r0, ld_vt, Lk - r0);
-            mmk_cp_async_commit();
-            mmk_cp_async_wait<1>();
-        } else {
-            mmk_cp_async_wait<0>();
-        }
-        fence_proxy_async(); /* this thread's cp.async writes, visible to the tensor cores */
-        __syncthreads();
-        uint32_t k_addr = mmk_smem_addr(sK + buf * kTile90), v_addr = mmk_smem_addr(sV + buf * kTile90);
-
-        /* S = Q·Kᵀ: 64 rows × 128 keys per warpgroup, 8 k-steps of 16 dims */
-        float sc[64];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
-            uint32_t off = (kk >> 2) * (kTile90 / 2) + (kk & 3) * 32;
-            wgmma_ss_m64n128k16(sc, desc_sw128(q_addr + off), desc_sw128(k_addr + off), kk > 0);
-        }
-        wgmma_commit();
-        wgmma_wait0();
-
-        int key0 = kb * kBN90;
-        bool edge = key0 + kBN90 > Lk || (p.causal && key0 + kBN90 - 1 > mb * kBM90 + diag);
-        if (edge) {
-#pragma unroll
-            for (int nt = 0; nt < 16; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int j = key0 + nt * 8 + 2 * t + (e & 1);
-                    int i = row_i[e >> 1];
-                    if (j >= Lk || (p.causal && j > i + diag))
-                        sc[nt * 4 + e] = -INFINITY;
-                }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < 16; nt++)
-                mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            float m_new = fmaxf(row_max[r], mx * p.scale_log2);
-            float m_use = m_new == -INFINITY ? 0.f : m_new;
-            float corr = exp2f(row_max[r] - m_use);
-            row_max[r] = m_new;
-            float sum = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < 16; nt++) {
-                float p0 = exp2f(sc[nt * 4 + 2 * r] * p.scale_log2 - m_use);
-                float p1 = exp2f(sc[nt * 4 + 2 * r + 1] * p.scale_log2 - m_use);
-                sc[nt * 4 + 2 * r] = p0;
-                sc[nt * 4 + 2 * r + 1] = p1;
-                sum += p0 + p1;
-            }
-            row_sum[r] = row_sum[r] * corr + sum;
-#pragma unroll
-            for (int dt = 0; dt < 16; dt++) {
-                o[dt * 4 + 2 * r] *= corr;
-                o[dt * 4 + 2 * r + 1] *= corr;
-            }
-        }
-
-        /* O += P·V: 8 k-steps of 16 keys, P from the score registers */
-        uint32_t pa[8][4];
-#pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
-            pa[kk][0] = mmk_pack_bf16(sc[(2 * kk) * 4 + 0], sc[(2 * kk) * 4 + 1]);
-            pa[kk][1] = mmk_pack_bf16(sc[(2 * kk) * 4 + 2], sc[(2 * kk) * 4 + 3]);
-            pa[kk][2] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 0], sc[(2 * kk + 1) * 4 + 1]);
-            pa[kk][3] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 2], sc[(2 * kk + 1) * 4 + 3]);
-        }
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
-            uint32_t off = (kk >> 2) * (kTile90 / 2) + (kk & 3) * 32;
-            wgmma_rs_m64n128k16(o, pa[kk], desc_sw128(v_addr + off));
-        }
-        wgmma_commit();
-        wgmma_wait0();
-        __syncthreads(); /* this stage is refilled next iteration */
-    }
-
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float s = row_sum[r];
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
-        float inv = s > 0.f ? 1.f / s : 0.f;
-        int i = row_i[r];
-        if (i >= Lq)
-            continue;
-        bf16 *orow = static_cast<bf16 *>(p.o) + (int64_t)(q0 + i) * p.ldo + (int64_t)h * p.hso;
-#pragma unroll
-        for (int dt = 0; dt < 16; dt++) {
-            int c = dt * 8 + 2 * t;
-            *reinterpret_cast<__nv_bfloat162 *>(orow + c) =
-                __floats2bfloat162_rn(o[dt * 4 + 2 * r] * inv, o[dt * 4 + 2 * r + 1] * inv);
-        }
-    }
-#else
-    (void)p;
-    (void)vt;
-    (void)ld_vt;
-    __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
-#endif
-}
-
-/* The pipelined variant: three K/Vᵀ stages, and each iteration issues the
- * next-but-one tile's copies while its S = Q·Kᵀ runs on the tensor cores;
- * one barrier per iteration (so the two warpgroups drift apart and one's
- * softmax overlaps the other's MMAs); exponentials with ex2.approx. (Leaving
- * P·V in flight across the loop's top made ptxas serialize the wgmmas,
- * C7515.) Same arithmetic as k_attn_fwd_sm90 otherwise. */
-const int kSmem90p = 7 * kTile90 + 1024; /* Q, K×3, Vᵀ×3 */
+const int kSmem90p = 7 * kTile90 + 1024; /* Q, K×3, Vᵀ×3, alignment slack */
 
 __device__ __forceinline__ float fast_exp2(float x)
 {
@@ -596,15 +437,6 @@ __device__ __forceinline__ float fast_exp2(float x)
     return y;
 }
 
-/* Named barriers 1-4 order the two warpgroups' MMA issues (PINGPONG): S of
- * warpgroup 0, S of 1, P·V of 0, P·V of 1, so that one warpgroup's softmax
- * runs while the other's products occupy the tensor cores (the
- * FlashAttention-3 schedule). One side arrives, the other waits: 256 threads
- * per barrier. */
-__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
-
-template <bool PINGPONG>
 __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const bf16 *__restrict__ vt, int64_t ld_vt)
 {
 #ifdef MMK_SM90
@@ -667,12 +499,6 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
         uint32_t k_addr = mmk_smem_addr(sK + st * kTile90), v_addr = mmk_smem_addr(sV + st * kTile90);
 
         float sc[64];
-        if (PINGPONG) {
-            if (wg == 0 && kb > 0)
-                named_sync(1); /* warpgroup 1 issued its P·V of tile kb − 1 */
-            if (wg == 1)
-                named_sync(2); /* warpgroup 0 issued its S */
-        }
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) {
@@ -680,8 +506,6 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
             wgmma_ss_m64n128k16(sc, desc_sw128(q_addr + off), desc_sw128(k_addr + off), kk > 0);
         }
         wgmma_commit();
-        if (PINGPONG)
-            named_arrive(wg == 0 ? 2 : 3);
         load_stage(kb + 2); /* overlaps the S GEMM */
         wgmma_wait0();
 
@@ -734,8 +558,6 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
             pa[kk][2] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 0], sc[(2 * kk + 1) * 4 + 1]);
             pa[kk][3] = mmk_pack_bf16(sc[(2 * kk + 1) * 4 + 2], sc[(2 * kk + 1) * 4 + 3]);
         }
-        if (PINGPONG)
-            named_sync(wg == 0 ? 3 : 4); /* the other warpgroup issued its S (0 waits) / P·V (1 waits) */
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) {
@@ -743,12 +565,8 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
             wgmma_rs_m64n128k16(o, pa[kk], desc_sw128(v_addr + off));
         }
         wgmma_commit();
-        if (PINGPONG)
-            named_arrive(wg == 0 ? 4 : 1);
         wgmma_wait0();
     }
-    if (PINGPONG && wg == 0 && n_kb > 0)
-        named_sync(1); /* consume warpgroup 1's last arrive */
     wgmma_wait0();
     mmk_cp_async_wait<0>();
 
@@ -846,7 +664,7 @@ __global__ void k_transpose_v_segs(const bf16 *__restrict__ v, int64_t ldv, int6
 }
 
 int launch_sm90(const AttnParams &p_in, const mmk_attention *a, int max_q, int n_seqs, int dev, cudaStream_t s,
-                int variant, mm_error *err)
+                mm_error *err)
 {
     AttnParams p = p_in;
     const int keys = a->seq_k;
@@ -879,27 +697,14 @@ int launch_sm90(const AttnParams &p_in, const mmk_attention *a, int max_q, int n
         p.vt_k0 = nullptr;
     }
     dim3 grid((max_q + kBM90 - 1) / kBM90, p.heads_q, n_seqs);
-    if (variant == 2) {
-        MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p),
-                err, "raising the shared-memory limit of the Hopper attention kernel");
-        k_attn_fwd_sm90p<true><<<grid, 256, kSmem90p, s>>>(p, vt, ld_vt);
-        return mmk_launched(err, "k_attn_fwd_sm90pp");
-    }
-    if (variant == 1) {
-        MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p),
-                err, "raising the shared-memory limit of the Hopper attention kernel");
-        k_attn_fwd_sm90p<false><<<grid, 256, kSmem90p, s>>>(p, vt, ld_vt);
-        return mmk_launched(err, "k_attn_fwd_sm90p");
-    }
-    MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90), err,
+    MMK_TRY(cudaFuncSetAttribute(k_attn_fwd_sm90p, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem90p), err,
             "raising the shared-memory limit of the Hopper attention kernel");
-    k_attn_fwd_sm90<<<grid, 256, kSmem90, s>>>(p, vt, ld_vt);
-    return mmk_launched(err, "k_attn_fwd_sm90");
+    k_attn_fwd_sm90p<<<grid, 256, kSmem90p, s>>>(p, vt, ld_vt);
+    return mmk_launched(err, "k_attn_fwd_sm90p");
 }
 
-/* The Hopper kernel runs where the device is sm_90 and this build carries
- * sm_90a code for it; MMH3_ATTN=sm80 or =sm90 forces a path (sm90 only
- * where it can run). */
+/* The Hopper kernel can run where the device is sm_90 and this build
+ * carries sm_90a code for it. */
 bool sm90_usable(int dev)
 {
     static int cached[64];
@@ -909,26 +714,24 @@ bool sm90_usable(int dev)
         cudaDeviceProp prop;
         cudaFuncAttributes fa;
         bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major == 9 &&
-                  cudaFuncGetAttributes(&fa, k_attn_fwd_sm90) == cudaSuccess && fa.binaryVersion >= 90;
+                  cudaFuncGetAttributes(&fa, k_attn_fwd_sm90p) == cudaSuccess && fa.binaryVersion >= 90;
         cudaGetLastError();
         cached[dev] = ok ? 1 : 2;
     }
     return cached[dev] == 1;
 }
 
-/* The Hopper kernel the device uses by default: the first of the pipelined
- * and the plain variant that agrees with the portable kernel on problems
- * that exercise every tile path (6 key tiles, the last partial; causal with
- * GQA and two packed sequences, and plain), checked once per device on first
- * use and announced on stderr. A variant that disagrees is never used unless
- * asked for by name. */
-int hopper_default(int dev)
+/* Whether the Hopper kernel agrees with the portable one on problems that
+ * exercise every tile path (6 key tiles, the last partial; causal with GQA
+ * and two packed sequences, and plain): checked once per device on first
+ * use and announced on stderr; a kernel that disagrees is not used. */
+bool hopper_verified(int dev)
 {
     static int cached[64];
     if (dev < 0 || dev >= 64)
-        return 80;
+        return false;
     if (cached[dev])
-        return cached[dev];
+        return cached[dev] == 1;
     const int S = 700, H = 4, D = 128, W = 3 * H * D; /* q: 4 heads; k, v: 4 (run 1) or the first 2 (run 2, GQA) */
     cudaStream_t s = (cudaStream_t)mm_cuda_stream(dev);
     mm_error err = {{0}};
@@ -938,101 +741,78 @@ int hopper_default(int dev)
     int32_t *cu = (int32_t *)mm_cuda_malloc(dev, 3 * sizeof(int32_t), &err);
     const int32_t cu_host[3] = {0, 300, S}; /* two packed sequences, the first ending mid-tile */
     uint16_t *h80 = (uint16_t *)malloc(no * 2), *h90 = (uint16_t *)malloc(no * 2);
-    int choice = 80;
+    bool ok = s && qkv && o80 && o90 && h80 && h90 && cu &&
+              mmk_fill_random(dev, s, qkv, MM_BF16, (int64_t)n, 0x5eed, 2.f, &err) == 0 &&
+              cudaMemcpy(cu, cu_host, sizeof cu_host, cudaMemcpyHostToDevice) == cudaSuccess;
     double worst = 0;
-    const char *tried = "";
-    if (s && qkv && o80 && o90 && h80 && h90 && cu && mmk_fill_random(dev, s, qkv, MM_BF16, (int64_t)n, 0x5eed, 2.f, &err) == 0 &&
-        cudaMemcpy(cu, cu_host, sizeof cu_host, cudaMemcpyHostToDevice) == cudaSuccess) {
-        const int variants[2] = {91, 90};
-        for (int vi = 0; vi < 2 && choice == 80; vi++) {
-            bool ok = true;
-            worst = 0;
-            tried = variants[vi] == 91 ? "sm90p" : "sm90";
-            for (int causal = 0; causal < 2 && ok; causal++) {
-                AttnParams p;
-                memset(&p, 0, sizeof p);
-                p.q = qkv;
-                p.k = qkv + H * D;
-                p.v = qkv + 2 * H * D;
-                p.ldq = p.ldk = p.ldv = W;
-                p.hsq = p.hsk = p.hsv = p.hso = D;
-                p.ldo = H * D;
-                p.seq_q = p.seq_k = S;
-                /* run 1: plain; run 2: causal, GQA (4 query heads on 2 kv heads), two packed sequences */
-                p.heads_q = H;
-                p.heads_kv = causal ? H / 2 : H;
-                p.D = D;
-                p.scale_log2 = 0.08838834764831845f * 1.4426950408889634f;
-                p.causal = causal;
-                p.cu_q = p.cu_k = causal ? cu : nullptr;
-                int n_seqs = causal ? 2 : 1, max_q = causal ? 400 : S;
-                mmk_attention a;
-                memset(&a, 0, sizeof a);
-                a.seq_k = S;
-                a.heads_kv = p.heads_kv;
-                a.cu_seqlens_k = p.cu_k;
-                p.o = o80;
-                if (launch_sm80_any<bf16>(p, max_q, n_seqs, s, &err)) {
-                    ok = false;
-                    break;
-                }
-                p.o = o90;
-                if (launch_sm90(p, &a, max_q, n_seqs, dev, s, variants[vi] - 90, &err) || cudaStreamSynchronize(s) != cudaSuccess ||
-                    cudaMemcpy(h80, o80, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                    cudaMemcpy(h90, o90, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
-                    cudaGetLastError();
-                    ok = false;
-                    break;
-                }
-                double num = 0, den = 0;
-                for (size_t i = 0; i < no; i++) {
-                    double x = mm_bf16_to_f32(h80[i]), y = mm_bf16_to_f32(h90[i]);
-                    num += (x - y) * (x - y);
-                    den += x * x;
-                }
-                double rel = den > 0 ? sqrt(num / den) : 1.0;
-                if (!(rel < 1e-2))
-                    ok = false;
-                worst = rel > worst || rel != rel ? rel : worst;
-            }
-            if (ok)
-                choice = variants[vi];
-            else
-                fprintf(stderr, "mmh3: cuda:%d attention: the %s kernel disagrees with the portable one (rel_l2 %.3g%s%s); "
-                                "not used\n",
-                        dev, tried, worst, err.msg[0] ? ", " : "", err.msg);
+    for (int causal = 0; causal < 2 && ok; causal++) {
+        AttnParams p;
+        memset(&p, 0, sizeof p);
+        p.q = qkv;
+        p.k = qkv + H * D;
+        p.v = qkv + 2 * H * D;
+        p.ldq = p.ldk = p.ldv = W;
+        p.hsq = p.hsk = p.hsv = p.hso = D;
+        p.ldo = H * D;
+        p.seq_q = p.seq_k = S;
+        /* run 1: plain; run 2: causal, GQA (4 query heads on 2 kv heads), two packed sequences */
+        p.heads_q = H;
+        p.heads_kv = causal ? H / 2 : H;
+        p.D = D;
+        p.scale_log2 = 0.08838834764831845f * 1.4426950408889634f;
+        p.causal = causal;
+        p.cu_q = p.cu_k = causal ? cu : nullptr;
+        int n_seqs = causal ? 2 : 1, max_q = causal ? 400 : S;
+        mmk_attention a;
+        memset(&a, 0, sizeof a);
+        a.seq_k = S;
+        a.heads_kv = p.heads_kv;
+        a.cu_seqlens_k = p.cu_k;
+        p.o = o80;
+        if (launch_sm80_any<bf16>(p, max_q, n_seqs, s, &err)) {
+            ok = false;
+            break;
         }
+        p.o = o90;
+        if (launch_sm90(p, &a, max_q, n_seqs, dev, s, &err) || cudaStreamSynchronize(s) != cudaSuccess ||
+            cudaMemcpy(h80, o80, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
+            cudaMemcpy(h90, o90, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            cudaGetLastError();
+            ok = false;
+            break;
+        }
+        double num = 0, den = 0;
+        for (size_t i = 0; i < no; i++) {
+            double x = mm_bf16_to_f32(h80[i]), y = mm_bf16_to_f32(h90[i]);
+            num += (x - y) * (x - y);
+            den += x * x;
+        }
+        double rel = den > 0 ? sqrt(num / den) : 1.0;
+        if (!(rel < 1e-2))
+            ok = false;
+        worst = rel > worst || rel != rel ? rel : worst;
     }
-    if (choice != 80)
-        fprintf(stderr, "mmh3: cuda:%d attention: %s kernel (self-check against the portable one: rel_l2 %.2g)\n", dev,
-                tried, worst);
+    if (ok)
+        fprintf(stderr, "mmh3: cuda:%d attention: sm90p kernel (self-check against the portable one: rel_l2 %.2g)\n",
+                dev, worst);
+    else
+        fprintf(stderr, "mmh3: cuda:%d attention: the sm90p kernel disagrees with the portable one (rel_l2 %.3g%s%s); "
+                        "not used\n", dev, worst, err.msg[0] ? ", " : "", err.msg);
     mm_cuda_free(dev, qkv);
     mm_cuda_free(dev, o80);
     mm_cuda_free(dev, o90);
     mm_cuda_free(dev, cu);
     free(h80);
     free(h90);
-    cached[dev] = choice;
-    return choice;
+    cached[dev] = ok ? 1 : 2;
+    return ok;
 }
 
-/* 80: portable; 90: Hopper; 91: Hopper, pipelined; 92: pipelined + ping-pong.
- * MMH3_ATTN=sm80|sm90|sm90p|sm90pp forces one (the Hopper ones only where
- * they can run); by default the self-checked Hopper kernel, else sm80. */
-int attn_choice(int dev)
+/* The Hopper kernel where the policy allows it, the device runs it and its
+ * self-check passed; else the portable one. */
+bool hopper_chosen(int dev)
 {
-    const char *e = getenv("MMH3_ATTN");
-    if (e && strcmp(e, "sm80") == 0)
-        return 80;
-    if (!sm90_usable(dev))
-        return 80;
-    if (e && strcmp(e, "sm90") == 0)
-        return 90;
-    if (e && strcmp(e, "sm90p") == 0)
-        return 91;
-    if (e && strcmp(e, "sm90pp") == 0)
-        return 92;
-    return hopper_default(dev);
+    return mmk_policy_get()->attention_hopper && sm90_usable(dev) && hopper_verified(dev);
 }
 
 bool al4(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -1041,11 +821,7 @@ bool al4(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 extern "C" const char *mmk_attention_path(int dev)
 {
-    int c = attn_choice(dev);
-    return c == 92 ? "sm90pp-wgmma-pingpong (bf16 head_dim 128; others sm80-mma)"
-           : c == 91 ? "sm90p-wgmma-pipelined (bf16 head_dim 128; others sm80-mma)"
-           : c == 90 ? "sm90-wgmma (bf16 head_dim 128; others sm80-mma)"
-                     : "sm80-mma";
+    return hopper_chosen(dev) ? "sm90p-wgmma-pipelined (bf16 head_dim 128; others sm80-mma)" : "sm80-mma";
 }
 
 extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, mm_error *err)
@@ -1094,14 +870,13 @@ extern "C" int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, 
     bool tc = t != MM_F32 && a->head_dim % 8 == 0 && al4(a->q) && al4(a->k) && al4(a->v) && a->ldq % 8 == 0 &&
               a->ldk % 8 == 0 && a->ldv % 8 == 0 && hsq % 8 == 0 && hsk % 8 == 0 && hsv % 8 == 0 && a->ldo % 2 == 0 &&
               hso % 2 == 0 && ((uintptr_t)a->o & 3) == 0;
-    if (!tc || getenv("MMH3_ATTN_SIMT")) {
+    if (!tc) {
         dim3 grid((unsigned)(((int64_t)max_q * a->heads_q + 7) / 8), n_seqs);
         k_attn_simt<<<grid, 256, 0, s>>>(p, t);
         return mmk_launched(err, "k_attn_simt");
     }
-    int choice = a->portable ? 80 : attn_choice(dev);
-    if (t == MM_BF16 && a->head_dim == 128 && choice >= 90)
-        return launch_sm90(p, a, max_q, n_seqs, dev, s, choice - 90, err);
+    if (t == MM_BF16 && a->head_dim == 128 && !a->portable && hopper_chosen(dev))
+        return launch_sm90(p, a, max_q, n_seqs, dev, s, err);
     if (t == MM_F16)
         return launch_sm80_any<__half>(p, max_q, n_seqs, s, err);
     return launch_sm80_any<bf16>(p, max_q, n_seqs, s, err);
@@ -1120,9 +895,7 @@ static const mmk_kernel_entry g_kernels[] = {
     {"attn_transpose_v", (const void *)k_transpose_v, 80},
     {"attn_transpose_v_segs", (const void *)k_transpose_v_segs, 80},
     {"attn_vt_offsets", (const void *)k_vt_offsets, 80},
-    {"attn_fwd_sm90", (const void *)k_attn_fwd_sm90, 90},
-    {"attn_fwd_sm90p", (const void *)k_attn_fwd_sm90p<false>, 90},
-    {"attn_fwd_sm90pp", (const void *)k_attn_fwd_sm90p<true>, 90},
+    {"attn_fwd_sm90p", (const void *)k_attn_fwd_sm90p, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_attention(int *n)

@@ -239,7 +239,7 @@ extern "C" int mmk_conv_run(int dev, mmk_stream s, const mmk_conv *a, mm_error *
      * direct kernel for the odd shapes */
     bool gemm_ok = !a->transposed && groups == 1 &&
                    (a->xw_dtype == MM_F32 || ((int64_t)g.cin * g.k[0] * g.k[1] * g.k[2]) % 8 == 0);
-    if (gemm_ok && !getenv("MMH3_CONV_DIRECT"))
+    if (gemm_ok && mmk_policy_get()->conv_gemm)
         return conv_gemm(dev, s, g, a, err);
     if (a->transposed)
         k_conv_t1d<<<mmk_grid(total), 256, 0, s>>>(g, a->x, a->w, a->xw_dtype, a->bias, a->y, a->y_dtype, total);

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "kernels/common.cuh"
-#include "kernels/mmk_env.h"
 #include "kernels/mma.cuh"
 
 namespace {
@@ -252,8 +251,8 @@ __device__ __forceinline__ float silu_of(float x, const float *tab)
     return mmk_silu(x);
 }
 
-/* The pipelined kernel (the default; MMH3_CONVROT_KERNEL=row selects the one
- * above): the same threads, values and arithmetic as k_convrot_quant — thread
+/* The pipelined kernel (the default; mmk_policy.convrot_pipe = 0 selects the
+ * one above): the same threads, values and arithmetic as k_convrot_quant — thread
  * (g, t) of a row holds the same 16 channels, the block reductions run over
  * the same block shape, so codes and scales are bit-identical — but
  *  - a block stays resident and walks rows r, r + grid, ...; each thread
@@ -439,27 +438,12 @@ __global__ void k_convrot_generic(int K, int group, const void *x, mm_dtype xt, 
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* The default is k_convrot_quant_pipe (bit-identical to k_convrot_quant: the
- * device compared them byte for byte in session 4 call 2, and measured 0.82 /
- * 2.09 / 0.57 ms → 0.78 / 1.53 / 0.54 ms for RMSNorm 5376 / SwiGLU 14336 /
- * plain 7168 at S = 38,010). MMH3_CONVROT_KERNEL=row selects the one-row
- * kernel, pipe-nolut the pipelined one without SwiGLU's SiLU table; read on
- * every call so tests and benchmarks can compare them in one process.
- * k_convrot_quant stays as the fallback where the pipelined kernel does not
- * fit (RMSNorm with K > 6144: registers; shared memory past 227 KB).
- * (A warp-per-row variant without block barriers, same reduction trees, was
- * measured in session 4 call 3: no faster than this one — 0.760 vs 0.757 ms
- * RMSNorm, 0.563 vs 0.527 plain — and removed.)
- * 0 = row, 1 = pipe, 2 = pipe-nolut; any other value runs row, said once
- * on stderr. */
-const int kPipeDefault = 1;
-
-int pipe_mode()
-{
-    static const char *const names[] = {"row", "pipe", "pipe-nolut"};
-    static int warned;
-    return mmk_env_kernel("MMH3_CONVROT_KERNEL", names, 3, kPipeDefault, 0, &warned);
-}
+/* The default is k_convrot_quant_pipe, bit-identical to k_convrot_quant
+ * (codes and scales) and faster on every shape of the DiT
+ * (docs/PERFORMANCE.md); k_convrot_quant stays as the fallback where the
+ * pipelined kernel does not fit (RMSNorm with K > 6144: registers; shared
+ * memory past 227 KB) and where the policy asks for it. */
+bool pipe_selected() { return mmk_policy_get()->convrot_pipe != 0; }
 
 template <int PRE, int STAGES, bool LUT = false>
 int launch_pipe_t(const mmk_convrot_quant *a, int threads, size_t smem, mmk_stream s, mm_error *err)
@@ -485,13 +469,14 @@ int launch_pipe_t(const mmk_convrot_quant *a, int threads, size_t smem, mmk_stre
 }
 
 /* Whether k_convrot_quant_pipe takes this call: the fast path's conditions
- * (checked by the caller) plus the shared memory of its stages and, with
- * RMSNorm, the block size its register budget allows. */
-bool pipe_fits(const mmk_convrot_quant *a, int threads, bool lut, int *stages, size_t *smem)
+ * (checked by the caller) plus the shared memory of its stages (SwiGLU's
+ * with the SiLU table) and, with RMSNorm, the block size its register
+ * budget allows. */
+bool pipe_fits(const mmk_convrot_quant *a, int threads, int *stages, size_t *smem)
 {
     size_t in_row = (size_t)(a->pre == MMK_PRE_SWIGLU ? 2 : 1) * a->K * 2;
     size_t fixed = (size_t)(a->K / 256) * (16 * 17 * sizeof(float) + 256) +
-                   (a->pre == MMK_PRE_SWIGLU && lut ? kSiluTab * sizeof(float) : 0);
+                   (a->pre == MMK_PRE_SWIGLU ? kSiluTab * sizeof(float) : 0);
     *stages = fixed + 3 * in_row <= 100 * 1024 ? 3 : 2;
     *smem = fixed + *stages * in_row;
     return *smem <= 227 * 1024 && !(a->pre == MMK_PRE_RMSNORM_MOD && threads > kPipeNormThreads);
@@ -506,24 +491,19 @@ bool fast_fits(const mmk_convrot_quant *a, int G)
 int threads_for(int K) { return (K / 256 * 16 + 31) / 32 * 32; }
 
 /* 0 launched, -1 failed, 1 does not fit (the caller runs k_convrot_quant). */
-int launch_pipe(const mmk_convrot_quant *a, int threads, int mode, mmk_stream s, mm_error *err)
+int launch_pipe(const mmk_convrot_quant *a, int threads, mmk_stream s, mm_error *err)
 {
     int stages;
     size_t smem;
-    bool lut = mode == 1;
-    if (!pipe_fits(a, threads, lut, &stages, &smem))
+    if (!pipe_fits(a, threads, &stages, &smem))
         return 1;
     switch (a->pre * 4 + stages) {
     case MMK_PRE_NONE * 4 + 2: return launch_pipe_t<MMK_PRE_NONE, 2>(a, threads, smem, s, err);
     case MMK_PRE_NONE * 4 + 3: return launch_pipe_t<MMK_PRE_NONE, 3>(a, threads, smem, s, err);
     case MMK_PRE_RMSNORM_MOD * 4 + 2: return launch_pipe_t<MMK_PRE_RMSNORM_MOD, 2>(a, threads, smem, s, err);
     case MMK_PRE_RMSNORM_MOD * 4 + 3: return launch_pipe_t<MMK_PRE_RMSNORM_MOD, 3>(a, threads, smem, s, err);
-    case MMK_PRE_SWIGLU * 4 + 2:
-        return lut ? launch_pipe_t<MMK_PRE_SWIGLU, 2, true>(a, threads, smem, s, err)
-                   : launch_pipe_t<MMK_PRE_SWIGLU, 2>(a, threads, smem, s, err);
-    default:
-        return lut ? launch_pipe_t<MMK_PRE_SWIGLU, 3, true>(a, threads, smem, s, err)
-                   : launch_pipe_t<MMK_PRE_SWIGLU, 3>(a, threads, smem, s, err);
+    case MMK_PRE_SWIGLU * 4 + 2: return launch_pipe_t<MMK_PRE_SWIGLU, 2, true>(a, threads, smem, s, err);
+    default: return launch_pipe_t<MMK_PRE_SWIGLU, 3, true>(a, threads, smem, s, err);
     }
 }
 
@@ -560,8 +540,8 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
     }
     int groups = a->K / 256;
     int threads = threads_for(a->K);
-    if (int mode = pipe_mode()) {
-        int rc = launch_pipe(a, threads, mode, s, err);
+    if (pipe_selected()) {
+        int rc = launch_pipe(a, threads, s, err);
         if (rc <= 0)
             return rc;
         /* rc > 0: does not fit (shared memory, registers); the one-row kernel below */
@@ -582,10 +562,9 @@ extern "C" const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a)
     size_t smem;
     if (!fast_fits(a, G))
         return "generic";
-    int mode = pipe_mode();
-    if (!mode || !pipe_fits(a, threads_for(a->K), mode == 1, &stages, &smem))
+    if (!pipe_selected() || !pipe_fits(a, threads_for(a->K), &stages, &smem))
         return "row";
-    return mode == 1 ? "pipe" : "pipe-nolut";
+    return "pipe";
 }
 
 static const mmk_kernel_entry g_kernels[] = {

@@ -128,7 +128,7 @@ __global__ void k_ew(mmk_ew e, int64_t n)
 }
 
 /* The common case, vectorized: every operand a bf16 (or, with
- * MMH3_GLUE_KERNEL=vec, f16: the video VAE's SiLU-GLU) [R, C] view with unit
+ * mmk_policy.glue_vec, f16: the video VAE's SiLU-GLU) [R, C] view with unit
  * column stride, C and the row strides multiples of 8, 16-byte aligned (row
  * stride 0 broadcasts a row). One thread per 8 consecutive elements; the
  * arithmetic is k_ew's, element by element. */
@@ -699,10 +699,10 @@ extern "C" int mmk_ew_run(int dev, mmk_stream s, const mmk_ew *e_in, mm_error *e
             return mmk_launched(err, w == 16 ? "k_copy_rows16" : w == 8 ? "k_copy_rows8" : "k_copy_rows4");
         }
     }
-    /* 2-D bf16 (f16 with MMH3_GLUE_KERNEL=vec) rows: the vectorized kernel
+    /* 2-D bf16 (f16 with mmk_policy.glue_vec) rows: the vectorized kernel
      * (after collapsing, a contiguous tensor is 1-D: view it as one row) */
     mm_dtype vt = e.y.dtype;
-    bool vec_dtype = vt == MM_BF16 || (vt == MM_F16 && mmk_glue_vec_selected());
+    bool vec_dtype = vt == MM_BF16 || (vt == MM_F16 && mmk_policy_get()->glue_vec);
     if (e.op != MMK_EW_FILL && vec_dtype && !(e.op == MMK_EW_COPY && e.a.dtype != vt)) {
         mmk_ew v = e;
         mmk_view *vv[3] = {&v.y, &v.a, &v.b};

@@ -14,10 +14,9 @@
  * The int8 linear needs acc·(sx[r]·sw[n]) with a scale per row AND per
  * column; cuBLASLt's int8 path scales by a scalar or one vector only, so it
  * writes int32 and a fused kernel applies both scales, the optional bias and
- * the gated residual add in one pass. M is processed in chunks so the int32
- * intermediate stays bounded. MMH3_QLINEAR=outer asks cuBLASLt for its
- * per-row × per-column ("outer vector") scaling on int8 instead, where the
- * library has such a kernel; the benchmark tries both.
+ * the gated residual add in one pass (cuBLASLt's per-row × per-column
+ * "outer vector" scaling has no int8 algorithm on the GPUs measured). M is
+ * processed in chunks so the int32 intermediate stays bounded.
  */
 #include <cublasLt.h>
 
@@ -36,16 +35,14 @@ namespace {
 
 const size_t kWorkspaceBytes = size_t(32) << 20;
 
-enum { MODE_PLAIN = 0, MODE_OUTER_VEC = 1 };
-
 struct PlanKey {
-    int dev, M, N, K, batch, ab, y, bias_t, has_bias, beta, mode, ta, tw, align;
+    int dev, M, N, K, batch, ab, y, bias_t, has_bias, beta, ta, tw, align;
     int64_t lda, ldw, ldy, sa, sw, sy;
     bool operator<(const PlanKey &o) const
     {
-        return std::tie(dev, M, N, K, batch, ab, y, bias_t, has_bias, beta, mode, ta, tw, align, lda, ldw, ldy, sa, sw,
-                        sy) < std::tie(o.dev, o.M, o.N, o.K, o.batch, o.ab, o.y, o.bias_t, o.has_bias, o.beta, o.mode,
-                                       o.ta, o.tw, o.align, o.lda, o.ldw, o.ldy, o.sa, o.sw, o.sy);
+        return std::tie(dev, M, N, K, batch, ab, y, bias_t, has_bias, beta, ta, tw, align, lda, ldw, ldy, sa, sw, sy) <
+               std::tie(o.dev, o.M, o.N, o.K, o.batch, o.ab, o.y, o.bias_t, o.has_bias, o.beta, o.ta, o.tw, o.align,
+                        o.lda, o.ldw, o.ldy, o.sa, o.sw, o.sy);
     }
 };
 
@@ -93,8 +90,6 @@ struct LtGemm {
     int64_t lda, ldw, ldy, sa, sw, sy;
     int ta, tw;
     float alpha, beta;
-    int mode;
-    const float *scale_w, *scale_a; /* MODE_OUTER_VEC */
 };
 
 void destroy_plan(Plan &p)
@@ -124,7 +119,7 @@ int build_plan(cublasLtHandle_t lt, const LtGemm &g, Plan *p, mm_error *err)
 {
     bool is_i8 = g.ab == MM_I8;
     cublasComputeType_t compute = is_i8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F;
-    cudaDataType_t scale_t = (is_i8 && g.mode == MODE_PLAIN) ? CUDA_R_32I : CUDA_R_32F;
+    cudaDataType_t scale_t = is_i8 ? CUDA_R_32I : CUDA_R_32F;
     LT_TRY(cublasLtMatmulDescCreate(&p->desc, compute, scale_t), "creating a matmul descriptor");
     /* cuBLASLt's A is w, its B is a (see the top of the file). */
     cublasOperation_t opA = g.tw ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -138,13 +133,6 @@ int build_plan(cublasLtHandle_t lt, const LtGemm &g, Plan *p, mm_error *err)
                "BIAS_DATA_TYPE");
         LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias),
                "BIAS_POINTER");
-    }
-    if (g.mode == MODE_OUTER_VEC) {
-        int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode),
-               "A_SCALE_MODE");
-        LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode),
-               "B_SCALE_MODE");
     }
     cudaDataType_t ab = cuda_type(g.ab), yt = cuda_type(g.y);
     /* w: N×K as cuBLASLt's A (stored K×N col-major when transposed) */
@@ -177,10 +165,9 @@ int build_plan(cublasLtHandle_t lt, const LtGemm &g, Plan *p, mm_error *err)
     if (st != CUBLAS_STATUS_SUCCESS || found == 0)
         return mm_fail(err,
                        "cuBLASLt has no algorithm for a %s GEMM M=%d N=%d K=%d batch=%d (lda=%lld ldw=%lld ldy=%lld, "
-                       "trans a/w %d/%d, out %s%s%s)%s%s",
+                       "trans a/w %d/%d, out %s%s)%s%s",
                        mm_dtype_name(g.ab), g.M, g.N, g.K, g.batch, (long long)g.lda, (long long)g.ldw,
                        (long long)g.ldy, g.ta, g.tw, mm_dtype_name(g.y), g.bias ? ", bias" : "",
-                       g.mode == MODE_OUTER_VEC ? ", outer-vector scales" : "",
                        st != CUBLAS_STATUS_SUCCESS ? ": " : "",
                        st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st) : "");
     p->algo = res[0].algo;
@@ -196,9 +183,8 @@ int lt_run(int dev, cudaStream_t s, const LtGemm &g, mm_error *err)
     if (!ws)
         return -1;
     int align = alignment(g.a) * 1000 + alignment(g.w) * 100 + alignment(g.out) * 10 + (g.bias ? alignment(g.bias) : 0);
-    PlanKey k{dev,    g.M,         g.N,   g.K,   g.batch, (int)g.ab, (int)g.y, (int)g.bias_t, g.bias != nullptr,
-              g.beta != 0.f, g.mode, g.ta, g.tw, align,   g.lda,     g.ldw,    g.ldy,         g.sa,
-              g.sw,   g.sy};
+    PlanKey k{dev,  g.M,   g.N,  g.K,   g.batch, (int)g.ab, (int)g.y, (int)g.bias_t, g.bias != nullptr, g.beta != 0.f,
+              g.ta, g.tw,  align, g.lda, g.ldw,  g.ldy,     g.sa,     g.sw,          g.sy};
     Plan plan;
     {
         std::lock_guard<std::mutex> lock(g_plans_mu);
@@ -217,17 +203,9 @@ int lt_run(int dev, cudaStream_t s, const LtGemm &g, mm_error *err)
         if (g.bias)
             LT_TRY(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias),
                    "BIAS_POINTER");
-        if (g.mode == MODE_OUTER_VEC) {
-            LT_TRY(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.scale_w,
-                                                  sizeof g.scale_w),
-                   "A_SCALE_POINTER");
-            LT_TRY(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.scale_a,
-                                                  sizeof g.scale_a),
-                   "B_SCALE_POINTER");
-        }
         float alpha_f = g.alpha, beta_f = g.beta;
         int32_t alpha_i = (int32_t)g.alpha, beta_i = (int32_t)g.beta;
-        bool int_scale = g.ab == MM_I8 && g.mode == MODE_PLAIN;
+        bool int_scale = g.ab == MM_I8;
         const void *alpha = int_scale ? (const void *)&alpha_i : (const void *)&alpha_f;
         const void *beta = int_scale ? (const void *)&beta_i : (const void *)&beta_f;
         LT_TRY(cublasLtMatmul(lt, plan.desc, alpha, g.w, plan.la, g.a, plan.lb, beta, g.out, plan.lc, g.out, plan.lc,
@@ -323,51 +301,6 @@ __global__ void k_dequant_i32(int M, int N, const int32_t *__restrict__ acc, int
     }
 }
 
-/* Gated residual for the outer-vector path, whose GEMM already wrote o. */
-__global__ void k_gated_from(int M, int N, const bf16 *__restrict__ o, int64_t ldo, bf16 *__restrict__ y, int64_t ldy,
-                             const float *__restrict__ gate, int64_t ld_gate, const int32_t *__restrict__ mod_idx)
-{
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)M * N)
-        return;
-    int r = (int)(i / N), n = (int)(i % N);
-    bf16 *yp = y + (int64_t)r * ldy + n;
-    *yp = __float2bfloat16_rn(__fadd_rn(__bfloat162float(*yp), __fmul_rn(gate[(int64_t)mod_idx[r] * ld_gate + n],
-                                                                          __bfloat162float(o[(int64_t)r * ldo + n]))));
-}
-
-/* Read on every call (cheap next to a GEMM) so a benchmark can switch. */
-int qlinear_mode()
-{
-    const char *e = getenv("MMH3_QLINEAR");
-    return (e && strcmp(e, "outer") == 0) ? MODE_OUTER_VEC : MODE_PLAIN;
-}
-
-int qlinear_outer(int dev, cudaStream_t s, const mmk_qlinear *q, mm_error *err)
-{
-    if (q->y_dtype != MM_BF16 || q->bias)
-        return mm_fail(err, "int8 linear (outer-vector path): bf16 output without bias only");
-    bf16 *o = (bf16 *)q->y;
-    int64_t ldo = q->ldy;
-    if (q->gate) {
-        o = (bf16 *)mmk_scratch(dev, MMK_SCRATCH_GEMM_I32, (size_t)q->M * q->N * sizeof(bf16), err);
-        if (!o)
-            return -1;
-        ldo = q->N;
-    }
-    LtGemm g = {q->M, q->N, q->K, 1, MM_I8, MM_BF16, q->xq, q->wq, nullptr, MM_F32, o, q->ldx, q->ldw, ldo, 0, 0, 0,
-                0, 1, 1.f, 0.f, MODE_OUTER_VEC, q->sw, q->sx};
-    if (lt_run(dev, s, g, err))
-        return -1;
-    if (q->gate) {
-        int64_t n = (int64_t)q->M * q->N;
-        k_gated_from<<<mmk_blocks(n, 256), 256, 0, s>>>(q->M, q->N, o, ldo, (bf16 *)q->y, q->ldy, q->gate, q->ld_gate,
-                                                         q->mod_idx);
-        return mmk_launched(err, "k_gated_from");
-    }
-    return 0;
-}
-
 bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 } // namespace
@@ -398,7 +331,7 @@ extern "C" int mmk_gemm_ex_run(int dev, mmk_stream s, const mmk_gemm_ex *g, mm_e
     }
     LtGemm lg = {g->M,  g->N,   g->K,   g->batch, g->ab_dtype, g->y_dtype, g->a, g->w, g->bias, g->bias_dtype,
                  g->y,  g->lda, g->ldw, g->ldy,   g->batch_a,  g->batch_w, g->batch_y, g->trans_a, g->trans_w,
-                 g->alpha, g->beta, MODE_PLAIN, nullptr, nullptr};
+                 g->alpha, g->beta};
     if (g->bias && !mmk_is_float(g->bias_dtype))
         return mm_fail(err, "GEMM: bias dtype %s not supported", mm_dtype_name(g->bias_dtype));
     /* cuBLASLt adds a bias of D's own dtype only */
@@ -496,9 +429,6 @@ extern "C" int mmk_qlinear_i8(int dev, mmk_stream s, const mmk_qlinear *q, mm_er
         return mm_fail(err, "int8 linear: a gate table needs mod_idx");
     if (!mmk_is_float(q->y_dtype))
         return mm_fail(err, "int8 linear: output dtype %s not supported", mm_dtype_name(q->y_dtype));
-    if (qlinear_mode() == MODE_OUTER_VEC && !q->add) /* cuBLASLt's scaling has no addend: the plain path takes it */
-        return qlinear_outer(dev, s, q, err);
-
     /* Chunk rows so the int32 intermediate stays under ~512 MiB. */
     int64_t rows_per = ((int64_t)512 << 20) / ((int64_t)q->N * 4);
     rows_per = rows_per < 128 ? 128 : rows_per / 128 * 128;
@@ -555,7 +485,6 @@ static const mmk_kernel_entry g_kernels[] = {
     {"dequant_i32_bf16", (const void *)k_dequant_i32<bf16>, 80},
     {"dequant_i32_f16", (const void *)k_dequant_i32<__half>, 80},
     {"dequant_i32_f32", (const void *)k_dequant_i32<float>, 80},
-    {"gated_from", (const void *)k_gated_from, 80},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_gemm(int *n)

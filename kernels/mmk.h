@@ -58,6 +58,21 @@ void *mmk_cublaslt(int dev, mm_error *err);
 void *mmk_scratch(int dev, int slot, size_t bytes, mm_error *err);
 enum { MMK_SCRATCH_GEMM_WORKSPACE = 0, MMK_SCRATCH_GEMM_I32 = 1, MMK_SCRATCH_COUNT = 4 };
 
+/* Which kernel an op runs where it has two: 1 its default, 0 its portable
+ * fallback — the kernels' part of the host's kernel policy
+ * (backend/kernel_policy.h), handed over once per process before any work
+ * (tests and benchmarks switch it between cases) and read at each launch. */
+typedef struct mmk_policy {
+    int attention_hopper; /* mmk_attention_run: the sm_90 wgmma kernel for bf16 head dim 128, after its self-check */
+    int convrot_pipe;     /* mmk_convrot_quant_run: the pipelined kernel where it fits */
+    int qk_norm_vec;      /* mmk_qk_norm_rope_run: four lanes per 128-wide head where it fits */
+    int glue_vec;         /* RMSNorm without modulation, RoPE, the gated residual, f16 GLU: 8-wide where views fit */
+    int conv_gemm;        /* mmk_conv_run, groups = 1: im2col + cuBLASLt GEMM */
+} mmk_policy;
+void mmk_policy_set(const mmk_policy *p);
+/* The policy in force: every default until mmk_policy_set. */
+const mmk_policy *mmk_policy_get(void);
+
 /* Kernel registry for the presence check of `mmh3 check`. */
 typedef struct mmk_kernel_entry {
     const char *name;
@@ -202,13 +217,6 @@ int mmk_gated_add_run(int dev, mmk_stream s, const mmk_view *x, const mmk_view *
 int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_view *x, const mmk_view *cos,
                  const mmk_view *sin, int rot, mm_error *err);
 
-/* Whether the 8-wide paths of the generic glue (RMSNorm without modulation,
- * RoPE, gated residual, f16 element-wise and GLU) are on for views that fit
- * them: MMH3_GLUE_KERNEL=vec|generic, unset = the built-in default (any
- * other value too, said once on stderr: kernels/mmk_env.h); read on every
- * launch, so tests and benches can compare both in one process. */
-int mmk_glue_vec_selected(void);
-
 /* The DiT's fused per-head q/k RMSNorm (f32 weights wq, wk over head_dim;
  * NULL = no norm) and RoPE (bf16 cos/sin [rows, rot_dim], row stride
  * ld_rope; NULL = none), in place on bf16 q [rows, heads_q·head_dim] and k
@@ -229,9 +237,8 @@ typedef struct mmk_qk_norm_rope {
 } mmk_qk_norm_rope;
 int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rope *a, mm_error *err);
 /* The kernel mmk_qk_norm_rope_run would launch: "vec" (the default, for
- * head_dim 128, 16-byte aligned rows, rot_dim % 16 == 0) or "warp" (otherwise,
- * or MMH3_QK_NORM_KERNEL=warp, or any other value of it than vec: said once
- * on stderr). */
+ * head_dim 128, 16-byte aligned rows, rot_dim % 16 == 0) or "warp"
+ * (otherwise, or mmk_policy.qk_norm_vec = 0). */
 const char *mmk_qk_norm_rope_kernel(const mmk_qk_norm_rope *a);
 
 /* GroupNorm on contiguous x, y [N, C, F, S]: statistics per (n, group, f)
@@ -288,9 +295,8 @@ typedef struct mmk_convrot_quant {
 } mmk_convrot_quant;
 int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_quant *a, mm_error *err);
 /* The kernel mmk_convrot_quant_run would launch: "pipe" (the default on the
- * fast path when its stages fit) or "pipe-nolut" (MMH3_CONVROT_KERNEL=pipe-nolut),
- * "row" (the fast path otherwise, or MMH3_CONVROT_KERNEL=row or any value
- * other than pipe / pipe-nolut: said once on stderr) or "generic". */
+ * fast path when its stages fit), "row" (the fast path otherwise, or
+ * mmk_policy.convrot_pipe = 0) or "generic" (other groups and dtypes). */
 const char *mmk_convrot_quant_kernel(const mmk_convrot_quant *a);
 
 /* ------------------------------------------------------------------ elementwise (views) */
@@ -395,10 +401,11 @@ typedef struct mmk_attention {
     const int32_t *cu_seqlens_q, *cu_seqlens_k;
     int n_seqs;
     int max_seq_q; /* the longest sequence of cu_seqlens_q (sizes the grid) */
-    int portable;  /* 1: the portable kernel whatever the device (the reference of the self-checks) */
+    int portable;  /* 1: the portable kernel whatever the device and policy (the reference of the self-checks) */
 } mmk_attention;
 int mmk_attention_run(int dev, mmk_stream s, const mmk_attention *a, mm_error *err);
-/* Which attention kernel mmk_attention_run uses on `dev`. */
+/* Which attention kernel mmk_attention_run uses on `dev` for bf16 head dim
+ * 128 (running the Hopper kernel's self-check the first time). */
 const char *mmk_attention_path(int dev);
 
 /* ------------------------------------------------------------------ convolution

@@ -1,4 +1,4 @@
-/* mmk_qgemm — the DiT's int8 ConvRot linears on Hopper (issue 9), beside
+/* mmk_qgemm — the DiT's int8 ConvRot linears on Hopper, beside
  * mmk_qlinear_i8 of kernels/mmk.h: the same function
  *
  *   acc[r,n] = Σ_k xq[r,k]·wq[n,k]                       (int32, exact)
@@ -9,10 +9,11 @@
  *
  * bit for bit (integer sums are exact, the epilogue is the same sequence of
  * roundings), in one kernel: wgmma s8 tiles of 128×256 with a TMA +
- * mbarrier pipeline (producer warpgroup, two consumer warpgroups), the
- * scales and the gated residual applied to the int32 accumulators in
- * registers — no int32 intermediate in device memory (the cuBLASLt path
- * writes and re-reads one, about a third of its time at the DiT's sizes).
+ * mbarrier pipeline (producer warpgroup, two consumer warpgroups; one CTA
+ * per SM walking the tiles), the scales and the gated residual applied to
+ * the int32 accumulators in registers — no int32 intermediate in device
+ * memory (the cuBLASLt path writes and re-reads one, about a third of its
+ * time at the DiT's sizes).
  *
  * xq [M, K] and wq [N, K] int8, row-major (K contiguous), rows 16-byte
  * aligned with K a multiple of 16; y bf16 [M, N] with row stride ldy (a
@@ -45,19 +46,6 @@ typedef struct mmk_qgemm {
 
 int mmk_qgemm_usable(int dev);
 
-/* Kernel variants (issue 9), each bit for bit the same outputs, chosen by
- * MMH3_QGEMM_VARIANT at every call:
- *   persistent-vec  (the default) one CTA per SM walking the output tiles,
- *                   the next tile's K slices loading during the current
- *                   tile's epilogue, which stores 16-byte row pieces (a
- *                   transpose of each lane quad's results) — 19.6 ms for the
- *                   DiT block's four linears on an H200 (session 4 call 2);
- *   tile            one CTA per 128 × 256 output tile, stores of bf16 pairs
- *                   (the previous default: 23.8 ms).
- * Measured and removed (session 4 calls 2-3): 2- and 4-CTA clusters sharing
- * operand tiles by TMA multicast (32.5 / 44.9 ms), persistence with pair
- * stores (24.1), the epilogue staged through shared memory and written by
- * the producer warpgroup's idle warps (19.9 against 19.8). */
 int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
 
 /* First-use self-check on `dev`: the plain and the gated epilogue on a

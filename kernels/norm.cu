@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "kernels/common.cuh"
-#include "kernels/mmk_env.h"
 
 namespace {
 
@@ -263,7 +262,7 @@ __global__ void k_gated_add_bf16x8(mmk_view x, mmk_view y, const float *__restri
     }
 }
 
-/* ------------------------------------------------------------------ 8-wide glue paths (MMH3_GLUE_KERNEL=vec) */
+/* ------------------------------------------------------------------ 8-wide glue paths (mmk_policy.glue_vec) */
 
 /* The video VAE's glue — f32 residual rows, fp16 activations, per-head views
  * of 64 channels 192 apart in the fused qkv rows — ran the generic kernels
@@ -518,19 +517,10 @@ VecRows vec_rows(const mmk_view &v)
 
 bool f32_al16(const float *p, int64_t ld) { return ((uintptr_t)p & 15) == 0 && ld % 4 == 0; }
 
-/* MMH3_GLUE_KERNEL=vec selects the 8-wide paths, =generic the kernels
- * above; unset, kGlueVecDefault decides. On since session 4 (H200): the VAE,
- * DiT and text-encoder kits pass on CUDA with them, and the 124-frame video
- * decode went 8.69 → 4.58 s (docs/PERFORMANCE.md, VAEs). Any other value:
- * the default, said once on stderr. */
-const bool kGlueVecDefault = true;
-
-bool glue_vec()
-{
-    static const char *const names[] = {"generic", "vec"};
-    static int warned;
-    return mmk_env_kernel("MMH3_GLUE_KERNEL", names, 2, kGlueVecDefault, kGlueVecDefault, &warned) == 1;
-}
+/* The 8-wide paths where the views fit them (they took the video VAE's
+ * decode to half its time: docs/PERFORMANCE.md, VAEs), the kernels above
+ * for every other view and where the policy asks for them. */
+bool glue_vec() { return mmk_policy_get()->glue_vec != 0; }
 
 /* ------------------------------------------------------------------ RoPE (views) */
 
@@ -611,8 +601,8 @@ __global__ void k_qk_norm_rope(int rows, int heads_q, int heads_k, int D, bf16 *
     }
 }
 
-/* The vectorized kernel (the default; MMH3_QK_NORM_KERNEL=warp selects the one
- * above), head_dim 128 only. Four lanes per head, eight heads per warp: lane
+/* The vectorized kernel (the default; mmk_policy.qk_norm_vec = 0 selects the
+ * one above), head_dim 128 only. Four lanes per head, eight heads per warp: lane
  * a = lane % 4 holds the 32 channels j = 32·qd + 8·a + e (qd, e < 4, 8) as
  * four 16-byte loads, so a warp moves 2 KB per load wave instead of 256 B
  * in 2-byte pieces. The results are bit-identical to k_qk_norm_rope: that
@@ -793,21 +783,11 @@ bool unit_last(const mmk_view &v) { return v.shape[v.ndim - 1] <= 1 || v.stride[
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* The default is k_qk_norm_rope_vec (bit-identical to k_qk_norm_rope: the
- * device compared them byte for byte in session 4 call 2, and measured
- * 1.86 → 0.68 ms at S = 38,010, 2 × 56 heads). MMH3_QK_NORM_KERNEL=warp
- * selects the warp-per-head kernel, which also stays for head dims other
- * than 128, unaligned rows and rot_dim % 16 != 0; read on every call so
- * tests and benchmarks can compare the two in one process. */
-const bool kQkVecDefault = true;
-
-/* Any other value than warp / vec runs warp, said once on stderr. */
-bool qk_vec_selected()
-{
-    static const char *const names[] = {"warp", "vec"};
-    static int warned;
-    return mmk_env_kernel("MMH3_QK_NORM_KERNEL", names, 2, kQkVecDefault, 0, &warned) == 1;
-}
+/* The default is k_qk_norm_rope_vec (bit-identical to k_qk_norm_rope and
+ * faster: docs/PERFORMANCE.md); the warp-per-head kernel stays for head
+ * dims other than 128, unaligned rows, rot_dim % 16 != 0 and where the
+ * policy asks for it. */
+bool qk_vec_selected() { return mmk_policy_get()->qk_norm_vec != 0; }
 
 /* What k_qk_norm_rope_vec needs: 128-channel heads, 16-byte aligned rows and
  * weights, and rotation partners that are whole octets (rot_dim % 16 == 0);
@@ -953,8 +933,6 @@ extern "C" int mmk_rope_run(int dev, mmk_stream s, const mmk_view *y, const mmk_
     k_rope<<<mmk_blocks(rows, kRopeWarps), kRopeWarps * 32, smem, s>>>(*x, *y, *cos, *sin, rot, rows);
     return mmk_launched(err, "k_rope");
 }
-
-extern "C" int mmk_glue_vec_selected(void) { return glue_vec(); }
 
 extern "C" int mmk_qk_norm_rope_run(int dev, mmk_stream s, const mmk_qk_norm_rope *a, mm_error *err)
 {

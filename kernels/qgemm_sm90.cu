@@ -1,23 +1,26 @@
-/* The DiT's int8 ConvRot linears on Hopper with the epilogue fused (issue 9;
- * contract in kernels/mmk_qgemm.h).
+/* The DiT's int8 ConvRot linears on Hopper with the epilogue fused
+ * (contract in kernels/mmk_qgemm.h).
  *
- * One CTA = a 128 × 256 output tile, 384 threads in three warpgroups:
+ * Output tiles of 128 × 256, 384 threads in three warpgroups, one CTA per SM
+ * walking the tiles with a stride of the grid:
  *   - warpgroup 0, the producer: one thread streams 128-wide K slices of the
  *     activation tile (128 rows) and the weight tile (256 rows) through a
- *     four-stage ring with TMA, completing on mbarriers;
+ *     four-stage ring with TMA, completing on mbarriers; the ring's stage and
+ *     phase run on across tiles, so the next tile's first K slices load while
+ *     the consumers run the epilogue of the current one (no launch, barrier
+ *     set-up or pipeline fill per tile);
  *   - warpgroups 1 and 2, the consumers: 64 rows each, wgmma m64n256k32
  *     s8·s8 → s32 from shared memory, one K slice in flight while the
  *     previous one's stage is handed back; then the epilogue on the int32
  *     accumulators in registers: · (sx·sw), bf16, optionally the gated
- *     residual into y, stored straight from registers.
+ *     residual into y, stored as whole 16-byte row pieces (a transpose across
+ *     each quad of lanes: full 32-byte sectors, a quarter of the store
+ *     instructions of pair stores, which used half of each sector).
  * Tiles are visited in groups of G row blocks (all column tiles of a group
  * before the next group), so that what the running CTAs read — G activation
- * blocks and a band of weight tiles — stays in L2.
- *
- * That is the "tile" variant (MMH3_QGEMM_VARIANT=tile). The default is
- * "persistent-vec" (k_qgemm_persistent: one CTA per SM walking the same
- * tiles, the epilogue in 16-byte pieces); tile stays selectable, the
- * previous default (23.8 against 19.6 ms for the DiT block's four linears).
+ * blocks and a band of weight tiles — stays in L2. The waits spin: sleeping
+ * ones measured no faster. Measurements and the variants tried and dropped:
+ * docs/PERFORMANCE.md.
  *
  * CPU twin: src/backend/cpu/quant.c (mm_gemm_i8_scaled, then
  * mm_gated_residual); tests/unit/test_speed_qgemm.c demands bit equality
@@ -32,7 +35,6 @@
 #include "backend/cuda/cuda_backend.h"
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
-#include "kernels/mmk_env.h"
 #include "kernels/mmk_qgemm.h"
 #include "kernels/tma_host.cuh"
 
@@ -56,58 +58,20 @@ struct QgParams {
     int64_t ld_gate;
     const int32_t *mod_idx;
     int y16; /* y and ldy 16-byte aligned (epilogue_vec) */
-    uint32_t sleep_producer, sleep_consumer; /* mbarrier waits: ns a try may sleep (0: spin; MMH3_QGEMM_SLEEP) */
+    uint32_t sleep_producer, sleep_consumer; /* mbarrier waits: ns a try may sleep (0: spin, what both do) */
 };
 
 #ifdef MMK_QGEMM_DEVICE
-/* The epilogue on one consumer warpgroup's 64 × 256 int32 accumulators:
- * row r = tile row, column pairs c, c + 1 per 8-column group, each stored as
- * a bf16 pair (the same roundings as the cuBLASLt path's epilogue kernel). */
-template <bool GATED>
-__device__ __forceinline__ void epilogue(const int32_t (&acc)[128], const QgParams &p, int mt, int nt, int cw, int warp,
-                                         int g, int t)
-{
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int row = mt * kBM + cw * 64 + warp * 16 + g + 8 * r;
-        if (row >= p.M)
-            continue;
-        const float sx = p.sx[row];
-        bf16 *yrow = p.y + (int64_t)row * p.ldy;
-        const float *grow = GATED ? p.gate + (int64_t)p.mod_idx[row] * p.ld_gate : nullptr;
-#pragma unroll
-        for (int n8 = 0; n8 < kBN / 8; n8++) {
-            const int col = nt * kBN + n8 * 8 + 2 * t;
-            if (col >= p.N)
-                continue;
-            const float2 sw = *reinterpret_cast<const float2 *>(p.sw + col);
-            float o0 = (float)acc[n8 * 4 + 2 * r] * __fmul_rn(sx, sw.x);
-            float o1 = (float)acc[n8 * 4 + 2 * r + 1] * __fmul_rn(sx, sw.y);
-            __nv_bfloat162 *yp = reinterpret_cast<__nv_bfloat162 *>(yrow + col);
-            if (GATED) {
-                const float2 gt = *reinterpret_cast<const float2 *>(grow + col);
-                const float2 x = __bfloat1622float2(*yp);
-                o0 = __fadd_rn(x.x, __fmul_rn(gt.x, mmk_round_bf16(o0)));
-                o1 = __fadd_rn(x.y, __fmul_rn(gt.y, mmk_round_bf16(o1)));
-            }
-            *yp = __floats2bfloat162_rn(o0, o1);
-        }
-    }
-}
-
-#endif
-
-#ifdef MMK_QGEMM_DEVICE
-/* The same epilogue with whole 16-byte row pieces per thread: each quad of
- * lanes holds columns 2t, 2t + 1 of four 8-column groups; a 4 × 4 transpose
- * of those bf16 pairs across the quad (two shuffle rounds) leaves lane t
- * with the 8 consecutive columns of group 4j + t, stored (and, gated, the
- * residual read) as one 16-byte access — full 32-byte sectors and a quarter
- * of the store instructions (call 1's profile: the per-pair stores used 16
- * of 32 bytes per sector). Same values: the pairs are rounded to bf16 before
- * the transpose, which is the rounding both epilogues apply to (acc · scale);
- * the gated sum then uses exactly those bf16 values. y16: y and its rows are
- * 16-byte aligned (else 4-byte pieces, still whole sectors). */
+/* The epilogue on one consumer warpgroup's 64 × 256 int32 accumulators
+ * (the same roundings as the cuBLASLt path's epilogue kernel), with whole
+ * 16-byte row pieces per thread: each quad of lanes holds columns 2t, 2t + 1
+ * of four 8-column groups; a 4 × 4 transpose of those bf16 pairs across the
+ * quad (two shuffle rounds) leaves lane t with the 8 consecutive columns of
+ * group 4j + t, stored (and, gated, the residual read) as one 16-byte
+ * access. The pairs are rounded to bf16 before the transpose, which is the
+ * rounding of (acc · scale); the gated sum then uses exactly those bf16
+ * values. y16: y and its rows are 16-byte aligned (else 4-byte pieces,
+ * still whole sectors). */
 __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b)
 {
     __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
@@ -192,7 +156,7 @@ __device__ __forceinline__ void epilogue_vec(const int32_t (&acc)[128], const Qg
 #endif
 
 #ifdef MMK_QGEMM_DEVICE
-/* The stage ring of both kernels: kStages A and B tiles in the dynamic
+/* The stage ring: kStages A and B tiles in the dynamic
  * shared memory from its first 1024-byte boundary (the 128-byte swizzle's
  * atom repeats every 1024 bytes, and kSmem leaves that much slack), and per
  * stage a FULL barrier (the producer's expect_tx and the TMA bytes) and an
@@ -228,74 +192,11 @@ __device__ __forceinline__ QgRing ring_setup(int empty_arrivals)
 }
 #endif
 
-template <bool GATED>
-__global__ void __launch_bounds__(kThreads, 1)
-    k_qgemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
-{
-#ifdef MMK_QGEMM_DEVICE
-    const QgRing ring = ring_setup(256); /* one arrival per consumer thread */
-    const uint32_t sA = ring.sA, sB = ring.sB;
-
-    /* grouped raster: G row blocks × all column tiles, column-major inside a group */
-    const int pid = blockIdx.x, per_group = p.group_m * p.n_nt;
-    const int first_m = (pid / per_group) * p.group_m;
-    const int gsize = p.n_mt - first_m < p.group_m ? p.n_mt - first_m : p.group_m;
-    const int mt = first_m + (pid % per_group) % gsize, nt = (pid % per_group) / gsize;
-
-    const int wg = threadIdx.x >> 7;
-    if (wg == 0) {
-        mmk_regs_dealloc<40>();
-        if (threadIdx.x == 0) {
-            mmk_tma_prefetch_map(&tmA);
-            mmk_tma_prefetch_map(&tmB);
-            for (int kb = 0; kb < p.n_kb; kb++) {
-                const int s = kb % kStages;
-                mmk_mbar_wait(ring.empty(s), ((kb / kStages) & 1) ^ 1);
-                mmk_mbar_expect_tx(ring.full(s), kTileA + kTileB);
-                mmk_tma_load_2d(sA + s * kTileA, &tmA, ring.full(s), kb * kBK, mt * kBM);
-                mmk_tma_load_2d(sB + s * kTileB, &tmB, ring.full(s), kb * kBK, nt * kBN);
-            }
-        }
-        return;
-    }
-
-    mmk_regs_alloc<232>();
-    const int cw = wg - 1;
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int32_t acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; i++)
-        acc[i] = 0;
-
-    for (int kb = 0; kb < p.n_kb; kb++) {
-        const int s = kb % kStages;
-        mmk_mbar_wait(ring.full(s), (kb / kStages) & 1);
-        const uint32_t ad = mmk_desc_sw128_lo(sA + s * kTileA + cw * 64 * 128), bd = mmk_desc_sw128_lo(sB + s * kTileB);
-        mmk_wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            mmk_wgmma_ss_s8_n256(acc, mmk_desc_sw128_at(ad, kk * 32), mmk_desc_sw128_at(bd, kk * 32), 1);
-        mmk_wgmma_commit();
-        /* the previous slice's products are done: hand its stage back */
-        mmk_wgmma_wait<1>();
-        if (kb > 0)
-            mmk_mbar_arrive(ring.empty((kb - 1) % kStages));
-    }
-    mmk_wgmma_wait<0>();
-    mmk_fence_regs(acc);
-
-    epilogue<GATED>(acc, p, mt, nt, cw, warp, g, t);
-#else
-    (void)p;
-    __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
-#endif
-}
-
 #ifdef MMK_QGEMM_DEVICE
 /* mmk_mbar_wait_ns that gives up: a barrier phase that has not completed
  * after 5 s of waiting can only be a broken handshake (a whole GEMM takes
  * milliseconds), and trapping turns that hang into a launch error the caller
- * sees (a variant's device test must fail, not hang). The clock is read on
+ * sees (a device test must fail, not hang). The clock is read on
  * every failed try that slept, else on every 1024th. */
 __device__ __forceinline__ void mbar_wait_bounded(uint32_t bar, uint32_t parity, uint32_t sleep_ns)
 {
@@ -329,7 +230,8 @@ __device__ __forceinline__ void prefetch_residual(const QgParams &p, int mt, int
     }
 }
 
-/* Tile t of the persistent walk: k_qgemm's grouped raster. */
+/* Tile t of the walk: the grouped raster, G row blocks × all column tiles,
+ * column-major inside a group. */
 __device__ __forceinline__ void tile_of(const QgParams &p, int t, int &mt, int &nt)
 {
     const int per_group = p.group_m * p.n_nt, first = (t / per_group) * p.group_m;
@@ -339,13 +241,8 @@ __device__ __forceinline__ void tile_of(const QgParams &p, int t, int &mt, int &
 }
 #endif
 
-/* The default variant, persistent-vec: one CTA per SM walking the tiles of
- * k_qgemm's grouped raster with a stride of the grid. The ring's stage and
- * phase run on across tiles, so the producer loads the next tile's first K
- * slices while the consumers run the epilogue of the current one (no
- * launch, barrier set-up or pipeline fill per tile); the epilogue stores
- * 16-byte row pieces (epilogue_vec). Every output is the same int32 sum
- * through the same epilogue roundings as k_qgemm. */
+/* One CTA per SM walking the tiles of the grouped raster with a stride of
+ * the grid (the file's head describes the pipeline). */
 template <bool GATED>
 __global__ void __launch_bounds__(kThreads, 1)
     k_qgemm_persistent(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, const QgParams p)
@@ -419,14 +316,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 bool al8(const void *p) { return ((uintptr_t)p & 7) == 0; }
 
-template <bool GATED> int launch(const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s, mm_error *err)
-{
-    MMK_TRY(cudaFuncSetAttribute(k_qgemm<GATED>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), err,
-            "raising the shared-memory limit of the int8 GEMM kernel");
-    k_qgemm<GATED><<<p.n_mt * p.n_nt, kThreads, kSmem, s>>>(a, b, p);
-    return mmk_launched(err, GATED ? "k_qgemm (gated residual)" : "k_qgemm");
-}
-
 /* One CTA per SM (asked once per device), at most one per tile. */
 template <bool GATED>
 int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const QgParams &p, cudaStream_t s,
@@ -442,44 +331,6 @@ int launch_persistent(int dev, const CUtensorMap &a, const CUtensorMap &b, const
     return mmk_launched(err, "k_qgemm_persistent");
 }
 
-/* Kernel variants of issue 9: MMH3_QGEMM_VARIANT, read at every call (a
- * getenv per GEMM is nothing beside it) so that the benchmark and the device
- * test can walk them all; tile is the previous default. */
-enum { V_TILE, V_PERSISTENT_VEC, V_COUNT };
-const char *const kVariantNames[V_COUNT] = {"tile", "persistent-vec"};
-
-/* MMH3_QGEMM_SLEEP (kernels/mmk_env.h): which of the persistent kernel's
- * mbarrier waits sleep; anything but 0-3 is said once and runs the default.
- * The default spins (the kernel as session 4 measured it): the four linears
- * took 19.81–19.90 ms per block in every setting (session 5 call 4). */
-constexpr int kDefaultSleep = 0;
-int selected_sleep()
-{
-    static const char *const settings[] = {"0", "1", "2", "3"};
-    static int warned;
-    return mmk_env_kernel("MMH3_QGEMM_SLEEP", settings, 4, kDefaultSleep, kDefaultSleep, &warned);
-}
-
-/* The default: persistent-vec, 19.6 ms for the DiT block's four linears
- * against tile's 23.8 (session 4 call 2, H200, bit for bit equal). */
-constexpr int kDefaultVariant = V_PERSISTENT_VEC;
-
-int selected_variant()
-{
-    const char *e = getenv("MMH3_QGEMM_VARIANT");
-    if (!e || !*e)
-        return kDefaultVariant;
-    for (int i = 0; i < V_COUNT; i++)
-        if (strcmp(e, kVariantNames[i]) == 0)
-            return i;
-    static std::once_flag warned;
-    std::call_once(warned, [e]() {
-        fprintf(stderr, "mmh3: MMH3_QGEMM_VARIANT=%.40s is not a variant (tile, persistent-vec); using "
-                        "%s\n", e, kVariantNames[kDefaultVariant]);
-    });
-    return kDefaultVariant;
-}
-
 } // namespace
 
 extern "C" int mmk_qgemm_usable(int dev)
@@ -491,7 +342,7 @@ extern "C" int mmk_qgemm_usable(int dev)
         cudaDeviceProp prop;
         cudaFuncAttributes fa;
         bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major == 9 &&
-                  cudaFuncGetAttributes(&fa, k_qgemm<false>) == cudaSuccess && fa.binaryVersion >= 90;
+                  cudaFuncGetAttributes(&fa, k_qgemm_persistent<false>) == cudaSuccess && fa.binaryVersion >= 90;
         cudaGetLastError();
         cached[dev] = ok ? 1 : 2;
     }
@@ -512,7 +363,6 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
                        "8-byte aligned sw and 4-byte aligned bf16 pairs in y");
     if (a->gate && (!a->mod_idx || a->ld_gate % 2 || !al8(a->gate)))
         return mm_fail(err, "int8 GEMM (sm90): the gate table needs mod_idx and 8-byte aligned rows");
-    const int variant = selected_variant();
     CUtensorMap ma, mb;
     if (mmk_tma_map_2d(&ma, true, a->xq, (uint64_t)a->K, (uint64_t)a->M, (uint64_t)a->ldx, kBK, kBM, err) ||
         mmk_tma_map_2d(&mb, true, a->wq, (uint64_t)a->K, (uint64_t)a->N, (uint64_t)a->ldw, kBK, kBN, err))
@@ -536,16 +386,9 @@ extern "C" int mmk_qgemm_run(int dev, mmk_stream st, const mmk_qgemm *a, mm_erro
     p.ld_gate = a->ld_gate;
     p.mod_idx = a->mod_idx;
     p.y16 = al16(a->y) && a->ldy % 8 == 0;
-    const int sleep = selected_sleep();
-    p.sleep_producer = mmk_sleep_ns(sleep, 0);
-    p.sleep_consumer = mmk_sleep_ns(sleep, 1);
+    p.sleep_producer = p.sleep_consumer = 0; /* spinning waits */
     cudaStream_t s = (cudaStream_t)st;
-    switch (variant) {
-    case V_PERSISTENT_VEC:
-        return a->gate ? launch_persistent<true>(dev, ma, mb, p, s, err) : launch_persistent<false>(dev, ma, mb, p, s, err);
-    default:
-        return a->gate ? launch<true>(ma, mb, p, s, err) : launch<false>(ma, mb, p, s, err);
-    }
+    return a->gate ? launch_persistent<true>(dev, ma, mb, p, s, err) : launch_persistent<false>(dev, ma, mb, p, s, err);
 }
 
 /* ------------------------------------------------------------------ first-use self-check */
@@ -650,11 +493,11 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
         found[dev] = diff;
         verdict[dev] = diff == 0 ? 1 : 2;
         if (diff == 0)
-            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: sm90 kernel (%s) with the fused epilogue in use (self-check: "
-                            "bit for bit the cuBLASLt path)\n", dev, kVariantNames[selected_variant()]);
+            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: sm90 kernel with the fused epilogue in use (self-check: "
+                            "bit for bit the cuBLASLt path)\n", dev);
         else if (diff > 0)
-            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: the sm90 kernel (%s) differs from the cuBLASLt path in %ld of "
-                            "%d outputs; not used\n", dev, kVariantNames[selected_variant()], diff, 2 * 300 * 768);
+            fprintf(stderr, "mmh3: cuda:%d int8 GEMM: the sm90 kernel differs from the cuBLASLt path in %ld of "
+                            "%d outputs; not used\n", dev, diff, 2 * 300 * 768);
         else
             fprintf(stderr, "mmh3: cuda:%d int8 GEMM: the sm90 kernel's self-check failed (%s); not used\n", dev,
                     err.msg);
@@ -665,10 +508,8 @@ extern "C" int mmk_qgemm_verified(int dev, long *mismatches)
 }
 
 static const mmk_kernel_entry g_qgemm_kernels[] = {
-    {"qgemm_sm90", (const void *)k_qgemm<false>, 90},
-    {"qgemm_sm90_gated", (const void *)k_qgemm<true>, 90},
-    {"qgemm_sm90_persistent_vec", (const void *)k_qgemm_persistent<false>, 90},
-    {"qgemm_sm90_persistent_vec_gated", (const void *)k_qgemm_persistent<true>, 90},
+    {"qgemm_sm90", (const void *)k_qgemm_persistent<false>, 90},
+    {"qgemm_sm90_gated", (const void *)k_qgemm_persistent<true>, 90},
 };
 
 extern "C" const mmk_kernel_entry *mmk_kernels_qgemm(int *n)

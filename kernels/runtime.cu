@@ -374,6 +374,14 @@ extern "C" int mm_cuda_event_elapsed_ms(mm_cuda_event *start, mm_cuda_event *end
 
 /* ---------------------------------------------------------------- mmk runtime */
 
+/* The kernel policy: written once before any work (mmk_policy_set), read
+ * at every launch. */
+static mmk_policy g_policy = {1, 1, 1, 1, 1};
+
+extern "C" void mmk_policy_set(const mmk_policy *p) { g_policy = *p; }
+
+extern "C" const mmk_policy *mmk_policy_get(void) { return &g_policy; }
+
 extern "C" int mmk_device_enter(int dev, mm_error *err)
 {
     if (check_dev(dev, err))

@@ -5,7 +5,6 @@
  * then calls its CPU or CUDA twin. */
 #include "backend/ops.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -19,6 +18,7 @@
 #include "backend/cpu/threadpool.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/device.h"
+#include "backend/kernel_policy.h"
 
 struct mm_ctx {
     mm_device dev;
@@ -31,17 +31,7 @@ struct mm_ctx {
 
 /* ================================================================ context */
 
-int mm_env_threads(void)
-{
-    /* atoi took "4294967297" as 1 worker and "99999" as 99999 threads */
-    const char *e = getenv("MMH3_THREADS");
-    if (!e)
-        return 0;
-    char *end;
-    errno = 0;
-    long v = strtol(e, &end, 10);
-    return !errno && end != e && *end == '\0' && v >= 1 && v <= 1024 ? (int)v : 0;
-}
+int mm_env_threads(void) { return mm_kernel_policy_get()->cpu_threads; }
 
 int mm_ctx_create(mm_ctx **out, mm_device dev, int n_threads, mm_error *err)
 {
@@ -50,6 +40,9 @@ int mm_ctx_create(mm_ctx **out, mm_device dev, int n_threads, mm_error *err)
     if (!c)
         return mm_fail(err, "out of memory");
     c->dev = dev;
+    /* the process's kernel policy is in place before the first op (the
+     * CUDA kernels read their part at every launch) */
+    const mm_kernel_policy *policy = mm_kernel_policy_get();
     pthread_mutex_init(&c->lock, NULL);
     if (dev.kind == MM_DEVICE_CUDA) {
         c->stream = mm_cuda_ops_stream(dev.index, err);
@@ -60,7 +53,7 @@ int mm_ctx_create(mm_ctx **out, mm_device dev, int n_threads, mm_error *err)
         }
     } else {
         if (n_threads <= 0)
-            n_threads = mm_env_threads();
+            n_threads = policy->cpu_threads;
         if (n_threads <= 0) {
             long n = sysconf(_SC_NPROCESSORS_ONLN);
             n_threads = n > 0 ? (int)n : 1;

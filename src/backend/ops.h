@@ -58,12 +58,14 @@
 
 typedef struct mm_ctx mm_ctx;
 
-/* A context on `dev`. CPU: n_threads workers (0 = one per online core, or
- * $MMH3_THREADS when set). CUDA: n_threads is ignored; the context creates
- * its own stream on the device. */
+/* A context on `dev`. CPU: n_threads workers (0 = the kernel policy's
+ * count: $MMH3_THREADS, else one per online core). CUDA: n_threads is
+ * ignored; the context creates its own stream on the device. The first
+ * context puts the process's kernel policy in place
+ * (backend/kernel_policy.h). */
 int mm_ctx_create(mm_ctx **out, mm_device dev, int n_threads, mm_error *err);
-/* $MMH3_THREADS when it is an integer in 1..1024 (the range of --threads),
- * else 0 (unset or not a count: one worker per core). */
+/* The kernel policy's CPU worker count: $MMH3_THREADS when it is an integer
+ * in 1..1024 (the range of --threads), else 0 (one worker per core). */
 int mm_env_threads(void);
 void mm_ctx_destroy(mm_ctx *ctx);
 

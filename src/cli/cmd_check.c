@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backend/device.h"
+#include "backend/kernel_policy.h"
 #include "backend/placement.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_speed.h"
@@ -231,8 +232,13 @@ int mm_cmd_check(int argc, char **argv)
         }
     }
     failures += !kernels_ok;
+    /* the process's kernel policy; a knob's value it did not take is a failure */
+    const mm_kernel_policy *policy = mm_kernel_policy_get();
+    char policy_line[256];
+    mm_kernel_policy_describe(policy, policy_line, sizeof policy_line);
+    failures += policy->n_problems;
     /* which attention and int8 GEMM kernels the DiT's GPU runs (the Hopper
-     * ones after their first-use self-checks; owner: speed, issue 9) */
+     * ones after their first-use self-checks; owner: speed) */
     char paths[1024] = "";
     if (kernels_ok && placed && pl.dit.kind == MM_DEVICE_CUDA)
         mm_cuda_speed_describe(pl.dit.index, paths, sizeof paths);
@@ -276,6 +282,11 @@ int mm_cmd_check(int argc, char **argv)
         json_object_set_new(root, "gpus", gpus);
         json_object_set_new(root, "placement", json_string(placed ? pl.summary : perr.msg));
         json_object_set_new(root, "kernels", json_string(kernels));
+        json_object_set_new(root, "kernel_policy", json_string(policy_line));
+        json_t *problems = json_array();
+        for (int i = 0; i < policy->n_problems; i++)
+            json_array_append_new(problems, json_string(policy->problems[i]));
+        json_object_set_new(root, "kernel_policy_problems", problems);
         if (paths[0])
             json_object_set_new(root, "kernel_paths", json_string(paths));
         if (n_gpus >= 2) {
@@ -334,6 +345,9 @@ int mm_cmd_check(int argc, char **argv)
     for (int g = 0; g < n_lines; g++)
         printf("  %s\n", gpu_lines[g]);
     printf("kernels\n  %s  %s\n", kernels_ok ? "ok  " : "FAIL", kernels);
+    printf("  policy  %s\n", policy_line);
+    for (int i = 0; i < policy->n_problems; i++)
+        printf("  FAIL  %s\n", policy->problems[i]);
     if (paths[0])
         printf("  in use  %s\n", paths);
     if (n_gpus >= 2)

@@ -343,7 +343,7 @@ int pl_denoise(pl_job *j, mm_error *err)
     } else if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, text_rows, &lora_opts, NULL, &s.dreq, err) != 0) {
         goto done;
     }
-    if (s.dreq) { /* fast mode (issue 9): the DiT's 8-bit attention where the GPU has it */
+    if (s.dreq) { /* fast mode: the DiT's 8-bit attention where the GPU has it */
         mm_dit_request_set_fast(s.dreq, j->req->fast);
         if (s.kv) {
             pl_refkv_attach(s.kv, s.dreq);

@@ -100,61 +100,56 @@ static void bench(const char *name, bench_fn fn, void *user, double flops, doubl
 
 static int run_gemm(void *u) { return mmk_gemm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qlinear(void *u) { return mmk_qlinear_i8(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
+/* An op on its portable kernel (0) or its default (1), through the kernels'
+ * policy, put back afterwards. */
+static mmk_policy policy_with(int which, int on)
+{
+    mmk_policy saved = *mmk_policy_get(), p = saved;
+    int *fields[] = {&p.attention_hopper, &p.convrot_pipe, &p.qk_norm_vec, &p.glue_vec};
+    *fields[which] = on;
+    mmk_policy_set(&p);
+    return saved;
+}
+enum { POL_ATTENTION, POL_CONVROT, POL_QK, POL_GLUE };
+
 static int run_attention(void *u)
 {
-    setenv("MMH3_ATTN", "sm80", 1);
+    mmk_policy saved = policy_with(POL_ATTENTION, 0);
     int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
-    unsetenv("MMH3_ATTN");
-    return rc;
-}
-static int run_attention_sm90(void *u)
-{
-    setenv("MMH3_ATTN", "sm90", 1);
-    int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
-    unsetenv("MMH3_ATTN");
+    mmk_policy_set(&saved);
     return rc;
 }
 static int run_attention_sm90p(void *u)
 {
-    setenv("MMH3_ATTN", "sm90p", 1);
+    mmk_policy saved = policy_with(POL_ATTENTION, 1);
     int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
-    unsetenv("MMH3_ATTN");
-    return rc;
-}
-static int run_attention_sm90pp(void *u)
-{
-    setenv("MMH3_ATTN", "sm90pp", 1);
-    int rc = mmk_attention_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err);
-    unsetenv("MMH3_ATTN");
+    mmk_policy_set(&saved);
     return rc;
 }
 static int run_convrot(void *u) { return mmk_convrot_quant_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
 static int run_qk(void *u) { return mmk_qk_norm_rope_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
-/* The glue kernels other than the defaults, each bit-identical to them (see
- * kernels/convrot.cu and kernels/norm.cu): the ones before session 4 (*_row,
- * qk_norm_rope_warp) and the pipelined ConvRot without SiLU table (*_pipe_nolut). */
-static int run_convrot_variant(void *u, const char *variant)
+/* The glue kernels' fallbacks, each bit-identical to the default (see
+ * kernels/convrot.cu and kernels/norm.cu): *_row, qk_norm_rope_warp. */
+static int run_convrot_row(void *u)
 {
-    setenv("MMH3_CONVROT_KERNEL", variant, 1);
+    mmk_policy saved = policy_with(POL_CONVROT, 0);
     int rc = -1;
-    if (strcmp(mmk_convrot_quant_kernel(u), variant))
-        snprintf(err.msg, sizeof err.msg, "the %s kernel does not take this shape", variant);
+    if (strcmp(mmk_convrot_quant_kernel(u), "row"))
+        snprintf(err.msg, sizeof err.msg, "the row kernel does not take this shape");
     else
         rc = run_convrot(u);
-    unsetenv("MMH3_CONVROT_KERNEL");
+    mmk_policy_set(&saved);
     return rc;
 }
-static int run_convrot_row(void *u) { return run_convrot_variant(u, "row"); }
-static int run_convrot_pipe_nolut(void *u) { return run_convrot_variant(u, "pipe-nolut"); }
 static int run_qk_warp(void *u)
 {
-    setenv("MMH3_QK_NORM_KERNEL", "warp", 1);
+    mmk_policy saved = policy_with(POL_QK, 0);
     int rc = -1;
     if (strcmp(mmk_qk_norm_rope_kernel(u), "warp"))
         snprintf(err.msg, sizeof err.msg, "the warp kernel does not take this shape");
     else
         rc = run_qk(u);
-    unsetenv("MMH3_QK_NORM_KERNEL");
+    mmk_policy_set(&saved);
     return rc;
 }
 static int run_rmsnorm(void *u) { return mmk_rmsnorm_run(DEV, (mmk_stream)mm_cuda_stream(DEV), u, &err); }
@@ -215,17 +210,17 @@ static mmk_view view2d(void *p, mm_dtype t, int64_t rows, int64_t cols, int64_t 
 
 /* The video VAE decoder's glue at its size (one chunk: 28 tiles x 1797
  * rows, width 2048, 32 heads x 64, RoPE over 48, FFN 8192, f16 activations,
- * f32 residual), MMH3_GLUE_KERNEL=generic and then =vec (`_vec`); the GB/s
- * column counts each byte read or written once. */
+ * f32 residual), on the generic kernels and then the 8-wide ones (`_vec`);
+ * the GB/s column counts each byte read or written once. */
 static void bench_glue_pair(const char *name, bench_fn fn, void *user, double bytes)
 {
     char vec[64];
-    setenv("MMH3_GLUE_KERNEL", "generic", 1);
+    mmk_policy saved = policy_with(POL_GLUE, 0);
     bench(name, fn, user, 0, bytes);
     snprintf(vec, sizeof vec, "%s_vec", name);
-    setenv("MMH3_GLUE_KERNEL", "vec", 1);
+    policy_with(POL_GLUE, 1);
     bench(vec, fn, user, 0, bytes);
-    unsetenv("MMH3_GLUE_KERNEL");
+    mmk_policy_set(&saved);
 }
 
 static void bench_vae_glue(void)
@@ -334,11 +329,10 @@ int main(int argc, char **argv)
     mmk_attention atc = at;
     atc.causal = 1;
     bench("attn_causal_h56_d128", run_attention, &atc, 2.0 * S * (double)S * D * NH, 0);
-    setenv("MMH3_ATTN", "sm90", 1);
-    int have90 = strncmp(mmk_attention_path(DEV), "sm90", 4) == 0;
-    unsetenv("MMH3_ATTN");
+    mmk_policy saved = policy_with(POL_ATTENTION, 1);
+    int have90 = strncmp(mmk_attention_path(DEV), "sm90p", 5) == 0;
+    mmk_policy_set(&saved);
     if (have90) {
-        bench("attn90_s38k_h56_d128", run_attention_sm90, &at, 4.0 * S * (double)S * D * NH, 0);
         bench("attn90p_s38k_h56_d128", run_attention_sm90p, &at, 4.0 * S * (double)S * D * NH, 0);
         bench("attn90p_causal_h56_d128", run_attention_sm90p, &atc, 2.0 * S * (double)S * D * NH, 0);
     } else {
@@ -361,7 +355,6 @@ int main(int argc, char **argv)
                             .ldx = 2 * F, .q = xq, .ldq = F, .s = sx, .s_stride = 1};
     bench("convrot_swiglu_14336", run_convrot, &c2, 0, (double)S * F * 5);
     bench("convrot_swiglu_14336_row", run_convrot_row, &c2, 0, (double)S * F * 5);
-    bench("convrot_swiglu_14336_pipe_nolut", run_convrot_pipe_nolut, &c2, 0, (double)S * F * 5);
     mmk_convrot_quant c3 = {.rows = S, .K = NH * D, .group = 256, .x = o, .x_dtype = MM_BF16, .ldx = NH * D, .q = xq,
                             .ldq = NH * D, .s = sx, .s_stride = 1};
     bench("convrot_plain_7168", run_convrot, &c3, 0, (double)S * NH * D * 3);
@@ -416,12 +409,6 @@ int main(int argc, char **argv)
                  flat_dst = view2d(o, MM_BF16, 1, n * NH * D, n * NH * D);
         mmk_ew anchor = {.op = MMK_EW_COPY, .y = flat_dst, .a = flat_src};
         bench("ulysses_memcpy_anchor", run_ew, &anchor, 0, bytes);
-    }
-
-    /* last: the ping-pong variant (named barriers; if it ever hung, only this line is lost) */
-    if (have90) {
-        bench("attn90pp_s38k_h56_d128", run_attention_sm90pp, &at, 4.0 * S * (double)S * D * NH, 0);
-        bench("attn90pp_causal_h56_d128", run_attention_sm90pp, &atc, 2.0 * S * (double)S * D * NH, 0);
     }
 
     size_t in_use, peak, reserved;

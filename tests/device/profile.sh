@@ -12,7 +12,7 @@
 # chunk of 28 tiles at 1344x768) timed by ncu (one metric, gpu__time_duration), summed per kernel name:
 # profile_vae_kernels.txt (name, launches, total ms, share). Needs the full-size random video VAE (written
 # here when missing, ~5 GB).
-# attn-src: where the default attention kernels (exact fa3-cr, fast fa3-fast-lean) spend their issue slots and
+# attn-src: where the default attention kernels (exact fa3, fast fa3-fast) spend their issue slots and
 # stalls, per SASS instruction: one real launch each under ncu --set full, its source page as CSV
 # (profile_attn_src_<path>.csv: every instruction with its executed count, warp-state samples per stall
 # reason; tests/device/ncu_ledger.py's digest of it: profile_attn_ledger_<path>.txt), the details page, and
@@ -56,14 +56,14 @@ prof() {
 
 # (the first launches are the kernels' own first-use self-checks at small sizes: the report's grid sizes tell
 # them from the real call)
-# (the default kernels: exact mode with conditional rescaling, fast mode lean, the persistent-vec int8 GEMM)
-want attn && prof attn 'k_fa3(<|$)' 10 "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths fa3-cr,fa3-fast-lean
-want qgemm && prof qgemm 'k_qgemm_persistent(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1 --variants persistent-vec
+# (the default kernels: exact fa3 with 192-key tiles, fast mode, the sm90 int8 GEMM)
+want attn && prof attn 'k_fa3(<|$)' 10 "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths fa3,fa3-fast
+want qgemm && prof qgemm 'k_qgemm_persistent(<|$)' 10 "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 1
 want glue && prof glue 'k_convrot_quant' 6 "$B/tests/device/bench_kernels" --reps 1 --only convrot
 want glue && prof qknorm 'k_qk_norm_rope' 2 "$B/tests/device/bench_kernels" --reps 1 --only qk_norm
 
 if want attn-src; then
-  for path in fa3-cr fa3-fast-lean; do
+  for path in fa3 fa3-fast; do
     step "attn-src: $path, one launch, source counters"
     rep="/tmp/mmh3-prof-$path"
     rm -f "$rep.ncu-rep"
@@ -121,9 +121,9 @@ print(f"{len(busy)} busy samples (> 150 W): SM clock median {med([r[0] for r in 
 PY
 )"
   }
-  sample attn_exact "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3-cr
-  sample attn_fast "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3-fast-lean
-  sample qgemm "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 20 --variants persistent-vec
+  sample attn_exact "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3
+  sample attn_fast "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 40 --paths fa3-fast
+  sample qgemm "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 20
   # the yardstick: PyTorch's bf16 GEMM (cuBLAS) at 8192³ for ~4 s, its TFLOP/s and the clock it holds
   device_python torch
   if [ -n "$PY" ]; then

@@ -9,19 +9,17 @@
 #              test_cuda_runtime     allocator, copies, events
 #              test_cuda_ops         every op vs its CPU twin (incl. the fused DiT ops)
 #              test_backend_twins    the engine foundation's op twins, CUDA half
-#              test_cuda_kernels     fused kernels + the sm90/sm90p/sm90pp attention with packed
+#              test_cuda_kernels     fused kernels + the portable and sm90p attention with packed
 #                                    sequences (ragged, causal, GQA) vs double references
-#              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) and
-#                                    fast-qk vs the CPU model of their rounding, inside their error
-#                                    budget; the kernel-choice policy (self-checks, env overrides)
-#              test_speed_qgemm      the sm90 int8 GEMM (each variant), bit for bit vs cuBLASLt and the CPU
+#              test_speed_attention  fa3 bf16 vs the CPU twin; fast (int8 q·k + e4m3 p·v) vs the CPU
+#                                    model of its rounding, inside its error budget; the
+#                                    kernel-choice policy (self-checks, overrides)
+#              test_speed_qgemm      the sm90 int8 GEMM, bit for bit vs cuBLASLt and the CPU
 #              mmh3 check --json     which kernels the product uses ("kernel_paths")
 #   kit      the DiT conformance kit on CUDA, default path                            (~15 s)
-#   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p, fa3, fa3-fast,
-#            fa3-fastqk (the plain kernels), fa3-cr (exact, conditional rescaling: the
-#            default), fa3-fast-lean (the default fast kernel), the 176/192-key tile
-#            variants — time and rel_l2 against sm80 (MMH3_ATTN_PATHS, MMH3_ATTN_REPS
-#            override the list and the repetitions: e.g. variants interleaved)       (~25 s)
+#   attn     bench/mmh3-bench-attn at S=38010, 56 heads: sm80, sm90p (mm_attention's
+#            kernels), fa3, fa3-fast (the DiT's) — time and rel_l2 against sm80
+#            (MMH3_ATTN_PATHS, MMH3_ATTN_REPS override the list and the repetitions)   (~15 s)
 #   clip5    1344x768x124 (5 s, S=38,010): exact + fast forward (one warm-up each), the
 #            per-kernel breakdown of block 1, fast-vs-exact velocity error; the PyTorch
 #            reference (bench/reference/dit_ref.py, --ref-linear: bf16 or int8, SDPA), same size (~95 s)
@@ -29,9 +27,8 @@
 #            8 steps; per-step velocity rel_l2, final latent PSNR, decoded-frame PSNR) (~40 s)
 #   clip10   1344x768x243 (10 s, S=73,586): exact + fast, one forward each; reference  (~75 s)
 #   clip15   1344x768x362 (15 s, S=109,262): the same                                 (~130 s)
-#   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, cuBLASLt and every sm90
-#            variant (MMH3_QGEMM_VARIANT tile, persistent-vec = default), bit for bit, one
-#            process per group of variants                                            (~30 s)
+#   qgemm    (not in "all") bench/mmh3-bench-qgemm: the four linears, cuBLASLt and the fused
+#            sm90 kernel, bit for bit                                                 (~20 s)
 #
 #   here:    bash tests/device/prepare.sh   (and tests/device/prepare_build.sh: prebuilt binaries)
 #   device:  bash tests/device/speed.sh [--part a,b,...] [--budget SECONDS] [--no-ref clip10,clip15]
@@ -39,7 +36,7 @@
 #            --ref-linear: the reference's linears — bf16 (the default: dense bf16 + SDPA, what issue 9
 #            names as the reference) or int8 (torch._int_mm W8A8, as ai-toolkit runs the Comfy file);
 #            --forward-env: variables set for the clip and quality forwards only (not the tests, the kit
-#            or the benchmarks), e.g. a kernel variant under measurement: MMH3_FA3_KEYS=176
+#            or the benchmarks), e.g. the portable kernels: MMH3_KERNELS=portable
 #            (all = build,tests,kit,attn,clip5,quality,clip10,clip15: ~460 s after the build)
 #            or through tests/device/session.sh (call 1), which writes the checkpoint meanwhile.
 #   CPU stand-in (here): MMH3_DEVICE_DRY=1 — the tests without MMH3_REQUIRE_GPU (they SKIP), the
@@ -138,7 +135,7 @@ devtest() {
 }
 
 if want tests; then
-  step "tests: CUDA runtime, ops and kernels vs their twins; fa3 attention (exact, fast, fast-qk, policy); sm90 int8 GEMM; mmh3 check"
+  step "tests: CUDA runtime, ops and kernels vs their twins; fa3 attention (exact, fast, policy); sm90 int8 GEMM; mmh3 check"
   devtest runtime 60 test_cuda_runtime
   devtest ops 120 test_cuda_ops
   devtest twins 60 test_backend_twins
@@ -154,6 +151,7 @@ if want tests; then
     run check "$secs" "$OUT/speed_check.txt" "$B/mmh3" check --json "${dev_arg[@]}" --models-path /nonexistent
     paths=$(grep -o '"kernel_paths": *"[^"]*"' "$OUT/speed_check.txt" | sed 's/^"kernel_paths": *//')
     note "mmh3 check kernel_paths: ${paths:-missing (see speed_check.txt)}"
+    note "mmh3 check kernel_policy: $(grep -o '"kernel_policy": *"[^"]*"' "$OUT/speed_check.txt" | sed 's/^"kernel_policy": *//')"
     [ -n "$paths" ] || grep -E '"kernels"|FAIL' "$OUT/speed_check.txt" | head -4
   fi
 fi
@@ -179,7 +177,7 @@ if want attn; then
     note "SKIP attn: CUDA only (CPU stand-in run)"
   elif [ "$secs" -gt 0 ]; then
     run attn "$secs" "$OUT/speed_attn.txt" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps "${MMH3_ATTN_REPS:-2}" \
-        --paths "${MMH3_ATTN_PATHS:-sm80,sm90p,fa3,fa3-cr,fa3-k176,fa3-cr-k176,fa3-k192,fa3-cr-k192,fa3-fast,fa3-fast-lean,fa3-fastqk}"
+        --paths "${MMH3_ATTN_PATHS:-sm80,sm90p,fa3,fa3-fast}"
     while read -r line; do note "$line"; done < <(grep '^ATTN' "$OUT/speed_attn.txt")
   else
     skipped attn
@@ -255,22 +253,18 @@ want clip10 && clip clip10 "$CLIP10" 80 75 0 -1
 want clip15 && clip clip15 "$CLIP15" 130 120 0 -1
 
 if want qgemm; then
-  step "qgemm: the four int8 linears at S=38010, cuBLASLt + epilogue vs each sm90 fused variant"
+  step "qgemm: the four int8 linears at S=38010, cuBLASLt + epilogue vs the fused sm90 kernel"
   if [ "$dry" = 1 ]; then
     note "SKIP qgemm: CUDA only (CPU stand-in run)"
   else
-    # one process per set of variants (MMH3_QGEMM_SETS, space-separated): a variant that hangs
-    # loses only its own set's lines; each set also times the cuBLASLt path it is compared with
-    for set in ${MMH3_QGEMM_SETS:-tile,persistent-vec}; do
-      secs=$(limit 90)
-      if [ "$secs" -gt 0 ]; then
-        log="$OUT/speed_qgemm_bench_${set//,/_}.txt"
-        run "qgemm $set" "$secs" "$log" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2 --variants "$set"
-        while read -r line; do note "$line"; done < <(grep -E '^QGEMM|^TIMEOUT|^FAIL' "$log")
-      else
-        skipped "qgemm $set"
-      fi
-    done
+    secs=$(limit 90)
+    if [ "$secs" -gt 0 ]; then
+      log="$OUT/speed_qgemm_bench.txt"
+      run qgemm "$secs" "$log" "$B/bench/mmh3-bench-qgemm" --rows 38010 --reps 2
+      while read -r line; do note "$line"; done < <(grep -E '^QGEMM|^TIMEOUT|^FAIL' "$log")
+    else
+      skipped qgemm
+    fi
   fi
 fi
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A benchmark under several settings of the environment, interleaved over rounds, so that the GPU's clock
-# and power drift fall on every setting alike (issue 9: kernel variants a few percent apart; the H200 runs
-# power-capped, and the same kernel measures ±1.5% from one run to the next).
+# and power drift fall on every setting alike (kernels a few percent apart; the H200 runs power-capped, and
+# the same kernel measures ±1.5% from one run to the next). E.g. the default kernels against the portable
+# ones: --set MMH3_KERNELS=default --set MMH3_KERNELS=portable -- bench/mmh3-bench-attn --paths sm90p,fa3
 #
 #   device:  bash tests/device/sweep.sh [--rounds N] --set 'VAR=V [VAR=V...]' [--set ...] -- PROGRAM ARGS...
 #            (PROGRAM relative to the build, e.g. bench/mmh3-bench-attn; needs the session's build-device/)
 #
 # Every output line of the benchmark that starts with ATTN or QGEMM comes back prefixed with the round and
-# the setting ("SWEEP round=1 set=MMH3_FA3_SLEEP=0 ATTN path=..."), in $OUT/sweep_<n>.txt and on stdout.
+# the setting ("SWEEP round=1 set=MMH3_KERNELS=portable ATTN path=..."), in $OUT/sweep_<n>.txt and on stdout.
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${B:-build-device}

@@ -58,12 +58,12 @@ if want kit; then
   rc=${PIPESTATUS[0]}
   note "kit --device $DEV: $(grep 'passed' "$OUT/vae_kit_cuda.txt" | tail -1) (exit $rc)"
   [ "$rc" = 0 ] || status=1
-  step "(kit) the same on $DEV with MMH3_GLUE_KERNEL=generic (the pre-vec glue kernels)"
-  MMH3_GLUE_KERNEL=generic timeout 120 "$B/mmh3" conformance tests/data/vae --device "$DEV" \
-    --out "$OUT/vae_cuda_generic.safetensors" >"$OUT/vae_kit_cuda_generic.txt" 2>&1
+  step "(kit) the same on $DEV with MMH3_KERNELS=portable (every op's fallback kernel)"
+  MMH3_KERNELS=portable timeout 120 "$B/mmh3" conformance tests/data/vae --device "$DEV" \
+    --out "$OUT/vae_cuda_portable.safetensors" >"$OUT/vae_kit_cuda_portable.txt" 2>&1
   rc=$?
-  grep -v '^PASS' "$OUT/vae_kit_cuda_generic.txt"
-  note "kit --device $DEV glue generic: $(grep 'passed' "$OUT/vae_kit_cuda_generic.txt" | tail -1) (exit $rc)"
+  grep -v '^PASS' "$OUT/vae_kit_cuda_portable.txt"
+  note "kit --device $DEV portable kernels: $(grep 'passed' "$OUT/vae_kit_cuda_portable.txt" | tail -1) (exit $rc)"
   [ "$rc" = 0 ] || status=1
   step "(kit) the same kit on the CPU, and CUDA vs CPU"
   timeout 150 "$B/mmh3" conformance tests/data/vae --device cpu --out "$OUT/vae_cpu.safetensors" >"$OUT/vae_kit_cpu.txt" 2>&1
@@ -113,13 +113,13 @@ if want bench; then
     --height "$VH" --audio-seconds "$ASEC" --reps 3 --out "$IO" | tee "$OUT/vae_bench.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: bench_vae"; }
   while read -r l; do note "ours: $l"; done < <(grep '^VAE_' "$OUT/vae_bench.txt")
-  if [ "${MMH3_VAE_GLUE_BENCH:-1}" = 1 ]; then # the video decode again with the generic (pre-vec) glue kernels, for the before/after
-    step "(bench) ours on $DEV, video decode with MMH3_GLUE_KERNEL=generic"
-    MMH3_GLUE_KERNEL=generic timeout 200 "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device "$DEV" \
+  if [ "${MMH3_VAE_GLUE_BENCH:-1}" = 1 ]; then # the video decode again on the portable kernels, for the before/after
+    step "(bench) ours on $DEV, video decode with MMH3_KERNELS=portable"
+    MMH3_KERNELS=portable timeout 200 "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device "$DEV" \
       --frames "$FRAMES" --width "$VW" --height "$VH" --audio-seconds "$ASEC" --reps 3 --what decode |
-      tee "$OUT/vae_bench_generic.txt"
-    [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: bench_vae (glue generic)"; }
-    while read -r l; do note "ours (glue generic): $l"; done < <(grep '^VAE_BENCH' "$OUT/vae_bench_generic.txt")
+      tee "$OUT/vae_bench_portable.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: bench_vae (portable kernels)"; }
+    while read -r l; do note "ours (portable kernels): $l"; done < <(grep '^VAE_BENCH' "$OUT/vae_bench_portable.txt")
   fi
 fi
 

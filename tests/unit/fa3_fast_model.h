@@ -40,7 +40,7 @@
  * e4m3 per 128-row block (amax/448, no smoothing), v e4m3 per channel
  * (no smoothing), P e4m3 with the 2⁸ offset. FAST_LEAN: FAST with the
  * softmax's row sums taken over the e4m3-rounded P (the lean kernel's
- * tensor-core sums, MMH3_FA3_LEAN), the same values the output weighs v
+ * tensor-core sums: what fast mode runs), the same values the output weighs v
  * with; its budget is FAST's. */
 enum { FA3_MODEL_EXACT = 0, FA3_MODEL_FAST = 1, FA3_MODEL_FAST_QK = 2, FA3_MODEL_LEGACY = 3, FA3_MODEL_FAST_LEAN = 4 };
 

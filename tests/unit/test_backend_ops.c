@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "test_backend_util.h"
 
@@ -935,21 +936,31 @@ static void test_threads_bitwise_equal(void)
     mm_tensor_free(&a2);
 }
 
-/* A CPU context with no thread count takes $MMH3_THREADS only when it is a
- * count in 1..1024; anything else means one worker per core. */
+/* A CPU context with no thread count takes the kernel policy's, which
+ * $MMH3_THREADS sets only when it is a count in 1..1024; anything else means
+ * one worker per core, and the policy names the value it did not take. */
 static void test_threads_from_the_environment(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     static const struct {
         const char *value;
         long want; /* 0: one per core */
-    } cases[] = {{"3", 3}, {"4294967297", 0}, {"99999", 0}, {"2x", 0}, {"0", 0}, {"-4", 0}};
+    } cases[] = {{"3", 3}, {"4294967297", 0}, {"99999", 0}, {"2x", 0}, {"0", 0}, {"-4", 0}, {"", 0}};
+    const mm_kernel_policy process = *mm_kernel_policy_get();
     const char *saved = getenv("MMH3_THREADS");
     char keep[64] = "";
     if (saved)
         snprintf(keep, sizeof keep, "%s", saved);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv("MMH3_THREADS", cases[i].value, 1);
+        mm_kernel_policy p;
+        mm_kernel_policy_from_env(&p);
+        const bool refused = cases[i].want == 0 && cases[i].value[0];
+        MM_EXPECT(refused ? p.n_problems == 1 && strstr(p.problems[0], "MMH3_THREADS=") &&
+                                strstr(p.problems[0], "1..1024")
+                          : p.n_problems == 0,
+                  "MMH3_THREADS=%s: %d problems (%s)", cases[i].value, p.n_problems, p.n_problems ? p.problems[0] : "");
+        mm_kernel_policy_install(&p);
         mm_ctx *c = NULL;
         mm_error e = {{0}};
         MM_REQUIRE(mm_ctx_create(&c, mm_cpu(), 0, &e) == 0, "MMH3_THREADS=%s: %s", cases[i].value, e.msg);
@@ -962,6 +973,7 @@ static void test_threads_from_the_environment(void)
         setenv("MMH3_THREADS", keep, 1);
     else
         unsetenv("MMH3_THREADS");
+    mm_kernel_policy_install(&process);
 }
 
 int main(void)

@@ -403,33 +403,21 @@ static void test_convrot_quant_wide(void)
     convrot_case_k(MMK_PRE_SWIGLU, 64);
 }
 
-/* The pipelined ConvRot kernel (MMH3_CONVROT_KERNEL=pipe) must give the
- * one-row kernel's codes and scales bit for bit: the same inputs through
- * both, compared byte by byte. Rows outnumber the resident blocks (each
- * block walks several rows through its copy stages); row 3 is zero, row 5
- * tiny (a subnormal scale: the quantizer's division fallback), every 97th
- * input an outlier. */
-/* The variant tests pick kernels through the environment; a value set by
- * whoever runs the program is put back afterwards. */
-static char *env_save(const char *name)
-{
-    const char *v = getenv(name);
-    return v ? strdup(v) : NULL;
-}
-
-static void env_restore(const char *name, const char *saved)
-{
-    if (saved)
-        setenv(name, saved, 1);
-    else
-        unsetenv(name);
-}
+/* The pipelined ConvRot kernel (the default) must give the one-row kernel's
+ * codes and scales bit for bit: the same inputs through both, compared byte
+ * by byte. Rows outnumber the resident blocks (each block walks several rows
+ * through its copy stages); row 3 is zero, row 5 tiny (a subnormal scale:
+ * the quantizer's division fallback), every 97th input an outlier. */
+/* These tests switch an op between its two kernels through the kernels'
+ * policy (kernels/mmk.h), put back afterwards. */
+static mmk_policy policy_saved;
+static void policy_push(void) { policy_saved = *mmk_policy_get(); }
+static void policy_pop(void) { mmk_policy_set(&policy_saved); }
 
 static const float swiglu_edges[] = {0x1p-25f, -0x1p-25f, 0x1.fcp-26f, -0x1.fcp-26f, 31.75f, -31.75f, 32.f, -32.f,
                                      -100.f, 100.f, 0.f, -0.f, 1e-30f, 17.f, -17.f, -90.f};
 
-static void convrot_pipe_case_v(const char *variant, int pre, int R, int groups, int ldq_pad, int with_w,
-                                int with_mod)
+static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_w, int with_mod)
 {
     int K = groups * 256, in_cols = pre == MMK_PRE_SWIGLU ? 2 * K : K, T = 5, ldq = K + ldq_pad;
     size_t nx = (size_t)R * in_cols;
@@ -459,21 +447,23 @@ static void convrot_pipe_case_v(const char *variant, int pre, int R, int groups,
     int8_t *q[2] = {NULL, NULL};
     float *sc[2] = {NULL, NULL};
     bool mod = pre == MMK_PRE_RMSNORM_MOD;
-    char *saved = env_save("MMH3_CONVROT_KERNEL");
     for (int v = 0; v < 2; v++) {
         dq[v] = cuda_test_upload(NULL, (size_t)R * ldq);
         ds[v] = cuda_test_upload(NULL, 4 * R);
-        setenv("MMH3_CONVROT_KERNEL", v ? variant : "row", 1);
+        policy_push();
+        mmk_policy pol = policy_saved;
+        pol.convrot_pipe = v;
+        mmk_policy_set(&pol);
         mmk_convrot_quant a = {.rows = R, .K = K, .group = 256, .pre = pre, .x = dx, .x_dtype = MM_BF16,
                                .ldx = in_cols, .norm_w = mod && with_w ? dw : NULL, .eps = 1e-5f,
                                .shift = mod && with_mod ? dt : NULL, .scale = mod && with_mod ? dt + K : NULL,
                                .ld_mod = 2 * K, .mod_idx = di, .q = dq[v], .ldq = ldq, .s = ds[v], .s_stride = 1};
-        const char *want = v ? variant : "row";
-        MM_EXPECT(!strcmp(mmk_convrot_quant_kernel(&a), want), "variant %d runs %s, not %s", v,
+        const char *want = v ? "pipe" : "row";
+        MM_EXPECT(!strcmp(mmk_convrot_quant_kernel(&a), want), "kernel %d runs %s, not %s", v,
                   mmk_convrot_quant_kernel(&a), want);
         int rc = mmk_convrot_quant_run(DEV, STREAM, &a, &cuda_test_err);
-        env_restore("MMH3_CONVROT_KERNEL", saved);
-        MM_EXPECT(rc == 0, "variant %d: %s", v, cuda_test_err.msg);
+        policy_pop();
+        MM_EXPECT(rc == 0, "kernel %d: %s", v, cuda_test_err.msg);
         q[v] = cuda_test_download(dq[v], (size_t)R * ldq, &cuda_test_err);
         sc[v] = cuda_test_download(ds[v], 4 * R, &cuda_test_err);
         MM_EXPECT(q[v] && sc[v], "%s", cuda_test_err.msg);
@@ -485,21 +475,16 @@ static void convrot_pipe_case_v(const char *variant, int pre, int R, int groups,
             scale_diff += memcmp(&sc[0][r], &sc[1][r], 4) != 0;
         }
         MM_EXPECT(code_diff == 0 && scale_diff == 0,
-                  "%s pre=%d K=%d R=%d ldq=%d: %ld rows of codes and %ld scales differ from k_convrot_quant", variant,
-                  pre, K, R, ldq, code_diff, scale_diff);
+                  "pipe pre=%d K=%d R=%d ldq=%d: %ld rows of codes and %ld scales differ from k_convrot_quant", pre, K,
+                  R, ldq, code_diff, scale_diff);
         MM_EXPECT(pre == MMK_PRE_RMSNORM_MOD || sc[1][3] == 1.f, "zero row: scale %g", sc[1][3]);
     }
     for (int v = 0; v < 2; v++) {
         free(q[v]), free(sc[v]);
         mm_cuda_free(DEV, dq[v]), mm_cuda_free(DEV, ds[v]);
     }
-    free(xb), free(w), free(tab), free(idx), free(saved);
+    free(xb), free(w), free(tab), free(idx);
     mm_cuda_free(DEV, dx), mm_cuda_free(DEV, dw), mm_cuda_free(DEV, di), mm_cuda_free(DEV, dt);
-}
-
-static void convrot_pipe_case(int pre, int R, int groups, int ldq_pad, int with_w, int with_mod)
-{
-    convrot_pipe_case_v("pipe", pre, R, groups, ldq_pad, with_w, with_mod);
 }
 
 static void test_convrot_pipe_plain_bitwise(void)
@@ -518,16 +503,11 @@ static void test_convrot_pipe_swiglu_bitwise(void)
 {
     convrot_pipe_case(MMK_PRE_SWIGLU, 600, 56, 0, 0, 0); /* FFN 14336, SiLU by table */
     convrot_pipe_case(MMK_PRE_SWIGLU, 200, 21, 0, 0, 0);
-    convrot_pipe_case_v("pipe-nolut", MMK_PRE_SWIGLU, 600, 56, 0, 0, 0);
 }
 /* K = 16,384, the API's limit: the one-row kernel with 1024 threads. */
-static void test_convrot_pipe_wide_bitwise(void)
-{
-    convrot_pipe_case(MMK_PRE_NONE, 300, 64, 0, 0, 0);
-    convrot_pipe_case_v("pipe-nolut", MMK_PRE_SWIGLU, 300, 64, 0, 0, 0);
-}
+static void test_convrot_pipe_wide_bitwise(void) { convrot_pipe_case(MMK_PRE_NONE, 300, 64, 0, 0, 0); }
 
-/* The vectorized q/k kernel (MMH3_QK_NORM_KERNEL=vec) against
+/* The vectorized q/k kernel (the default) against
  * k_qk_norm_rope, byte for byte over the whole fused buffer (v included):
  * head counts that leave a warp's eight head slots straddling q/k and rows,
  * rotary widths 96 (the model's), 128, 64 and none, a NULL k weight. */
@@ -550,19 +530,21 @@ static void qk_vec_case(int R, int HQ, int HK, int rot, int wk_null)
     void *dwq = cuda_test_upload(wq, 4 * D), *dwk = cuda_test_upload(wk, 4 * D);
     void *dc = cuda_test_upload(cb, (size_t)R * rl * 2), *dsn = cuda_test_upload(sb, (size_t)R * rl * 2);
     uint16_t *y[2] = {NULL, NULL};
-    char *saved = env_save("MMH3_QK_NORM_KERNEL");
     for (int v = 0; v < 2; v++) {
         uint16_t *dx = cuda_test_upload(xb, n * 2);
-        setenv("MMH3_QK_NORM_KERNEL", v ? "vec" : "warp", 1);
+        policy_push();
+        mmk_policy pol = policy_saved;
+        pol.qk_norm_vec = v;
+        mmk_policy_set(&pol);
         mmk_qk_norm_rope a = {.rows = R, .heads_q = HQ, .heads_k = HK, .head_dim = D, .q = dx, .ldq = ld,
                               .k = dx + HQ * D, .ldk = ld, .wq = dwq, .wk = wk_null ? NULL : dwk, .eps = 1e-5f,
                               .cos = rot ? dc : NULL, .sin = rot ? dsn : NULL, .ld_rope = rl, .rot_dim = rot};
         const char *want = v ? "vec" : "warp";
-        MM_EXPECT(!strcmp(mmk_qk_norm_rope_kernel(&a), want), "variant %d runs %s, not %s", v,
+        MM_EXPECT(!strcmp(mmk_qk_norm_rope_kernel(&a), want), "kernel %d runs %s, not %s", v,
                   mmk_qk_norm_rope_kernel(&a), want);
         int rc = mmk_qk_norm_rope_run(DEV, STREAM, &a, &cuda_test_err);
-        env_restore("MMH3_QK_NORM_KERNEL", saved);
-        MM_EXPECT(rc == 0, "variant %d: %s", v, cuda_test_err.msg);
+        policy_pop();
+        MM_EXPECT(rc == 0, "kernel %d: %s", v, cuda_test_err.msg);
         y[v] = cuda_test_download(dx, n * 2, &cuda_test_err);
         MM_EXPECT(y[v], "%s", cuda_test_err.msg);
         mm_cuda_free(DEV, dx);
@@ -577,7 +559,7 @@ static void qk_vec_case(int R, int HQ, int HK, int rot, int wk_null)
                   diff, n);
         MM_EXPECT(changed > 0, "nothing was written");
     }
-    free(y[0]), free(y[1]), free(xb), free(cb), free(sb), free(wq), free(wk), free(saved);
+    free(y[0]), free(y[1]), free(xb), free(cb), free(sb), free(wq), free(wk);
     mm_cuda_free(DEV, dwq), mm_cuda_free(DEV, dwk), mm_cuda_free(DEV, dc), mm_cuda_free(DEV, dsn);
 }
 
@@ -662,19 +644,20 @@ static void attn_case_path(int Sq, int Sk, int HQ, int HKV, int D, int causal, i
     mm_cuda_free(DEV, dq), mm_cuda_free(DEV, dk), mm_cuda_free(DEV, dv), mm_cuda_free(DEV, do_), mm_cuda_free(DEV, dcu);
 }
 
-/* Each case on the portable kernel and, where they can run (sm_90 with
- * sm_90a code, head_dim 128), on every Hopper one. */
+/* Each case on the portable kernel and, where it runs (sm_90 with sm_90a
+ * code, its self-check passed; head_dim 128), on the Hopper one. */
 static void attn_case_cu(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs, const int32_t *cu)
 {
-    setenv("MMH3_ATTN", "sm80", 1);
+    policy_push();
+    mmk_policy pol = policy_saved;
+    pol.attention_hopper = 0;
+    mmk_policy_set(&pol);
     attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs, cu);
-    const char *hopper[3] = {"sm90", "sm90p", "sm90pp"};
-    for (int i = 0; i < 3; i++) {
-        setenv("MMH3_ATTN", hopper[i], 1);
-        if (strncmp(mmk_attention_path(DEV), hopper[i], strlen(hopper[i])) == 0)
-            attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs, cu);
-    }
-    unsetenv("MMH3_ATTN");
+    pol.attention_hopper = 1;
+    mmk_policy_set(&pol);
+    if (strncmp(mmk_attention_path(DEV), "sm90p", 5) == 0)
+        attn_case_path(Sq, Sk, HQ, HKV, D, causal, n_seqs, cu);
+    policy_pop();
 }
 
 static void attn_case(int Sq, int Sk, int HQ, int HKV, int D, int causal, int n_seqs)

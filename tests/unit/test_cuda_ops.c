@@ -16,6 +16,7 @@
  *          P·V on the GPU, as FlashAttention does; the CPU keeps f32).
  */
 #include "backend/cuda/cuda_fused.h"
+#include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "cuda_test.h"
 
@@ -602,8 +603,8 @@ static void test_rope(void)
 }
 
 /* The video VAE decoder's glue at its shapes and dtypes (fewer, odd rows so
- * that warps and lane groups end mid-block), with MMH3_GLUE_KERNEL=vec (the
- * 8-wide kernels) or =generic (the generic ones): f32 residual rows of 2048
+ * that warps and lane groups end mid-block), on the 8-wide glue kernels or
+ * on the generic ones (the kernel policy's glue_vec): f32 residual rows of 2048
  * (row stride ≠ width) normalized into f16, a 264-wide row (a warp whose
  * lanes run past the end), per-head q/k views of 64 channels 192 apart in
  * f16 qkv rows, RoPE over 48 of them with f16 tables, the gated residual f32
@@ -612,7 +613,21 @@ static void test_rope(void)
  * and widths that are not multiples of 8 take the generic kernels either way.
  * The vec run also compares RoPE, the gated residual and GLU with the generic
  * kernels bit for bit. */
-static void set_glue(bool vec) { setenv("MMH3_GLUE_KERNEL", vec ? "vec" : "generic", 1); }
+static mm_kernel_policy glue_saved; /* the process's policy, put back by glue_restore */
+static bool glue_switched;
+static void set_glue(bool vec)
+{
+    if (!glue_switched)
+        glue_saved = *mm_kernel_policy_get(), glue_switched = true;
+    mm_kernel_policy p = glue_saved;
+    p.glue_vec = vec;
+    mm_kernel_policy_install(&p);
+}
+static void glue_restore(void)
+{
+    if (glue_switched)
+        mm_kernel_policy_install(&glue_saved), glue_switched = false;
+}
 
 static void vae_glue_case(bool vec)
 {
@@ -721,7 +736,7 @@ static void vae_glue_case(bool vec)
     }
     mm_tensor_free(&qkv), mm_tensor_free(&gqkv), mm_tensor_free(&cs), mm_tensor_free(&sn), mm_tensor_free(&gcs);
     mm_tensor_free(&gsn);
-    unsetenv("MMH3_GLUE_KERNEL");
+    glue_restore();
 }
 
 static void test_vae_glue_generic(void) { vae_glue_case(false); }
@@ -733,8 +748,8 @@ static void test_modulation(void);
 static void test_rope(void);
 
 /* The older cases (bf16 DiT shapes, f32 tables, weights) run with the
- * default glue kernels (the vec paths since session 4); here once more with
- * the generic ones, which MMH3_GLUE_KERNEL=generic still selects. */
+ * default glue kernels (the 8-wide paths); here once more with the generic
+ * ones, the policy's fallback. */
 static void test_row_ops_glue_generic(void)
 {
     set_glue(false);
@@ -742,7 +757,7 @@ static void test_row_ops_glue_generic(void)
     test_norms();
     test_modulation();
     test_rope();
-    unsetenv("MMH3_GLUE_KERNEL");
+    glue_restore();
 }
 
 static void attn_case_t(mm_dtype t, int64_t S, int64_t HQ, int64_t HKV, int64_t Dh, bool causal, const int32_t *segs,

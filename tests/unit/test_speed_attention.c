@@ -2,34 +2,23 @@
  * against its CPU twins. Inputs are laid out as the DiT passes them: q, k, v
  * are the thirds of one fused [S, 3·H·128] buffer, out a [S, H·128] buffer
  * poisoned with NaN first (every element must be written). Sequence lengths
- * cover one partial tile, exact tiles, many tiles with a ragged end (down to
- * a last tile of one key); GQA; both schedules (ping-pong on and off); large
- * score magnitudes (the running max must move); an outlier channel in q and
- * k; DiT-like inputs (normalized q/k with channel gains, a key offset, v with
- * channel means).
+ * cover one partial tile, exact tiles of both kernels' widths (192 keys
+ * exact, 128 fast) and one key more or less, many tiles with a ragged end
+ * (down to a last tile of one key); GQA; large score magnitudes (the running
+ * max must move); an outlier channel in q and k; DiT-like inputs
+ * (normalized q/k with channel gains, a key offset, v with channel means);
+ * key norms that grow along the sequence, so that each row's max rises tile
+ * after tile.
  *
  * Exact mode must agree with mm_attention on the CPU in f32 over the same
  * bf16 inputs as bf16 attention does (rel_l2 < 1e-2: P and the output are
- * rounded to bf16). The fast modes (int8 q·k + e4m3 p·v; int8 q·k + bf16
- * p·v) are held to two things (tests/unit/fa3_fast_model.h): the kernel
- * computes what the CPU model of its rounding computes (rel_l2 < 1e-2
- * between them: only summation order, exp2 approximations and the odd
- * rounding tie differ), and its error against exact attention stays inside
- * the first-order error budget of those inputs (× 1.25; the budget sits a
- * little above what the model measures, test_speed_fast_budget).
- *
- * Every case names the kernel variant it runs (kernels/mmk_fa3.h): the
- * plain kernels (MMH3_FA3_RESCALE=0, MMH3_FA3_LEAN=0, MMH3_FA3_KEYS=128),
- * exact mode with conditional rescaling, exact mode with 176- and 192-key
- * tiles (alone and with rescaling; sequence lengths around their tile
- * edges), fast mode lean (row sums on the tensor cores, the
- * conversion's bias folded) — each held
- * to its mode's tolerances, the lean kernel against the model of its own
- * rounding (FA3_MODEL_FAST_LEAN: sums of the e4m3 P) — and the defaults
- * (nothing set: what the DiT runs). One more input kind for the rescaling:
- * key norms that grow along the sequence, so that each row's max rises
- * tile after tile by less and by more than the threshold. The policy runs
- * each variant's own self-check.
+ * rounded to bf16). Fast mode (int8 q·k + e4m3 p·v) is held to two things
+ * (tests/unit/fa3_fast_model.h): the kernel computes what the CPU model of
+ * its rounding computes (FA3_MODEL_FAST_LEAN: the row sums of the e4m3 P;
+ * rel_l2 < 1e-2 between them: only summation order, exp2 approximations and
+ * the odd rounding tie differ), and its error against exact attention stays
+ * inside the first-order error budget of those inputs (× 1.25; the budget
+ * sits a little above what the model measures, test_speed_fast_budget).
  *
  * Without a GPU (or on a GPU without the kernel) it prints SKIP;
  * MMH3_REQUIRE_GPU=1 turns a missing sm_90 GPU into a failure. */
@@ -43,6 +32,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_speed.h"
+#include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
 #include "fa3_fast_model.h"
@@ -50,40 +40,6 @@
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
-/* MMH3_FA3_RESCALE, _LEAN, _KEYS for the next runs: NULL is "0" ("128"
- * for the keys: the plain kernels), unless g_defaults (all unset: the
- * defaults) */
-static const char *g_rescale, *g_lean, *g_keys;
-static bool g_defaults;
-
-static void set_variant_env(void)
-{
-    if (g_defaults)
-        return;
-    setenv("MMH3_FA3_RESCALE", g_rescale ? g_rescale : "0", 1);
-    setenv("MMH3_FA3_LEAN", g_lean ? g_lean : "0", 1);
-    setenv("MMH3_FA3_KEYS", g_keys ? g_keys : "128", 1);
-}
-
-static void unset_variant_env(void)
-{
-    unsetenv("MMH3_FA3_RESCALE");
-    unsetenv("MMH3_FA3_LEAN");
-    unsetenv("MMH3_FA3_KEYS");
-}
-
-/* Does fast mode run the lean kernel in the next runs (with ping-pong)? */
-static bool lean_runs(void)
-{
-    if (!g_defaults)
-        return g_lean && strcmp(g_lean, "1") == 0;
-#ifdef MMH3_HAVE_CUDA
-    return (mmk_fa3_env_variant(MMK_FA3_FAST) & MMK_FA3_OPT_LEAN) != 0;
-#else
-    return false;
-#endif
-}
-
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static float uniform(void)
@@ -162,7 +118,7 @@ static void qkv_views(const mm_tensor *fused, int hq, int hkv, mm_tensor *q, mm_
 
 /* One attention of S rows, hq query heads over hkv kv heads, on the GPU in
  * `mode` and on the CPU. */
-static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
+static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode)
 {
     result res = {0, 0, 0, 0, 0};
     const int D = 128;
@@ -193,13 +149,7 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
         MM_EXPECT(0, "the views do not fit the kernel");
         goto done;
     }
-    char pp[4];
-    snprintf(pp, sizeof pp, "%d", pingpong);
-    setenv("MMH3_FA3_PINGPONG", pp, 1);
-    set_variant_env();
     mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
-    unsetenv("MMH3_FA3_PINGPONG");
-    unset_variant_env();
     mm_tensor hob = mm_tensor_wrap(ob, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hob, &dout);
     if (mm_ctx_sync(gpu, &err) != 0) {
@@ -224,9 +174,7 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
     } else {
         /* the model of the kernel's rounding, exact attention in double, the budget */
         fa3_model_in in = {S, hq, hkv, hf, hf + A, hf + A + Akv, W, W, W, 1.0f / sqrtf(128.f)};
-        /* the lean kernel where it runs: fast mode with ping-pong */
-        const int fast_model = lean_runs() && pingpong ? FA3_MODEL_FAST_LEAN : FA3_MODEL_FAST;
-        res.budget = fa3_model_run(cpu, &in, mode == MM_FA3_FAST ? fast_model : FA3_MODEL_FAST_QK, model, ref, NULL);
+        res.budget = fa3_model_run(cpu, &in, FA3_MODEL_FAST_LEAN, model, ref, NULL);
         res.rel_model = fa3_rel_l2(got, model, no);
     }
     if (res.nonfinite == 0)
@@ -244,16 +192,13 @@ done:
     return res;
 }
 
-static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
+static void check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode)
 {
-    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s pingpong %d%s%s%s%s%s%s%s%s\n", what, S, hq, hkv, qk,
+    printf("  .. %s: S=%d heads %d/%d q/k scale %.1f %s %s\n", what, S, hq, hkv, qk,
            kind == IN_DIT ? "DiT-like" : kind == IN_RAMP ? "key ramp" : "outlier",
-           mode == MM_FA3_FAST ? "int8+e4m3" : mode == MM_FA3_FAST_QK ? "int8+bf16" : "bf16", pingpong,
-           g_defaults ? " (defaults" : "", g_defaults ? ")" : "", g_rescale ? " MMH3_FA3_RESCALE=" : "",
-           g_rescale ? g_rescale : "", g_lean ? " MMH3_FA3_LEAN=" : "", g_lean ? g_lean : "",
-           g_keys ? " MMH3_FA3_KEYS=" : "", g_keys ? g_keys : "");
+           mode == MM_FA3_FAST ? "int8+e4m3" : "bf16");
     fflush(stdout);
-    result r = run_case(S, hq, hkv, qk, kind, mode, pingpong);
+    result r = run_case(S, hq, hkv, qk, kind, mode);
     if (!r.ok)
         return;
     MM_EXPECT(r.nonfinite == 0, "%s: %ld outputs unwritten or not finite", what, r.nonfinite);
@@ -271,119 +216,40 @@ static void check(const char *what, int S, int hq, int hkv, float qk, int kind, 
     fflush(stdout);
 }
 
-static void test_exact_one_partial_tile(void) { check("exact", 77, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1); }
-static void test_exact_one_row(void) { check("exact", 1, 1, 1, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1); }
-static void test_exact_whole_tiles(void) { check("exact", 256, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1); }
-static void test_exact_ragged_many_tiles(void) { check("exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1); }
-static void test_exact_no_pingpong(void) { check("exact", 1000, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0); }
-static void test_exact_gqa(void) { check("exact", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1); }
-static void test_exact_sharp_softmax(void) { check("exact", 700, 2, 2, 3.0f, IN_OUTLIER, MM_FA3_EXACT, 1); }
-static void test_exact_long(void) { check("exact", 2949, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1); }
-static void test_fast_one_row(void) { check("fast", 1, 1, 1, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_fast_ragged(void) { check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_fast_no_pingpong(void) { check("fast", 333, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 0); }
-static void test_fast_gqa_sharp(void) { check("fast", 517, 4, 2, 3.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_fast_long_one_key_tail(void) { check("fast", 2049, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_fast_dit_like(void) { check("fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1); }
-static void test_fast_dit_like_sharp_gqa(void) { check("fast", 700, 4, 2, 2.0f, IN_DIT, MM_FA3_FAST, 0); }
-static void test_fastqk_ragged(void) { check("fast-qk", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 1); }
-static void test_fastqk_gqa_no_pingpong(void) { check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 0); }
-static void test_fastqk_dit_like(void) { check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1); }
+static void exact(int S, int hq, int hkv, float qk, int kind) { check("exact", S, hq, hkv, qk, kind, MM_FA3_EXACT); }
+static void fast(int S, int hq, int hkv, float qk, int kind) { check("fast", S, hq, hkv, qk, kind, MM_FA3_FAST); }
 
-/* exact mode with conditional rescaling: the plain kernel's cases and tolerance */
-static void cr_check(int S, int hq, int hkv, float qk, int kind)
+static void test_exact_one_partial_tile(void) { exact(77, 2, 2, 1.0f, IN_OUTLIER); }
+static void test_exact_one_row(void) { exact(1, 1, 1, 1.0f, IN_OUTLIER); }
+/* around the 192-key tile: one tile, one key into the next, one key short of two */
+static void test_exact_tile_edges(void)
 {
-    g_rescale = "1";
-    check("exact", S, hq, hkv, qk, kind, MM_FA3_EXACT, 1);
-    g_rescale = NULL;
+    exact(192, 2, 2, 1.0f, IN_OUTLIER);
+    exact(193, 2, 2, 1.0f, IN_OUTLIER);
+    exact(383, 2, 2, 1.0f, IN_OUTLIER);
+    exact(256, 2, 2, 1.0f, IN_OUTLIER);
 }
-static void test_rescale_partial_tile(void) { cr_check(77, 2, 2, 1.0f, IN_OUTLIER); }
-static void test_rescale_one_row(void) { cr_check(1, 1, 1, 1.0f, IN_OUTLIER); }
-static void test_rescale_ragged(void) { cr_check(1000, 3, 3, 1.0f, IN_OUTLIER); }
-static void test_rescale_gqa(void) { cr_check(517, 4, 2, 1.0f, IN_OUTLIER); }
-static void test_rescale_sharp(void) { cr_check(700, 2, 2, 3.0f, IN_OUTLIER); }
-static void test_rescale_dit_like(void) { cr_check(1000, 2, 2, 2.0f, IN_DIT); }
-static void test_rescale_rising_max(void)
+static void test_exact_ragged_many_tiles(void) { exact(1000, 3, 3, 1.0f, IN_OUTLIER); }
+static void test_exact_gqa(void) { exact(517, 4, 2, 1.0f, IN_OUTLIER); }
+static void test_exact_sharp_softmax(void) { exact(700, 2, 2, 3.0f, IN_OUTLIER); }
+static void test_exact_long(void) { exact(2949, 2, 2, 1.0f, IN_OUTLIER); }
+static void test_exact_dit_like(void) { exact(1000, 2, 2, 2.0f, IN_DIT); }
+static void test_exact_rising_max(void)
 {
-    cr_check(2949, 2, 2, 1.0f, IN_RAMP);
-    cr_check(1500, 2, 2, 2.5f, IN_RAMP);
+    exact(2949, 2, 2, 1.0f, IN_RAMP);
+    exact(1500, 2, 2, 2.5f, IN_RAMP);
 }
-
-/* exact mode with 176- or 192-key tiles, plain and with conditional
- * rescaling: the exact kernel's tolerance; lengths at and around one and two
- * tiles of that width (a last tile of one key, of one key short), ragged,
- * GQA, sharp, rising maxima, DiT-like */
-static void keys_check(const char *keys, const char *rescale, int S, int hq, int hkv, float qk, int kind)
+static void test_fast_one_row(void) { fast(1, 1, 1, 1.0f, IN_OUTLIER); }
+static void test_fast_two_tiles(void) { fast(200, 2, 2, 1.0f, IN_OUTLIER); }
+static void test_fast_ragged(void) { fast(1000, 3, 3, 1.0f, IN_OUTLIER); }
+static void test_fast_gqa_sharp(void) { fast(517, 4, 2, 3.0f, IN_OUTLIER); }
+static void test_fast_long_one_key_tail(void) { fast(2049, 2, 2, 1.0f, IN_OUTLIER); }
+static void test_fast_dit_like(void)
 {
-    g_keys = keys, g_rescale = rescale;
-    check("exact", S, hq, hkv, qk, kind, MM_FA3_EXACT, 1);
-    g_keys = g_rescale = NULL;
+    fast(1000, 2, 2, 1.0f, IN_DIT);
+    fast(700, 4, 2, 2.0f, IN_DIT);
 }
-static void keys_cases(const char *keys, const char *rescale)
-{
-    const int w = atoi(keys);
-    keys_check(keys, rescale, 1, 1, 1, 1.0f, IN_OUTLIER);
-    keys_check(keys, rescale, 77, 2, 2, 1.0f, IN_OUTLIER);
-    keys_check(keys, rescale, w, 2, 2, 1.0f, IN_OUTLIER);
-    keys_check(keys, rescale, w + 1, 2, 2, 1.0f, IN_OUTLIER);
-    keys_check(keys, rescale, 2 * w - 1, 2, 2, 1.0f, IN_OUTLIER);
-    keys_check(keys, rescale, 1000, 3, 3, 1.0f, IN_OUTLIER);
-    keys_check(keys, rescale, 517, 4, 2, 1.0f, IN_OUTLIER);
-    keys_check(keys, rescale, 700, 2, 2, 3.0f, IN_OUTLIER);
-    keys_check(keys, rescale, 1000, 2, 2, 2.0f, IN_DIT);
-    keys_check(keys, rescale, 2949, 2, 2, 1.0f, IN_RAMP);
-    keys_check(keys, rescale, 1500, 2, 2, 2.5f, IN_RAMP);
-}
-static void test_keys176(void) { keys_cases("176", NULL); }
-static void test_keys176_rescale(void) { keys_cases("176", "1"); }
-static void test_keys192(void) { keys_cases("192", NULL); }
-static void test_keys192_rescale(void) { keys_cases("192", "1"); }
-
-/* fast mode lean: fast mode's cases and tolerances */
-static void lean_check(const char *what, int S, int hq, int hkv, float qk, int kind, mm_fa3_mode mode, int pingpong)
-{
-    g_lean = "1";
-    check(what, S, hq, hkv, qk, kind, mode, pingpong);
-    g_lean = NULL;
-}
-static void test_lean_one_row(void) { lean_check("fast", 1, 1, 1, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_lean_two_tiles(void) { lean_check("fast", 200, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_lean_ragged(void) { lean_check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_lean_gqa_sharp(void) { lean_check("fast", 517, 4, 2, 3.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_lean_long_one_key_tail(void) { lean_check("fast", 2049, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1); }
-static void test_lean_dit_like(void)
-{
-    lean_check("fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
-    lean_check("fast", 700, 4, 2, 2.0f, IN_DIT, MM_FA3_FAST, 1);
-}
-static void test_lean_rising_max(void) { lean_check("fast", 1500, 2, 2, 2.5f, IN_RAMP, MM_FA3_FAST, 1); }
-/* not built there: the plain kernels run (the exact kernel, fast without ping-pong, fast-qk) */
-static void test_variants_elsewhere_plain(void)
-{
-    g_rescale = "1";
-    lean_check("exact", 1000, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
-    lean_check("fast", 333, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST, 0);
-    lean_check("fast-qk", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST_QK, 1);
-    g_rescale = NULL;
-    /* wider key tiles are exact mode's with ping-pong: fast modes and exact without ping-pong run 128 */
-    g_keys = "176";
-    check("exact", 1000, 2, 2, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 0);
-    lean_check("fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
-    check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 1);
-    g_keys = NULL;
-}
-
-/* nothing set: the defaults, what the DiT runs */
-static void test_defaults(void)
-{
-    g_defaults = true;
-    check("exact", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_EXACT, 1);
-    check("exact", 1500, 2, 2, 2.5f, IN_RAMP, MM_FA3_EXACT, 1);
-    check("fast", 1000, 3, 3, 1.0f, IN_OUTLIER, MM_FA3_FAST, 1);
-    check("fast", 1000, 2, 2, 1.0f, IN_DIT, MM_FA3_FAST, 1);
-    check("fast-qk", 517, 4, 2, 1.0f, IN_OUTLIER, MM_FA3_FAST_QK, 1);
-    g_defaults = false;
-}
+static void test_fast_rising_max(void) { fast(1500, 2, 2, 2.5f, IN_RAMP); }
 
 /* Fewer queries than keys (the reference KV cache's reduced forwards: the
  * rows not cached attend to themselves and the cached rows): every output
@@ -422,10 +288,8 @@ static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
         MM_EXPECT(0, "%d queries over %d keys do not fit the kernel", sq, S);
         goto done;
     }
-    set_variant_env();
     mm_cuda_attention_fa3(gpu, &of, &q, &k, &v, 0.0f, mode);
     mm_cuda_attention_fa3(gpu, &op, &qs, &k, &v, 0.0f, mode);
-    unset_variant_env();
     mm_tensor hf_t = mm_tensor_wrap(full, mm_cpu(), MM_BF16, 2, oshp), hp_t = mm_tensor_wrap(part, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hf_t, &d_full);
     mm_copy(gpu, &hp_t, &d_part);
@@ -473,37 +337,17 @@ static void test_fewer_queries_than_keys(void)
 {
     cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
     cross_case(700, 129, 2, 2, MM_FA3_EXACT);
-    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
-    cross_case(2049, 1, 2, 2, MM_FA3_FAST);
-    cross_case(1000, 517, 2, 2, MM_FA3_FAST_QK);
-    g_rescale = "1";
-    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
     cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
-    g_rescale = NULL;
-    g_keys = "176";
-    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
-    cross_case(2049, 1, 2, 2, MM_FA3_EXACT);
-    g_rescale = "1";
-    cross_case(700, 177, 2, 2, MM_FA3_EXACT);
-    g_keys = "192";
-    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
     cross_case(383, 192, 2, 2, MM_FA3_EXACT);
-    g_keys = g_rescale = NULL;
-    g_lean = "1";
+    cross_case(700, 177, 2, 2, MM_FA3_EXACT);
     cross_case(1000, 300, 4, 2, MM_FA3_FAST);
     cross_case(2049, 1, 2, 2, MM_FA3_FAST);
-    g_lean = NULL;
-    g_defaults = true;
-    cross_case(1000, 300, 4, 2, MM_FA3_EXACT);
-    cross_case(1000, 300, 4, 2, MM_FA3_FAST);
-    g_defaults = false;
+    cross_case(1000, 517, 2, 2, MM_FA3_FAST);
 }
 
-/* How the kernel's warps wait for each other (MMH3_FA3_SLEEP: which
- * mbarrier waits sleep in try_wait, 0-3) must not change a bit of the
- * output, in any mode; a value outside 0-3, and a bad value of a variant
- * variable, is refused with a message that names it. */
-static void test_sleep_settings_same_bits(void)
+/* The same inputs give the same bits, in both modes (no float atomics: the
+ * k/v statistics are reduced in block order); an unknown mode is refused. */
+static void test_repeatable(void)
 {
     const int S = 1000, hq = 2, hkv = 2, D = 128;
     const int64_t A = (int64_t)hq * D, W = 3 * A, no = (int64_t)S * A;
@@ -521,49 +365,30 @@ static void test_sleep_settings_same_bits(void)
     mm_copy(gpu, &dq, &hq_t);
     mm_tensor q, k, v, o = mm_tensor_unflatten(&dout, 1, 2, hd);
     qkv_views(&dq, hq, hkv, &q, &k, &v);
-    static const char *const settings[] = {"", "0", "1", "2", "3"};
-    const mm_fa3_mode modes[] = {MM_FA3_EXACT, MM_FA3_FAST, MM_FA3_FAST_QK};
-    for (size_t m = 0; m < 3; m++)
-        for (size_t i = 0; i < 5; i++) {
-            setenv("MMH3_FA3_SLEEP", settings[i], 1);
+    const mm_fa3_mode modes[] = {MM_FA3_EXACT, MM_FA3_FAST};
+    for (size_t m = 0; m < 2; m++)
+        for (int i = 0; i < 3; i++) {
             mm_fill(gpu, &dout, NAN);
             mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, modes[m]);
             mm_copy(gpu, &ho, &dout);
             if (mm_ctx_sync(gpu, &err) != 0) {
-                MM_EXPECT(0, "mode %d MMH3_FA3_SLEEP=%s: %s", (int)modes[m], settings[i], err.msg);
+                MM_EXPECT(0, "mode %d run %d: %s", (int)modes[m], i, err.msg);
                 break;
             }
             if (i == 0)
                 memcpy(first, got, sizeof(uint16_t) * (size_t)no);
             else
-                MM_EXPECT(memcmp(first, got, sizeof(uint16_t) * (size_t)no) == 0,
-                          "mode %d: MMH3_FA3_SLEEP=%s changes the output", (int)modes[m], settings[i]);
+                MM_EXPECT(memcmp(first, got, sizeof(uint16_t) * (size_t)no) == 0, "mode %d: run %d differs from run 0",
+                          (int)modes[m], i);
         }
-    unsetenv("MMH3_FA3_SLEEP");
 #ifdef MMH3_HAVE_CUDA /* (this test runs on a GPU only) */
-    /* a value outside 0-3: refused by name, before anything is queued */
-    setenv("MMH3_FA3_SLEEP", "7", 1);
     mmk_fa3 a;
     memset(&a, 0, sizeof a);
     a.seq = S, a.heads = hq, a.heads_kv = hkv, a.q = q.data, a.k = k.data, a.v = v.data;
-    a.ldq = a.ldk = a.ldv = W, a.o = o.data, a.ldo = A, a.scale = 0.08838834764831845f, a.pingpong = -1;
+    a.ldq = a.ldk = a.ldv = W, a.o = o.data, a.ldo = A, a.scale = 0.08838834764831845f, a.mode = 2;
     mm_error e2 = {{0}};
     const int rc = mmk_fa3_run(0, (mmk_stream)mm_ctx_stream(gpu), &a, &e2);
-    MM_EXPECT(rc != 0 && strstr(e2.msg, "MMH3_FA3_SLEEP=7") && strstr(e2.msg, "accepted"),
-              "MMH3_FA3_SLEEP=7: rc %d, message '%s'", rc, e2.msg);
-    unsetenv("MMH3_FA3_SLEEP");
-    /* the variant variables' refusals name the variable, its value and what is accepted */
-    static const char *const bad[][3] = {{"MMH3_FA3_RESCALE", "2", "MMH3_FA3_RESCALE=2"},
-                                         {"MMH3_FA3_LEAN", "yes", "MMH3_FA3_LEAN=yes"},
-                                         {"MMH3_FA3_KEYS", "160", "MMH3_FA3_KEYS=160"}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        setenv(bad[i][0], bad[i][1], 1);
-        mm_error e3 = {{0}};
-        const int rc3 = mmk_fa3_run(0, (mmk_stream)mm_ctx_stream(gpu), &a, &e3);
-        MM_EXPECT(rc3 != 0 && strstr(e3.msg, bad[i][2]) && strstr(e3.msg, "accepted"), "%s: rc %d, message '%s'",
-                  bad[i][2], rc3, e3.msg);
-        unsetenv(bad[i][0]);
-    }
+    MM_EXPECT(rc != 0 && strstr(e2.msg, "unknown mode 2"), "mode 2: rc %d, message '%s'", rc, e2.msg);
 #endif
     mm_tensor_free(&dq);
     mm_tensor_free(&dout);
@@ -589,65 +414,38 @@ static void test_no_keys_do_not_fit(void)
 }
 
 /* The DiT's choice (cuda_speed.h): by default every Hopper kernel after its
- * first-use self-check — which must pass on this GPU — and the environment
- * forces or refuses each one. */
-static void test_policy_defaults_and_overrides(void)
+ * first-use self-check — which must pass on this GPU — and the kernel
+ * policy's portable settings turn each one off. */
+static void test_policy_defaults_and_portable(void)
 {
-    unsetenv("MMH3_DIT_ATTN"), unsetenv("MMH3_DIT_FAST"), unsetenv("MMH3_DIT_GEMM");
+    const mm_kernel_policy process = *mm_kernel_policy_get();
+    mm_kernel_policy pol;
+    mm_kernel_policy_defaults(&pol);
+    mm_kernel_policy_install(&pol);
     mm_cuda_speed_paths p;
     mm_cuda_speed_paths_get(0, true, &p);
     printf("  default: attention %s | fast %s | gemm %s\n", p.attention, p.fast, p.gemm);
-    MM_EXPECT(p.fa3 && strstr(p.attention, "self-check"), "exact attention: %s", p.attention);
+    MM_EXPECT(p.fa3 && strstr(p.attention, "self-check") && strstr(p.attention, "192-key"), "exact attention: %s",
+              p.attention);
     MM_EXPECT(p.fa3_cross && p.fast_fa3_cross, "fewer queries than keys not verified: %s | %s", p.attention, p.fast);
-    MM_EXPECT(p.fast_fa3 && p.fast_mode == MM_FA3_FAST && strstr(p.fast, "self-check"), "fast: %s", p.fast);
+    MM_EXPECT(p.fast_fa3 && strstr(p.fast, "self-check"), "fast: %s", p.fast);
     MM_EXPECT(p.qgemm && strstr(p.gemm, "bit for bit"), "gemm: %s", p.gemm);
-    setenv("MMH3_DIT_ATTN", "mm", 1), setenv("MMH3_DIT_FAST", "qk", 1), setenv("MMH3_DIT_GEMM", "cublaslt", 1);
+    pol.dit_fast = false;
+    mm_kernel_policy_install(&pol);
     mm_cuda_speed_paths_get(0, true, &p);
-    MM_EXPECT(!p.fa3 && !p.qgemm, "refused kernels still chosen: %s | %s", p.attention, p.gemm);
-    MM_EXPECT(p.fast_fa3 && p.fast_mode == MM_FA3_FAST_QK, "MMH3_DIT_FAST=qk: %s", p.fast);
-    setenv("MMH3_DIT_FAST", "off", 1);
+    MM_EXPECT(p.fa3 && !p.fast_fa3 && strstr(p.fast, "MMH3_DIT_FAST=off"), "fast mode off: %s", p.fast);
+    pol.dit_fast = true;
+    pol.dit_fa3 = false;
+    mm_kernel_policy_install(&pol);
     mm_cuda_speed_paths_get(0, true, &p);
-    MM_EXPECT(!p.fast_fa3, "MMH3_DIT_FAST=off: %s", p.fast);
-    setenv("MMH3_DIT_ATTN", "fa3", 1), setenv("MMH3_DIT_GEMM", "sm90", 1), unsetenv("MMH3_DIT_FAST");
-    mm_cuda_speed_paths_get(0, false, &p);
-    MM_EXPECT(p.fa3 && p.fast_fa3 && p.qgemm && strstr(p.attention, "forced"), "forced: %s | %s", p.attention, p.gemm);
-    unsetenv("MMH3_DIT_ATTN"), unsetenv("MMH3_DIT_GEMM");
-    /* the defaults name their variants; each variant's own self-check; an unknown value: no fa3 */
-    unset_variant_env();
-#ifdef MMH3_HAVE_CUDA /* (this test runs on a GPU only) */
+    MM_EXPECT(!p.fa3 && !p.fast_fa3 && p.qgemm && strstr(p.attention, "portable"), "portable attention: %s | %s",
+              p.attention, p.fast);
+    mm_kernel_policy_portable(&pol);
+    mm_kernel_policy_install(&pol);
     mm_cuda_speed_paths_get(0, true, &p);
-    char edesc[48], fdesc[48];
-    mmk_fa3_variant_desc(MMK_FA3_EXACT, edesc, sizeof edesc);
-    mmk_fa3_variant_desc(MMK_FA3_FAST, fdesc, sizeof fdesc);
-    printf("  default variants:%s |%s\n", edesc, fdesc);
-    MM_EXPECT((!edesc[0] || strstr(p.attention, edesc)) && (!fdesc[0] || strstr(p.fast, fdesc)),
-              "the texts do not name the variants: %s | %s", p.attention, p.fast);
-#endif
-    static const char *const settings[][3] = {{"0", "0", "128"}, {"1", "0", "128"}, {"0", "1", "128"},
-                                              {"1", "1", "128"}, {"0", "0", "176"}, {"1", "1", "176"},
-                                              {"0", "0", "192"}, {"1", "0", "192"}};
-    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-        g_rescale = settings[i][0], g_lean = settings[i][1], g_keys = settings[i][2];
-        set_variant_env();
-        mm_cuda_speed_paths_get(0, true, &p);
-        printf("  MMH3_FA3_RESCALE=%s MMH3_FA3_LEAN=%s MMH3_FA3_KEYS=%s: attention %s | fast %s\n", g_rescale, g_lean,
-               g_keys, p.attention, p.fast);
-        MM_EXPECT(p.fa3 && p.fa3_cross && p.fast_fa3 && p.fast_fa3_cross, "setting %zu: %s | %s", i, p.attention,
-                  p.fast);
-        if (strcmp(g_keys, "128"))
-            MM_EXPECT(strstr(p.attention, g_keys) && strstr(p.attention, "-key tiles"),
-                      "MMH3_FA3_KEYS=%s: the exact kernel's text does not name its tiles: %s", g_keys, p.attention);
-        unset_variant_env();
-    }
-    g_rescale = g_lean = g_keys = NULL;
-    setenv("MMH3_FA3_RESCALE", "2", 1);
-    mm_cuda_speed_paths_get(0, true, &p);
-    MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_RESCALE=2 still runs fa3: %s | %s", p.attention, p.fast);
-    unsetenv("MMH3_FA3_RESCALE");
-    setenv("MMH3_FA3_KEYS", "160", 1);
-    mm_cuda_speed_paths_get(0, true, &p);
-    MM_EXPECT(!p.fa3 && !p.fast_fa3, "MMH3_FA3_KEYS=160 still runs fa3: %s | %s", p.attention, p.fast);
-    unsetenv("MMH3_FA3_KEYS");
+    MM_EXPECT(!p.fa3 && !p.fast_fa3 && !p.qgemm && strstr(p.attention, "sm80-mma") && strstr(p.gemm, "portable"),
+              "MMH3_KERNELS=portable: %s | %s | %s", p.attention, p.fast, p.gemm);
+    mm_kernel_policy_install(&process);
 }
 
 int main(void)
@@ -673,46 +471,24 @@ int main(void)
     }
     MM_RUN(test_exact_one_partial_tile);
     MM_RUN(test_exact_one_row);
-    MM_RUN(test_exact_whole_tiles);
+    MM_RUN(test_exact_tile_edges);
     MM_RUN(test_exact_ragged_many_tiles);
-    MM_RUN(test_exact_no_pingpong);
     MM_RUN(test_exact_gqa);
     MM_RUN(test_exact_sharp_softmax);
     MM_RUN(test_exact_long);
+    MM_RUN(test_exact_dit_like);
+    MM_RUN(test_exact_rising_max);
     MM_RUN(test_fast_one_row);
+    MM_RUN(test_fast_two_tiles);
     MM_RUN(test_fast_ragged);
-    MM_RUN(test_fast_no_pingpong);
     MM_RUN(test_fast_gqa_sharp);
     MM_RUN(test_fast_long_one_key_tail);
     MM_RUN(test_fast_dit_like);
-    MM_RUN(test_fast_dit_like_sharp_gqa);
-    MM_RUN(test_fastqk_ragged);
-    MM_RUN(test_fastqk_gqa_no_pingpong);
-    MM_RUN(test_fastqk_dit_like);
-    MM_RUN(test_rescale_partial_tile);
-    MM_RUN(test_rescale_one_row);
-    MM_RUN(test_rescale_ragged);
-    MM_RUN(test_rescale_gqa);
-    MM_RUN(test_rescale_sharp);
-    MM_RUN(test_rescale_dit_like);
-    MM_RUN(test_rescale_rising_max);
-    MM_RUN(test_keys176);
-    MM_RUN(test_keys176_rescale);
-    MM_RUN(test_keys192);
-    MM_RUN(test_keys192_rescale);
-    MM_RUN(test_lean_one_row);
-    MM_RUN(test_lean_two_tiles);
-    MM_RUN(test_lean_ragged);
-    MM_RUN(test_lean_gqa_sharp);
-    MM_RUN(test_lean_long_one_key_tail);
-    MM_RUN(test_lean_dit_like);
-    MM_RUN(test_lean_rising_max);
-    MM_RUN(test_variants_elsewhere_plain);
-    MM_RUN(test_defaults);
+    MM_RUN(test_fast_rising_max);
     MM_RUN(test_fewer_queries_than_keys);
     MM_RUN(test_no_keys_do_not_fit);
-    MM_RUN(test_sleep_settings_same_bits);
-    MM_RUN(test_policy_defaults_and_overrides);
+    MM_RUN(test_repeatable);
+    MM_RUN(test_policy_defaults_and_portable);
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);
     return mm_test_exit();

@@ -10,7 +10,7 @@
  * 0.05 for int8 + e4m3 there, below 0.02 on DiT-like inputs; and it must
  * beat the first fast kernel (e4m3 q·k, no smoothing; 0.08–0.24 in device
  * run #4), modelled the same way. The lean kernel's arithmetic (row sums of
- * the e4m3-rounded P, MMH3_FA3_LEAN; FA3_MODEL_FAST_LEAN) is held to fast
+ * the e4m3-rounded P, what fast mode runs; FA3_MODEL_FAST_LEAN) is held to fast
  * mode's budget too, and to fast mode's error within 10%.
  * Figures are printed for docs/PERFORMANCE.md. */
 #include <math.h>

@@ -6,13 +6,10 @@
  * row counts and odd numbers of row blocks and column tiles, N not a
  * multiple of the 256-wide tile, K not a
  * multiple of the 128-wide slice, the DiT's own K values, more tiles than
- * SMs (the persistent variant walks several, the ring's phase running on
- * across tiles), and y as columns of a wider tensor (row stride not a
+ * SMs (each CTA walks several, the ring's phase running on across tiles), and y as columns of a wider tensor (row stride not a
  * multiple of 16 bytes, the padding left untouched); outputs poisoned first;
  * then the plain path against the CPU twin as well (mm_gemm_i8_scaled on a
- * CPU context, bit for bit). Every case runs for each kernel variant
- * (MMH3_QGEMM_VARIANT = persistent-vec, the default, and tile); case names
- * get the variant in brackets.
+ * CPU context, bit for bit).
  *
  * SKIP without an sm_90 GPU; MMH3_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -29,7 +26,6 @@
 #include "test.h"
 
 static mm_ctx *gpu, *cpu;
-static bool cpu_twin; /* for the first variant (the default): the others equal the cuBLASLt path, which equals it */
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
 static uint64_t next(void)
@@ -134,7 +130,7 @@ static void run(int M, int N, int K, int T, bool gated, int pad)
               (long long)(first % N), first >= 0 ? a[first] : 0, first >= 0 ? b[first] : 0);
     MM_EXPECT(nonfinite == 0, "%lld outputs not finite (unwritten?)", (long long)nonfinite);
 
-    if (!gated && cpu_twin && (int64_t)M * N * K <= (int64_t)1 << 31) { /* the CPU twin */
+    if (!gated && (int64_t)M * N * K <= (int64_t)1 << 31) { /* the CPU twin */
         mm_tensor cx = mm_tensor_wrap(x, mm_cpu(), MM_I8, 2, (int64_t[]){M, K});
         mm_tensor cw = mm_tensor_wrap(w, mm_cpu(), MM_I8, 2, (int64_t[]){N, K});
         mm_tensor csx = mm_tensor_wrap(sx, mm_cpu(), MM_F32, 1, (int64_t[]){M});
@@ -179,8 +175,6 @@ static const qcase cases[] = {
     {"test_gated_padded_y", 333, 520, 7168, 3, true, 2},
 };
 
-static const char *const variants[] = {"persistent-vec", "tile"};
-
 int main(void)
 {
     const char *req = getenv("MMH3_REQUIRE_GPU");
@@ -201,23 +195,16 @@ int main(void)
         printf("%s test_speed_qgemm: this GPU or build has no sm_90a int8 GEMM kernel\n", required ? "FAIL" : "SKIP");
         return required ? 1 : 0;
     }
-    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        setenv("MMH3_QGEMM_VARIANT", variants[v], 1);
-        cpu_twin = v == 0;
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            char name[96];
-            snprintf(name, sizeof name, "%s[%s]", cases[c].name, variants[v]);
-            mm_test_current = name; /* MM_RUN, with the variant in the name */
-            mm_test_case_failed = 0;
-            run(cases[c].M, cases[c].N, cases[c].K, cases[c].T, cases[c].gated, cases[c].pad);
-            if (mm_test_case_failed)
-                mm_test_failures++;
-            else
-                printf("PASS %s\n", name);
-            fflush(stdout);
-        }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mm_test_current = cases[c].name; /* MM_RUN over the table */
+        mm_test_case_failed = 0;
+        run(cases[c].M, cases[c].N, cases[c].K, cases[c].T, cases[c].gated, cases[c].pad);
+        if (mm_test_case_failed)
+            mm_test_failures++;
+        else
+            printf("PASS %s\n", cases[c].name);
+        fflush(stdout);
     }
-    unsetenv("MMH3_QGEMM_VARIANT");
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);
     return mm_test_exit();

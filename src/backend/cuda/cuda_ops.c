@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_fused.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/kernel_policy.h"
 #include "kernels/mmk.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -184,6 +185,14 @@ static int ew(mm_ctx *ctx, const char *op, int code, int act, const mm_tensor *y
     if (mmk_ew_run(DEV(ctx), STREAM(ctx), &e, &err))
         return kfail(ctx, op, &err);
     return 0;
+}
+
+/* ------------------------------------------------------------------ policy */
+
+void mm_cuda_ops_set_policy(const mm_kernel_policy *p)
+{
+    const mmk_policy k = {p->attention_hopper, p->convrot_pipe, p->qk_norm_vec, p->glue_vec, p->conv_gemm};
+    mmk_policy_set(&k);
 }
 
 /* ------------------------------------------------------------------ stream */

@@ -22,6 +22,11 @@
 extern "C" {
 #endif
 
+struct mm_kernel_policy;
+/* Hands the kernels their part of the kernel policy (backend/kernel_policy.h:
+ * mm_kernel_policy_install calls this). */
+void mm_cuda_ops_set_policy(const struct mm_kernel_policy *p);
+
 /* The compute stream new contexts on GPU `dev` use (a cudaStream_t). */
 void *mm_cuda_ops_stream(int dev, mm_error *err);
 /* Waits for the context's stream; reports asynchronous errors via the ctx. */

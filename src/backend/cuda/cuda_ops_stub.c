@@ -7,6 +7,8 @@
 
 #define NO_CUDA(ctx) mm_ctx_fail((ctx), "this mmh3 was built without CUDA (configure --with-cuda)")
 
+void mm_cuda_ops_set_policy(const struct mm_kernel_policy *p) { (void)p; } /* no kernels to tell */
+
 void *mm_cuda_ops_stream(int dev, mm_error *err)
 {
     (void)dev;

@@ -7,11 +7,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_speed.h"
-#include "kernels/mmk_env.h"
+#include "backend/kernel_policy.h"
 #include "kernels/mmk_fa3.h"
 #include "kernels/mmk_qgemm.h"
 
@@ -58,8 +57,6 @@ int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const
     a.ldo = out->stride[0];
     a.scale = scale > 0.f ? scale : 1.f / sqrtf(128.f);
     a.mode = (int)mode;
-    const char *pp = getenv("MMH3_FA3_PINGPONG");
-    a.pingpong = pp ? atoi(pp) != 0 : -1;
     mm_error e = {{0}};
     if (mmk_fa3_run(mm_ctx_device(ctx).index, (mmk_stream)mm_ctx_stream(ctx), &a, &e) != 0)
         return mm_ctx_fail(ctx, "%s", e.msg);
@@ -129,86 +126,58 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
 
 /* ------------------------------------------------------------------ policy */
 
-typedef enum { CHOICE_AUTO, CHOICE_FORCE, CHOICE_OFF } choice;
-
-/* unset, empty or "auto": AUTO; the kernel's name: FORCE; anything else: OFF */
-static choice env_choice(const char *name, const char *force, const char **raw)
-{
-    const char *e = getenv(name);
-    *raw = e;
-    if (!e || !*e || strcmp(e, "auto") == 0)
-        return CHOICE_AUTO;
-    return strcmp(e, force) == 0 ? CHOICE_FORCE : CHOICE_OFF;
-}
-
 void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
 {
     memset(out, 0, sizeof *out);
-    const char *raw = NULL;
+    const mm_kernel_policy *policy = mm_kernel_policy_get();
     const bool hopper = mmk_fa3_usable(dev) != 0;
-    char pdesc[64] = ""; /* the exact-mode kernel's variant (kernels/mmk_fa3.h) */
-    mmk_fa3_variant_desc(MMK_FA3_EXACT, pdesc, sizeof pdesc);
+    const char *exact_name = mmk_fa3_mode_name(MMK_FA3_EXACT), *fast_name = mmk_fa3_mode_name(MMK_FA3_FAST);
     double rel = 0;
 
     /* exact-mode attention */
-    const choice ca = env_choice("MMH3_DIT_ATTN", "fa3", &raw);
     if (!hopper)
-        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; %s)", mmk_attention_path(dev),
-                 "no sm_90a fa3 kernel for this GPU/build");
-    else if (ca == CHOICE_FORCE)
-        out->fa3 = out->fa3_cross = true,
-        snprintf(out->attention, sizeof out->attention, "fa3 bf16%s (forced by MMH3_DIT_ATTN=fa3)", pdesc);
-    else if (ca == CHOICE_OFF)
-        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; MMH3_DIT_ATTN=%.40s)",
-                 mmk_attention_path(dev), raw);
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; no sm_90a fa3 kernel for this GPU/build)",
+                 mmk_attention_path(dev));
+    else if (!policy->dit_fa3)
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; the kernel policy's portable attention)",
+                 mmk_attention_path(dev));
     else if ((out->fa3 = mmk_fa3_verified(dev, MMK_FA3_EXACT, &rel) != 0)) {
         out->fa3_cross = mmk_fa3_cross_verified(dev, MMK_FA3_EXACT) != 0;
-        snprintf(out->attention, sizeof out->attention, "fa3 bf16%s (self-check vs the portable kernel: rel_l2 %.2g%s)",
-                 pdesc, rel, out->fa3_cross ? "" : "; fewer queries than keys failed it: mm_attention there");
+        snprintf(out->attention, sizeof out->attention, "%s (self-check vs the portable kernel: rel_l2 %.2g%s)",
+                 exact_name, rel, out->fa3_cross ? "" : "; fewer queries than keys failed it: mm_attention there");
     }
     else
-        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; fa3 bf16%s failed its self-check)",
-                 mmk_attention_path(dev), pdesc);
+        snprintf(out->attention, sizeof out->attention, "mm_attention (%s; %s failed its self-check)",
+                 mmk_attention_path(dev), exact_name);
 
     /* fast mode */
-    /* unset or anything else (said once on stderr): fast */
-    static const char *const fast_names[] = {"fast", "qk", "off"};
-    static int fast_warned;
-    const int fsel = mmk_env_kernel("MMH3_DIT_FAST", fast_names, 3, 0, 0, &fast_warned);
-    const bool fast_off = fsel == 2;
-    out->fast_mode = fsel == 1 ? MM_FA3_FAST_QK : MM_FA3_FAST;
-    const char *fname = out->fast_mode == MM_FA3_FAST_QK ? "fa3 int8 q·k + bf16 p·v" : "fa3 int8 q·k + e4m3 p·v";
-    mmk_fa3_variant_desc((int)out->fast_mode, pdesc, sizeof pdesc);
-    if (!hopper || fast_off)
-        snprintf(out->fast, sizeof out->fast, "as exact mode (%s)", fast_off ? "MMH3_DIT_FAST=off" : "no fast kernel");
-    else if (ca == CHOICE_FORCE)
-        out->fast_fa3 = out->fast_fa3_cross = true,
-        snprintf(out->fast, sizeof out->fast, "%s%s (forced by MMH3_DIT_ATTN=fa3)", fname, pdesc);
+    if (!hopper || !policy->dit_fa3 || !policy->dit_fast)
+        snprintf(out->fast, sizeof out->fast, "as exact mode (%s)",
+                 !hopper ? "no fast kernel" : !policy->dit_fast ? "MMH3_DIT_FAST=off" : "the kernel policy's portable attention");
     else if (!want_fast)
-        snprintf(out->fast, sizeof out->fast, "%s%s once its self-check passes (not run yet)", fname, pdesc);
-    else if ((out->fast_fa3 = mmk_fa3_verified(dev, (int)out->fast_mode, &rel) != 0)) {
-        out->fast_fa3_cross = mmk_fa3_cross_verified(dev, (int)out->fast_mode) != 0;
-        snprintf(out->fast, sizeof out->fast, "%s%s (self-check vs the portable kernel: rel_l2 %.2g%s)", fname, pdesc,
+        snprintf(out->fast, sizeof out->fast, "%s once its self-check passes (not run yet)", fast_name);
+    else if ((out->fast_fa3 = mmk_fa3_verified(dev, MMK_FA3_FAST, &rel) != 0)) {
+        out->fast_fa3_cross = mmk_fa3_cross_verified(dev, MMK_FA3_FAST) != 0;
+        snprintf(out->fast, sizeof out->fast, "%s (self-check vs the portable kernel: rel_l2 %.2g%s)", fast_name,
                  rel, out->fast_fa3_cross ? "" : "; fewer queries than keys failed it: exact mode there");
     }
     else
-        snprintf(out->fast, sizeof out->fast, "as exact mode (%s%s failed its self-check)", fname, pdesc);
+        snprintf(out->fast, sizeof out->fast, "as exact mode (%s failed its self-check)", fast_name);
 
     /* int8 linears */
-    const choice cg = env_choice("MMH3_DIT_GEMM", "sm90", &raw);
     long diff = 0;
     if (!mmk_qgemm_usable(dev))
         snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (no sm_90a GEMM for this GPU/build)");
-    else if (cg == CHOICE_FORCE)
-        out->qgemm = true, snprintf(out->gemm, sizeof out->gemm, "sm90 fused epilogue (forced by MMH3_DIT_GEMM=sm90)");
-    else if (cg == CHOICE_OFF)
-        snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (MMH3_DIT_GEMM=%.40s)", raw);
+    else if (!policy->dit_qgemm)
+        snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (the kernel policy's portable int8 linears)");
     else if ((out->qgemm = mmk_qgemm_verified(dev, &diff) != 0))
         snprintf(out->gemm, sizeof out->gemm, "sm90 fused epilogue (self-check: bit for bit the cuBLASLt path)");
     else
         snprintf(out->gemm, sizeof out->gemm, "cuBLASLt + epilogue kernel (sm90 GEMM failed its self-check: %ld "
                  "outputs differ)", diff);
 }
+
+const char *mm_cuda_attention_path(int dev) { return mmk_attention_path(dev); }
 
 void mm_cuda_speed_describe(int dev, char *out, size_t n)
 {

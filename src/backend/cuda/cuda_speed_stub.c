@@ -43,6 +43,12 @@ void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
     snprintf(out->gemm, sizeof out->gemm, "mm_gemm_i8_scaled (no CUDA in this build)");
 }
 
+const char *mm_cuda_attention_path(int dev)
+{
+    (void)dev;
+    return "none (no CUDA in this build)";
+}
+
 void mm_cuda_speed_describe(int dev, char *out, size_t n)
 {
     snprintf(out, n, "cuda:%d: this mmh3 was built without CUDA", dev);

@@ -72,7 +72,7 @@ typedef struct mm_dit_request_opts {
     const mm_tensor *refined_text;
     mm_dit_attention_fn attention; /* NULL: mm_attention over the request's rows */
     void *attention_user;
-    /* Fast mode (issue 9): the main blocks' attention in e4m3 with per-block
+    /* Fast mode: the main blocks' attention in e4m3 with per-block
      * scales where the GPU runs that kernel (Hopper), exact elsewhere. */
     bool fast;
     /* LoRA adapters (model/lora/lora.h; at most MM_LORA_MAX_USES), each
@@ -107,16 +107,16 @@ int mm_dit_refine_text_ex(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, const
 int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *video_rows, const mm_tensor *audio_rows,
                    mm_tensor *v_video, mm_tensor *v_audio, mm_error *err);
 
-/* Speed controls (issue 9; src/model/dit/dit_block_cuda.c). On a CUDA
- * context the main blocks run through the fused kernels (norm + modulation +
- * rotation + int8 quantization in one pass, int8 GEMM with the gated
- * residual in its epilogue, q/k norm + RoPE in one pass) unless
- * MMH3_DIT_FUSED=0. On Hopper the attention runs the FA3-style kernel and the
- * int8 linears the GEMM with the fused epilogue, each once its first-use
- * self-check passes (backend/cuda/cuda_speed.h: mm_cuda_speed_paths_get;
- * MMH3_DIT_ATTN / MMH3_DIT_FAST / MMH3_DIT_GEMM force or refuse a kernel).
- * Fast mode: int8 q·k + e4m3 p·v attention where the GPU has it (its error
- * budget: docs/PERFORMANCE.md), exact elsewhere. */
+/* Speed controls (src/model/dit/dit_block_cuda.c). On a CUDA context the
+ * main blocks run through the fused kernels (norm + modulation + rotation +
+ * int8 quantization in one pass, int8 GEMM with the gated residual in its
+ * epilogue, q/k norm + RoPE in one pass) unless the kernel policy says
+ * portable (backend/kernel_policy.h: MMH3_KERNELS=portable). On Hopper the
+ * attention runs the FA3-style kernel and the int8 linears the GEMM with
+ * the fused epilogue, each once its first-use self-check passes
+ * (backend/cuda/cuda_speed.h: mm_cuda_speed_paths_get). Fast mode: int8 q·k
+ * + e4m3 p·v attention where the GPU has it (its error budget:
+ * docs/PERFORMANCE.md), exact elsewhere or with MMH3_DIT_FAST=off. */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);
 /* What the main blocks' attention runs now, e.g. "fa3-i8-e4m3 (fast)",
  * "fa3-bf16", "mm_attention", "hook (the caller's attention)". */

@@ -1,4 +1,4 @@
-/* One main block on a CUDA context (issue 9): the composition of block.c,
+/* One main block on a CUDA context: the composition of block.c,
  * attention.c and linear.c, with the memory-bound glue fused into the
  * kernels of backend/cuda/cuda_fused.h so that the bf16 intermediates the
  * composition writes and reads again (h, y, glu) never exist:
@@ -20,24 +20,18 @@
  * synchronization and no allocation besides the caching allocator's reuse.
  * The CPU and other layouts keep block.c.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_fused.h"
 #include "backend/cuda/cuda_speed.h"
+#include "backend/kernel_policy.h"
 #include "model/dit/model.h"
-
-static bool env_is(const char *name, const char *value)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, value) == 0;
-}
 
 bool mm_dit_cuda_path_applies(const mm_dit_request *r)
 {
     const mm_dit *d = r->dit;
     const mm_dit_config *c = &d->cfg;
-    if (mm_ctx_device(r->ctx).kind != MM_DEVICE_CUDA || env_is("MMH3_DIT_FUSED", "0"))
+    if (mm_ctx_device(r->ctx).kind != MM_DEVICE_CUDA || !mm_kernel_policy_get()->dit_fused)
         return false;
     const int64_t A = (int64_t)c->heads * c->head_dim;
     if (c->hidden % 256 || A % 256 || c->ffn % 256)
@@ -52,7 +46,7 @@ bool mm_dit_cuda_path_applies(const mm_dit_request *r)
 }
 
 /* Which Hopper kernels this request runs (backend/cuda/cuda_speed.h: the
- * env overrides and the first-use self-checks live there); fast mode's
+ * kernel policy and the first-use self-checks decide there); fast mode's
  * self-check runs only once a request asks for fast mode. */
 static void choose_paths(mm_dit_request *r)
 {
@@ -92,11 +86,11 @@ void mm_dit_request_set_profile(mm_dit_request *r, const mm_dit_profile *p)
 
 /* The Hopper attention mode this request runs, or -1 for mm_attention;
  * cross: fewer (or more) queries than keys (the reference KV cache's hook),
- * a kernel variant with its own self-check verdict. */
+ * a case with its own self-check verdict. */
 static int fa3_mode(const mm_dit_request *r, bool cross)
 {
     if (r->fast && r->paths.fast_fa3 && (!cross || r->paths.fast_fa3_cross))
-        return (int)r->paths.fast_mode;
+        return (int)MM_FA3_FAST;
     return r->paths.fa3 && (!cross || r->paths.fa3_cross) ? (int)MM_FA3_EXACT : -1;
 }
 
@@ -130,8 +124,6 @@ static const char *kind(const mm_dit_request *r, bool cross)
     const bool fits = mm_cuda_fa3_fits(r->ctx, &oh, &qh, &kh, &vh);
     if (mode == MM_FA3_FAST && fits)
         return "fa3-i8-e4m3 (fast)";
-    if (mode == MM_FA3_FAST_QK && fits)
-        return "fa3-i8-bf16 (fast-qk)";
     if (mode == MM_FA3_EXACT && fits)
         return r->fast ? "fa3-bf16 (fast mode without its kernel: exact)" : "fa3-bf16";
     return r->fast ? "mm_attention (fast mode without its kernel: exact)" : "mm_attention";

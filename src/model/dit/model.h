@@ -85,7 +85,7 @@ struct mm_dit_request {
     mm_dit_attention_fn attention; /* main blocks' SDPA hook (mm_dit_request_opts), or NULL */
     void *attention_user;
     size_t bytes;
-    /* dit_block_cuda.c (issue 9) */
+    /* dit_block_cuda.c */
     bool cuda_path;        /* main blocks through the fused CUDA kernels */
     bool fast;             /* fast-mode attention where the GPU runs it */
     mm_cuda_speed_paths paths; /* which Hopper kernels run (backend/cuda/cuda_speed.h) */
@@ -146,8 +146,8 @@ int mm_dit_adaln_final(mm_dit_request *r, int m);
 void mm_dit_rope_tables(const mm_dit *dit, const double *positions, int64_t rows, float *cos_out, float *sin_out);
 
 /* dit_block_cuda.c: whether the fused CUDA block applies to this request
- * (CUDA context, int8 ConvRot group-256 linears without bias, not turned off
- * by MMH3_DIT_FUSED=0), and that block. */
+ * (CUDA context, int8 ConvRot group-256 linears without bias, the kernel
+ * policy's fused DiT block), and that block. */
 bool mm_dit_cuda_path_applies(const mm_dit_request *r);
 int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err); /* its buffers (nothing off the path) */
 void mm_dit_cuda_teardown(mm_dit_request *r);
