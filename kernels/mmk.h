@@ -273,7 +273,10 @@ int mmk_groupnorm_run(int dev, mmk_stream s, const mmk_groupnorm *a, mm_error *e
  *   MMK_PRE_NONE        h = x[:, 0:K]
  *   MMK_PRE_RMSNORM_MOD h = rmsnorm(x)·w·(1 + scale[t]) + shift[t]   (as MMK_NORM_RMS_MOD)
  *   MMK_PRE_SWIGLU      h = silu(x[:, 0:K]) · x[:, K:2K]             (fc1 out = [gate | up])
- * q == NULL: only rotate, writing hr to `rot` (hadamard_rotate). */
+ * q == NULL: only rotate, writing hr to `rot` (hadamard_rotate).
+ * h_out (the fused pre-ops, bf16 [rows, K] with row stride ld_h, 16-byte
+ * aligned rows): h as well, the bf16 tensor the composition would have
+ * written (an adapter branch reads it: docs/LORA.md), or NULL. */
 enum { MMK_PRE_NONE = 0, MMK_PRE_RMSNORM_MOD = 1, MMK_PRE_SWIGLU = 2 };
 typedef struct mmk_convrot_quant {
     int rows, K, group, pre;
@@ -292,6 +295,8 @@ typedef struct mmk_convrot_quant {
     void *rot; /* q == NULL: output of the rotation, dtype rot_dtype, row stride ld_rot */
     mm_dtype rot_dtype;
     int64_t ld_rot;
+    void *h_out; /* fused pre-ops: bf16 h as well, or NULL */
+    int64_t ld_h;
 } mmk_convrot_quant;
 int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_quant *a, mm_error *err);
 /* The kernel mmk_convrot_quant_run would launch: "pipe" (the default on the

@@ -71,6 +71,15 @@ typedef struct mm_dit_lora_list {
     int n;
 } mm_dit_lora_list;
 
+/* One main-block linear's pieces stacked for the Hopper GEMM's fused branch
+ * (dit_block_cuda.c): u = h·a_allᵀ in one GEMM, then B·u on the GEMM's f32
+ * accumulators (backend/cuda/cuda_fused.h: mm_cuda_qgemm_lora). */
+typedef struct mm_dit_lora_fused {
+    mm_tensor a_all; /* [Rk, in] bf16: bf16(s·A) of every piece, stacked (Rk: their ranks, padded to 64) */
+    mm_tensor b_all; /* [out, Rk] bf16: each piece's B at its rows and columns, zeros elsewhere */
+    mm_tensor mask;  /* I64 [ceil(out / 256)]: the 64-wide chunks of Rk each 256-column tile needs */
+} mm_dit_lora_fused;
+
 struct mm_dit_request {
     mm_dit *dit;
     mm_ctx *ctx;
@@ -98,6 +107,8 @@ struct mm_dit_request {
     mm_dit_lora_list *lora;
     int n_lora_lists;
     mm_tensor lora_u, lora_acc;
+    mm_dit_lora_fused *lora_fused; /* [layers·4] on the fused CUDA path with the Hopper GEMM, or NULL */
+    mm_tensor lora_uall;           /* [S, max Rk] bf16: a fused linear's u */
 };
 
 /* weights.c */
@@ -151,6 +162,10 @@ void mm_dit_rope_tables(const mm_dit *dit, const double *positions, int64_t rows
 bool mm_dit_cuda_path_applies(const mm_dit_request *r);
 int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err); /* its buffers (nothing off the path) */
 void mm_dit_cuda_teardown(mm_dit_request *r);
+/* The fused branch's stacked pieces (after mm_dit_lora_setup; nothing
+ * without adapters or off the Hopper GEMM) and their release. */
+int mm_dit_cuda_lora_setup(mm_dit_request *r, mm_error *err);
+void mm_dit_cuda_lora_teardown(mm_dit_request *r);
 int mm_dit_block_cuda(mm_dit_request *r, int block);
 
 /* block.c, final_layer.c */
