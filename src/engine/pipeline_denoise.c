@@ -345,6 +345,8 @@ int pl_denoise(pl_job *j, mm_error *err)
     }
     if (s.dreq) { /* fast mode: the DiT's 8-bit attention where the GPU has it */
         mm_dit_request_set_fast(s.dreq, j->req->fast);
+        if (j->n_loras)
+            pl_log(p, "LoRA adapters: %d, %s", j->n_loras, mm_dit_lora_path(s.dreq));
         if (s.kv) {
             pl_refkv_attach(s.kv, s.dreq);
             pl_log(p, "DiT attention: %s (through the reference KV cache's hook)", mm_dit_sdpa_kind(s.dreq, false));

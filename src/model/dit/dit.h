@@ -129,6 +129,12 @@ int mm_dit_sdpa(mm_dit_request *req, mm_tensor *out, const mm_tensor *q, const m
  * more rows than q, as the reference KV cache's hook passes them), e.g.
  * "fa3-bf16"; mm_dit_attention_kind without the hook. */
 const char *mm_dit_sdpa_kind(const mm_dit_request *req, bool fewer_queries);
+/* How the request applies its adapters (mm_dit_request_opts.loras): "none",
+ * "branch on the ops (composition)" (the CPU, or CUDA off the fused block),
+ * "f32 addend in the int8 epilogue (cuBLASLt path)", or "fused into the
+ * Hopper int8 GEMM" (docs/LORA.md). */
+const char *mm_dit_lora_path(const mm_dit_request *req);
+
 /* Stage timing of one main block for benchmarks: mark(user, stage) is called
  * on the host before each stage of block `block` (stage names such as
  * "attention", "fc1 int8 GEMM") and with NULL after its last stage, in

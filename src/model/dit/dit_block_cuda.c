@@ -220,6 +220,15 @@ done:
     return rc;
 }
 
+const char *mm_dit_lora_path(const mm_dit_request *r)
+{
+    if (!r->lora)
+        return "none";
+    if (!r->cuda_path)
+        return "branch on the ops (composition)";
+    return r->lora_fused ? "fused into the Hopper int8 GEMM" : "f32 addend in the int8 epilogue (cuBLASLt path)";
+}
+
 int mm_dit_cuda_lora_setup(mm_dit_request *r, mm_error *err)
 {
     if (!r->cuda_path || !r->lora || !r->paths.qgemm || !mm_cuda_qgemm_lora_ready(r->ctx))
