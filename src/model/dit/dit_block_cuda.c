@@ -291,8 +291,9 @@ static void qlinear_lora(mm_dit_request *r, int block, int which, mm_tensor *y, 
                            &f->b_all, &f->mask);
         return;
     }
-    mm_tensor delta = mm_tensor_wrap(r->lora_acc.data, r->lora_acc.device, MM_F32, 2,
-                                     MM_SHAPE(x->shape[0], w->out_features));
+    mm_tensor delta;
+    if (mm_dit_lora_acc(r, x->shape[0], w->out_features, &delta) != 0)
+        return;
     mm_fill(ctx, &delta, 0.0);
     mm_dit_lora_accumulate(r, &delta, x, l);
     qlinear(r, y, q, s, w, gate32, gate16, &delta);

@@ -27,10 +27,9 @@ int mm_dit_linear_lora(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, co
     mm_ctx *ctx = r->ctx;
     if (!l || l->n == 0)
         return mm_dit_linear(ctx, &r->ws, out, x, lin);
-    const int64_t rows = x->shape[0], n = lin->out_features;
-    if (rows * n > mm_tensor_numel(&r->lora_acc))
-        return mm_ctx_fail(ctx, "dit: LoRA accumulator too small for [%lld, %lld]", (long long)rows, (long long)n);
-    mm_tensor acc = mm_tensor_wrap(r->lora_acc.data, r->lora_acc.device, MM_F32, 2, MM_SHAPE(rows, n));
+    mm_tensor acc;
+    if (mm_dit_lora_acc(r, x->shape[0], lin->out_features, &acc) != 0)
+        return -1;
     mm_dit_linear(ctx, &r->ws, &acc, x, lin); /* the base result, in f32: not rounded yet */
     mm_dit_lora_accumulate(r, &acc, x, l);
     return mm_copy(ctx, out, &acc);

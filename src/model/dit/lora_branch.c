@@ -127,13 +127,10 @@ int mm_dit_lora_setup(mm_dit_request *r, const mm_lora_use *uses, int n, mm_erro
                                                uses[i].strength * p->scale};
             max_rank = p->rank > max_rank ? p->rank : max_rank;
         }
-    const int64_t A = (int64_t)c->heads * c->head_dim, out_max = 3 * A > 2 * (int64_t)c->ffn ? 3 * A : 2 * c->ffn;
     mm_device dev = mm_ctx_device(r->ctx);
-    if (mm_tensor_alloc(&r->lora_u, dev, MM_BF16, 2, MM_SHAPE(r->rows, max_rank ? max_rank : 1), err) != 0 ||
-        mm_tensor_alloc(&r->lora_acc, dev, MM_F32, 2, MM_SHAPE(r->rows, out_max > c->hidden ? out_max : c->hidden),
-                        err) != 0)
+    if (mm_tensor_alloc(&r->lora_u, dev, MM_BF16, 2, MM_SHAPE(r->rows, max_rank ? max_rank : 1), err) != 0)
         return mm_error_prefix(err, "LoRA scratch");
-    r->bytes += mm_tensor_nbytes(&r->lora_u) + mm_tensor_nbytes(&r->lora_acc);
+    r->bytes += mm_tensor_nbytes(&r->lora_u);
     return 0;
 }
 
@@ -145,6 +142,28 @@ void mm_dit_lora_teardown(mm_dit_request *r)
     r->lora = NULL;
     mm_tensor_free(&r->lora_u);
     mm_tensor_free(&r->lora_acc);
+}
+
+int mm_dit_lora_acc(mm_dit_request *r, int64_t rows, int64_t n, mm_tensor *out)
+{
+    const mm_dit_config *c = &r->dit->cfg;
+    const int64_t A = (int64_t)c->heads * c->head_dim, F = c->ffn, H = c->hidden;
+    const int64_t width = 3 * A > 2 * F ? 3 * A : 2 * F > H ? 2 * F : H;
+    if (n > width || rows > r->rows)
+        return mm_ctx_fail(r->ctx, "dit: LoRA accumulator [%lld, %lld] beyond the request's [%lld, %lld]",
+                           (long long)rows, (long long)n, (long long)r->rows, (long long)width);
+    if (!r->lora_acc.data || r->lora_acc.shape[0] < rows) {
+        /* once per request for its largest use: the refiner's text rows first, then (off the fused
+         * GEMM) the blocks' S rows */
+        mm_error e = {{0}};
+        r->bytes -= r->lora_acc.data ? mm_tensor_nbytes(&r->lora_acc) : 0;
+        mm_tensor_free(&r->lora_acc);
+        if (mm_tensor_alloc(&r->lora_acc, mm_ctx_device(r->ctx), MM_F32, 2, MM_SHAPE(rows, width), &e) != 0)
+            return mm_ctx_fail(r->ctx, "LoRA accumulator: %s", e.msg);
+        r->bytes += mm_tensor_nbytes(&r->lora_acc);
+    }
+    *out = mm_tensor_wrap(r->lora_acc.data, r->lora_acc.device, MM_F32, 2, MM_SHAPE(rows, n));
+    return 0;
 }
 
 int mm_dit_lora_accumulate(mm_dit_request *r, mm_tensor *acc, const mm_tensor *x, const mm_dit_lora_list *l)

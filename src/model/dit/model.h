@@ -103,7 +103,7 @@ struct mm_dit_request {
     mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */
     /* LoRA adapters (lora_branch.c): per linear (mm_dit_lora_slot), its
      * pieces; the branch's scratch: u [S, max rank] bf16, the f32
-     * accumulator [S, max out] of an adapted linear. NULL/empty: none. */
+     * accumulator of an adapted linear (mm_dit_lora_acc). NULL/empty: none. */
     mm_dit_lora_list *lora;
     int n_lora_lists;
     mm_tensor lora_u, lora_acc;
@@ -129,6 +129,9 @@ const mm_dit_lora_list *mm_dit_lora_for(const mm_dit_request *r, const mm_dit_bl
  * scratch, then acc[:, row0 : row0 + rows] += u·Bᵀ in f32 (mm_gemm with
  * beta 1). x [R, in] bf16. */
 int mm_dit_lora_accumulate(mm_dit_request *r, mm_tensor *acc, const mm_tensor *x, const mm_dit_lora_list *l);
+/* The request's f32 accumulator as [rows, n] (made on first use at the size
+ * asked, grown once if a later use needs more rows; failures go to the ctx). */
+int mm_dit_lora_acc(mm_dit_request *r, int64_t rows, int64_t n, mm_tensor *out);
 /* linear.c: mm_dit_linear plus its adapter branch, rounded once: the base
  * result in f32 (the GEMM's accumulator after its epilogue), the branch
  * added in f32, then one rounding into out. l NULL or empty: mm_dit_linear. */
