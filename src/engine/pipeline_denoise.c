@@ -390,8 +390,11 @@ done:
     mm_sigma_schedule_free(&sa);
     /* the text rows are not needed any more */
     mm_tensor_free(&j->cond.rows);
-    if (p->placement.te_swapped)
-        pl_free_dit(p, j->partition); /* one small GPU: the text encoder needs the room next time */
+    if (p->placement.te_swapped) { /* one small GPU: the text encoder needs the room next time */
+        pl_free_dit(p, j->partition);
+        mm_lora_cache_destroy(p->lora_cache); /* the adapters' device copies too (nothing is pinned now) */
+        p->lora_cache = NULL;
+    }
     if (rc < 0)
         mm_error_prefix(err, "denoising");
     return rc == MM_FLOW_CANCELLED ? MM_CANCELLED : rc;
