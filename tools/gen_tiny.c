@@ -1217,13 +1217,14 @@ static bool lora_option(lora_cfg *c, const char *a, const char *v)
     } else if (strcmp(a, "--gain") == 0) {
         c->gain = strtof(v, &e), c->gain = *e ? -1 : c->gain;
     } else if (strcmp(a, "--metadata") == 0) {
+        static char keys[16][64];
         const char *eq = strchr(v, '=');
-        if (!eq || eq == v || c->n_meta >= 16) {
+        if (!eq || eq == v || c->n_meta >= 16 || eq - v >= (ptrdiff_t)sizeof keys[0]) {
             c->n_meta = -1;
             return true;
         }
-        char *k = strndup(v, (size_t)(eq - v)); /* lives until exit */
-        c->meta[c->n_meta][0] = k;
+        snprintf(keys[c->n_meta], sizeof keys[0], "%.*s", (int)(eq - v), v);
+        c->meta[c->n_meta][0] = keys[c->n_meta];
         c->meta[c->n_meta++][1] = eq + 1;
     } else {
         return false;

@@ -325,15 +325,17 @@ static void test_malformed_files_are_refused_by_name(void)
         expect_refused(path, "block out of range", "blocks.9.attn.qkv_proj", "2 blocks", NULL);
     /* metadata alpha that is not a number */
     char meta[700];
-    if (lora_test_write(meta, sizeof meta, "meta.safetensors", "--spelling noalpha --metadata alpha=lots"))
-        expect_refused(meta, "metadata alpha", "__metadata__[\"alpha\"]", "lots", NULL);
+    MM_EXPECT(lora_test_write(meta, sizeof meta, "meta.safetensors", "--spelling noalpha --metadata alpha=lots"),
+              "the generator writes the file");
+    expect_refused(meta, "metadata alpha", "__metadata__[\"alpha\"]", "lots", NULL);
     /* a VDN-H3 hybrid-attention file */
     const char *n7[] = {"transformer_blocks.0.attn.linear_attention.beta_proj.weight"};
     if (save(path, 1, n7, t1) == 0)
         expect_refused(path, "VDN file", "VDN-H3", NULL, NULL);
     /* a truncated file */
     char trunc[700];
-    if (lora_test_write(trunc, sizeof trunc, "trunc.safetensors", "--spelling native")) {
+    MM_EXPECT(lora_test_write(trunc, sizeof trunc, "trunc.safetensors", "--spelling native"), "generator");
+    {
         struct stat sb;
         stat(trunc, &sb);
         MM_EXPECT(truncate(trunc, sb.st_size / 2) == 0, "truncate");
