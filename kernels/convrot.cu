@@ -61,6 +61,21 @@ __device__ __forceinline__ void load16_bf16(const bf16 *p, float v[16])
     }
 }
 
+/* A thread's 16 bf16 values (already rounded) as two 16-byte stores. */
+__device__ __forceinline__ void store16_bf16(bf16 *p, const float v[16])
+{
+    uint4 a, b;
+    uint32_t *wa = reinterpret_cast<uint32_t *>(&a), *wb = reinterpret_cast<uint32_t *>(&b);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __nv_bfloat162 x = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]), y = __floats2bfloat162_rn(v[8 + 2 * i], v[9 + 2 * i]);
+        wa[i] = *reinterpret_cast<uint32_t *>(&x);
+        wb[i] = *reinterpret_cast<uint32_t *>(&y);
+    }
+    reinterpret_cast<uint4 *>(p)[0] = a;
+    reinterpret_cast<uint4 *>(p)[1] = b;
+}
+
 __device__ __forceinline__ void mmk_prefetch_l1(const void *p)
 {
     asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
@@ -146,7 +161,7 @@ __global__ void __launch_bounds__(1024)
     k_convrot_quant(int K, int pre, const bf16 *__restrict__ x, int64_t ldx, const float *__restrict__ norm_w,
                     float eps, const float *__restrict__ shift, const float *__restrict__ scale, int64_t ld_mod,
                     const int32_t *__restrict__ mod_idx, int8_t *__restrict__ q, int64_t ldq, float *__restrict__ sq,
-                    int64_t s_stride)
+                    int64_t s_stride, bf16 *__restrict__ h_out, int64_t ld_h)
 {
     __shared__ float scratch[32];
     extern __shared__ float tr[]; /* [groups][16][17] */
@@ -182,6 +197,8 @@ __global__ void __launch_bounds__(1024)
         int64_t m = active && shift ? (int64_t)mod_idx[r] * ld_mod : 0;
         modulate4(v, ss, K, eps, active, norm_w, shift, scale, m, c0);
     }
+    if (h_out && active && pre != MMK_PRE_NONE)
+        store16_bf16(h_out + r * ld_h + c0, v);
 
     float amax = rotate_rest(v, tr, g, t, active, [] { __syncthreads(); });
     amax = mmk_block_max(amax, scratch);
@@ -278,7 +295,8 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
                                      const float *__restrict__ norm_w, float eps, const float *__restrict__ shift,
                                      const float *__restrict__ scale, int64_t ld_mod,
                                      const int32_t *__restrict__ mod_idx, int8_t *__restrict__ q, int64_t ldq,
-                                     bool q_vec, float *__restrict__ sq, int64_t s_stride)
+                                     bool q_vec, float *__restrict__ sq, int64_t s_stride, bf16 *__restrict__ h_out,
+                                     int64_t ld_h)
 {
     /* the sum's scratch, and two for the max: with RMSNorm the next row's sum
      * barrier separates two uses of one max scratch; without it, alternate.
@@ -360,6 +378,8 @@ __global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads 
             ss = mmk_block_sum<false>(ss, scratch_sum);
             modulate4(v, ss, K, eps, active, norm_w, shift, scale, m, c0);
         }
+        if (PRE != MMK_PRE_NONE && h_out && active)
+            store16_bf16(h_out + r * ld_h + c0, v);
 
         float amax = rotate_rest(v, tr, g, t, active, [] { __syncwarp(); });
         amax = mmk_block_max<false>(amax, scratch_max[PRE == MMK_PRE_RMSNORM_MOD ? 0 : it & 1]);
@@ -464,7 +484,7 @@ int launch_pipe_t(const mmk_convrot_quant *a, int threads, size_t smem, mmk_stre
     bool q_vec = al16(a->q) && a->ldq % 16 == 0;
     kern<<<(unsigned)grid, threads, smem, s>>>(a->K, a->rows, (const bf16 *)a->x, a->ldx, a->norm_w, a->eps, a->shift,
                                                a->scale, a->ld_mod, a->mod_idx, a->q, a->ldq, q_vec, a->s,
-                                               a->s_stride ? a->s_stride : 1);
+                                               a->s_stride ? a->s_stride : 1, (bf16 *)a->h_out, a->ld_h);
     return mmk_launched(err, "k_convrot_quant_pipe");
 }
 
@@ -527,6 +547,8 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
         return mm_fail(err, "ConvRot: x must be a float tensor");
     if (a->rows == 0)
         return 0;
+    if (a->h_out && (a->pre == MMK_PRE_NONE || !al16(a->h_out) || a->ld_h % 8))
+        return mm_fail(err, "ConvRot: h_out is for the fused pre-ops and needs 16-byte aligned bf16 rows");
     if (!fast_fits(a, G)) {
         if (a->pre != MMK_PRE_NONE)
             return mm_fail(err, "ConvRot: the fused pre-ops need group 256, bf16 x and 16-byte aligned inputs");
@@ -552,7 +574,7 @@ extern "C" int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_qu
                 "raising the shared-memory limit of k_convrot_quant");
     k_convrot_quant<<<a->rows, threads, smem, s>>>(a->K, a->pre, (const bf16 *)a->x, a->ldx, a->norm_w, a->eps,
                                                    a->shift, a->scale, a->ld_mod, a->mod_idx, a->q, a->ldq, a->s,
-                                                   a->s_stride ? a->s_stride : 1);
+                                                   a->s_stride ? a->s_stride : 1, (bf16 *)a->h_out, a->ld_h);
     return mmk_launched(err, "k_convrot_quant");
 }
 

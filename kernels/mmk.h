@@ -139,6 +139,7 @@ int mmk_gemm_run(int dev, mmk_stream s, const mmk_gemm *g, mm_error *err);
 /* The ConvRot int8 linear (spec dit.md §3.3 steps 4-5) with its epilogue:
  *   acc[r,n] = Σ_k xq[r,k]·wq[n,k]                       (int32, exact)
  *   o[r,n]   = float(acc)·(sx[r]·sw[n]) + bias[n]        (f32, scales multiplied first)
+ *   with an addend: o[r,n] += add[r·ld_add + n]           (f32, before any rounding)
  *   store:          y[r,n] = round(o)                     (y_dtype: F32, BF16, F16)
  *   gated residual: y[r,n] = round(y[r,n] + gate[mod_idx[r]·ld_gate + n] · round(o))
  *                   (y is the residual stream: the same value as storing o
@@ -159,6 +160,10 @@ typedef struct mmk_qlinear {
     const float *gate; /* modulation table rows, or NULL */
     int64_t ld_gate;
     const int32_t *mod_idx; /* [M] table row of each row */
+    /* f32 [M, N] (row stride ld_add) added to o before its rounding: an
+     * adapter branch's s·B·u (docs/LORA.md), or NULL */
+    const float *add;
+    int64_t ld_add;
 } mmk_qlinear;
 int mmk_qlinear_i8(int dev, mmk_stream s, const mmk_qlinear *q, mm_error *err);
 
@@ -268,7 +273,10 @@ int mmk_groupnorm_run(int dev, mmk_stream s, const mmk_groupnorm *a, mm_error *e
  *   MMK_PRE_NONE        h = x[:, 0:K]
  *   MMK_PRE_RMSNORM_MOD h = rmsnorm(x)·w·(1 + scale[t]) + shift[t]   (as MMK_NORM_RMS_MOD)
  *   MMK_PRE_SWIGLU      h = silu(x[:, 0:K]) · x[:, K:2K]             (fc1 out = [gate | up])
- * q == NULL: only rotate, writing hr to `rot` (hadamard_rotate). */
+ * q == NULL: only rotate, writing hr to `rot` (hadamard_rotate).
+ * h_out (the fused pre-ops, bf16 [rows, K] with row stride ld_h, 16-byte
+ * aligned rows): h as well, the bf16 tensor the composition would have
+ * written (an adapter branch reads it: docs/LORA.md), or NULL. */
 enum { MMK_PRE_NONE = 0, MMK_PRE_RMSNORM_MOD = 1, MMK_PRE_SWIGLU = 2 };
 typedef struct mmk_convrot_quant {
     int rows, K, group, pre;
@@ -287,6 +295,8 @@ typedef struct mmk_convrot_quant {
     void *rot; /* q == NULL: output of the rotation, dtype rot_dtype, row stride ld_rot */
     mm_dtype rot_dtype;
     int64_t ld_rot;
+    void *h_out; /* fused pre-ops: bf16 h as well, or NULL */
+    int64_t ld_h;
 } mmk_convrot_quant;
 int mmk_convrot_quant_run(int dev, mmk_stream s, const mmk_convrot_quant *a, mm_error *err);
 /* The kernel mmk_convrot_quant_run would launch: "pipe" (the default on the

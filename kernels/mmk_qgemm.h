@@ -19,6 +19,18 @@
  * aligned with K a multiple of 16; y bf16 [M, N] with row stride ldy (a
  * multiple of 2), N a multiple of 8; sx [M], sw [N], gate f32. No bias.
  * Needs an sm_90 device and sm_90a code (mmk_qgemm_usable).
+ *
+ * Adapter branch (docs/LORA.md; lora_u set): before o's rounding
+ *   o[r,n] += Σ_k u[r,k]·bl[n,k]      (bf16 products, f32 accumulation on the
+ *                                      tile's accumulators: wgmma m64n256k16)
+ * over the 64-wide chunks c of k that lora_mask[n / 256] marks (bit c): u
+ * bf16 [M, lora_r] (u = s·x·Aᵀ, every adapter's pieces side by side), bl bf16
+ * [N, lora_r] (each piece's B on its output rows and its u columns, zeros
+ * elsewhere), lora_r a multiple of 64 up to 4096, row strides multiples of
+ * 8, 16-byte aligned. The chunks stream through the same TMA ring as the K
+ * slices (a u tile is an A stage's 16 KB, a bl tile a B stage's 32 KB).
+ * Not bit for bit the cuBLAS composition (the f32 sums run in another
+ * order): mmk_qgemm_lora_verified bounds it.
  */
 #ifndef MMH3_KERNELS_MMK_QGEMM_H
 #define MMH3_KERNELS_MMK_QGEMM_H
@@ -42,6 +54,12 @@ typedef struct mmk_qgemm {
     const float *gate; /* NULL: plain store */
     int64_t ld_gate;
     const int32_t *mod_idx;
+    const void *lora_u; /* adapter branch (above), or NULL */
+    int64_t ld_u;
+    const void *lora_b;
+    int64_t ld_b;
+    int lora_r;
+    const uint64_t *lora_mask; /* device, [ceil(N / 256)] */
 } mmk_qgemm;
 
 int mmk_qgemm_usable(int dev);
@@ -56,6 +74,12 @@ int mmk_qgemm_run(int dev, mmk_stream s, const mmk_qgemm *a, mm_error *err);
  * 1 = verified; mismatches (may be NULL) receives the count of differing
  * outputs (-1: the check could not run). */
 int mmk_qgemm_verified(int dev, long *mismatches);
+/* The same for the adapter branch, against the cuBLASLt path with the
+ * branch's f32 sums as its addend (mmk_qlinear.add): plain and gated, a
+ * tile without chunks, one with one, one with both of r = 128; every output
+ * within one bf16 step of the reference and at most 1% one step apart.
+ * 1 = verified (the DiT then fuses its adapters into this kernel). */
+int mmk_qgemm_lora_verified(int dev, long *mismatches);
 
 #ifdef __cplusplus
 }

@@ -17,12 +17,14 @@
 #include "backend/cuda/cuda_speed.h"
 #include "parallel/nccl_lib.h"
 #include "parallel/transfer.h"
+#include "cli/check_loras.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/clock.h"
 #include "io/checkpoint.h"
 #include "io/inspect.h"
 #include "io/safetensors.h"
+#include "model/dit/config.h"
 
 typedef struct file_result {
     bool found, ok, optional;
@@ -37,6 +39,18 @@ static void gib(char *buf, size_t n, uint64_t b)
         snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
     else
         snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+}
+
+/* The found DiT's configuration, for checking the adapters against it. */
+static bool dit_config(const char *path, mm_dit_config *cfg)
+{
+    mm_safetensors *st;
+    if (mm_st_open(&st, path, NULL) != 0)
+        return false;
+    bool ok = mm_st_strip_prefix(st, "model.diffusion_model.", NULL, NULL) == 0 &&
+              mm_dit_config_read(st, NULL, cfg, NULL) == 0;
+    mm_st_close(st);
+    return ok;
 }
 
 static void progress(void *user, const char *what, uint64_t have, uint64_t total)
@@ -111,6 +125,8 @@ typedef struct check_report {
     char policy_line[256];
     char peer[600], nccl[600];
     int peer_failed;
+    mm_dit_config dit_cfg; /* the found DiT's, for the adapters' listing */
+    bool have_dit_cfg;
     double ms;
 } check_report;
 
@@ -232,7 +248,7 @@ static void check_multi_gpu(check_report *r)
     mm_nccl_describe(r->nccl, sizeof r->nccl);
 }
 
-static void print_json(const check_report *r)
+static void print_json(const mm_checkpoint_opts *o, const check_report *r)
 {
     json_t *root = json_object(), *files = json_object();
     for (int c = 0; c < MM_COMP_COUNT; c++) {
@@ -273,6 +289,7 @@ static void print_json(const check_report *r)
     }
     if (r->consistency[0])
         json_object_set_new(root, "consistency", json_string(r->consistency));
+    mm_check_loras(o->models_path, r->have_dit_cfg ? &r->dit_cfg : NULL, root, NULL);
     json_object_set_new(root, "ok", json_boolean(r->failures == 0));
     json_object_set_new(root, "milliseconds", json_real(r->ms));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -365,13 +382,16 @@ int mm_cmd_check(int argc, char **argv)
     choose_placement(&a, r);
     check_kernels(r);
     check_multi_gpu(r);
+    const file_result *dit = &r->res[r->used];
+    r->have_dit_cfg = dit->ok && dit_config(dit->where.path, &r->dit_cfg);
     r->ms = (mm_clock_now() - t0) * 1e3;
 
     if (a.json) {
-        print_json(r);
+        print_json(&a.o, r);
     } else {
         print_files(&a.o, r);
         print_devices(r);
+        mm_check_loras(a.o.models_path, r->have_dit_cfg ? &r->dit_cfg : NULL, NULL, stdout);
         printf("%s in %.1f ms\n", r->failures ? "check FAILED" : "check passed", r->ms);
     }
     int rc = r->failures ? 1 : 0;

@@ -1,13 +1,17 @@
-/* mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE]
+/* mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE] [--lora FILE[:S] ...]
  *
  * Runs every case of a conformance kit (a folder with a manifest.json) and
  * prints one PASS/FAIL line per comparison, the measured error next to its
- * tolerance. Exit status 0 only when every check passed. */
+ * tolerance. Exit status 0 only when every check passed. With --lora the
+ * DiT kit's cases run with the adapters and their outputs are written
+ * (--out); the comparisons with the kit's adapter-free references become
+ * notes. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "conformance/conformance.h"
+#include "model/lora/lora.h"
 
 static void usage(FILE *out)
 {
@@ -19,12 +23,18 @@ static void usage(FILE *out)
             "  --device D   compute on D (default cpu)\n"
             "  --out FILE   also write every computed output, under the kit's tensor\n"
             "               names, to the safetensors file FILE\n"
+            "  --lora FILE[:S]  DiT kits: apply this adapter with strength S (default 1) to\n"
+            "               every case, repeatable; needs --out; the kit's reference\n"
+            "               comparisons become notes (they describe the base model)\n"
             "Prints one PASS/FAIL line per check; exits 0 only if all pass.\n");
 }
 
 int mm_cmd_conformance(int argc, char **argv)
 {
     const char *kit = NULL, *out = NULL, *device = "cpu";
+    static char lora_names[MM_CONF_MAX_LORAS][1024];
+    mm_conf_lora loras[MM_CONF_MAX_LORAS];
+    int n_loras = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -37,6 +47,19 @@ int mm_cmd_conformance(int argc, char **argv)
             out = argv[++i];
         } else if (strncmp(argv[i], "--out=", 6) == 0) {
             out = argv[i] + 6;
+        } else if (strcmp(argv[i], "--lora") == 0 && i + 1 < argc) {
+            mm_error e = {{0}};
+            if (n_loras == MM_CONF_MAX_LORAS) {
+                fprintf(stderr, "mmh3 conformance: --lora: at most %d adapters\n", MM_CONF_MAX_LORAS);
+                return 2;
+            }
+            if (mm_lora_parse_spec(argv[++i], lora_names[n_loras], sizeof lora_names[0], &loras[n_loras].strength,
+                                   &e) != 0) {
+                fprintf(stderr, "mmh3 conformance: %s\n", e.msg);
+                return 2;
+            }
+            loras[n_loras].path = lora_names[n_loras];
+            n_loras++;
         } else if (argv[i][0] == '-' || kit) {
             fprintf(stderr, "mmh3 conformance: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
@@ -49,8 +72,12 @@ int mm_cmd_conformance(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (n_loras && !out) {
+        fprintf(stderr, "mmh3 conformance: --lora writes what the adapters give: add --out FILE\n");
+        return 2;
+    }
     mm_error err = {{0}};
-    mm_conf_options opts = {.out_path = out, .log = stdout};
+    mm_conf_options opts = {.out_path = out, .log = stdout, .loras = loras, .n_loras = n_loras};
     if (mm_device_parse(device, &opts.device, &err) != 0) {
         fprintf(stderr, "mmh3 conformance: --device: %s\n", err.msg);
         return 2;

@@ -35,8 +35,18 @@
 #include "engine/timing.h"
 #include "io/checkpoint.h"
 #include "media/probe.h"
+#include "model/lora/lora.h"
 
 #define PROG "mmh3 generate"
+
+/* --lora specs as given (name or path, strength); resolved and checked
+ * before the engine starts (check_loras). */
+typedef struct lora_args {
+    int n;
+    char name[MM_GEN_MAX_LORAS][1024];
+    char path[MM_GEN_MAX_LORAS][2048];
+    float strength[MM_GEN_MAX_LORAS];
+} lora_args;
 
 /* What the flags say, as given; the steps below check and settle it. */
 typedef struct gen_args {
@@ -47,6 +57,7 @@ typedef struct gen_args {
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs, verbosity;
     bool no_audio, fast, plain;
+    lora_args loras;
     mm_engine_options eo;
 } gen_args;
 
@@ -263,6 +274,17 @@ static int add_reference(const mm_flag *f, char *value, mm_error *why)
     return 0;
 }
 
+static int add_lora(const mm_flag *f, char *value, mm_error *why)
+{
+    lora_args *la = &((gen_args *)f->target)->loras;
+    if (la->n == MM_GEN_MAX_LORAS)
+        return mm_fail(why, "too many adapters");
+    if (mm_lora_parse_spec(value, la->name[la->n], sizeof la->name[0], &la->strength[la->n], why) != 0)
+        return -1;
+    la->n++;
+    return 0;
+}
+
 #define ACCEPT_REFS "at most 9 images, 3 videos and 3 audio clips"
 
 static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
@@ -304,6 +326,11 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
         {"--no-audio", NULL, MM_FLAG_TRUE, &a->no_audio, .help = "silent output (no audio stream)"},
         {"--fast", NULL, MM_FLAG_TRUE, &a->fast,
          .help = "fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)"},
+        {"--lora", NULL, MM_FLAG_CUSTOM, a,
+         "a LoRA adapter with strength S (default 1), repeatable, up to 8: a file, or a name in $MODELS_PATH/loras "
+         "(\".safetensors\" optional); applied as a separate branch, never merged into the int8 weights "
+         "(docs/LORA.md)",
+         .arg = "FILE[:S]", .accepted = MM_ACCEPT_LORA, .apply = add_lora},
         {"--cache", NULL, MM_FLAG_STRING, &a->cache,
          "step caching, lossy (default off): fbc[:high|medium|low|sana|THRESHOLD] or teacache[:vllm|rtx4090|THRESHOLD] "
          "skips the blocks of forwards that change little (docs/CACHING.md)",
@@ -589,6 +616,43 @@ static int settle_request(const gen_args *a, const char *prompt, mm_gen_request 
     return 0;
 }
 
+/* Each --lora resolves to a file whose header reads as an adapter (the
+ * load names file and keys); its summary is shown, and the request carries
+ * the resolved paths. */
+static int check_loras(gen_args *a, mm_gen_request *req)
+{
+    lora_args *la = &a->loras;
+    for (int i = 0; i < la->n; i++) {
+        mm_error e = {{0}};
+        mm_lora *l = NULL;
+        mm_lora_open_opts o = {.header_only = true};
+        if (mm_lora_resolve(la->name[i], a->eo.h3.checkpoints.models_path, true, la->path[i], sizeof la->path[0],
+                            &e) != 0 ||
+            mm_lora_open(&l, la->path[i], &o, &e) != 0) {
+            fprintf(stderr, PROG ": --lora %s: %s\n", la->name[i], e.msg);
+            return 2;
+        }
+        const mm_lora_summary *s = &l->summary;
+        if (a->verbosity > 0) {
+            fprintf(stderr, "lora %s (strength %g): %s, rank %d", l->name, la->strength[i], s->family, s->rank_min);
+            if (s->rank_max != s->rank_min)
+                fprintf(stderr, "..%d", s->rank_max);
+            fprintf(stderr, ", alpha %g", s->alpha_min);
+            if (s->alpha_max != s->alpha_min)
+                fprintf(stderr, "..%g", s->alpha_max);
+            fprintf(stderr, ", %s%s%s\n", s->targets, s->hint[0] ? "; " : "", s->hint);
+            for (int w = 0; w < s->n_warnings; w++)
+                fprintf(stderr, PROG ": warning: %s: %s\n", l->name, s->warnings[w]);
+        }
+        mm_lora_free(l);
+        req->loras[i] = (mm_gen_lora){la->path[i], la->strength[i]};
+    }
+    req->n_loras = la->n;
+    if (la->n)
+        a->eo.h3.lora_paths = true;
+    return 0;
+}
+
 /* --------------------------------------------------------------- output */
 
 /* The output file (default name from the prompt) and --frames-dir, created
@@ -713,6 +777,8 @@ static int generate(gen_args *a, const char *prompt, double t_start)
     if ((rc = prepare_output(a, prompt, out_default, sizeof out_default, &req.out_path)) != 0)
         return rc;
     req.frames_dir = a->frames_dir;
+    if ((rc = check_loras(a, &req)) != 0)
+        return rc;
     cli_progress view;
     show_plan(a, &req, &notes, &view, t_start);
     return render(a, &req, &view, t_start);

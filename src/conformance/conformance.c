@@ -91,11 +91,20 @@ int mm_conformance_run(const char *kit_dir, const mm_conf_options *opts, bool *a
         json_decref(manifest);
         return -1;
     }
+    if (opts->n_loras && (fn != mm_conf_kit_dit || !opts->out_path)) {
+        mm_fail(err, "%s: --lora applies adapters to a DiT kit and writes what they give (--out FILE); this is a "
+                     "\"%s\" kit%s",
+                path, kind, opts->out_path ? "" : " (and no --out was given)");
+        json_decref(manifest);
+        return -1;
+    }
     mm_conf_run run = {.kit_dir = kit_dir,
                        .manifest = manifest,
                        .device = opts->device,
                        .log = opts->log ? opts->log : stdout,
-                       .keep_outputs = opts->out_path != NULL};
+                       .keep_outputs = opts->out_path != NULL,
+                       .loras = opts->loras,
+                       .n_loras = opts->n_loras};
     int rc = fn(&run, err);
     if (rc != 0)
         mm_error_prefix(err, "%s", kind);

@@ -25,12 +25,23 @@
 
 typedef struct mm_conf_output mm_conf_output;
 
+/* An adapter to apply (`--lora FILE[:STRENGTH]`): the DiT kit then runs
+ * every case with it and writes the outputs; its reference comparisons do
+ * not apply and become notes. */
+#define MM_CONF_MAX_LORAS 8
+typedef struct mm_conf_lora {
+    const char *path;
+    float strength;
+} mm_conf_lora;
+
 typedef struct mm_conf_run {
     const char *kit_dir;
     json_t *manifest;      /* borrowed; owned by mm_conformance_run */
     mm_device device;      /* where the engine computes */
     FILE *log;             /* PASS/FAIL lines and notes (stdout) */
     bool keep_outputs;     /* --out given */
+    const mm_conf_lora *loras; /* adapters to apply (DiT kits), or NULL */
+    int n_loras;
     int passed, failed;
     mm_conf_output *outputs; /* kept outputs, in order */
 } mm_conf_run;
@@ -43,6 +54,8 @@ typedef struct mm_conf_options {
     mm_device device;
     const char *out_path; /* or NULL */
     FILE *log;
+    const mm_conf_lora *loras; /* DiT kits: adapters applied to every case (needs out_path) */
+    int n_loras;
 } mm_conf_options;
 
 /* Recognizes the kit by its manifest and runs it. *all_passed is set when

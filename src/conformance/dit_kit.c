@@ -29,7 +29,41 @@ typedef struct dit_kit {
     const mm_dit_config *cfg;
     mm_safetensors *cases, *sampler;
     double video_shift, audio_shift;
+    /* --lora: the adapters every request applies; the kit's references then
+     * do not describe the outputs (compare_kit notes instead of judging) */
+    mm_lora *loras[MM_CONF_MAX_LORAS];
+    mm_lora_use uses[MM_CONF_MAX_LORAS];
+    int n_loras;
 } dit_kit;
+
+static int begin_request(dit_kit *k, const mm_dit_layout *l, const mm_tensor *text, const mm_dit_debug *dbg,
+                         mm_dit_request **req, mm_error *err)
+{
+    mm_dit_request_opts o = {.loras = k->uses, .n_loras = k->n_loras};
+    return mm_dit_request_begin_ex(k->dit, k->ctx, l, text, &o, dbg, req, err);
+}
+
+/* The adapters of --lora, opened, checked against the kit's DiT and uploaded;
+ * a malformed one fails the run with the file and the module named. */
+static int open_loras(dit_kit *k, mm_error *err)
+{
+    for (int i = 0; i < k->run->n_loras && i < MM_CONF_MAX_LORAS; i++) {
+        const mm_conf_lora *c = &k->run->loras[i];
+        mm_lora *l;
+        if (mm_lora_open(&l, c->path, NULL, err) != 0)
+            return -1;
+        k->loras[k->n_loras] = l;
+        k->uses[k->n_loras++] = (mm_lora_use){l, c->strength};
+        if (mm_lora_fit(l, k->cfg, err) != 0 || mm_lora_upload(l, k->ctx, err) != 0)
+            return -1;
+        fprintf(k->run->log, "     LoRA %s (strength %g): %s, rank %d..%d, %s\n", l->path, c->strength,
+                l->summary.family, l->summary.rank_min, l->summary.rank_max, l->summary.targets);
+    }
+    if (k->n_loras)
+        fprintf(k->run->log, "     adapters applied: the outputs are written (--out), not judged against the kit's "
+                             "references, which have none\n");
+    return 0;
+}
 
 /* ------------------------------------------------------------- transfers */
 
@@ -96,10 +130,15 @@ static int compare_kit(dit_kit *k, const mm_safetensors *st, const char *what, c
     mm_conf_tol tol;
     if (tolerance(k, tol_path, &tol, err) != 0 || mm_conf_read_f32(st, ref_name, &ref, &rn, NULL, NULL, err) != 0)
         return -1;
-    if (rn != n)
+    if (rn != n) {
         mm_conf_verdict(k->run, false, what, "%lld values, the kit has %lld", (long long)n, (long long)rn);
-    else
+    } else if (k->n_loras) {
+        mm_conf_diff d = mm_conf_measure(mine, ref, n);
+        fprintf(k->run->log, "note %s: with the adapters, rel_l2 %.4g from the kit's adapter-free reference\n", what,
+                d.rel_l2);
+    } else {
         mm_conf_compare(k->run, what, mine, ref, n, tol);
+    }
     free(ref);
     return 0;
 }
@@ -385,7 +424,7 @@ static int run_case(dit_kit *k, const json_t *entry, mm_error *err)
     capture_state cs = {.k = k, .prefix = prefix};
     mm_dit_debug dbg = {capture, &cs};
     const json_t *debug = json_object_get(entry, "debug");
-    if (mm_dit_request_begin(k->dit, k->ctx, &l, &text, json_is_true(debug) ? &dbg : NULL, &req, err) != 0 ||
+    if (begin_request(k, &l, &text, json_is_true(debug) ? &dbg : NULL, &req, err) != 0 ||
         mm_dit_forward(req, row_t, &video, &audio, &vv, &va, err) != 0)
         goto done;
     if (cs.failed) {
@@ -648,7 +687,7 @@ static int run_sampler(dit_kit *k, const json_t *entry, mm_error *err)
         mm_tensor_alloc(&s.audio, dev, MM_F32, 2, (int64_t[]){l.audio_rows, aw}, err) != 0 ||
         mm_tensor_alloc(&s.vv, dev, MM_F32, 2, (int64_t[]){l.video_rows, vw}, err) != 0 ||
         mm_tensor_alloc(&s.va, dev, MM_F32, 2, (int64_t[]){l.audio_rows, aw}, err) != 0 ||
-        mm_dit_request_begin(k->dit, k->ctx, &l, &text, NULL, &s.req, err) != 0)
+        begin_request(k, &l, &text, NULL, &s.req, err) != 0)
         goto done;
     int64_t n;
     snprintf(name, sizeof name, "%s.video_rows_after_step", prefix);
@@ -767,6 +806,8 @@ int mm_conf_kit_dit(mm_conf_run *run, mm_error *err)
         goto done;
     k.cfg = mm_dit_get_config(k.dit);
     check_config(&k);
+    if (open_loras(&k, err) != 0)
+        goto done;
     size_t i;
     const json_t *entry;
     json_array_foreach(json_object_get(m, "cases"), i, entry)
@@ -786,6 +827,8 @@ done:
     if (k.sampler)
         mm_st_close(k.sampler);
     mm_dit_free(k.dit);
+    for (int i = 0; i < k.n_loras; i++)
+        mm_lora_free(k.loras[i]);
     mm_ctx_destroy(k.ctx);
     return rc;
 }

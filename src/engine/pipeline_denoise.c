@@ -229,6 +229,8 @@ static int velocity_cached(loop_state *s, int step, float t_video, float t_audio
         mm_dit_request_end(s->dreq);
         s->dreq = NULL;
         mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
+        o.loras = s->j->lora_uses;
+        o.n_loras = s->j->n_loras;
         pl_refkv_attach(s->kv, NULL);
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
@@ -352,6 +354,11 @@ int pl_denoise(pl_job *j, mm_error *err)
     const mm_tensor *text_rows = &j->cond.rows;
     int rc = -1;
     double t0 = mm_timing_now();
+    mm_dit_request_opts lora_opts = {0};
+    if (pl_loras_acquire(j, err) != 0)
+        goto done;
+    lora_opts.loras = j->lora_uses;
+    lora_opts.n_loras = j->n_loras;
     if (mm_sigma_schedule_build(j->req->steps, p->video_shift, &sv, err) != 0 ||
         mm_sigma_schedule_build(j->req->steps, p->audio_shift, &sa, err) != 0)
         goto done;
@@ -391,18 +398,22 @@ int pl_denoise(pl_job *j, mm_error *err)
         mm_dit_request_opts o;
         if (pl_refkv_create(&s.kv, p->dit_ctx, cfg, l, err) != 0 ||
             mm_tensor_alloc(&s.refined, dd, MM_BF16, 2, (int64_t[]){l->text_rows, cfg->hidden}, err) != 0 ||
-            mm_dit_refine_text(dit, p->dit_ctx, text_rows, &s.refined, err) != 0)
+            mm_dit_refine_text_ex(dit, p->dit_ctx, text_rows, j->lora_uses, j->n_loras, &s.refined, err) != 0)
             goto done;
         o = pl_refkv_capture_opts(s.kv, &s.refined);
+        o.loras = j->lora_uses;
+        o.n_loras = j->n_loras;
         if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, NULL, &o, NULL, &s.dreq, err) != 0)
             goto done;
         pl_log(p, "reference KV cache: %lld pinned rows kept per block after the first forward (%.2f GiB)",
                (long long)pl_refkv_rows(s.kv), pl_refkv_bytes(cfg, l) / 1073741824.0);
-    } else if (mm_dit_request_begin(dit, p->dit_ctx, l, text_rows, NULL, &s.dreq, err) != 0) {
+    } else if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, text_rows, &lora_opts, NULL, &s.dreq, err) != 0) {
         goto done;
     }
     if (s.dreq) { /* fast mode: the DiT's 8-bit attention where the GPU has it */
         mm_dit_request_set_fast(s.dreq, j->req->fast);
+        if (j->n_loras)
+            pl_log(p, "LoRA adapters: %d, %s", j->n_loras, mm_dit_lora_path(s.dreq));
         if (s.kv) {
             pl_refkv_attach(s.kv, s.dreq);
             pl_log(p, "DiT attention: %s (through the reference KV cache's hook)", mm_dit_sdpa_kind(s.dreq, false));
@@ -441,6 +452,7 @@ done:
     mm_dit_request_end(s.rreq);
     mm_sp_request_end(s.sreq);
     pl_refkv_free(s.kv);
+    pl_loras_release(j);
     mm_tensor *all[] = {&text, &s.video, &s.audio, &s.vv, &s.va, &s.refined};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
@@ -449,8 +461,11 @@ done:
     mm_sigma_schedule_free(&sa);
     /* the text rows are not needed any more */
     mm_tensor_free(&j->cond.rows);
-    if (p->placement.te_swapped)
-        pl_free_dit(p, j->partition); /* one small GPU: the text encoder needs the room next time */
+    if (p->placement.te_swapped) { /* one small GPU: the text encoder needs the room next time */
+        pl_free_dit(p, j->partition);
+        mm_lora_cache_destroy(p->lora_cache); /* the adapters' device copies too (nothing is pinned now) */
+        p->lora_cache = NULL;
+    }
     if (rc < 0)
         mm_error_prefix(err, "denoising");
     return rc == MM_FLOW_CANCELLED ? MM_CANCELLED : rc;

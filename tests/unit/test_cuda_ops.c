@@ -1089,10 +1089,11 @@ static void fused_case(int64_t Rr, int64_t K, int64_t Tn)
     pair h = OUT(MM_BF16, SH(Rr, K)), q = OUT(MM_I8, SH(Rr, K)), sq = OUT(MM_F32, SH(Rr));
     mm_rmsnorm_modulate(cpu, &h.c, &x, &w, 1e-5f, &sc, &sh, &idx);
     mm_convrot_quantize(cpu, &q.c, &sq.c, &h.c, 256);
-    mm_cuda_rmsnorm_modulate_convrot(gpu, &q.g, &sq.g, &gx, &gw, 1e-5f, &gsc, &gsh, &gi);
+    mm_cuda_rmsnorm_modulate_convrot(gpu, &q.g, &sq.g, &h.g, &gx, &gw, 1e-5f, &gsc, &gsh, &gi);
     if (ctx_ok("rmsnorm_modulate_convrot")) {
         codes_close("rmsnorm+mod+convrot codes", &q.c, &q.g, 2e-3);
         cmpg("rmsnorm+mod+convrot scales", &sq.c, &sq.g, ULP, 256, 0);
+        cmpg("rmsnorm+mod+convrot h (the LoRA branch's input)", &h.c, &h.g, ULP, 1, 0);
     }
     /* SwiGLU + ConvRot: no reduction before the rounding, so exact */
     mm_tensor gu = R(MM_BF16, SH(Rr, 2 * K), 3), ggu = G(&gu);
@@ -1100,10 +1101,11 @@ static void fused_case(int64_t Rr, int64_t K, int64_t Tn)
     pair h2 = OUT(MM_BF16, SH(Rr, K)), q2 = OUT(MM_I8, SH(Rr, K)), s2 = OUT(MM_F32, SH(Rr));
     mm_glu(cpu, &h2.c, &g1, &u1, MM_ACT_SILU);
     mm_convrot_quantize(cpu, &q2.c, &s2.c, &h2.c, 256);
-    mm_cuda_swiglu_convrot(gpu, &q2.g, &s2.g, &ggu);
+    mm_cuda_swiglu_convrot(gpu, &q2.g, &s2.g, &h2.g, &ggu);
     if (ctx_ok("swiglu_convrot")) {
         codes_close("swiglu+convrot codes", &q2.c, &q2.g, 1e-3);
         cmpg("swiglu+convrot scales", &s2.c, &s2.g, ULP, 2, 0);
+        cmpg("swiglu+convrot h (the LoRA branch's input)", &h2.c, &h2.g, ULP, 1, 0);
     }
     /* int8 GEMM with the gated residual: exact */
     int64_t N = 136;

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_fused.h"
+#include "kernels/mmk_qgemm.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/kernel_policy.h"
 #include "kernels/mmk.h"
@@ -784,14 +785,27 @@ static int quant_out(mm_ctx *ctx, const char *op, const mm_tensor *q, const mm_t
     return 0;
 }
 
-int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_tensor *x,
+/* The optional bf16 h of a fused pass: [R, K] like x's first K columns. */
+static int h_side_out(mm_ctx *ctx, const char *op, const mm_tensor *h, int64_t r, int64_t k)
+{
+    if (!h)
+        return 0;
+    if (rows_bf16(ctx, op, "h", h))
+        return -1;
+    if (h->shape[0] != r || h->shape[1] != k)
+        return mm_ctx_fail(ctx, "%s: h must be [%lld, %lld]", op, (long long)r, (long long)k);
+    return 0;
+}
+
+int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *x,
                                      const mm_tensor *weight, float eps, const mm_tensor *scale,
                                      const mm_tensor *shift, const mm_tensor *idx)
 {
     static const char *op = "mm_cuda_rmsnorm_modulate_convrot";
     if (mm_ctx_failed(ctx))
         return -1;
-    if (rows_bf16(ctx, op, "x", x) || quant_out(ctx, op, q, s, x->shape[0], x->shape[1]))
+    if (rows_bf16(ctx, op, "x", x) || quant_out(ctx, op, q, s, x->shape[0], x->shape[1]) ||
+        h_side_out(ctx, op, h, x->shape[0], x->shape[1]))
         return -1;
     if (!scale || !shift || !idx || scale->ndim != 2 || shift->ndim != 2 || scale->shape[1] != x->shape[1] ||
         shift->shape[1] != x->shape[1] || idx->dtype != MM_I32 || idx->stride[0] != 1)
@@ -819,13 +833,17 @@ int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, co
     a.ldq = q->stride[0];
     a.s = s->data;
     a.s_stride = vec_stride(s);
+    if (h) {
+        a.h_out = h->data;
+        a.ld_h = h->stride[0];
+    }
     if (rc == 0)
         rc = mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e);
     temps_free(&t);
     return rc ? kfail(ctx, op, &e) : 0;
 }
 
-int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_tensor *gate_up)
+int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *gate_up)
 {
     static const char *op = "mm_cuda_swiglu_convrot";
     if (mm_ctx_failed(ctx))
@@ -833,7 +851,7 @@ int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_ten
     if (rows_bf16(ctx, op, "gate_up", gate_up) || gate_up->shape[1] % 2)
         return mm_ctx_fail(ctx, "%s: gate_up must be bf16 [R, 2K]", op);
     int64_t k = gate_up->shape[1] / 2;
-    if (quant_out(ctx, op, q, s, gate_up->shape[0], k))
+    if (quant_out(ctx, op, q, s, gate_up->shape[0], k) || h_side_out(ctx, op, h, gate_up->shape[0], k))
         return -1;
     mmk_convrot_quant a;
     memset(&a, 0, sizeof a);
@@ -848,8 +866,65 @@ int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_ten
     a.ldq = q->stride[0];
     a.s = s->data;
     a.s_stride = vec_stride(s);
+    if (h) {
+        a.h_out = h->data;
+        a.ld_h = h->stride[0];
+    }
     mm_error e = {{0}};
     return mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, op, &e) : 0;
+}
+
+/* The fused int8 linear of the DiT block: plain store into a bf16 y, or
+ * (gate set) the gated residual into y; add (f32 [R, N], or NULL) joins the
+ * f32 result before its rounding. */
+static int qlinear_fused(mm_ctx *ctx, const char *op, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                         const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                         const mm_tensor *add)
+{
+    if (mm_ctx_failed(ctx))
+        return -1;
+    if (rows_bf16(ctx, op, "y", y))
+        return -1;
+    int64_t r = q_x->shape[0], n = q_w->shape[0];
+    if (q_x->dtype != MM_I8 || q_w->dtype != MM_I8 || q_x->ndim != 2 || q_w->ndim != 2 || q_x->shape[1] != q_w->shape[1] ||
+        y->shape[0] != r || y->shape[1] != n || q_x->stride[1] != 1 || q_w->stride[1] != 1)
+        return mm_ctx_fail(ctx, "%s: q_x I8 [R, K], q_w I8 [N, K] and y [R, N] expected", op);
+    if (gate && (gate->ndim != 2 || gate->shape[1] != n || (gate->shape[0] != 1 && !idx)))
+        return mm_ctx_fail(ctx, "%s: gate must be a [T, %lld] table (with idx when T > 1)", op, (long long)n);
+    if (add && (add->dtype != MM_F32 || add->ndim != 2 || add->shape[0] != r || add->shape[1] != n ||
+                add->stride[1] != 1 || !mm_device_eq(add->device, mm_ctx_device(ctx))))
+        return mm_ctx_fail(ctx, "%s: add must be f32 [%lld, %lld] with unit column stride on the context's device", op,
+                           (long long)r, (long long)n);
+    mm_error e = {{0}};
+    temps t = {DEV(ctx), 0, {0}};
+    int rc = 0;
+    int32_t *zero_idx = NULL;
+    mmk_qlinear a = qlinear_operands(ctx, &t, q_x, s_x, q_w, s_w, &e, &rc);
+    a.y = y->data;
+    a.ldy = y->stride[0];
+    a.y_dtype = MM_BF16;
+    if (add) {
+        a.add = add->data;
+        a.ld_add = add->stride[0];
+    }
+    if (gate) {
+        a.gate = fresh_f32(ctx, &t, gate, &e, &rc);
+        a.ld_gate = n;
+        if (idx) {
+            if (idx->dtype != MM_I32 || idx->stride[0] != 1 || mm_tensor_numel(idx) != r)
+                rc = mm_fail(&e, "idx must be a contiguous I32 [%lld]", (long long)r);
+            a.mod_idx = idx->data;
+        } else if (rc == 0) {
+            zero_idx = temp_alloc(&t, (size_t)r * 4, &e);
+            if (!zero_idx || mm_cuda_memset0(DEV(ctx), zero_idx, (size_t)r * 4, &e))
+                rc = -1;
+            a.mod_idx = zero_idx;
+        }
+    }
+    if (rc == 0)
+        rc = mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e);
+    temps_free(&t);
+    return rc ? kfail(ctx, op, &e) : 0;
 }
 
 int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
@@ -857,40 +932,80 @@ int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x
                                  const mm_tensor *idx)
 {
     static const char *op = "mm_cuda_gemm_i8_scaled_gated";
+    if (!gate)
+        return mm_ctx_fail(ctx, "%s: a gate table is required", op);
+    return qlinear_fused(ctx, op, x, q_x, s_x, q_w, s_w, gate, idx, NULL);
+}
+
+int mm_cuda_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                               const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                               const mm_tensor *add)
+{
+    return qlinear_fused(ctx, "mm_cuda_gemm_i8_scaled_add", y, q_x, s_x, q_w, s_w, gate, idx, add);
+}
+
+bool mm_cuda_qgemm_lora_ready(mm_ctx *ctx)
+{
+    mm_device d = mm_ctx_device(ctx);
+    return d.kind == MM_DEVICE_CUDA && mmk_qgemm_usable(d.index) && mmk_qgemm_verified(d.index, NULL) &&
+           mmk_qgemm_lora_verified(d.index, NULL);
+}
+
+static bool bf16_rows16(const mm_tensor *t, mm_device dev)
+{
+    return t && t->dtype == MM_BF16 && t->ndim == 2 && t->stride[1] == 1 && t->stride[0] % 8 == 0 &&
+           ((uintptr_t)t->data & 15) == 0 && mm_device_eq(t->device, dev);
+}
+
+int mm_cuda_qgemm_lora(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
+                       const mm_tensor *s_w, const mm_tensor *gate32, const mm_tensor *idx, const mm_tensor *u,
+                       const mm_tensor *b_all, const mm_tensor *mask)
+{
+    static const char *op = "mm_cuda_qgemm_lora";
     if (mm_ctx_failed(ctx))
         return -1;
-    if (rows_bf16(ctx, op, "x", x))
-        return -1;
-    int64_t r = q_x->shape[0], n = q_w->shape[0];
-    if (q_x->dtype != MM_I8 || q_w->dtype != MM_I8 || q_x->ndim != 2 || q_w->ndim != 2 || q_x->shape[1] != q_w->shape[1] ||
-        x->shape[0] != r || x->shape[1] != n || q_x->stride[1] != 1 || q_w->stride[1] != 1)
-        return mm_ctx_fail(ctx, "%s: q_x I8 [R, K], q_w I8 [N, K] and x [R, N] expected", op);
-    if (!gate || gate->ndim != 2 || gate->shape[1] != n || (gate->shape[0] != 1 && !idx))
-        return mm_ctx_fail(ctx, "%s: gate must be a [T, %lld] table (with idx when T > 1)", op, (long long)n);
-    mm_error e = {{0}};
-    temps t = {DEV(ctx), 0, {0}};
-    int rc = 0;
-    int32_t *zero_idx = NULL;
-    mmk_qlinear a = qlinear_operands(ctx, &t, q_x, s_x, q_w, s_w, &e, &rc);
-    a.y = x->data;
-    a.ldy = x->stride[0];
-    a.y_dtype = MM_BF16;
-    a.gate = fresh_f32(ctx, &t, gate, &e, &rc);
-    a.ld_gate = n;
-    if (idx) {
-        if (idx->dtype != MM_I32 || idx->stride[0] != 1 || mm_tensor_numel(idx) != r)
-            rc = mm_fail(&e, "idx must be a contiguous I32 [%lld]", (long long)r);
+    mm_device dev = mm_ctx_device(ctx);
+    const int64_t R = q_x->shape[0], N = q_w->shape[0];
+    if (!bf16_rows16(u, dev) || !bf16_rows16(b_all, dev) || u->shape[0] != R || b_all->shape[0] != N ||
+        u->shape[1] != b_all->shape[1] || !mask || mask->dtype != MM_I64 || mask->ndim != 1 ||
+        mask->shape[0] != (N + 255) / 256 || mask->stride[0] != 1 || !mm_device_eq(mask->device, dev))
+        return mm_ctx_fail(ctx, "%s: u bf16 [%lld, Rk], b_all bf16 [%lld, Rk] (16-byte aligned rows) and an I64 mask "
+                                "[%lld] on the context's device expected",
+                           op, (long long)R, (long long)N, (long long)((N + 255) / 256));
+    if (gate32 && (gate32->dtype != MM_F32 || gate32->ndim != 2 || gate32->shape[1] != N || gate32->stride[1] != 1 ||
+                   gate32->stride[0] % 2 || ((uintptr_t)gate32->data & 7) || !idx || idx->dtype != MM_I32 ||
+                   mm_tensor_numel(idx) != R || !mm_tensor_is_contiguous(idx)))
+        return mm_ctx_fail(ctx, "%s: the gate must be an F32 [T, %lld] table with a contiguous I32 idx", op,
+                           (long long)N);
+    if (q_x->dtype != MM_I8 || q_w->dtype != MM_I8 || s_x->dtype != MM_F32 || s_w->dtype != MM_F32 ||
+        !mm_tensor_is_contiguous(s_x) || !mm_tensor_is_contiguous(s_w) || y->dtype != MM_BF16 || y->stride[1] != 1)
+        return mm_ctx_fail(ctx, "%s: I8 q_x/q_w, contiguous F32 scales and a bf16 y expected", op);
+    mmk_qgemm a;
+    memset(&a, 0, sizeof a);
+    a.M = (int)R;
+    a.N = (int)N;
+    a.K = (int)q_x->shape[1];
+    a.xq = q_x->data;
+    a.ldx = q_x->stride[0];
+    a.sx = s_x->data;
+    a.wq = q_w->data;
+    a.ldw = q_w->stride[0];
+    a.sw = s_w->data;
+    a.y = y->data;
+    a.ldy = y->stride[0];
+    if (gate32) {
+        a.gate = gate32->data;
+        a.ld_gate = gate32->stride[0];
         a.mod_idx = idx->data;
-    } else if (rc == 0) {
-        zero_idx = temp_alloc(&t, (size_t)r * 4, &e);
-        if (!zero_idx || mm_cuda_memset0(DEV(ctx), zero_idx, (size_t)r * 4, &e))
-            rc = -1;
-        a.mod_idx = zero_idx;
     }
-    if (rc == 0)
-        rc = mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, op, &e) : 0;
+    a.lora_u = u->data;
+    a.ld_u = u->stride[0];
+    a.lora_b = b_all->data;
+    a.ld_b = b_all->stride[0];
+    a.lora_r = (int)u->shape[1];
+    a.lora_mask = mask->data;
+    mm_error e = {{0}};
+    return mmk_qgemm_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, op, &e) : 0;
 }
 
 int mm_cuda_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,

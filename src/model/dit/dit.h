@@ -29,6 +29,7 @@
 #include "model/dit/config.h"
 #include "model/dit/layout.h"
 #include "model/dit/step_cache.h"
+#include "model/lora/lora.h"
 
 typedef struct mm_dit mm_dit;
 typedef struct mm_dit_request mm_dit_request;
@@ -83,6 +84,15 @@ typedef struct mm_dit_request_opts {
      * here, nothing to reduce). */
     mm_dit_allreduce_fn allreduce;
     void *allreduce_user;
+    /* LoRA adapters (model/lora/lora.h; at most MM_LORA_MAX_USES), each
+     * applied with its strength as a separate low-rank branch of every linear
+     * it adapts — never merged into the weights (docs/LORA.md). Every handle
+     * must be uploaded to the request's device (mm_lora_upload) and fit the
+     * model (mm_lora_fit runs here too); the caller keeps them alive until
+     * mm_dit_request_end. Parts besides linear pairs (AdaLN, time embedder,
+     * head banks, dense deltas) are refused with the reason. */
+    const mm_lora_use *loras;
+    int n_loras;
 } mm_dit_request_opts;
 
 /* mm_dit_request_begin with hooks (opts may be NULL). */
@@ -93,6 +103,10 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
  * dtype, any device) into out [L, hidden] bf16 on ctx's device (allocated by
  * the caller): what mm_dit_request_begin computes once per request. */
 int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tensor *out, mm_error *err);
+/* The same with a request's adapters (their refiner and condition_proj
+ * pairs apply; see mm_dit_request_opts.loras). */
+int mm_dit_refine_text_ex(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, const mm_lora_use *loras, int n_loras,
+                          mm_tensor *out, mm_error *err);
 
 /* One forward. row_t: host [S] per-row timesteps (mm_dit_row_timesteps).
  * video_rows [Nv, video_row_width] and audio_rows [Na, audio_row_width]: f32
@@ -138,6 +152,12 @@ int mm_dit_sdpa(mm_dit_request *req, mm_tensor *out, const mm_tensor *q, const m
  * more rows than q, as the reference KV cache's hook passes them), e.g.
  * "fa3-bf16"; mm_dit_attention_kind without the hook. */
 const char *mm_dit_sdpa_kind(const mm_dit_request *req, bool fewer_queries);
+/* How the request applies its adapters (mm_dit_request_opts.loras): "none",
+ * "branch on the ops (composition)" (the CPU, or CUDA off the fused block),
+ * "f32 addend in the int8 epilogue (cuBLASLt path)", or "fused into the
+ * Hopper int8 GEMM" (docs/LORA.md). */
+const char *mm_dit_lora_path(const mm_dit_request *req);
+
 /* Stage timing of one main block for benchmarks: mark(user, stage) is called
  * on the host before each stage of block `block` (stage names such as
  * "attention", "fc1 int8 GEMM") and with NULL after its last stage, in

@@ -20,6 +20,7 @@
  * synchronization and no allocation besides the caching allocator's reuse.
  * The CPU and other layouts keep block.c.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_fused.h"
@@ -152,12 +153,16 @@ static int attention(mm_dit_request *r, mm_tensor *o, mm_tensor *q, mm_tensor *k
 /* The int8 linears: the Hopper kernel with the epilogue fused where the
  * policy picked it (bit for bit the same values), cuBLASLt + the epilogue
  * kernel otherwise. gate: the block's f32 AdaLN column view, or NULL for a
- * plain store. */
+ * plain store; add: an adapter branch's f32 delta, or NULL. */
 static void qlinear(mm_dit_request *r, mm_tensor *y, const mm_tensor *q, const mm_tensor *s, const mm_linear *w,
-                    const mm_tensor *gate32, const mm_tensor *gate16)
+                    const mm_tensor *gate32, const mm_tensor *gate16, const mm_tensor *add)
 {
     mm_ctx *ctx = r->ctx;
     const mm_tensor *idx = &r->ws.adaln_idx;
+    if (add) {
+        mm_cuda_gemm_i8_scaled_add(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, gate16 ? idx : NULL, add);
+        return;
+    }
     if (r->paths.qgemm && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
         mm_cuda_qgemm(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? idx : NULL);
         return;
@@ -166,6 +171,132 @@ static void qlinear(mm_dit_request *r, mm_tensor *y, const mm_tensor *q, const m
         mm_cuda_gemm_i8_scaled_gated(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, idx);
     else
         mm_gemm_i8_scaled(ctx, y, q, s, &w->weight, &w->weight_scale, NULL);
+}
+
+/* ------------------------------------------------------------ adapters */
+
+/* A linear's pieces stacked for the fused branch (model.h); a_all stays
+ * empty when they do not fit it (more than 4096 ranks in all). */
+static int stack_pieces(mm_dit_request *r, const mm_linear *lin, const mm_dit_lora_list *l, mm_dit_lora_fused *f,
+                        mm_error *err)
+{
+    mm_ctx *ctx = r->ctx;
+    const mm_device dev = mm_ctx_device(ctx);
+    int64_t rk = 0;
+    for (int i = 0; i < l->n; i++)
+        rk += l->p[i].rank;
+    rk = (rk + 63) / 64 * 64;
+    if (rk > 4096)
+        return 0;
+    const int64_t N = lin->out_features, K = lin->in_features, tiles = (N + 255) / 256;
+    uint64_t *mask = calloc((size_t)tiles, sizeof *mask);
+    if (!mask)
+        return mm_fail(err, "out of memory");
+    int rc = -1;
+    if (mm_tensor_zeros(&f->a_all, dev, MM_BF16, 2, MM_SHAPE(rk, K), err) != 0 ||
+        mm_tensor_zeros(&f->b_all, dev, MM_BF16, 2, MM_SHAPE(N, rk), err) != 0 ||
+        mm_tensor_alloc(&f->mask, dev, MM_I64, 1, MM_SHAPE(tiles), err) != 0)
+        goto done;
+    int64_t col = 0;
+    for (int i = 0; i < l->n; i++) {
+        const mm_dit_lora_piece *p = &l->p[i];
+        mm_tensor a_rows = mm_tensor_narrow(&f->a_all, 0, col, p->rank);
+        mm_tensor b_rows = mm_tensor_narrow(&f->b_all, 0, p->row0, p->rows);
+        mm_tensor b_block = mm_tensor_narrow(&b_rows, 1, col, p->rank);
+        mm_axpby(ctx, &a_rows, p->s, p->a, 0.0f, NULL); /* the strength and scale folded into A, rounded once */
+        mm_copy(ctx, &b_block, p->b);
+        for (int64_t t = p->row0 / 256; t <= (p->row0 + p->rows - 1) / 256; t++)
+            for (int64_t c = col / 64; c <= (col + p->rank - 1) / 64; c++)
+                mask[t] |= 1ull << c;
+        col += p->rank;
+    }
+    mm_tensor host = mm_tensor_wrap(mask, mm_cpu(), MM_I64, 1, MM_SHAPE(tiles));
+    mm_copy(ctx, &f->mask, &host);
+    rc = mm_ctx_sync(ctx, err); /* the host mask must outlive its copy */
+    if (rc == 0)
+        r->bytes += mm_tensor_nbytes(&f->a_all) + mm_tensor_nbytes(&f->b_all) + mm_tensor_nbytes(&f->mask);
+done:
+    free(mask);
+    return rc;
+}
+
+const char *mm_dit_lora_path(const mm_dit_request *r)
+{
+    if (!r->lora)
+        return "none";
+    if (!r->cuda_path)
+        return "branch on the ops (composition)";
+    return r->lora_fused ? "fused into the Hopper int8 GEMM" : "f32 addend in the int8 epilogue (cuBLASLt path)";
+}
+
+int mm_dit_cuda_lora_setup(mm_dit_request *r, mm_error *err)
+{
+    if (!r->cuda_path || !r->lora || !r->paths.qgemm || !mm_cuda_qgemm_lora_ready(r->ctx))
+        return 0;
+    const mm_dit_config *c = &r->dit->cfg;
+    r->lora_fused = calloc((size_t)c->layers * 4, sizeof *r->lora_fused);
+    if (!r->lora_fused)
+        return mm_fail(err, "out of memory");
+    int64_t rk_max = 0;
+    for (int b = 0; b < c->layers; b++)
+        for (int w = 0; w < 4; w++) {
+            const mm_dit_lora_list *l = mm_dit_lora_for(r, &r->dit->blocks[b], w);
+            mm_dit_lora_fused *f = &r->lora_fused[b * 4 + w];
+            if (!l)
+                continue;
+            if (stack_pieces(r, &r->dit->blocks[b].lin[w], l, f, err) != 0)
+                return mm_error_prefix(err, "LoRA: blocks.%d linear %d", b, w);
+            if (f->a_all.data && f->a_all.shape[0] > rk_max)
+                rk_max = f->a_all.shape[0];
+        }
+    if (rk_max && mm_tensor_alloc(&r->lora_uall, mm_ctx_device(r->ctx), MM_BF16, 2, MM_SHAPE(r->rows, rk_max), err))
+        return -1;
+    r->bytes += mm_tensor_nbytes(&r->lora_uall);
+    return 0;
+}
+
+void mm_dit_cuda_lora_teardown(mm_dit_request *r)
+{
+    if (r->lora_fused)
+        for (int i = 0; i < r->dit->cfg.layers * 4; i++) {
+            mm_tensor_free(&r->lora_fused[i].a_all);
+            mm_tensor_free(&r->lora_fused[i].b_all);
+            mm_tensor_free(&r->lora_fused[i].mask);
+        }
+    free(r->lora_fused);
+    r->lora_fused = NULL;
+    mm_tensor_free(&r->lora_uall);
+}
+
+/* An adapted int8 linear: the branch fused into the Hopper GEMM (u by one
+ * bf16 GEMM from the linear's input x, B·u on the GEMM's accumulators), or
+ * else the branch's f32 sums (lora_branch.c) as the cuBLASLt path's addend.
+ * Without pieces, qlinear. */
+static void qlinear_lora(mm_dit_request *r, int block, int which, mm_tensor *y, const mm_tensor *q, const mm_tensor *s,
+                         const mm_linear *w, const mm_tensor *gate32, const mm_tensor *gate16, const mm_tensor *x)
+{
+    const mm_dit_lora_list *l = mm_dit_lora_for(r, &r->dit->blocks[block], which);
+    if (!l) {
+        qlinear(r, y, q, s, w, gate32, gate16, NULL);
+        return;
+    }
+    mm_ctx *ctx = r->ctx;
+    const mm_dit_lora_fused *f = r->lora_fused ? &r->lora_fused[block * 4 + which] : NULL;
+    if (f && f->a_all.data && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
+        mm_tensor u = mm_tensor_wrap(r->lora_uall.data, r->lora_uall.device, MM_BF16, 2,
+                                     MM_SHAPE(x->shape[0], f->a_all.shape[0]));
+        mm_tensor at = mm_tensor_transpose(&f->a_all, 0, 1);
+        mm_gemm(ctx, &u, x, &at, NULL, 1.0f, 0.0f);
+        mm_cuda_qgemm_lora(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? &r->ws.adaln_idx : NULL, &u,
+                           &f->b_all, &f->mask);
+        return;
+    }
+    mm_tensor delta;
+    if (mm_dit_lora_acc(r, x->shape[0], w->out_features, &delta) != 0)
+        return;
+    mm_fill(ctx, &delta, 0.0);
+    mm_dit_lora_accumulate(r, &delta, x, l);
+    qlinear(r, y, q, s, w, gate32, gate16, &delta);
 }
 
 int mm_dit_block_cuda(mm_dit_request *r, int block)
@@ -206,10 +337,16 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, head), o = mm_tensor_unflatten(&o2, 1, 2, head);
     mm_tensor cs = mm_dit_rows(&r->rope_cos, S), sn = mm_dit_rows(&r->rope_sin, S);
 
+    /* adapters: the bf16 inputs of the adapted linears (h, glu), written by the fused passes only then */
+    const bool lq = mm_dit_lora_for(r, bw, MM_DIT_QKV), l1 = mm_dit_lora_for(r, bw, MM_DIT_FC1);
+    const bool l2 = mm_dit_lora_for(r, bw, MM_DIT_FC2);
+    mm_tensor h = mm_dit_rows(&ws->h, S), glu = mm_dit_rows(&ws->glu, S);
+
     mark(r, block, "norm1 + modulation + ConvRot quant");
-    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm1, c->norm_eps, &scale_msa, &shift_msa, idx);
+    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, lq ? &h : NULL, &ws->x, &bw->norm1, c->norm_eps, &scale_msa,
+                                     &shift_msa, idx);
     mark(r, block, "qkv int8 GEMM");
-    qlinear(r, &qkv, &q8h, &s8, qkv_w, NULL, NULL);
+    qlinear_lora(r, block, MM_DIT_QKV, &qkv, &q8h, &s8, qkv_w, NULL, NULL, &h);
     mark(r, block, "q/k norm + RoPE");
     mm_cuda_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
     mark(r, block, "attention");
@@ -217,15 +354,16 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mark(r, block, "attn ConvRot quant");
     mm_convrot_quantize(ctx, &q8a, &s8, &o2, out_w->group);
     mark(r, block, "out int8 GEMM + gated residual");
-    qlinear(r, &ws->x, &q8a, &s8, out_w, &gate_msa32, &gate_msa);
+    qlinear_lora(r, block, MM_DIT_OUT, &ws->x, &q8a, &s8, out_w, &gate_msa32, &gate_msa, &o2);
     mark(r, block, "norm2 + modulation + ConvRot quant");
-    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp, &shift_mlp, idx);
+    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, l1 ? &h : NULL, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp,
+                                     &shift_mlp, idx);
     mark(r, block, "fc1 int8 GEMM");
-    qlinear(r, &fc1, &q8h, &s8, fc1_w, NULL, NULL);
+    qlinear_lora(r, block, MM_DIT_FC1, &fc1, &q8h, &s8, fc1_w, NULL, NULL, &h);
     mark(r, block, "SwiGLU + ConvRot quant");
-    mm_cuda_swiglu_convrot(ctx, &q8f, &s8, &fc1);
+    mm_cuda_swiglu_convrot(ctx, &q8f, &s8, l2 ? &glu : NULL, &fc1);
     mark(r, block, "fc2 int8 GEMM + gated residual");
-    qlinear(r, &ws->x, &q8f, &s8, fc2_w, &gate_mlp32, &gate_mlp);
+    qlinear_lora(r, block, MM_DIT_FC2, &ws->x, &q8f, &s8, fc2_w, &gate_mlp32, &gate_mlp, &glu);
     mark(r, block, NULL);
     return mm_ctx_failed(ctx) ? -1 : 0;
 }

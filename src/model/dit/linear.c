@@ -20,3 +20,17 @@ int mm_dit_linear(mm_ctx *ctx, mm_dit_workspace *ws, mm_tensor *out, const mm_te
     return mm_gemm_i8_scaled(ctx, out, &q, &s, &lin->weight, &lin->weight_scale,
                              lin->bias.data ? &lin->bias : NULL);
 }
+
+int mm_dit_linear_lora(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, const mm_linear *lin,
+                       const mm_dit_lora_list *l)
+{
+    mm_ctx *ctx = r->ctx;
+    if (!l || l->n == 0)
+        return mm_dit_linear(ctx, &r->ws, out, x, lin);
+    mm_tensor acc;
+    if (mm_dit_lora_acc(r, x->shape[0], lin->out_features, &acc) != 0)
+        return -1;
+    mm_dit_linear(ctx, &r->ws, &acc, x, lin); /* the base result, in f32: not rounded yet */
+    mm_dit_lora_accumulate(r, &acc, x, l);
+    return mm_copy(ctx, out, &acc);
+}

@@ -69,6 +69,29 @@ typedef struct mm_dit_step_cache {
     float *host_sums;   /* [4·S] */
     size_t bytes;
 } mm_dit_step_cache;
+/* One low-rank piece of a linear's adapter branch (lora_branch.c): the
+ * pair's bf16 device tensors and its strength-folded scale. */
+typedef struct mm_dit_lora_piece {
+    const mm_tensor *a, *b; /* A [rank, in], B [rows, rank] */
+    int64_t row0, rows;
+    int rank;
+    float s; /* strength · alpha / rank */
+} mm_dit_lora_piece;
+
+/* The pieces of one linear, in the request's adapter order. */
+typedef struct mm_dit_lora_list {
+    mm_dit_lora_piece *p;
+    int n;
+} mm_dit_lora_list;
+
+/* One main-block linear's pieces stacked for the Hopper GEMM's fused branch
+ * (dit_block_cuda.c): u = h·a_allᵀ in one GEMM, then B·u on the GEMM's f32
+ * accumulators (backend/cuda/cuda_fused.h: mm_cuda_qgemm_lora). */
+typedef struct mm_dit_lora_fused {
+    mm_tensor a_all; /* [Rk, in] bf16: bf16(s·A) of every piece, stacked (Rk: their ranks, padded to 64) */
+    mm_tensor b_all; /* [out, Rk] bf16: each piece's B at its rows and columns, zeros elsewhere */
+    mm_tensor mask;  /* I64 [ceil(out / 256)]: the 64-wide chunks of Rk each 256-column tile needs */
+} mm_dit_lora_fused;
 
 struct mm_dit_request {
     mm_dit *dit;
@@ -95,6 +118,14 @@ struct mm_dit_request {
     mm_dit_step_cache *step_cache;
     mm_dit_allreduce_fn allreduce; /* mm_dit_request_opts: the group's sums, or NULL */
     void *allreduce_user;
+    /* LoRA adapters (lora_branch.c): per linear (mm_dit_lora_slot), its
+     * pieces; the branch's scratch: u [S, max rank] bf16, the f32
+     * accumulator of an adapted linear (mm_dit_lora_acc). NULL/empty: none. */
+    mm_dit_lora_list *lora;
+    int n_lora_lists;
+    mm_tensor lora_u, lora_acc;
+    mm_dit_lora_fused *lora_fused; /* [layers·4] on the fused CUDA path with the Hopper GEMM, or NULL */
+    mm_tensor lora_uall;           /* [S, max Rk] bf16: a fused linear's u */
 };
 
 /* weights.c */
@@ -104,6 +135,25 @@ void mm_dit_weights_free(mm_dit *dit);
 /* linear.c: a linear layer in any stored format, the int8 codes of ConvRot
  * layers in the request's scratch. */
 int mm_dit_linear(mm_ctx *ctx, mm_dit_workspace *ws, mm_tensor *out, const mm_tensor *x, const mm_linear *lin);
+
+/* lora_branch.c: adapters of a request (mm_dit_request_opts.loras). */
+int mm_dit_lora_setup(mm_dit_request *r, const mm_lora_use *uses, int n, mm_error *err);
+void mm_dit_lora_teardown(mm_dit_request *r);
+/* The pieces of a block's (or the refiner's) linear `which`, or of
+ * condition_proj (bw NULL); NULL when it has none. */
+const mm_dit_lora_list *mm_dit_lora_for(const mm_dit_request *r, const mm_dit_block_weights *bw, int which);
+/* acc [R, N] f32 += Σ pieces s·B·(A·x): u = bf16(s·x·Aᵀ) in the request's
+ * scratch, then acc[:, row0 : row0 + rows] += u·Bᵀ in f32 (mm_gemm with
+ * beta 1). x [R, in] bf16. */
+int mm_dit_lora_accumulate(mm_dit_request *r, mm_tensor *acc, const mm_tensor *x, const mm_dit_lora_list *l);
+/* The request's f32 accumulator as [rows, n] (made on first use at the size
+ * asked, grown once if a later use needs more rows; failures go to the ctx). */
+int mm_dit_lora_acc(mm_dit_request *r, int64_t rows, int64_t n, mm_tensor *out);
+/* linear.c: mm_dit_linear plus its adapter branch, rounded once: the base
+ * result in f32 (the GEMM's accumulator after its epilogue), the branch
+ * added in f32, then one rounding into out. l NULL or empty: mm_dit_linear. */
+int mm_dit_linear_lora(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, const mm_linear *lin,
+                       const mm_dit_lora_list *l);
 
 /* attention.c: the shared attention half (fused QKV → per-head q/k RMSNorm →
  * optional RoPE → SDPA over the rows of h → ws->attn). */
@@ -132,6 +182,10 @@ void mm_dit_rope_tables(const mm_dit *dit, const double *positions, int64_t rows
 bool mm_dit_cuda_path_applies(const mm_dit_request *r);
 int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err); /* its buffers (nothing off the path) */
 void mm_dit_cuda_teardown(mm_dit_request *r);
+/* The fused branch's stacked pieces (after mm_dit_lora_setup; nothing
+ * without adapters or off the Hopper GEMM) and their release. */
+int mm_dit_cuda_lora_setup(mm_dit_request *r, mm_error *err);
+void mm_dit_cuda_lora_teardown(mm_dit_request *r);
 int mm_dit_block_cuda(mm_dit_request *r, int block);
 
 /* forward.c: main blocks [first, end) with their AdaLN rows (and the
