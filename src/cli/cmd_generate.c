@@ -35,6 +35,7 @@
 #include "engine/timing.h"
 #include "io/checkpoint.h"
 #include "media/probe.h"
+#include "sampler/schedule.h"
 
 #define PROG "mmh3 generate"
 
@@ -62,6 +63,9 @@ static void usage(FILE *f)
             "      --width W, --height H  %s\n"
             "      --size WxH|N         %s\n"
             "      --steps N            %s; N grid points = N-1 forwards\n"
+            "      --sampler NAME       a few-step schedule: %s (docs/PIPELINE.md)\n"
+            "      --sigmas V0,...,0[;A0,...,0]  a custom σ list (strictly decreasing in [0, 1], ending at 0; the\n"
+            "                           audio list defaults to the video one remapped to the audio shift)\n"
             "      --seed N             %s (default: drawn, printed)\n"
             "      --no-audio           silent output (no audio stream)\n"
             "      --fast               fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)\n"
@@ -70,8 +74,8 @@ static void usage(FILE *f)
             "      --preset P           x264 preset (default medium)\n"
             "      --frames-dir DIR     also write every frame as DIR/frame_NNNNN.png\n"
             "devices and weights (the same flags as mmh3 worker and mmh3 serve)\n",
-            MM_ACCEPT_FRAMES, MM_ACCEPT_SECONDS, MM_ACCEPT_DIM, MM_ACCEPT_SIZE, MM_ACCEPT_STEPS, MM_ACCEPT_SEED,
-            MM_ACCEPT_CRF);
+            MM_ACCEPT_FRAMES, MM_ACCEPT_SECONDS, MM_ACCEPT_DIM, MM_ACCEPT_SIZE, MM_ACCEPT_STEPS,
+            mm_schedule_preset_names(), MM_ACCEPT_SEED, MM_ACCEPT_CRF);
     mm_engine_flags_usage(f, MM_ENGINE_CMD_GENERATE, 6, 27);
     fprintf(f,
             "      --dit-path F         the DiT file of this run's partition\n"
@@ -289,7 +293,7 @@ static mm_device dit_device(const char *device)
 
 enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
-    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST,
+    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST, O_SAMPLER, O_SIGMAS,
 };
 
 int mm_cmd_generate(int argc, char **argv)
@@ -309,6 +313,8 @@ int mm_cmd_generate(int argc, char **argv)
         {"height", required_argument, 0, O_HEIGHT},
         {"size", required_argument, 0, O_SIZE},
         {"steps", required_argument, 0, O_STEPS},
+        {"sampler", required_argument, 0, O_SAMPLER},
+        {"sigmas", required_argument, 0, O_SIGMAS},
         {"seed", required_argument, 0, O_SEED},
         {"no-audio", no_argument, 0, O_NO_AUDIO},
         {"fast", no_argument, 0, O_FAST},
@@ -330,6 +336,7 @@ int mm_cmd_generate(int argc, char **argv)
     const char *prompt_arg = NULL, *file_arg = NULL, *out_arg = NULL, *last_image = NULL, *partition = NULL;
     const char *frames_arg = NULL, *seconds_arg = NULL, *width_arg = NULL, *height_arg = NULL, *size_arg = NULL;
     const char *seed_arg = NULL, *preset = MM_PRESET_DEFAULT, *frames_dir = NULL, *dit_path = NULL;
+    const char *sampler = NULL, *sigmas = NULL, *steps_arg = NULL;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
@@ -378,6 +385,21 @@ int mm_cmd_generate(int argc, char **argv)
                 return bad("--steps", optarg, "not an integer", MM_ACCEPT_STEPS);
             if (mm_rule_steps(v, &steps, &e) != 0)
                 return bad("--steps", optarg, e.msg, MM_ACCEPT_STEPS);
+            steps_arg = optarg;
+            break;
+        }
+        case O_SAMPLER:
+        case O_SIGMAS: {
+            /* checked here against the release's shifts; the engine rebuilds it with the loaded config's */
+            mm_error e = {{0}};
+            mm_schedule s;
+            if (c == O_SAMPLER && strcmp(optarg, "default") != 0 && mm_schedule_preset(optarg, &s, &e) != 0)
+                return bad("--sampler", optarg, e.msg, mm_schedule_preset_names());
+            if (c == O_SIGMAS && mm_schedule_parse(optarg, 12.0f, 3.0f, &s, &e) != 0)
+                return bad("--sigmas", optarg, e.msg, "V0,...,0[;A0,...,0]");
+            if (strcmp(optarg, "default") != 0)
+                mm_schedule_free(&s);
+            *(c == O_SAMPLER ? &sampler : &sigmas) = optarg;
             break;
         }
         case O_SEED: seed_arg = optarg; break;
@@ -445,6 +467,10 @@ int mm_cmd_generate(int argc, char **argv)
         return clash("--frames", "--seconds");
     if (size_arg && (width_arg || height_arg))
         return clash("--size", width_arg ? "--width" : "--height");
+    if (sampler && sigmas)
+        return clash("--sampler", "--sigmas");
+    if (steps_arg && (sigmas || (sampler && strcmp(sampler, "default") != 0))) /* a schedule fixes its forwards */
+        return clash("--steps", sigmas ? "--sigmas" : "--sampler");
 
     /* ---- prompt */
     char *prompt_buf = NULL;
@@ -637,6 +663,8 @@ int mm_cmd_generate(int argc, char **argv)
     req.partition = partition;
     req.frames = frames;
     req.steps = steps;
+    req.sampler = sampler;
+    req.sigmas = sigmas;
     req.seed = seed;
     req.no_audio = no_audio;
     req.fast = fast;
@@ -654,10 +682,17 @@ int mm_cmd_generate(int argc, char **argv)
     mm_progress_view_init(&view.view, mode, stderr, dit_device(eo.h3.device), t_start);
     for (int i = 0; i < notes.n && verbosity > 0; i++)
         fprintf(stderr, PROG ": warning: %s\n", notes.msg[i]);
+    char sampling[64];
+    if (sigmas)
+        snprintf(sampling, sizeof sampling, "a custom σ list");
+    else if (sampler && strcmp(sampler, "default") != 0)
+        snprintf(sampling, sizeof sampling, "sampler %s", sampler);
+    else
+        snprintf(sampling, sizeof sampling, "%d steps", steps);
     if (verbosity > 0)
-        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s -> %s\n", partition, req.width,
-                req.height, frames, frames / (double)MM_FPS, steps, (unsigned long long)seed,
-                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", out_arg);
+        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %s, seed %llu%s%s -> %s\n", partition, req.width, req.height,
+                frames, frames / (double)MM_FPS, sampling, (unsigned long long)seed, no_audio ? ", no audio" : "",
+                fast ? ", fast mode" : "", out_arg);
     if (verbosity > 1) {
         eo.h3.log = on_log;
         eo.h3.log_user = &view;

@@ -2,9 +2,11 @@
  * (dit.md §5–6): [text | keyframe or reference blocks | target audio |
  * target video]; one CPU generator seeded with the request's seed draws the
  * condition noise (packed order), the target video and the target audio;
- * reference audio rows are clean. N grid points drive N−1 DiT forwards; the
- * Euler update runs on the host in f32 on target rows only, so condition
- * rows are fed unchanged every step. */
+ * reference audio rows are clean. The request's schedule (the release grid
+ * of N points, N−1 forwards, or a few-step preset / custom σ list:
+ * sampler/schedule.h) drives the DiT forwards; the Euler update runs on the
+ * host in f32 on target rows only, so condition rows are fed unchanged every
+ * step. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -279,20 +281,17 @@ int pl_denoise(pl_job *j, mm_error *err)
     }
     mm_dit *dit = p->dit[j->partition];
     const mm_dit_config *cfg = mm_dit_get_config(dit);
-    mm_sigma_schedule sv = {0}, sa = {0};
+    const mm_sigma_schedule *sv = &j->schedule.video, *sa = &j->schedule.audio;
     loop_state s = {.j = j, .ctx = p->dit_ctx, .dit = dit};
     mm_tensor text = {0};
     const mm_tensor *text_rows = &j->cond.rows;
     int rc = -1;
     double t0 = mm_timing_now();
-    if (mm_sigma_schedule_build(j->req->steps, p->video_shift, &sv, err) != 0 ||
-        mm_sigma_schedule_build(j->req->steps, p->audio_shift, &sa, err) != 0)
-        goto done;
-    const int total = sv.points - 1;
+    const int total = mm_schedule_forwards(&j->schedule);
     pl_report(j, MM_STAGE_DENOISING, 0, total);
     if (pl_build_layout(j, err) != 0 || initial_rows(j, cfg, err) != 0)
         goto done;
-    if (p->o.layout_dump && dump_layout(j, &sv, &sa, err) != 0)
+    if (p->o.layout_dump && dump_layout(j, sv, sa, err) != 0)
         goto done;
     const mm_dit_layout *l = &j->layout;
     mm_device dd = mm_ctx_device(p->dit_ctx);
@@ -345,12 +344,12 @@ int pl_denoise(pl_job *j, mm_error *err)
     }
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);
-    pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards", (long long)l->rows,
-           (long long)l->text_rows, (long long)l->video_rows, (long long)l->audio_rows, total);
+    pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards (%s)", (long long)l->rows,
+           (long long)l->text_rows, (long long)l->video_rows, (long long)l->audio_rows, total, j->schedule.origin);
 
     t0 = mm_timing_now();
-    mm_flow_stream vstream = {j->video_rows, l->video_rows, l->cond_video_rows, vw, &sv};
-    mm_flow_stream astream = {j->audio_rows, l->audio_rows, l->cond_audio_rows, aw, &sa};
+    mm_flow_stream vstream = {j->video_rows, l->video_rows, l->cond_video_rows, vw, sv};
+    mm_flow_stream astream = {j->audio_rows, l->audio_rows, l->cond_audio_rows, aw, sa};
     mm_flow_callbacks fcb = {.progress = on_progress, .should_cancel = on_cancel, .user = &s};
     rc = mm_flow_sample(&vstream, &astream, velocity, &s, &fcb, err);
     mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0);
@@ -374,8 +373,6 @@ done:
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
     free(s.row_t);
-    mm_sigma_schedule_free(&sv);
-    mm_sigma_schedule_free(&sa);
     /* the text rows are not needed any more */
     mm_tensor_free(&j->cond.rows);
     if (p->placement.te_swapped)

@@ -14,6 +14,7 @@
 #include "model/text/conditioner.h"
 #include "model/text/text_tokenizer.h"
 #include "parallel/sp_dit.h"
+#include "sampler/schedule.h"
 
 enum { PL_FL2VA = 0, PL_REF2VA = 1, PL_PARTITIONS = 2 };
 
@@ -121,6 +122,7 @@ typedef struct pl_job {
     mm_dit_config dit_cfg; /* of the DiT that denoised (it may be freed before decoding) */
     mm_dit_layout layout;
     float *video_rows, *audio_rows; /* host f32 state of the sampler */
+    mm_schedule schedule;           /* the request's σ points and per-step extras */
     int forwards, total_forwards;
     double t0, stage_t0;
     mm_stage stage;

@@ -337,6 +337,44 @@ def timing_table_adds_up(env):
         check(key in r.stderr, "%r missing", key)
 
 
+def f32_repr(x):
+    return repr(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def dump_rows(path):
+    """The --dump-latents file as {name: bytes of the tensor}."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()
+            if k != "__metadata__"}
+
+
+@test
+def samplers_and_custom_sigma_lists_drive_the_loop(env):
+    """--sampler turbo4 runs 4 forwards; the same σ points given as --sigmas (both lists, each value the f32 the
+    preset computes in double from shift(linspace(1, 0, 5))) render the same latents bit for bit; a two-forward
+    list runs two; the default path keeps its 3 grid points = 2 forwards."""
+    shift = lambda b, s: s * b / (1 + (s - 1) * b)
+    video = ",".join(f32_repr(shift(1 - i / 4, 12)) for i in range(5))
+    audio = ",".join(f32_repr(shift(1 - i / 4, 3)) for i in range(5))
+    runs = {"preset": ["--sampler", "turbo4"], "list": ["--sigmas", video + ";" + audio],
+            "short": ["--sigmas", "1,0.6,0"], "default": ["--steps", "3"]}
+    forwards = {"preset": 4, "list": 4, "short": 2, "default": 2}
+    rows = {}
+    for name, args in runs.items():
+        dump = env.out("sched_%s.safetensors" % name)
+        r = env.generate("-p", "a fox in the snow", "--size", "64x64", "--frames", "22", "--seed", "11", "--preset",
+                         "ultrafast", "--plain", "-o", env.out("sched_%s.mp4" % name), "--dump-latents", dump, *args)
+        ok(r, name)
+        check("(%d forwards," % forwards[name] in r.stderr, "%s: %d forwards expected in the timing table: %s", name,
+              forwards[name], r.stderr.strip()[-400:])
+        rows[name] = dump_rows(dump)
+    check(rows["preset"] == rows["list"], "--sampler turbo4 and the same --sigmas lists give different latents")
+    check(rows["preset"] != rows["short"], "a different σ list gives the same latents")
+
+
 @test
 def missing_checkpoints_are_named(env):
     r = env.generate("-p", "x", "--models-path", os.path.join(env.work, "nowhere"), models=False, *QUICK)
@@ -368,6 +406,12 @@ BAD = [
     (["-p", "   "], "--prompt"),
     (["-p", "a", "--bogus"], "--bogus"),
     (["-p", "a", "--steps"], "--steps needs a value"),
+    (["-p", "a", "--sampler", "turbo5"], "--sampler turbo5: unknown sampler"),
+    (["-p", "a", "--sigmas", "1,0.5"], "--sigmas 1,0.5: video σ: the last point is 0.5; the list ends at 0"),
+    (["-p", "a", "--sigmas", "1,0.7,0.8,0"], "strictly decrease"),
+    (["-p", "a", "--sampler", "turbo4", "--sigmas", "1,0"], "--sampler and --sigmas"),
+    (["-p", "a", "--steps", "8", "--sampler", "turbo8"], "--steps and --sampler"),
+    (["-p", "a", "--steps", "8", "--sigmas", "1,0"], "--steps and --sigmas"),
     (["-p", "a", "--audio", "MEDIA/tone.wav", "--partition", "fl2va"], "--audio needs --partition ref2va"),
     (["-p", "a", "-i", "MEDIA/first.png", "--last-image", "MEDIA/last.jpg", "--partition", "ref2va"],
      "--last-image is fl2va only"),
