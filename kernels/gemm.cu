@@ -279,7 +279,7 @@ __global__ void k_dequant_i32(int M, int N, const int32_t *__restrict__ acc, int
                               const float *__restrict__ sx, const float *__restrict__ sw,
                               const float *__restrict__ bias, TY *__restrict__ y, int64_t ldy,
                               const float *__restrict__ gate, int64_t ld_gate, const int32_t *__restrict__ mod_idx,
-                              int vec)
+                              const float *__restrict__ add, int64_t ld_add, int vec)
 {
     int64_t per_row = (N + 7) / 8;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -304,6 +304,7 @@ __global__ void k_dequant_i32(int M, int N, const int32_t *__restrict__ acc, int
     float rs = sx[r];
     TY *yp = y + (int64_t)r * ldy + n0;
     const float *gp = gate ? gate + (int64_t)mod_idx[r] * ld_gate + n0 : nullptr;
+    const float *dp = add ? add + (int64_t)r * ld_add + n0 : nullptr;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         if (j >= cnt)
@@ -311,6 +312,8 @@ __global__ void k_dequant_i32(int M, int N, const int32_t *__restrict__ acc, int
         float o = (float)av[j] * __fmul_rn(rs, wv[j]);
         if (bias)
             o = __fadd_rn(o, bias[n0 + j]);
+        if (dp)
+            o = __fadd_rn(o, dp[j]);
         if (gp) {
             float x = mmk_to_f32(yp[j]);
             st_y<TY>(yp + j, __fadd_rn(x, __fmul_rn(gp[j], round_y<TY>(o))));
@@ -493,7 +496,7 @@ extern "C" int mmk_qlinear_i8(int dev, mmk_stream s, const mmk_qlinear *q, mm_er
         return mm_fail(err, "int8 linear: a gate table needs mod_idx");
     if (!mmk_is_float(q->y_dtype))
         return mm_fail(err, "int8 linear: output dtype %s not supported", mm_dtype_name(q->y_dtype));
-    if (qlinear_mode() == MODE_OUTER_VEC)
+    if (qlinear_mode() == MODE_OUTER_VEC && !q->add) /* cuBLASLt's scaling has no addend: the plain path takes it */
         return qlinear_outer(dev, s, q, err);
 
     /* Chunk rows so the int32 intermediate stays under ~512 MiB. */
@@ -527,12 +530,13 @@ extern "C" int mmk_qlinear_i8(int dev, mmk_stream s, const mmk_qlinear *q, mm_er
         if (mmk_gemm_ex_run(dev, s, &g, err))
             return -1;
         const int32_t *mi = q->mod_idx ? q->mod_idx + r0 : nullptr;
+        const float *ad = q->add ? q->add + r0 * q->ld_add : nullptr;
         int64_t n = (int64_t)m * ((q->N + 7) / 8);
         size_t es = (size_t)mm_dtype_bits(q->y_dtype) / 8;
         void *y = (char *)q->y + (size_t)(r0 * q->ldy) * es;
 #define MMK_DQ(TY)                                                                                                \
     k_dequant_i32<TY><<<mmk_blocks(n, 256), 256, 0, s>>>(m, q->N, acc, ldacc, q->sx + r0, q->sw, q->bias, (TY *)y, \
-                                                        q->ldy, q->gate, q->ld_gate, mi, vec)
+                                                        q->ldy, q->gate, q->ld_gate, mi, ad, q->ld_add, vec)
         if (q->y_dtype == MM_BF16)
             MMK_DQ(bf16);
         else if (q->y_dtype == MM_F16)

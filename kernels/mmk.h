@@ -124,6 +124,7 @@ int mmk_gemm_run(int dev, mmk_stream s, const mmk_gemm *g, mm_error *err);
 /* The ConvRot int8 linear (spec dit.md §3.3 steps 4-5) with its epilogue:
  *   acc[r,n] = Σ_k xq[r,k]·wq[n,k]                       (int32, exact)
  *   o[r,n]   = float(acc)·(sx[r]·sw[n]) + bias[n]        (f32, scales multiplied first)
+ *   with an addend: o[r,n] += add[r·ld_add + n]           (f32, before any rounding)
  *   store:          y[r,n] = round(o)                     (y_dtype: F32, BF16, F16)
  *   gated residual: y[r,n] = round(y[r,n] + gate[mod_idx[r]·ld_gate + n] · round(o))
  *                   (y is the residual stream: the same value as storing o
@@ -144,6 +145,10 @@ typedef struct mmk_qlinear {
     const float *gate; /* modulation table rows, or NULL */
     int64_t ld_gate;
     const int32_t *mod_idx; /* [M] table row of each row */
+    /* f32 [M, N] (row stride ld_add) added to o before its rounding: an
+     * adapter branch's s·B·u (docs/LORA.md), or NULL */
+    const float *add;
+    int64_t ld_add;
 } mmk_qlinear;
 int mmk_qlinear_i8(int dev, mmk_stream s, const mmk_qlinear *q, mm_error *err);
 

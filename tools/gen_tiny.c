@@ -104,7 +104,19 @@ typedef enum fill {
     F_NVFP4_SCALE2,
     F_EMB_I8,
     F_EMB_SCALE,
+    F_LORA,     /* rows of an adapter matrix: a master (native) matrix's rows, remapped per spelling */
 } fill;
+
+/* How an F_LORA tensor's rows come from its master [rows, cols] (the
+ * adapter in native form), i.e. how each spelling stores the same numbers. */
+typedef enum lora_map {
+    LM_SAME = 0,
+    LM_SLICE,      /* diffusers to_q/to_k/to_v: rows [c·N/3, (c+1)·N/3) of the fused qkv B */
+    LM_SWAP,       /* diffusers ff.net.0.proj: [up; gate] from native [gate; up] */
+    LM_INTERLEAVE, /* DiffSynth qkv: file row h·384 + c·128 + d = native row c·N/3 + h·128 + d */
+    LM_TILE,       /* fused rank-3r A: row j = master row j mod r */
+    LM_BLOCKDIAG,  /* fused rank-3r B: [3A, 3r], block c holds native rows [cA, (c+1)A) */
+} lora_map;
 
 typedef struct tensor_plan {
     char name[192];
@@ -118,11 +130,15 @@ typedef struct tensor_plan {
     int64_t rows, cols; /* quantized tensors: the master's [N, K] */
     int group;
     float *cache; /* per-row / per-tensor values computed once (scales) */
+    lora_map map; /* F_LORA */
+    int slice;
 } tensor_plan;
 
 typedef struct plan {
     tensor_plan *t;
     size_t n, cap;
+    const char *meta[32][2]; /* __metadata__ pairs */
+    int n_meta;
 } plan;
 
 static tensor_plan *add(plan *p, mm_dtype dt, fill kind, float gain, int ndim, const int64_t *shape, const char *fmt,
@@ -245,6 +261,181 @@ static void plan_dit(plan *p, const dit_cfg *c)
     add(p, MM_F32, F_UNIFORM, 0.1f, SH(96), "final_layer.video_out.bias");
     add(p, MM_F32, F_WEIGHT, 1, SH(32, h), "final_layer.audio_out.weight");
     add(p, MM_F32, F_UNIFORM, 0.1f, SH(32), "final_layer.audio_out.bias");
+}
+
+/* ------------------------------------------------------ LoRA adapters */
+
+/* One random adapter for a DiT of the given sizes, written in any of the
+ * published spellings (fewstep.md §2.2). The adapter is defined once in
+ * native form — per module a master A [r, in] and B [out, r], qkv with one
+ * shared A as native producers train it — and each spelling stores the same
+ * numbers the way its producer does, so every spelling of one seed must give
+ * the same forward:
+ *   native     blocks.N.attn.qkv_proj.lora_A.weight, per-key .alpha
+ *   comfy      the same behind diffusion_model. (ai-toolkit, Larry, LightX2V _comfyui_)
+ *   noalpha    native without any alpha (alpha = rank)
+ *   diffsynth  native names with .default, qkv B rows per head interleaved, metadata alpha
+ *   kohya      lora_unet_blocks_N_attn_qkv_proj.lora_down/lora_up + .alpha
+ *   diffusers  transformer_blocks.N.attn.to_q/k/v (A cloned, B in thirds), ff.net.0.proj
+ *              halves swapped, .lora_A.default.weight, metadata alpha (LightX2V)
+ *   peft       the diffusers names behind base_model.model., metadata lora_alpha
+ *   fused      comfy with qkv as one rank-3r pair: A = [A; A; A], B block-diagonal,
+ *              alpha 3·alpha (the rank-3r export of fewstep.md §2.3a) */
+typedef enum lora_spelling {
+    LS_NATIVE = 0,
+    LS_COMFY,
+    LS_NOALPHA,
+    LS_DIFFSYNTH,
+    LS_KOHYA,
+    LS_DIFFUSERS,
+    LS_PEFT,
+    LS_FUSED,
+    LS_COUNT
+} lora_spelling;
+static const char *const k_spellings[LS_COUNT] = {"native", "comfy", "noalpha", "diffsynth",
+                                                  "kohya",  "diffusers", "peft", "fused"};
+
+typedef struct lora_cfg {
+    int64_t rank, adaln_rank, adaln_in, bank;
+    double alpha; /* 0: alpha = rank */
+    float gain;   /* of B: |B·A| ≈ gain·|W| for the generator's weights */
+    int spelling;
+    bool no_refiner, condition, adaln, dense;
+    const char *meta[16][2];
+    int n_meta;
+} lora_cfg;
+
+static bool ls_diffusers(int sp) { return sp == LS_DIFFUSERS || sp == LS_PEFT; }
+
+/* The file's name of a module: native ("blocks.0.attn.qkv_proj"), its
+ * diffusers name (slice c of qkv), or kohya's flattening, with the prefix. */
+static void lora_key_of(int sp, const char *native, const char *diffusers, char *out, size_t n)
+{
+    const char *m = ls_diffusers(sp) && diffusers ? diffusers : native;
+    if (sp == LS_KOHYA) {
+        char flat[160];
+        snprintf(flat, sizeof flat, "%.159s", m);
+        for (char *c = flat; *c; c++)
+            if (*c == '.')
+                *c = '_';
+        snprintf(out, n, "lora_unet_%s", flat);
+        return;
+    }
+    const char *prefix = sp == LS_COMFY || sp == LS_FUSED ? "diffusion_model." : sp == LS_PEFT ? "base_model.model." : "";
+    snprintf(out, n, "%s%s", prefix, m);
+}
+
+static tensor_plan *lora_tensor(plan *p, const char *name, const char *master, int64_t rows, int64_t cols,
+                                int64_t m_rows, int64_t m_cols, float gain, lora_map map, int slice)
+{
+    tensor_plan *t = add(p, MM_BF16, F_LORA, gain, SH(rows, cols), "%s", name);
+    snprintf(t->master, sizeof t->master, "%s", master);
+    t->rows = m_rows;
+    t->cols = m_cols;
+    t->map = map;
+    t->slice = slice;
+    return t;
+}
+
+/* One module's pair(s): native [n_out, n_in], rank r. */
+static void plan_lora_module(plan *p, const lora_cfg *c, const char *native, const char *diffusers, int64_t n_out,
+                             int64_t n_in, int64_t r, bool qkv, bool fc1)
+{
+    const int sp = c->spelling;
+    const char *sa = sp == LS_KOHYA ? ".lora_down.weight"
+                     : sp == LS_DIFFSYNTH || sp == LS_DIFFUSERS ? ".lora_A.default.weight"
+                                                                : ".lora_A.weight";
+    const char *sb = sp == LS_KOHYA ? ".lora_up.weight"
+                     : sp == LS_DIFFSYNTH || sp == LS_DIFFUSERS ? ".lora_B.default.weight"
+                                                                : ".lora_B.weight";
+    const bool key_alpha = sp == LS_NATIVE || sp == LS_COMFY || sp == LS_KOHYA || sp == LS_FUSED;
+    const double alpha = c->alpha > 0 ? c->alpha : (double)r;
+    char ma[160], mb[160], key[200], name[256];
+    snprintf(ma, sizeof ma, "%s.A", native);
+    snprintf(mb, sizeof mb, "%s.B", native);
+    if (qkv && ls_diffusers(sp)) {
+        static const char *const third[3] = {"to_q", "to_k", "to_v"};
+        for (int k = 0; k < 3; k++) {
+            char d[160];
+            snprintf(d, sizeof d, "%.150s.%s", diffusers, third[k]);
+            lora_key_of(sp, native, d, key, sizeof key);
+            snprintf(name, sizeof name, "%s%s", key, sa);
+            lora_tensor(p, name, ma, r, n_in, r, n_in, 1.0f, LM_SAME, 0);
+            snprintf(name, sizeof name, "%s%s", key, sb);
+            lora_tensor(p, name, mb, n_out / 3, r, n_out, r, c->gain, LM_SLICE, k);
+        }
+        return;
+    }
+    lora_key_of(sp, native, diffusers, key, sizeof key);
+    const bool fused = qkv && sp == LS_FUSED;
+    snprintf(name, sizeof name, "%s%s", key, sa);
+    lora_tensor(p, name, ma, fused ? 3 * r : r, n_in, r, n_in, 1.0f, fused ? LM_TILE : LM_SAME, 0);
+    snprintf(name, sizeof name, "%s%s", key, sb);
+    lora_map bmap = fused ? LM_BLOCKDIAG : qkv && sp == LS_DIFFSYNTH ? LM_INTERLEAVE
+                                           : fc1 && ls_diffusers(sp)  ? LM_SWAP
+                                                                      : LM_SAME;
+    lora_tensor(p, name, mb, n_out, fused ? 3 * r : r, n_out, r, c->gain, bmap, 0);
+    if (key_alpha)
+        add(p, MM_F32, F_CONST, (float)(fused ? 3 * alpha : alpha), 0, NULL, "%s.alpha", key);
+}
+
+static void plan_lora_block(plan *p, const lora_cfg *c, const dit_cfg *d, const char *nat, const char *dif)
+{
+    const int64_t h = d->hidden, a = d->heads * d->head_dim, f = d->ffn, r = c->rank;
+    char n[160], df[160];
+    snprintf(n, sizeof n, "%s.attn.qkv_proj", nat), snprintf(df, sizeof df, "%s.attn", dif);
+    plan_lora_module(p, c, n, df, 3 * a, h, r, true, false);
+    snprintf(n, sizeof n, "%s.attn.out_proj", nat), snprintf(df, sizeof df, "%s.attn.to_out.0", dif);
+    plan_lora_module(p, c, n, df, h, a, r, false, false);
+    snprintf(n, sizeof n, "%s.mlp.fc1", nat), snprintf(df, sizeof df, "%s.ff.net.0.proj", dif);
+    plan_lora_module(p, c, n, df, 2 * f, h, r, false, true);
+    snprintf(n, sizeof n, "%s.mlp.fc2", nat), snprintf(df, sizeof df, "%s.ff.net.2", dif);
+    plan_lora_module(p, c, n, df, h, f, r, false, false);
+}
+
+static void plan_lora(plan *p, const lora_cfg *c, const dit_cfg *d)
+{
+    const int64_t h = d->hidden;
+    char nat[96], dif[96], n[160], df[160];
+    for (int64_t b = 0; b < d->layers; b++) {
+        snprintf(nat, sizeof nat, "blocks.%" PRId64, b);
+        snprintf(dif, sizeof dif, "transformer_blocks.%" PRId64, b);
+        plan_lora_block(p, c, d, nat, dif);
+        if (c->adaln) {
+            snprintf(n, sizeof n, "%s.adaln_proj.linear", nat), snprintf(df, sizeof df, "%s.adaln_proj.linear", dif);
+            plan_lora_module(p, c, n, df, 18 * h, c->adaln_in, c->adaln_rank, false, false);
+        }
+    }
+    for (int64_t b = 0; b < d->refiner && !c->no_refiner; b++) {
+        snprintf(nat, sizeof nat, "token_refiner.blocks.%" PRId64, b);
+        snprintf(dif, sizeof dif, "token_refiner.refiner_blocks.%" PRId64, b);
+        plan_lora_block(p, c, d, nat, dif);
+    }
+    if (c->condition)
+        plan_lora_module(p, c, "condition_proj", "context_embedder", h, d->text_dim, c->rank, false, false);
+    if (c->adaln)
+        plan_lora_module(p, c, "final_layer.adaln_proj.linear", "norm_out.linear", 2 * h, c->adaln_in, c->adaln_rank,
+                         false, false);
+    if (c->bank) { /* PDD: per-step output heads, f32 */
+        add(p, MM_F32, F_WEIGHT, 1, SH(c->bank, 96, h), "proj_out.weight");
+        add(p, MM_F32, F_UNIFORM, 0.1f, SH(c->bank, 96), "proj_out.bias");
+        add(p, MM_F32, F_WEIGHT, 1, SH(c->bank, 32, h), "audio_proj_out.weight");
+        add(p, MM_F32, F_UNIFORM, 0.1f, SH(c->bank, 32), "audio_proj_out.bias");
+        p->meta[p->n_meta][0] = "pdd_num_steps", p->meta[p->n_meta++][1] = "32";
+        p->meta[p->n_meta][0] = "pdd_block_size", p->meta[p->n_meta++][1] = "4";
+    }
+    if (c->dense) { /* FastVideo v2: a full-rank delta next to the pairs */
+        add(p, MM_BF16, F_WEIGHT, 0.01f, SH(d->heads * d->head_dim, h), "transformer_blocks.0.attn.to_q.diff");
+        p->meta[p->n_meta][0] = "format", p->meta[p->n_meta++][1] = "fastvideo-lora-v2";
+    }
+    static char alpha_text[32];
+    snprintf(alpha_text, sizeof alpha_text, "%.9g", c->alpha > 0 ? c->alpha : (double)c->rank);
+    if (c->spelling == LS_DIFFSYNTH || c->spelling == LS_DIFFUSERS)
+        p->meta[p->n_meta][0] = "alpha", p->meta[p->n_meta++][1] = alpha_text;
+    if (c->spelling == LS_PEFT)
+        p->meta[p->n_meta][0] = "lora_alpha", p->meta[p->n_meta++][1] = alpha_text;
+    for (int i = 0; i < c->n_meta && p->n_meta < 32; i++)
+        p->meta[p->n_meta][0] = c->meta[i][0], p->meta[p->n_meta++][1] = c->meta[i][1];
 }
 
 typedef struct te_cfg {
@@ -660,6 +851,34 @@ static void emb_rows(void *user, int64_t begin, int64_t end)
     free(row);
 }
 
+/* Adapter rows: each row is a row of the master matrix (its own RNG stream,
+ * so every spelling stores exactly the same numbers), placed as the
+ * spelling places it. */
+static void lora_rows(void *user, int64_t begin, int64_t end)
+{
+    const job *j = user;
+    const tensor_plan *t = j->t;
+    const int64_t cols = t->shape[1], N = t->rows, R = t->cols;
+    float *row = calloc((size_t)cols, 4);
+    if (!row)
+        return;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t m = r, at = 0;
+        switch (t->map) {
+        case LM_SAME: break;
+        case LM_SLICE: m = t->slice * t->shape[0] + r; break;
+        case LM_SWAP: m = (r + N / 2) % N; break;
+        case LM_INTERLEAVE: m = ((r % 384) / 128) * (N / 3) + (r / 384) * 128 + r % 128; break;
+        case LM_TILE: m = r % N; break;
+        case LM_BLOCKDIAG: at = (r / (N / 3)) * R; break;
+        }
+        memset(row, 0, (size_t)cols * 4);
+        master_row(t->master, m, R, t->gain, row + at);
+        store_row((char *)j->out + (size_t)(r * cols) * (size_t)(mm_dtype_bits(t->dtype) / 8), t->dtype, row, cols);
+    }
+    free(row);
+}
+
 /* Block scales of an nvfp4 weight are computed with its codes; they wait here
  * until their own tensor is written (it follows the weight in file order). */
 typedef struct pending {
@@ -761,6 +980,7 @@ static int generate(plan *p, const tensor_plan *t, void **bytes, size_t *nbytes,
     }
     case F_EMB_I8:
     case F_EMB_SCALE: mm_parallel_for(ctx, t->shape[0], 64, emb_rows, &j); break;
+    case F_LORA: mm_parallel_for(ctx, t->shape[0], 16, lora_rows, &j); break;
     default: break;
     }
     return mm_ctx_error(ctx, err);
@@ -805,6 +1025,11 @@ static int write_plan(plan *p, const char *path, mm_error *err)
         }
         total += mm_dtype_nbytes(p->t[i].dtype, numel_of(&p->t[i]));
     }
+    for (int i = 0; i < p->n_meta; i++)
+        if (mm_st_writer_metadata(w, p->meta[i][0], p->meta[i][1], err) != 0) {
+            mm_st_writer_abort(w);
+            return -1;
+        }
     time_t start = time(NULL);
     uint64_t done = 0;
     for (;;) {
@@ -969,10 +1194,49 @@ static int write_config_folder(const char *out, const char *release, const te_cf
 
 /* --------------------------------------------------------------- the CLI */
 
+/* The lora kind's options with a value; false when `a` is not one. Bad
+ * values leave a negative field for the caller to report. */
+static bool lora_option(lora_cfg *c, const char *a, const char *v)
+{
+    char *e;
+    if (strcmp(a, "--spelling") == 0) {
+        c->spelling = -1;
+        for (int i = 0; i < LS_COUNT; i++)
+            if (strcmp(v, k_spellings[i]) == 0)
+                c->spelling = i;
+    } else if (strcmp(a, "--rank") == 0) {
+        c->rank = strtoll(v, &e, 10), c->rank = *e ? -1 : c->rank;
+    } else if (strcmp(a, "--adaln-rank") == 0) {
+        c->adaln_rank = strtoll(v, &e, 10), c->adaln_rank = *e ? -1 : c->adaln_rank;
+    } else if (strcmp(a, "--adaln-in") == 0) {
+        c->adaln_in = strtoll(v, &e, 10), c->adaln_in = *e ? -1 : c->adaln_in;
+    } else if (strcmp(a, "--bank") == 0) {
+        c->bank = strtoll(v, &e, 10), c->bank = *e ? -1 : c->bank;
+    } else if (strcmp(a, "--alpha") == 0) {
+        c->alpha = strtod(v, &e), c->alpha = *e ? -1 : c->alpha;
+    } else if (strcmp(a, "--gain") == 0) {
+        c->gain = strtof(v, &e), c->gain = *e ? -1 : c->gain;
+    } else if (strcmp(a, "--metadata") == 0) {
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || c->n_meta >= 16) {
+            c->n_meta = -1;
+            return true;
+        }
+        char *k = strndup(v, (size_t)(eq - v)); /* lives until exit */
+        c->meta[c->n_meta][0] = k;
+        c->meta[c->n_meta++][1] = eq + 1;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mmh3-gen-tiny dit|text-encoder|video-vae|audio-vae [--full] [options] [--seed N] --out FILE\n"
+            "       mmh3-gen-tiny lora [dit sizes] [lora options] [--seed N] --out FILE   (a random adapter for\n"
+            "                 the DiT of those sizes)\n"
             "       mmh3-gen-tiny all [--full] [--seed N] [--config-from FL2VA_DIR] --out DIR   (DIR laid out like\n"
             "                 $MODELS_PATH, with MiniMax-H3/FL2VA: the release's config files, the text encoder's\n"
             "                 config.json patched to the generated sizes)\n"
@@ -984,7 +1248,12 @@ static void usage(FILE *f)
             "text-encoder: --hidden --heads --kv-heads --head-dim --ffn --layers --vocab --vision-hidden\n"
             "              --vision-heads --vision-ffn --vision-depth --deepstack --pos-side\n"
             "video-vae:    --channels C0,C1,... --decoder-layers --decoder-heads\n"
-            "audio-vae:    --encoder-dim --encoder-rates R,R,.. --latent-dim --heads --decoder-dim --decoder-rates R,..\n");
+            "audio-vae:    --encoder-dim --encoder-rates R,R,.. --latent-dim --heads --decoder-dim --decoder-rates R,..\n"
+            "lora:         the dit sizes, --spelling native|comfy|noalpha|diffsynth|kohya|diffusers|peft|fused,\n"
+            "              --rank R (16), --alpha A (default: the rank), --gain G (0.1: |B.A| ~ G.|W|), --no-refiner,\n"
+            "              --condition, --adaln [--adaln-rank R --adaln-in W], --bank HEADS (PDD), --dense\n"
+            "              (FastVideo .diff), --metadata KEY=VALUE (repeatable). Every spelling of one seed\n"
+            "              stores the same adapter.\n");
 }
 
 static int parse_i64(const char *s, int64_t *out)
@@ -1048,11 +1317,31 @@ int main(int argc, char **argv)
             full = true;
     all_cfg c;
     defaults(&c, full);
+    lora_cfg lc = {.rank = 16, .adaln_rank = 4, .gain = 0.1f, .spelling = LS_NATIVE};
+    lc.adaln_in = c.dit.time_dim;
     int64_t ignore;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--full") == 0)
             continue;
+        bool *flag = strcmp(a, "--no-refiner") == 0 ? &lc.no_refiner
+                     : strcmp(a, "--condition") == 0 ? &lc.condition
+                     : strcmp(a, "--adaln") == 0     ? &lc.adaln
+                     : strcmp(a, "--dense") == 0     ? &lc.dense
+                                                     : NULL;
+        if (flag && strcmp(what, "lora") == 0) {
+            *flag = true;
+            continue;
+        }
+        if (strcmp(what, "lora") == 0 && v && lora_option(&lc, a, v)) {
+            i++;
+            if (lc.spelling < 0 || lc.rank <= 0 || lc.adaln_rank <= 0 || lc.adaln_in <= 0 || lc.bank < 0 ||
+                !(lc.alpha >= 0) || !(lc.gain > 0) || lc.n_meta < 0) {
+                fprintf(stderr, "mmh3-gen-tiny lora: bad value for %s: %s\n", a, v);
+                return 2;
+            }
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "mmh3-gen-tiny: %s needs a value\n", a);
             return 2;
@@ -1078,16 +1367,16 @@ int main(int argc, char **argv)
             bad = parse_list(v, c.av.dec_rates, 8, &nn);
             c.av.n_dec = nn;
         } else {
-            bool dit = strcmp(what, "dit") == 0, te = strcmp(what, "text-encoder") == 0;
+            bool dit = strcmp(what, "dit") == 0, te = strcmp(what, "text-encoder") == 0, lora = strcmp(what, "lora") == 0;
             bool vv = strcmp(what, "video-vae") == 0, av = strcmp(what, "audio-vae") == 0;
             struct {
                 const char *flag;
                 bool on;
                 int64_t *p;
-            } map[] = {{"--hidden", dit, &c.dit.hidden},        {"--heads", dit, &c.dit.heads},
-                       {"--head-dim", dit, &c.dit.head_dim},    {"--ffn", dit, &c.dit.ffn},
-                       {"--layers", dit, &c.dit.layers},        {"--refiner-layers", dit, &c.dit.refiner},
-                       {"--text-dim", dit, &c.dit.text_dim},    {"--table-size", dit, &c.dit.table},
+            } map[] = {{"--hidden", dit || lora, &c.dit.hidden},        {"--heads", dit || lora, &c.dit.heads},
+                       {"--head-dim", dit || lora, &c.dit.head_dim},    {"--ffn", dit || lora, &c.dit.ffn},
+                       {"--layers", dit || lora, &c.dit.layers},        {"--refiner-layers", dit || lora, &c.dit.refiner},
+                       {"--text-dim", dit || lora, &c.dit.text_dim},    {"--table-size", dit, &c.dit.table},
                        {"--hidden", te, &c.te.hidden},          {"--heads", te, &c.te.heads},
                        {"--kv-heads", te, &c.te.kv_heads},      {"--head-dim", te, &c.te.head_dim},
                        {"--ffn", te, &c.te.ffn},                {"--layers", te, &c.te.layers},
@@ -1171,6 +1460,8 @@ int main(int argc, char **argv)
             plan_video_vae(&p, &c.vv);
         else if (strcmp(jobs[i].kind, "audio-vae") == 0)
             plan_audio_vae(&p, &c.av);
+        else if (strcmp(jobs[i].kind, "lora") == 0)
+            plan_lora(&p, &lc, &c.dit);
         else {
             fprintf(stderr, "mmh3-gen-tiny: unknown kind '%s'\n", jobs[i].kind);
             usage(stderr);

@@ -35,6 +35,7 @@
 #include "engine/timing.h"
 #include "io/checkpoint.h"
 #include "media/probe.h"
+#include "model/lora/lora.h"
 #include "sampler/schedule.h"
 
 #define PROG "mmh3 generate"
@@ -69,6 +70,9 @@ static void usage(FILE *f)
             "      --seed N             %s (default: drawn, printed)\n"
             "      --no-audio           silent output (no audio stream)\n"
             "      --fast               fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)\n"
+            "      --lora FILE[:S]      a LoRA adapter with strength S (default 1), repeatable, up to 8: a file, or a\n"
+            "                           name in $MODELS_PATH/loras (\".safetensors\" optional); applied as a separate\n"
+            "                           branch, never merged into the int8 weights (docs/LORA.md)\n"
             "output encoding\n"
             "      --crf N              %s\n"
             "      --preset P           x264 preset (default medium)\n"
@@ -293,8 +297,59 @@ static mm_device dit_device(const char *device)
 
 enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
-    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST, O_SAMPLER, O_SIGMAS,
+    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST, O_LORA, O_SAMPLER, O_SIGMAS,
 };
+
+/* --lora specs, checked before the engine starts: each resolves to a file
+ * whose header reads as an adapter (the load names file and keys), and the
+ * request carries the resolved paths. */
+typedef struct lora_args {
+    int n;
+    char name[MM_GEN_MAX_LORAS][1024];
+    char path[MM_GEN_MAX_LORAS][2048];
+    float strength[MM_GEN_MAX_LORAS];
+} lora_args;
+
+static int lora_arg(lora_args *la, const char *spec)
+{
+    mm_error e = {{0}};
+    if (la->n == MM_GEN_MAX_LORAS)
+        return bad("--lora", spec, "too many adapters", MM_ACCEPT_LORA);
+    if (mm_lora_parse_spec(spec, la->name[la->n], sizeof la->name[0], &la->strength[la->n], &e) != 0)
+        return bad("--lora", spec, e.msg, MM_ACCEPT_LORA);
+    la->n++;
+    return 0;
+}
+
+static int loras_check(lora_args *la, const char *models_path, int verbosity, mm_gen_request *req)
+{
+    for (int i = 0; i < la->n; i++) {
+        mm_error e = {{0}};
+        mm_lora *l = NULL;
+        mm_lora_open_opts o = {.header_only = true};
+        if (mm_lora_resolve(la->name[i], models_path, true, la->path[i], sizeof la->path[0], &e) != 0 ||
+            mm_lora_open(&l, la->path[i], &o, &e) != 0) {
+            fprintf(stderr, PROG ": --lora %s: %s\n", la->name[i], e.msg);
+            return 2;
+        }
+        const mm_lora_summary *s = &l->summary;
+        if (verbosity > 0) {
+            fprintf(stderr, "lora %s (strength %g): %s, rank %d", l->name, la->strength[i], s->family, s->rank_min);
+            if (s->rank_max != s->rank_min)
+                fprintf(stderr, "..%d", s->rank_max);
+            fprintf(stderr, ", alpha %g", s->alpha_min);
+            if (s->alpha_max != s->alpha_min)
+                fprintf(stderr, "..%g", s->alpha_max);
+            fprintf(stderr, ", %s%s%s\n", s->targets, s->hint[0] ? "; " : "", s->hint);
+            for (int w = 0; w < s->n_warnings; w++)
+                fprintf(stderr, PROG ": warning: %s: %s\n", l->name, s->warnings[w]);
+        }
+        mm_lora_free(l);
+        req->loras[i] = (mm_gen_lora){la->path[i], la->strength[i]};
+    }
+    req->n_loras = la->n;
+    return 0;
+}
 
 int mm_cmd_generate(int argc, char **argv)
 {
@@ -318,6 +373,7 @@ int mm_cmd_generate(int argc, char **argv)
         {"seed", required_argument, 0, O_SEED},
         {"no-audio", no_argument, 0, O_NO_AUDIO},
         {"fast", no_argument, 0, O_FAST},
+        {"lora", required_argument, 0, O_LORA},
         {"crf", required_argument, 0, O_CRF},
         {"preset", required_argument, 0, O_PRESET},
         {"frames-dir", required_argument, 0, O_FRAMES_DIR},
@@ -341,6 +397,8 @@ int mm_cmd_generate(int argc, char **argv)
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
     bool no_audio = false, fast = false, plain_lines = false;
+    static lora_args loras;
+    loras.n = 0;
     mm_engine_options eo;
     mm_engine_options_defaults(&eo);
     long long v;
@@ -405,6 +463,10 @@ int mm_cmd_generate(int argc, char **argv)
         case O_SEED: seed_arg = optarg; break;
         case O_NO_AUDIO: no_audio = true; break;
         case O_FAST: fast = true; break;
+        case O_LORA:
+            if (lora_arg(&loras, optarg) != 0)
+                return 2;
+            break;
         case O_CRF: {
             mm_error e = {{0}};
             if (!parse_ll(optarg, &v))
@@ -672,6 +734,11 @@ int mm_cmd_generate(int argc, char **argv)
     req.preset = preset;
     req.out_path = out_arg;
     req.frames_dir = frames_dir;
+    if (loras.n) {
+        if ((rc = loras_check(&loras, eo.h3.checkpoints.models_path, verbosity, &req)) != 0)
+            goto out;
+        eo.h3.lora_paths = true;
+    }
 
     /* ---- messages */
     mm_media_set_verbose(0); /* libav* logs errors only; our own lines say what happens */

@@ -43,6 +43,15 @@ typedef struct mm_reference {
     const char *path; /* a local file the engine may read */
 } mm_reference;
 
+/* A LoRA adapter of a request: a name under $MODELS_PATH/loras (ComfyUI's
+ * folder; a file path too where the engine allows it, i.e. the CLI) and its
+ * strength (request_rules.h: mm_rule_lora_strength). */
+#define MM_GEN_MAX_LORAS 8
+typedef struct mm_gen_lora {
+    const char *name;
+    float strength;
+} mm_gen_lora;
+
 typedef struct mm_gen_request {
     const char *prompt;
     mm_reference references[MM_MAX_REFERENCES]; /* request order; first image = first frame (fl2va) */
@@ -61,6 +70,8 @@ typedef struct mm_gen_request {
     const char *preset;          /* x264 preset name */
     const char *out_path;        /* final mp4; written to a temp file and renamed into place */
     const char *frames_dir;      /* optional PNG dump, or NULL */
+    mm_gen_lora loras[MM_GEN_MAX_LORAS]; /* adapters, applied in order, never merged into the weights */
+    int n_loras;
 } mm_gen_request;
 
 typedef struct mm_progress {

@@ -424,6 +424,7 @@ void mm_pipeline_destroy(mm_pipeline *p)
         mm_text_tokenizer_close(p->tok_owner);
     mm_prompt_cache_destroy(p->prompt_cache);
     pl_ref_cache_destroy(p->ref_cache);
+    mm_lora_cache_destroy(p->lora_cache);
     for (int i = 0; i < p->n_ctx; i++)
         mm_ctx_destroy(p->ctx[i]);
     pthread_mutex_destroy(&p->status_lock);
@@ -489,6 +490,13 @@ static int validate(const mm_gen_request *r, int part, mm_error *err)
         return mm_fail(err, "audio references need partition ref2va (fl2va takes pictures and videos only)");
     if (part == PL_REF2VA && r->last_image_path)
         return mm_fail(err, "a last image is fl2va only; ref2va takes references in request order");
+    if (r->n_loras < 0 || r->n_loras > MM_GEN_MAX_LORAS)
+        return mm_fail(err, "%d LoRA adapters: accepted: %s", r->n_loras, MM_ACCEPT_LORA);
+    for (int i = 0; i < r->n_loras; i++) {
+        float s;
+        if (!r->loras[i].name || !*r->loras[i].name || mm_rule_lora_strength(r->loras[i].strength, &s, err) != 0)
+            return mm_fail(err, "LoRA %d: accepted: %s", i + 1, MM_ACCEPT_LORA);
+    }
     return 0;
 }
 
@@ -623,6 +631,10 @@ int mm_pipeline_status_json(mm_pipeline *p, char *buf, size_t n)
     json_object_set_new(o, "vae_resident", json_boolean(p->vvae != NULL));
     json_object_set_new(o, "offload", json_boolean(pl_swapping(p)));
     json_object_set_new(o, "jobs", json_integer(p->jobs));
+    json_t *lo = json_object();
+    json_object_set_new(lo, "resident", json_integer(p->lora_cache ? mm_lora_cache_count(p->lora_cache) : 0));
+    json_object_set_new(lo, "bytes", json_integer(p->lora_cache ? (json_int_t)mm_lora_cache_bytes(p->lora_cache) : 0));
+    json_object_set_new(o, "loras", lo);
     json_object_set_new(o, "last_job_seconds", json_real(p->last_job_seconds));
     json_t *mem = json_object();
     char name[32];

@@ -42,6 +42,11 @@ typedef struct mm_pipeline_options {
     /* Benchmarks: each request's final target rows ("video_rows" [rows, 96],
      * "audio_rows" [2A, 32], f32) to this file, to compare two runs. */
     const char *latents_dump;
+    /* LoRA adapters: names may be file paths (the CLI; the worker takes names
+     * under $MODELS_PATH/loras only), and the device bytes kept resident
+     * between jobs (an LRU; 0 = 4 GiB, SIZE_MAX = none kept). */
+    bool lora_paths;
+    size_t lora_cache_bytes;
     /* The DiT sequence-parallel over this many GPUs, starting at its placed
      * device (0/1: one GPU; src/parallel/sp_dit.h). */
     int gpus;

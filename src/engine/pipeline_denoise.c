@@ -192,6 +192,8 @@ static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm
         mm_dit_request_end(s->dreq);
         s->dreq = NULL;
         mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
+        o.loras = s->j->lora_uses;
+        o.n_loras = s->j->n_loras;
         pl_refkv_attach(s->kv, NULL);
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
@@ -287,6 +289,11 @@ int pl_denoise(pl_job *j, mm_error *err)
     const mm_tensor *text_rows = &j->cond.rows;
     int rc = -1;
     double t0 = mm_timing_now();
+    mm_dit_request_opts lora_opts = {0};
+    if (pl_loras_acquire(j, err) != 0)
+        goto done;
+    lora_opts.loras = j->lora_uses;
+    lora_opts.n_loras = j->n_loras;
     const int total = mm_schedule_forwards(&j->schedule);
     pl_report(j, MM_STAGE_DENOISING, 0, total);
     if (pl_build_layout(j, err) != 0 || initial_rows(j, cfg, err) != 0)
@@ -323,14 +330,16 @@ int pl_denoise(pl_job *j, mm_error *err)
         mm_dit_request_opts o;
         if (pl_refkv_create(&s.kv, p->dit_ctx, cfg, l, err) != 0 ||
             mm_tensor_alloc(&s.refined, dd, MM_BF16, 2, (int64_t[]){l->text_rows, cfg->hidden}, err) != 0 ||
-            mm_dit_refine_text(dit, p->dit_ctx, text_rows, &s.refined, err) != 0)
+            mm_dit_refine_text_ex(dit, p->dit_ctx, text_rows, j->lora_uses, j->n_loras, &s.refined, err) != 0)
             goto done;
         o = pl_refkv_capture_opts(s.kv, &s.refined);
+        o.loras = j->lora_uses;
+        o.n_loras = j->n_loras;
         if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, NULL, &o, NULL, &s.dreq, err) != 0)
             goto done;
         pl_log(p, "reference KV cache: %lld pinned rows kept per block after the first forward (%.2f GiB)",
                (long long)pl_refkv_rows(s.kv), pl_refkv_bytes(cfg, l) / 1073741824.0);
-    } else if (mm_dit_request_begin(dit, p->dit_ctx, l, text_rows, NULL, &s.dreq, err) != 0) {
+    } else if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, text_rows, &lora_opts, NULL, &s.dreq, err) != 0) {
         goto done;
     }
     if (s.dreq) { /* fast mode (issue 9): the DiT's 8-bit attention where the GPU has it */
@@ -369,6 +378,7 @@ done:
     mm_dit_request_end(s.rreq);
     mm_sp_request_end(s.sreq);
     pl_refkv_free(s.kv);
+    pl_loras_release(j);
     mm_tensor *all[] = {&text, &s.video, &s.audio, &s.vv, &s.va, &s.refined};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);

@@ -11,6 +11,7 @@
 #include "backend/placement.h"
 #include "engine/pipeline.h"
 #include "model/dit/dit.h"
+#include "model/lora/lora.h"
 #include "model/text/conditioner.h"
 #include "model/text/text_tokenizer.h"
 #include "parallel/sp_dit.h"
@@ -55,6 +56,7 @@ struct mm_pipeline {
     mm_video_vae *vvae;
     mm_audio_vae *avae;
     pl_ref_cache *ref_cache;
+    mm_lora_cache *lora_cache; /* adapters resident between jobs (pipeline_lora.c; made on first use) */
     float video_shift, audio_shift;
     /* what status_json reports (written under status_lock) */
     pthread_mutex_t status_lock;
@@ -124,6 +126,10 @@ typedef struct pl_job {
     float *video_rows, *audio_rows; /* host f32 state of the sampler */
     mm_schedule schedule;           /* the request's σ points and per-step extras */
     int forwards, total_forwards;
+    /* the request's adapters, pinned in the pipeline's LRU for the job */
+    mm_lora *loras[MM_GEN_MAX_LORAS];
+    mm_lora_use lora_uses[MM_GEN_MAX_LORAS];
+    int n_loras;
     double t0, stage_t0;
     mm_stage stage;
 } pl_job;
@@ -174,6 +180,11 @@ void pl_ref_cache_destroy(pl_ref_cache *c);
 /* pipeline_denoise.c: layout, noise, DiT forwards. */
 int pl_build_layout(pl_job *j, mm_error *err);
 int pl_denoise(pl_job *j, mm_error *err);
+
+/* pipeline_lora.c: the request's adapters from the LRU onto the DiT's device
+ * (j->lora_uses), and back. */
+int pl_loras_acquire(pl_job *j, mm_error *err);
+void pl_loras_release(pl_job *j);
 
 /* pipeline_decode.c: latents → frames and waveform → mp4. */
 int pl_decode(pl_job *j, mm_error *err);

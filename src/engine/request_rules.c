@@ -78,6 +78,14 @@ int mm_rule_dim(const char *what, long long v, int *out, mm_rule_notes *notes, m
     return 0;
 }
 
+int mm_rule_lora_strength(double strength, float *out, mm_error *err)
+{
+    if (!isfinite(strength) || fabs(strength) > MM_LORA_STRENGTH_MAX)
+        return mm_fail(err, "strength %g is out of range", strength);
+    *out = (float)strength;
+    return 0;
+}
+
 int mm_rule_steps(long long steps, int *out, mm_error *err)
 {
     if (steps < MM_STEPS_MIN || steps > MM_STEPS_MAX)

@@ -41,6 +41,8 @@
 #define MM_CRF_DEFAULT 18
 #define MM_PRESET_DEFAULT "medium"
 #define MM_SEED_MAX 9007199254740991LL /* 2^53-1: exact in JSON and JavaScript */
+#define MM_LORAS_MAX 8                  /* adapters per request (engine.h MM_GEN_MAX_LORAS) */
+#define MM_LORA_STRENGTH_MAX 100.0
 
 #define MM_ACCEPT_FRAMES "integer 5..362, snapped down to the 17n+5 grid (5, 22, 39, ..., 124, ..., 362)"
 #define MM_ACCEPT_SECONDS "number > 0 and <= 15.08, converted at 24 fps and snapped up to the 17n+5 grid"
@@ -52,6 +54,9 @@
 #define MM_ACCEPT_PROMPT "string of 1..8000 characters, not only whitespace"
 #define MM_ACCEPT_SEED "integer 0..9007199254740991, or null for a drawn seed"
 #define MM_ACCEPT_PARTITION "\"fl2va\" or \"ref2va\""
+#define MM_ACCEPT_LORA                                                                                       \
+    "an adapter in $MODELS_PATH/loras (name, \".safetensors\" optional) with an optional :STRENGTH, a number "  \
+    "-100..100 (default 1); up to 8"
 #define MM_ACCEPT_ASPECT "\"W:H\" with integers 1..64 and a ratio between 1:4 and 4:1 (e.g. \"16:9\", \"9:16\", \"1:1\")"
 
 /* Adjustments made to a request, reported back as warnings. */
@@ -75,6 +80,8 @@ int mm_rule_seconds(double seconds, int *out, mm_rule_notes *notes, mm_error *er
 int mm_rule_dim(const char *what, long long v, int *out, mm_rule_notes *notes, mm_error *err);
 int mm_rule_steps(long long steps, int *out, mm_error *err);
 int mm_rule_crf(long long crf, int *out, mm_error *err);
+/* An adapter's strength: finite, |s| <= 100 (0 turns it off). */
+int mm_rule_lora_strength(double strength, float *out, mm_error *err);
 bool mm_rule_preset_valid(const char *preset);
 /* Counts Unicode code points; rejects invalid UTF-8, NUL, empty/whitespace-only, > 8000. */
 int mm_rule_prompt(const char *prompt, size_t len, mm_error *err);

@@ -36,6 +36,15 @@ int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x
                                  const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
                                  const mm_tensor *idx);
 
+/* The int8 linear with an addend (an adapter branch's f32 s·B·u, LoRA):
+ *   = mm_gemm_i8_scaled(y32, q_x, s_x, q_w, s_w, NULL) into an f32 y32,
+ *     mm_add(y32, y32, add), then (gate NULL) y = bf16(y32), or (gate set)
+ *     mm_gated_residual(y, bf16(y32), gate, idx) with y the residual stream.
+ *   add f32 [R, N] with unit column stride, or NULL (nothing added). */
+int mm_cuda_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                               const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                               const mm_tensor *add);
+
 /* = mm_rmsnorm(q, q, wq, eps); mm_rmsnorm(k, k, wk, eps); mm_rope(q, q, cos,
  *   sin, rot); mm_rope(k, k, cos, sin, rot), in place, one pass. q, k bf16
  *   [S, Hq|Hk, D] views (D ≤ 128, stride 1; heads D apart, e.g. the thirds of

@@ -29,6 +29,14 @@ int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x
     return NO_CUDA(ctx);
 }
 
+int mm_cuda_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                               const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                               const mm_tensor *add)
+{
+    (void)y, (void)q_x, (void)s_x, (void)q_w, (void)s_w, (void)gate, (void)idx, (void)add;
+    return NO_CUDA(ctx);
+}
+
 int mm_cuda_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,
                             float eps, const mm_tensor *cos, const mm_tensor *sin, int rot)
 {

@@ -843,45 +843,74 @@ int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_ten
     return mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, op, &e) : 0;
 }
 
-int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
-                                 const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
-                                 const mm_tensor *idx)
+/* The fused int8 linear of the DiT block: plain store into a bf16 y, or
+ * (gate set) the gated residual into y; add (f32 [R, N], or NULL) joins the
+ * f32 result before its rounding. */
+static int qlinear_fused(mm_ctx *ctx, const char *op, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                         const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                         const mm_tensor *add)
 {
-    static const char *op = "mm_cuda_gemm_i8_scaled_gated";
     if (mm_ctx_failed(ctx))
         return -1;
-    if (rows_bf16(ctx, op, "x", x))
+    if (rows_bf16(ctx, op, "y", y))
         return -1;
     int64_t r = q_x->shape[0], n = q_w->shape[0];
     if (q_x->dtype != MM_I8 || q_w->dtype != MM_I8 || q_x->ndim != 2 || q_w->ndim != 2 || q_x->shape[1] != q_w->shape[1] ||
-        x->shape[0] != r || x->shape[1] != n || q_x->stride[1] != 1 || q_w->stride[1] != 1)
-        return mm_ctx_fail(ctx, "%s: q_x I8 [R, K], q_w I8 [N, K] and x [R, N] expected", op);
-    if (!gate || gate->ndim != 2 || gate->shape[1] != n || (gate->shape[0] != 1 && !idx))
+        y->shape[0] != r || y->shape[1] != n || q_x->stride[1] != 1 || q_w->stride[1] != 1)
+        return mm_ctx_fail(ctx, "%s: q_x I8 [R, K], q_w I8 [N, K] and y [R, N] expected", op);
+    if (gate && (gate->ndim != 2 || gate->shape[1] != n || (gate->shape[0] != 1 && !idx)))
         return mm_ctx_fail(ctx, "%s: gate must be a [T, %lld] table (with idx when T > 1)", op, (long long)n);
+    if (add && (add->dtype != MM_F32 || add->ndim != 2 || add->shape[0] != r || add->shape[1] != n ||
+                add->stride[1] != 1 || !mm_device_eq(add->device, mm_ctx_device(ctx))))
+        return mm_ctx_fail(ctx, "%s: add must be f32 [%lld, %lld] with unit column stride on the context's device", op,
+                           (long long)r, (long long)n);
     mm_error e = {{0}};
     temps t = {DEV(ctx), 0, {0}};
     int rc = 0;
     int32_t *zero_idx = NULL;
     mmk_qlinear a = qlinear_operands(ctx, &t, q_x, s_x, q_w, s_w, &e, &rc);
-    a.y = x->data;
-    a.ldy = x->stride[0];
+    a.y = y->data;
+    a.ldy = y->stride[0];
     a.y_dtype = MM_BF16;
-    a.gate = fresh_f32(ctx, &t, gate, &e, &rc);
-    a.ld_gate = n;
-    if (idx) {
-        if (idx->dtype != MM_I32 || idx->stride[0] != 1 || mm_tensor_numel(idx) != r)
-            rc = mm_fail(&e, "idx must be a contiguous I32 [%lld]", (long long)r);
-        a.mod_idx = idx->data;
-    } else if (rc == 0) {
-        zero_idx = temp_alloc(&t, (size_t)r * 4, &e);
-        if (!zero_idx || mm_cuda_memset0(DEV(ctx), zero_idx, (size_t)r * 4, &e))
-            rc = -1;
-        a.mod_idx = zero_idx;
+    if (add) {
+        a.add = add->data;
+        a.ld_add = add->stride[0];
+    }
+    if (gate) {
+        a.gate = fresh_f32(ctx, &t, gate, &e, &rc);
+        a.ld_gate = n;
+        if (idx) {
+            if (idx->dtype != MM_I32 || idx->stride[0] != 1 || mm_tensor_numel(idx) != r)
+                rc = mm_fail(&e, "idx must be a contiguous I32 [%lld]", (long long)r);
+            a.mod_idx = idx->data;
+        } else if (rc == 0) {
+            zero_idx = temp_alloc(&t, (size_t)r * 4, &e);
+            if (!zero_idx || mm_cuda_memset0(DEV(ctx), zero_idx, (size_t)r * 4, &e))
+                rc = -1;
+            a.mod_idx = zero_idx;
+        }
     }
     if (rc == 0)
         rc = mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e);
     temps_free(&t);
     return rc ? kfail(ctx, op, &e) : 0;
+}
+
+int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
+                                 const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
+                                 const mm_tensor *idx)
+{
+    static const char *op = "mm_cuda_gemm_i8_scaled_gated";
+    if (!gate)
+        return mm_ctx_fail(ctx, "%s: a gate table is required", op);
+    return qlinear_fused(ctx, op, x, q_x, s_x, q_w, s_w, gate, idx, NULL);
+}
+
+int mm_cuda_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                               const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                               const mm_tensor *add)
+{
+    return qlinear_fused(ctx, "mm_cuda_gemm_i8_scaled_add", y, q_x, s_x, q_w, s_w, gate, idx, add);
 }
 
 int mm_cuda_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,

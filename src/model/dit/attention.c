@@ -9,7 +9,7 @@
 
 static int linear(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, const mm_dit_block_weights *bw, int which)
 {
-    return mm_dit_linear(r->ctx, &r->ws, out, x, &bw->lin[which]);
+    return mm_dit_linear_lora(r, out, x, &bw->lin[which], mm_dit_lora_for(r, bw, which));
 }
 
 int mm_dit_attention(mm_dit_request *r, int64_t rows, const mm_tensor *h, const mm_dit_block_weights *bw,

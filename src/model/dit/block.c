@@ -26,7 +26,7 @@ int mm_dit_block(mm_dit_request *r, int block)
 
     mm_rmsnorm_modulate(ctx, &ws->h, &ws->x, &bw->norm1, d->cfg.norm_eps, &chunk[1], &chunk[0], idx);
     mm_dit_attention(r, S, &ws->h, bw, true);
-    mm_dit_linear(ctx, ws, &ws->y, &ws->attn, &bw->lin[MM_DIT_OUT]);
+    mm_dit_linear_lora(r, &ws->y, &ws->attn, &bw->lin[MM_DIT_OUT], mm_dit_lora_for(r, bw, MM_DIT_OUT));
     mm_gated_residual(ctx, &ws->x, &ws->y, &chunk[2], idx);
     mm_rmsnorm_modulate(ctx, &ws->h, &ws->x, &bw->norm2, d->cfg.norm_eps, &chunk[4], &chunk[3], idx);
     mm_dit_mlp(r, S, &ws->h, bw);

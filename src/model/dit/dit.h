@@ -28,6 +28,7 @@
 #include "core/tensor.h"
 #include "model/dit/config.h"
 #include "model/dit/layout.h"
+#include "model/lora/lora.h"
 
 typedef struct mm_dit mm_dit;
 typedef struct mm_dit_request mm_dit_request;
@@ -74,6 +75,15 @@ typedef struct mm_dit_request_opts {
     /* Fast mode (issue 9): the main blocks' attention in e4m3 with per-block
      * scales where the GPU runs that kernel (Hopper), exact elsewhere. */
     bool fast;
+    /* LoRA adapters (model/lora/lora.h; at most MM_LORA_MAX_USES), each
+     * applied with its strength as a separate low-rank branch of every linear
+     * it adapts — never merged into the weights (docs/LORA.md). Every handle
+     * must be uploaded to the request's device (mm_lora_upload) and fit the
+     * model (mm_lora_fit runs here too); the caller keeps them alive until
+     * mm_dit_request_end. Parts besides linear pairs (AdaLN, time embedder,
+     * head banks, dense deltas) are refused with the reason. */
+    const mm_lora_use *loras;
+    int n_loras;
 } mm_dit_request_opts;
 
 /* mm_dit_request_begin with hooks (opts may be NULL). */
@@ -84,6 +94,10 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
  * dtype, any device) into out [L, hidden] bf16 on ctx's device (allocated by
  * the caller): what mm_dit_request_begin computes once per request. */
 int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tensor *out, mm_error *err);
+/* The same with a request's adapters (their refiner and condition_proj
+ * pairs apply; see mm_dit_request_opts.loras). */
+int mm_dit_refine_text_ex(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, const mm_lora_use *loras, int n_loras,
+                          mm_tensor *out, mm_error *err);
 
 /* One forward. row_t: host [S] per-row timesteps (mm_dit_row_timesteps).
  * video_rows [Nv, video_row_width] and audio_rows [Na, audio_row_width]: f32

@@ -157,15 +157,34 @@ static int attention(mm_dit_request *r, mm_tensor *o, mm_tensor *q, mm_tensor *k
     return sdpa(r, o, q, k, v);
 }
 
+/* The adapter branch of a linear with pieces (lora_branch.c): s·B·(A·x)
+ * summed in f32 into the request's accumulator [S, N], which the GEMM's
+ * epilogue adds before its rounding; NULL without pieces. x is the linear's
+ * bf16 input. */
+static const mm_tensor *lora_delta(mm_dit_request *r, mm_tensor *delta, const mm_tensor *x, const mm_linear *w,
+                                   const mm_dit_lora_list *l)
+{
+    if (!l)
+        return NULL;
+    *delta = mm_tensor_wrap(r->lora_acc.data, r->lora_acc.device, MM_F32, 2, MM_SHAPE(x->shape[0], w->out_features));
+    mm_fill(r->ctx, delta, 0.0);
+    mm_dit_lora_accumulate(r, delta, x, l);
+    return delta;
+}
+
 /* The int8 linears: the Hopper kernel with the epilogue fused where the
  * policy picked it (bit for bit the same values), cuBLASLt + the epilogue
  * kernel otherwise. gate: the block's f32 AdaLN column view, or NULL for a
- * plain store. */
+ * plain store; add: an adapter branch's f32 delta, or NULL. */
 static void qlinear(mm_dit_request *r, mm_tensor *y, const mm_tensor *q, const mm_tensor *s, const mm_linear *w,
-                    const mm_tensor *gate32, const mm_tensor *gate16)
+                    const mm_tensor *gate32, const mm_tensor *gate16, const mm_tensor *add)
 {
     mm_ctx *ctx = r->ctx;
     const mm_tensor *idx = &r->ws.adaln_idx;
+    if (add) {
+        mm_cuda_gemm_i8_scaled_add(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, gate16 ? idx : NULL, add);
+        return;
+    }
     if (r->paths.qgemm && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
         mm_cuda_qgemm(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? idx : NULL);
         return;
@@ -214,10 +233,17 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_tensor v = mm_tensor_unflatten(&v3, 1, 2, head), o = mm_tensor_unflatten(&o2, 1, 2, head);
     mm_tensor cs = mm_dit_rows(&r->rope_cos, S), sn = mm_dit_rows(&r->rope_sin, S);
 
+    /* adapters: each adapted linear's bf16 input (the fused passes below never write h and glu) */
+    const mm_dit_lora_list *lq = mm_dit_lora_for(r, bw, MM_DIT_QKV), *lo = mm_dit_lora_for(r, bw, MM_DIT_OUT);
+    const mm_dit_lora_list *l1 = mm_dit_lora_for(r, bw, MM_DIT_FC1), *l2 = mm_dit_lora_for(r, bw, MM_DIT_FC2);
+    mm_tensor h = mm_dit_rows(&ws->h, S), glu = mm_dit_rows(&ws->glu, S), delta;
+
     mark(r, block, "norm1 + modulation + ConvRot quant");
     mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm1, c->norm_eps, &scale_msa, &shift_msa, idx);
+    if (lq)
+        mm_rmsnorm_modulate(ctx, &h, &ws->x, &bw->norm1, c->norm_eps, &scale_msa, &shift_msa, idx);
     mark(r, block, "qkv int8 GEMM");
-    qlinear(r, &qkv, &q8h, &s8, qkv_w, NULL, NULL);
+    qlinear(r, &qkv, &q8h, &s8, qkv_w, NULL, NULL, lora_delta(r, &delta, &h, qkv_w, lq));
     mark(r, block, "q/k norm + RoPE");
     mm_cuda_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
     mark(r, block, "attention");
@@ -225,15 +251,21 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mark(r, block, "attn ConvRot quant");
     mm_convrot_quantize(ctx, &q8a, &s8, &o2, out_w->group);
     mark(r, block, "out int8 GEMM + gated residual");
-    qlinear(r, &ws->x, &q8a, &s8, out_w, &gate_msa32, &gate_msa);
+    qlinear(r, &ws->x, &q8a, &s8, out_w, &gate_msa32, &gate_msa, lora_delta(r, &delta, &o2, out_w, lo));
     mark(r, block, "norm2 + modulation + ConvRot quant");
     mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp, &shift_mlp, idx);
+    if (l1)
+        mm_rmsnorm_modulate(ctx, &h, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp, &shift_mlp, idx);
     mark(r, block, "fc1 int8 GEMM");
-    qlinear(r, &fc1, &q8h, &s8, fc1_w, NULL, NULL);
+    qlinear(r, &fc1, &q8h, &s8, fc1_w, NULL, NULL, lora_delta(r, &delta, &h, fc1_w, l1));
     mark(r, block, "SwiGLU + ConvRot quant");
     mm_cuda_swiglu_convrot(ctx, &q8f, &s8, &fc1);
+    if (l2) {
+        mm_tensor gate = mm_tensor_narrow(&fc1, 1, 0, F), up = mm_tensor_narrow(&fc1, 1, F, F);
+        mm_glu(ctx, &glu, &gate, &up, MM_ACT_SILU);
+    }
     mark(r, block, "fc2 int8 GEMM + gated residual");
-    qlinear(r, &ws->x, &q8f, &s8, fc2_w, &gate_mlp32, &gate_mlp);
+    qlinear(r, &ws->x, &q8f, &s8, fc2_w, &gate_mlp32, &gate_mlp, lora_delta(r, &delta, &glu, fc2_w, l2));
     mark(r, block, NULL);
     return mm_ctx_failed(ctx) ? -1 : 0;
 }

@@ -7,7 +7,7 @@
 
 int mm_dit_embed_text(mm_dit_request *r, const mm_tensor *text)
 {
-    mm_dit_linear(r->ctx, &r->ws, &r->text, text, &r->dit->cond);
+    mm_dit_linear_lora(r, &r->text, text, &r->dit->cond, mm_dit_lora_for(r, NULL, 0));
     mm_dit_capture(r, "condition_proj_out", &r->text);
     mm_dit_refine(r, &r->text);
     mm_dit_capture(r, "refiner_out", &r->text);

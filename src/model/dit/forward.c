@@ -159,6 +159,7 @@ void mm_dit_request_end(mm_dit_request *r)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
     mm_dit_cuda_teardown(r);
+    mm_dit_lora_teardown(r);
     free(r->tags);
     free(r);
 }
@@ -232,7 +233,8 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
 
     int rc = -1;
     if (setup_layout(r, layout, err) != 0 || setup_workspace(r, err) != 0 ||
-        alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 || mm_dit_cuda_setup(r, err) != 0)
+        alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 || mm_dit_cuda_setup(r, err) != 0 ||
+        (opts && mm_dit_lora_setup(r, opts->loras, opts->n_loras, err) != 0))
         goto done;
     if (refined) {
         mm_copy(ctx, &r->text, refined);
@@ -254,6 +256,12 @@ done:
 
 int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tensor *out, mm_error *err)
 {
+    return mm_dit_refine_text_ex(dit, ctx, text, NULL, 0, out, err);
+}
+
+int mm_dit_refine_text_ex(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, const mm_lora_use *loras, int n_loras,
+                          mm_tensor *out, mm_error *err)
+{
     const mm_dit_config *c = &dit->cfg;
     if (text->ndim != 2 || text->shape[1] != c->text_dim || text->shape[0] < 1)
         return mm_fail(err, "refining text: text must be [L, %d]", c->text_dim);
@@ -270,7 +278,7 @@ int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tenso
     int rc = -1;
     /* A workspace for the L text rows only: the refiner is all that runs. */
     if (setup_workspace(r, err) == 0 && alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) == 0 &&
-        refine(r, text, err) == 0) {
+        mm_dit_lora_setup(r, loras, n_loras, err) == 0 && refine(r, text, err) == 0) {
         mm_copy(ctx, out, &r->text);
         rc = mm_ctx_sync(ctx, err);
     } else {

@@ -20,3 +20,18 @@ int mm_dit_linear(mm_ctx *ctx, mm_dit_workspace *ws, mm_tensor *out, const mm_te
     return mm_gemm_i8_scaled(ctx, out, &q, &s, &lin->weight, &lin->weight_scale,
                              lin->bias.data ? &lin->bias : NULL);
 }
+
+int mm_dit_linear_lora(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, const mm_linear *lin,
+                       const mm_dit_lora_list *l)
+{
+    mm_ctx *ctx = r->ctx;
+    if (!l || l->n == 0)
+        return mm_dit_linear(ctx, &r->ws, out, x, lin);
+    const int64_t rows = x->shape[0], n = lin->out_features;
+    if (rows * n > mm_tensor_numel(&r->lora_acc))
+        return mm_ctx_fail(ctx, "dit: LoRA accumulator too small for [%lld, %lld]", (long long)rows, (long long)n);
+    mm_tensor acc = mm_tensor_wrap(r->lora_acc.data, r->lora_acc.device, MM_F32, 2, MM_SHAPE(rows, n));
+    mm_dit_linear(ctx, &r->ws, &acc, x, lin); /* the base result, in f32: not rounded yet */
+    mm_dit_lora_accumulate(r, &acc, x, l);
+    return mm_copy(ctx, out, &acc);
+}

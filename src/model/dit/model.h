@@ -56,6 +56,21 @@ typedef struct mm_dit_workspace {
     mm_tensor adaln_idx, t_idx; /* I32 [S]: ti·modalities + tag, ti */
 } mm_dit_workspace;
 
+/* One low-rank piece of a linear's adapter branch (lora_branch.c): the
+ * pair's bf16 device tensors and its strength-folded scale. */
+typedef struct mm_dit_lora_piece {
+    const mm_tensor *a, *b; /* A [rank, in], B [rows, rank] */
+    int64_t row0, rows;
+    int rank;
+    float s; /* strength · alpha / rank */
+} mm_dit_lora_piece;
+
+/* The pieces of one linear, in the request's adapter order. */
+typedef struct mm_dit_lora_list {
+    mm_dit_lora_piece *p;
+    int n;
+} mm_dit_lora_list;
+
 struct mm_dit_request {
     mm_dit *dit;
     mm_ctx *ctx;
@@ -77,6 +92,12 @@ struct mm_dit_request {
     bool paths_fast;       /* paths were chosen with fast mode's self-check */
     mm_dit_profile profile; /* stage marks of one block (benchmarks) */
     mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */
+    /* LoRA adapters (lora_branch.c): per linear (mm_dit_lora_slot), its
+     * pieces; the branch's scratch: u [S, max rank] bf16, the f32
+     * accumulator [S, max out] of an adapted linear. NULL/empty: none. */
+    mm_dit_lora_list *lora;
+    int n_lora_lists;
+    mm_tensor lora_u, lora_acc;
 };
 
 /* weights.c */
@@ -86,6 +107,22 @@ void mm_dit_weights_free(mm_dit *dit);
 /* linear.c: a linear layer in any stored format, the int8 codes of ConvRot
  * layers in the request's scratch. */
 int mm_dit_linear(mm_ctx *ctx, mm_dit_workspace *ws, mm_tensor *out, const mm_tensor *x, const mm_linear *lin);
+
+/* lora_branch.c: adapters of a request (mm_dit_request_opts.loras). */
+int mm_dit_lora_setup(mm_dit_request *r, const mm_lora_use *uses, int n, mm_error *err);
+void mm_dit_lora_teardown(mm_dit_request *r);
+/* The pieces of a block's (or the refiner's) linear `which`, or of
+ * condition_proj (bw NULL); NULL when it has none. */
+const mm_dit_lora_list *mm_dit_lora_for(const mm_dit_request *r, const mm_dit_block_weights *bw, int which);
+/* acc [R, N] f32 += Σ pieces s·B·(A·x): u = bf16(s·x·Aᵀ) in the request's
+ * scratch, then acc[:, row0 : row0 + rows] += u·Bᵀ in f32 (mm_gemm with
+ * beta 1). x [R, in] bf16. */
+int mm_dit_lora_accumulate(mm_dit_request *r, mm_tensor *acc, const mm_tensor *x, const mm_dit_lora_list *l);
+/* linear.c: mm_dit_linear plus its adapter branch, rounded once: the base
+ * result in f32 (the GEMM's accumulator after its epilogue), the branch
+ * added in f32, then one rounding into out. l NULL or empty: mm_dit_linear. */
+int mm_dit_linear_lora(mm_dit_request *r, mm_tensor *out, const mm_tensor *x, const mm_linear *lin,
+                       const mm_dit_lora_list *l);
 
 /* attention.c: the shared attention half (fused QKV → per-head q/k RMSNorm →
  * optional RoPE → SDPA over the rows of h → ws->attn). */

@@ -13,7 +13,7 @@ int mm_dit_refine(mm_dit_request *r, mm_tensor *text)
         const mm_dit_block_weights *bw = &d->refiner[b];
         mm_rmsnorm(ctx, &h, text, &bw->norm1, d->cfg.norm_eps);
         mm_dit_attention(r, L, &h, bw, false);
-        mm_dit_linear(ctx, &r->ws, &y, &attn, &bw->lin[MM_DIT_OUT]);
+        mm_dit_linear_lora(r, &y, &attn, &bw->lin[MM_DIT_OUT], mm_dit_lora_for(r, bw, MM_DIT_OUT));
         mm_add(ctx, text, text, &y);
         mm_rmsnorm(ctx, &h, text, &bw->norm2, d->cfg.norm_eps);
         mm_dit_mlp(r, L, &h, bw);
