@@ -725,7 +725,8 @@ int mm_cmd_generate(int argc, char **argv)
     req.partition = partition;
     req.frames = frames;
     req.steps = steps;
-    req.sampler = sampler;
+    /* an explicit --steps is the release grid: an adapter's own sampler then stays unused */
+    req.sampler = sampler ? sampler : steps_arg ? "default" : NULL;
     req.sigmas = sigmas;
     req.seed = seed;
     req.no_audio = no_audio;
@@ -754,6 +755,8 @@ int mm_cmd_generate(int argc, char **argv)
         snprintf(sampling, sizeof sampling, "a custom σ list");
     else if (sampler && strcmp(sampler, "default") != 0)
         snprintf(sampling, sizeof sampling, "sampler %s", sampler);
+    else if (!steps_arg && loras.n > 0)
+        snprintf(sampling, sizeof sampling, "%d steps unless an adapter names its sampler", steps);
     else
         snprintf(sampling, sizeof sampling, "%d steps", steps);
     if (verbosity > 0)
