@@ -11,7 +11,11 @@
  *     below 1 give the forward of a checkpoint holding the blend computed
  *     here; a forward without weights is refused;
  *   - what cannot apply is refused by name: full-width pairs without the
- *     grid, a grid of another width, time-embedder pairs. */
+ *     grid, a grid of another width, time-embedder pairs;
+ *   - with MMH3_ADALN_REF=DIR (written on the device by
+ *     tests/device/adaln_adapter_ref.py, PyTorch): every kit case with its
+ *     adapters, grid and PDD bank against PyTorch's velocities, within the
+ *     kit's forward tolerance, on MMH3_ADALN_DEVICE (cpu, default, or cuda). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -490,6 +494,129 @@ static void test_time_embedder_pairs_are_refused(void)
     free(v);
 }
 
+/* ---- against PyTorch (the device) */
+
+/* One forward of kit case `name` on `model` (any device): host velocities [video | audio]. */
+static float *forward_on(mm_ctx *c, mm_dit *model, const char *name, const mm_lora_use *uses, int n, bool pdd,
+                         int64_t *nv_out, int64_t *na_out, mm_error *err)
+{
+    kit_forward_case f;
+    if (kit_forward_case_load(&f, manifest, cases, name) != 0) {
+        mm_fail(err, "case %s", name);
+        return NULL;
+    }
+    const mm_dit_config *cfg = mm_dit_get_config(model);
+    const int64_t nv = f.l.video_rows * cfg->video_row_width, na = f.l.audio_rows * cfg->audio_row_width;
+    float *host = calloc((size_t)(nv + na), sizeof(float));
+    mm_device dev = mm_ctx_device(c);
+    mm_tensor in[2], out[2];
+    const int64_t rows[2] = {f.l.video_rows, f.l.audio_rows}, width[2] = {cfg->video_row_width, cfg->audio_row_width};
+    const mm_tensor *src[2] = {&f.video, &f.audio};
+    int rc = 0;
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        rc = mm_tensor_alloc(&in[s], dev, MM_F32, 2, MM_SHAPE(rows[s], width[s]), err) ||
+             mm_tensor_alloc(&out[s], dev, MM_F32, 2, MM_SHAPE(rows[s], width[s]), err);
+        if (rc == 0)
+            mm_copy(c, &in[s], src[s]);
+    }
+    mm_schedule sched = {0};
+    mm_dit_request_opts o = {.loras = uses, .n_loras = n};
+    mm_dit_request *r = NULL;
+    if (rc == 0 && (mm_dit_request_begin_ex(model, c, &f.l, &f.text, &o, NULL, &r, err) != 0 ||
+                    (pdd && (mm_schedule_preset("pdd8", &sched, err) != 0 ||
+                             mm_dit_request_set_head_weights(r, sched.bank_weights[0] + 3 * HEADS,
+                                                             sched.bank_weights[1] + 3 * HEADS, err) != 0)) ||
+                    mm_dit_forward(r, f.row_t, &in[0], &in[1], &out[0], &out[1], err) != 0))
+        rc = -1;
+    if (rc == 0) {
+        mm_tensor hv = mm_tensor_wrap(host, mm_cpu(), MM_F32, 2, MM_SHAPE(rows[0], width[0]));
+        mm_tensor ha = mm_tensor_wrap(host + nv, mm_cpu(), MM_F32, 2, MM_SHAPE(rows[1], width[1]));
+        mm_copy(c, &hv, &out[0]);
+        mm_copy(c, &ha, &out[1]);
+        rc = mm_ctx_sync(c, err);
+    }
+    mm_dit_request_end(r);
+    mm_schedule_free(&sched);
+    for (int s = 0; s < 2; s++) {
+        mm_tensor_free(&in[s]);
+        mm_tensor_free(&out[s]);
+    }
+    kit_forward_case_free(&f);
+    if (rc != 0) {
+        free(host);
+        return NULL;
+    }
+    *nv_out = nv;
+    *na_out = na;
+    return host;
+}
+
+static void test_matches_the_pytorch_reference(void)
+{
+    const char *dir = getenv("MMH3_ADALN_REF"), *devname = getenv("MMH3_ADALN_DEVICE");
+    mm_device dev = mm_cpu();
+    mm_error err = {{0}};
+    if (devname && strncmp(devname, "cuda", 4) == 0)
+        dev = mm_cuda(devname[4] == ':' ? atoi(devname + 5) : 0);
+    else if (devname && strcmp(devname, "cpu") != 0)
+        MM_REQUIRE(0, "MMH3_ADALN_DEVICE=%s: accepted cpu, cuda or cuda:N", devname);
+    mm_ctx *c = NULL;
+    mm_dit *model = NULL;
+    mm_lora *adaln = NULL, *bank = NULL;
+    mm_safetensors *ref = NULL;
+    char p[1200], g[1200], b[1200], rf[1200];
+    snprintf(p, sizeof p, "%s/adapter_adaln.safetensors", dir);
+    snprintf(b, sizeof b, "%s/adapter_pdd.safetensors", dir);
+    snprintf(g, sizeof g, "%s/h3_silu_temb_grid.safetensors", dir);
+    snprintf(rf, sizeof rf, "%s/reference.safetensors", dir);
+    MM_REQUIRE(mm_ctx_create(&c, dev, 2, &err) == 0 && mm_dit_load(&model, kit_path, c, NULL, &err) == 0 &&
+                   mm_dit_set_silu_grid(model, g, &err) == 0 && mm_lora_open(&adaln, p, NULL, &err) == 0 &&
+                   mm_lora_upload(adaln, c, &err) == 0 && mm_lora_open(&bank, b, NULL, &err) == 0 &&
+                   mm_lora_upload(bank, c, &err) == 0 && mm_st_open(&ref, rf, &err) == 0,
+               "%s", err.msg);
+    json_t *fw = json_object_get(json_object_get(manifest, "tolerances"), "forward");
+    const double tv = json_number_value(json_object_get(json_object_get(fw, "video"), "rel_l2"));
+    const double ta = json_number_value(json_object_get(json_object_get(fw, "audio"), "rel_l2"));
+    const mm_lora_use only[1] = {{adaln, 1.0f}}, mixed[2] = {{adaln, 0.7f}, {bank, 1.0f}};
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(manifest, "cases"), i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        for (int set = 0; set < 2; set++) {
+            int64_t nv, na;
+            float *v = forward_on(c, model, name, set ? mixed : only, set ? 2 : 1, set == 1, &nv, &na, &err);
+            MM_EXPECT(v, "%s: %s", name, err.msg);
+            if (!v)
+                continue;
+            char kv[256], ka[256];
+            snprintf(kv, sizeof kv, "%s.%s.video", set ? "pdd" : "adaln", name);
+            snprintf(ka, sizeof ka, "%s.%s.audio", set ? "pdd" : "adaln", name);
+            const mm_st_entry *rv = mm_st_find(ref, kv), *ra = mm_st_find(ref, ka);
+            MM_EXPECT(rv && ra && kit_numel(rv) == nv && kit_numel(ra) == na, "%s: reference tensors", kv);
+            if (rv && ra && kit_numel(rv) == nv && kit_numel(ra) == na) {
+                double *mv = malloc(sizeof(double) * (size_t)nv), *ma = malloc(sizeof(double) * (size_t)na);
+                double *wv = kit_doubles(rv), *wa = kit_doubles(ra);
+                for (int64_t k = 0; k < nv; k++)
+                    mv[k] = v[k];
+                for (int64_t k = 0; k < na; k++)
+                    ma[k] = v[nv + k];
+                const double dv = rel_l2(mv, wv, nv), da = rel_l2(ma, wa, na);
+                MM_EXPECT(dv <= tv && da <= ta, "%s: rel_l2 video %.4g (tol %g), audio %.4g (tol %g)", kv, dv, tv,
+                          da, ta);
+                printf("     %-34s vs PyTorch: video %.4f audio %.4f\n", kv, dv, da);
+                free(mv), free(ma), free(wv), free(wa);
+            }
+            free(v);
+        }
+    }
+    mm_st_close(ref);
+    mm_lora_free(adaln);
+    mm_lora_free(bank);
+    mm_dit_free(model);
+    mm_ctx_destroy(c);
+}
+
 int main(void)
 {
     char path[1024];
@@ -509,6 +636,11 @@ int main(void)
     MM_RUN(test_strength_zero_is_the_base);
     MM_RUN(test_pdd_bank_heads);
     MM_RUN(test_time_embedder_pairs_are_refused);
+    if (getenv("MMH3_ADALN_REF"))
+        MM_RUN(test_matches_the_pytorch_reference);
+    else
+        printf("     (the PyTorch comparison runs on the device: MMH3_ADALN_REF=DIR from "
+               "tests/device/adaln_adapter_ref.py)\n");
     kit_forward_case_free(&kcase);
     mm_dit_free(dit);
     for (int s = 0; s < 2; s++) {
