@@ -36,6 +36,7 @@
 #include "io/checkpoint.h"
 #include "media/probe.h"
 #include "model/lora/lora.h"
+#include "sampler/schedule.h"
 
 #define PROG "mmh3 generate"
 
@@ -52,7 +53,7 @@ typedef struct lora_args {
 typedef struct gen_args {
     const char *prompt, *file, *out, *last_image, *partition;
     const char *frames, *seconds, *width, *height, *size, *steps, *seed, *crf, *preset;
-    const char *frames_dir, *dit_path, *cache;
+    const char *frames_dir, *dit_path, *cache, *sampler, *sigmas;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs, verbosity;
@@ -321,6 +322,12 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
         {"--size", NULL, MM_FLAG_STRING, &a->size, MM_ACCEPT_SIZE, .arg = "WxH|N", .accepted = MM_ACCEPT_SIZE},
         {"--steps", NULL, MM_FLAG_STRING, &a->steps, MM_ACCEPT_STEPS "; N grid points = N-1 forwards", .arg = "N",
          .accepted = MM_ACCEPT_STEPS},
+        {"--sampler", NULL, MM_FLAG_STRING, &a->sampler, "a few-step schedule (docs/PIPELINE.md), or default",
+         .arg = "NAME"},
+        {"--sigmas", NULL, MM_FLAG_STRING, &a->sigmas,
+         "a custom σ list (strictly decreasing in [0, 1], ending at 0; the audio list defaults to the video one "
+         "remapped to the audio shift)",
+         .arg = "V0,...,0[;A0,...,0]"},
         {"--seed", NULL, MM_FLAG_STRING, &a->seed, MM_ACCEPT_SEED " (default: drawn, printed)", .arg = "N",
          .accepted = MM_ACCEPT_SEED},
         {"--no-audio", NULL, MM_FLAG_TRUE, &a->no_audio, .help = "silent output (no audio stream)"},
@@ -578,6 +585,33 @@ static int settle_sampling(const gen_args *a, mm_gen_request *req)
     return 0;
 }
 
+/* A few-step schedule: a preset or a custom list, checked here against the
+ * release's shifts (the engine rebuilds it with the loaded config's); an
+ * explicit --steps is the release grid, so an adapter's own sampler then
+ * stays unused. */
+static int settle_schedule(const gen_args *a, mm_gen_request *req)
+{
+    mm_error e = {{0}};
+    mm_schedule s;
+    if (a->sampler && a->sigmas)
+        return clash("--sampler", "--sigmas");
+    if (a->steps && (a->sigmas || (a->sampler && strcmp(a->sampler, "default") != 0))) /* a schedule fixes its forwards */
+        return clash("--steps", a->sigmas ? "--sigmas" : "--sampler");
+    if (a->sampler && strcmp(a->sampler, "default") != 0) {
+        if (mm_schedule_preset(a->sampler, &s, &e) != 0)
+            return bad("--sampler", a->sampler, e.msg, mm_schedule_preset_names());
+        mm_schedule_free(&s);
+    }
+    if (a->sigmas) {
+        if (mm_schedule_parse(a->sigmas, 12.0f, 3.0f, &s, &e) != 0)
+            return bad("--sigmas", a->sigmas, e.msg, "V0,...,0[;A0,...,0]");
+        mm_schedule_free(&s);
+    }
+    req->sampler = a->sampler ? a->sampler : a->steps ? "default" : NULL;
+    req->sigmas = a->sigmas;
+    return 0;
+}
+
 /* Step caching: parsed, then checked against the partition. */
 static int settle_cache(const gen_args *a, mm_gen_request *req)
 {
@@ -611,6 +645,7 @@ static int settle_request(const gen_args *a, const char *prompt, mm_gen_request 
     if ((rc = settle_references(a, req, counts, &ref_w, &ref_h)) != 0 ||
         (rc = settle_partition(a, counts, req, &ref_w, &ref_h)) != 0 || (rc = settle_length(a, req, notes)) != 0 ||
         (rc = settle_canvas(a, ref_w, ref_h, req, notes)) != 0 || (rc = settle_sampling(a, req)) != 0 ||
+        (rc = settle_schedule(a, req)) != 0 ||
         (rc = settle_encoding(a, req)) != 0 || (rc = settle_cache(a, req)) != 0)
         return rc;
     return 0;
@@ -699,9 +734,18 @@ static void show_plan(gen_args *a, const mm_gen_request *req, const mm_rule_note
         memcpy(cache_name, ", cache ", 8);
         mm_step_cache_name(&req->cache, cache_name + 8, sizeof cache_name - 8);
     }
+    char sampling[64];
+    if (req->sigmas)
+        snprintf(sampling, sizeof sampling, "a custom σ list");
+    else if (req->sampler && strcmp(req->sampler, "default") != 0)
+        snprintf(sampling, sizeof sampling, "sampler %s", req->sampler);
+    else if (!a->steps && a->loras.n > 0)
+        snprintf(sampling, sizeof sampling, "%d steps unless an adapter names its sampler", req->steps);
+    else
+        snprintf(sampling, sizeof sampling, "%d steps", req->steps);
     if (a->verbosity > 0)
-        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s%s -> %s\n", req->partition, req->width,
-                req->height, req->frames, req->frames / (double)MM_FPS, req->steps, (unsigned long long)req->seed,
+        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %s, seed %llu%s%s%s -> %s\n", req->partition, req->width,
+                req->height, req->frames, req->frames / (double)MM_FPS, sampling, (unsigned long long)req->seed,
                 req->no_audio ? ", no audio" : "", req->fast ? ", fast mode" : "", cache_name, req->out_path);
     if (a->verbosity > 1) {
         a->eo.h3.log = on_log;

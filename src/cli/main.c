@@ -18,6 +18,7 @@ static const struct command {
     {"token", mm_cmd_token, "access tokens of the HTTP API: create, list, revoke"},
     {"tokenize", mm_cmd_tokenize, "JSON lines of text on stdin -> token id arrays on stdout"},
     {"conformance", mm_cmd_conformance, "run a conformance kit against the engine"},
+    {"convert", mm_cmd_convert, "a dense DiT (bf16/f32, + FastVideo deltas) -> the int8 ConvRot file mmh3 loads"},
 };
 
 static void usage(FILE *out)

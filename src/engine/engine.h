@@ -61,7 +61,9 @@ typedef struct mm_gen_request {
     const char *partition;       /* "fl2va" or "ref2va" */
     int width, height;           /* multiples of 32 */
     int frames;                  /* on the 17n+5 grid */
-    int steps;                   /* grid points: steps-1 forwards */
+    int steps;                   /* grid points: steps-1 forwards (the release grid only) */
+    const char *sampler;         /* a preset (sampler/schedule.h: "turbo8", "pdd8", ...), "default" or NULL */
+    const char *sigmas;          /* a custom σ list "v0,...,0[;a0,...,0]", or NULL; excludes sampler */
     uint64_t seed;
     bool no_audio;
     bool fast;                   /* opt-in fast mode (FP8 attention) */

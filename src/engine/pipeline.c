@@ -540,11 +540,10 @@ int mm_pipeline_run(mm_pipeline *p, const mm_gen_request *req, const mm_gen_call
     int rc = -1;
     if (parse_partition(req->partition, &j->partition, err) != 0 || validate(req, j->partition, err) != 0)
         goto done;
-    mm_sigma_schedule sv = {0};
-    if (mm_sigma_schedule_build(req->steps, p->video_shift, &sv, err) != 0)
+    if (mm_schedule_resolve(req->sigmas, req->sampler, req->steps, p->video_shift, p->audio_shift, &j->schedule,
+                            err) != 0)
         goto done;
-    j->total_forwards = sv.points - 1;
-    mm_sigma_schedule_free(&sv);
+    j->total_forwards = mm_schedule_forwards(&j->schedule);
     j->width = req->width;
     j->height = req->height;
     j->frames = req->frames;
@@ -602,6 +601,7 @@ done:
     pl_items_free(j);
     mm_cond_result_free(&j->cond);
     mm_dit_layout_free(&j->layout);
+    mm_schedule_free(&j->schedule);
     free(j->video_rows);
     free(j->audio_rows);
     free(j);

@@ -2,11 +2,15 @@
  * (dit.md §5–6): [text | keyframe or reference blocks | target audio |
  * target video]; one CPU generator seeded with the request's seed draws the
  * condition noise (packed order), the target video and the target audio;
- * reference audio rows are clean. N grid points drive N−1 DiT forwards; the
- * Euler update runs on the host in f32 on target rows only, so condition
- * rows are fed unchanged every step. */
+ * reference audio rows are clean. The request's schedule (the release grid
+ * of N points, N−1 forwards, or a few-step preset / custom σ list:
+ * sampler/schedule.h) drives the DiT forwards; the Euler update runs on the
+ * host in f32 on target rows only, so condition rows are fed unchanged every
+ * step. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "engine/pipeline_internal.h"
@@ -165,6 +169,86 @@ static int dump_layout(const pl_job *j, const mm_sigma_schedule *sv, const mm_si
     return rc != 0 ? mm_error_prefix(err, "layout dump %s", j->p->o.layout_dump) : 0;
 }
 
+/* ------------------------------------------------- what adapters need
+ * (docs/LORA.md): their sampler when the request names none, the SiLU(temb)
+ * grid their full-width AdaLN pairs read, a PDD bank's per-step weights. */
+
+static const char *lora_meta(void *user, const char *key) { return mm_lora_metadata(user, key); }
+
+/* The first adapter that says which sampler it was distilled for sets the
+ * schedule, unless the request chose one (--sampler, --sigmas, or --steps). */
+static int adapters_schedule(pl_job *j, mm_error *err)
+{
+    if (j->req->sampler || j->req->sigmas)
+        return 0;
+    for (int i = 0; i < j->n_loras; i++) {
+        mm_schedule s;
+        bool found;
+        if (mm_schedule_from_adapter(j->loras[i]->name, lora_meta, j->loras[i], &s, &found, err) != 0)
+            return -1;
+        if (!found)
+            continue;
+        mm_schedule_free(&j->schedule);
+        j->schedule = s;
+        j->total_forwards = mm_schedule_forwards(&s);
+        for (int k = i + 1; k < j->n_loras; k++) {
+            mm_schedule other;
+            if (mm_schedule_from_adapter(j->loras[k]->name, lora_meta, j->loras[k], &other, &found, err) == 0 &&
+                found) {
+                pl_log(j->p, "LoRA %s names sampler %s too; %s's (%s) is used", j->loras[k]->name, other.name,
+                       j->loras[i]->name, s.name);
+                mm_schedule_free(&other);
+            }
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* The grid beside the adapters: <loras>/h3_silu_temb_grid_<partition>.safetensors, else
+ * <loras>/h3_silu_temb_grid.safetensors (the name Larry's node ships). Without one the DiT request says what is
+ * missing and where it comes from. */
+static int adapters_grid(pl_job *j, mm_dit *dit, mm_error *err)
+{
+    if (!mm_dit_loras_need_grid(dit, j->lora_uses, j->n_loras) || mm_dit_has_silu_grid(dit))
+        return 0;
+    char dir[1024], path[1200];
+    mm_lora_dir(j->p->o.checkpoints.models_path, dir, sizeof dir);
+    const char *names[2] = {j->partition == PL_FL2VA ? "h3_silu_temb_grid_fl2va" : "h3_silu_temb_grid_ref2va",
+                            "h3_silu_temb_grid"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s.safetensors", dir, names[i]);
+        if (access(path, R_OK) != 0)
+            continue;
+        if (mm_dit_set_silu_grid(dit, path, err) != 0)
+            return -1;
+        pl_log(j->p, "AdaLN adapters: SiLU(temb) grid %s", path);
+        return 0;
+    }
+    return 0;
+}
+
+/* A PDD bank blends its heads per step: the schedule's weights over that many fine steps (the pdd presets carry
+ * them; any other schedule gets them by overlap, sampler/schedule.h). */
+static int adapters_bank(pl_job *j, const mm_dit_request *req, mm_error *err)
+{
+    const int heads = req ? mm_dit_request_bank_heads(req) : 0;
+    if (heads == 0 || j->schedule.bank_heads == heads)
+        return 0;
+    pl_log(j->p, "PDD bank of %d heads: weights for the %s schedule by interval overlap", heads, j->schedule.name);
+    return mm_schedule_set_pdd_bank(&j->schedule, heads, j->p->video_shift, j->p->audio_shift, err);
+}
+
+static int step_heads(const pl_job *j, mm_dit_request *req, int step, mm_error *err)
+{
+    const int heads = mm_dit_request_bank_heads(req);
+    if (heads == 0)
+        return 0;
+    const mm_schedule *s = &j->schedule;
+    return mm_dit_request_set_head_weights(req, s->bank_weights[MM_SCHED_VIDEO] + (size_t)step * heads,
+                                           s->bank_weights[MM_SCHED_AUDIO] + (size_t)step * heads, err);
+}
+
 typedef struct loop_state {
     pl_job *j;
     mm_ctx *ctx;
@@ -251,7 +335,8 @@ static int velocity_cached(loop_state *s, int step, float t_video, float t_audio
     mm_copy(s->ctx, &da, &ha);
     pl_refkv_begin_forward(s->kv);
     mm_dit_request_set_step(s->rreq, step);
-    if (mm_ctx_error(s->ctx, err) != 0 || mm_dit_forward(s->rreq, s->row_t, &dv, &da, &ov, &oa, err) != 0)
+    if (mm_ctx_error(s->ctx, err) != 0 || step_heads(s->j, s->rreq, step, err) != 0 ||
+        mm_dit_forward(s->rreq, s->row_t, &dv, &da, &ov, &oa, err) != 0)
         return -1;
     memset(v_video, 0, sizeof(float) * (size_t)(video->cond_rows * vw));
     memset(v_audio, 0, sizeof(float) * (size_t)(audio->cond_rows * aw));
@@ -279,7 +364,7 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
         mm_sp_request_set_step(s->sreq, step);
     else
         mm_dit_request_set_step(s->dreq, step);
-    if (mm_ctx_error(s->ctx, err) != 0 ||
+    if (mm_ctx_error(s->ctx, err) != 0 || (s->dreq && step_heads(s->j, s->dreq, step, err) != 0) ||
         (s->sreq ? mm_sp_forward(s->sreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)
                  : mm_dit_forward(s->dreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)) != 0)
         return -1;
@@ -348,25 +433,22 @@ int pl_denoise(pl_job *j, mm_error *err)
     }
     mm_dit *dit = p->dit[j->partition];
     const mm_dit_config *cfg = mm_dit_get_config(dit);
-    mm_sigma_schedule sv = {0}, sa = {0};
+    const mm_sigma_schedule *sv = &j->schedule.video, *sa = &j->schedule.audio;
     loop_state s = {.j = j, .ctx = p->dit_ctx, .dit = dit};
     mm_tensor text = {0};
     const mm_tensor *text_rows = &j->cond.rows;
     int rc = -1;
     double t0 = mm_timing_now();
     mm_dit_request_opts lora_opts = {0};
-    if (pl_loras_acquire(j, err) != 0)
+    if (pl_loras_acquire(j, err) != 0 || adapters_schedule(j, err) != 0 || adapters_grid(j, dit, err) != 0)
         goto done;
     lora_opts.loras = j->lora_uses;
     lora_opts.n_loras = j->n_loras;
-    if (mm_sigma_schedule_build(j->req->steps, p->video_shift, &sv, err) != 0 ||
-        mm_sigma_schedule_build(j->req->steps, p->audio_shift, &sa, err) != 0)
-        goto done;
-    const int total = sv.points - 1;
+    const int total = mm_schedule_forwards(&j->schedule);
     pl_report(j, MM_STAGE_DENOISING, 0, total);
     if (pl_build_layout(j, err) != 0 || initial_rows(j, cfg, err) != 0)
         goto done;
-    if (p->o.layout_dump && dump_layout(j, &sv, &sa, err) != 0)
+    if (p->o.layout_dump && dump_layout(j, sv, sa, err) != 0)
         goto done;
     const mm_dit_layout *l = &j->layout;
     mm_device dd = mm_ctx_device(p->dit_ctx);
@@ -424,14 +506,16 @@ int pl_denoise(pl_job *j, mm_error *err)
     s.forwards = total;
     mm_step_cache_report_init(&s.cache_report);
     start_step_cache(&s, s.dreq);
+    if (adapters_bank(j, s.dreq, err) != 0)
+        goto done;
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);
-    pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards", (long long)l->rows,
-           (long long)l->text_rows, (long long)l->video_rows, (long long)l->audio_rows, total);
+    pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards (%s)", (long long)l->rows,
+           (long long)l->text_rows, (long long)l->video_rows, (long long)l->audio_rows, total, j->schedule.origin);
 
     t0 = mm_timing_now();
-    mm_flow_stream vstream = {j->video_rows, l->video_rows, l->cond_video_rows, vw, &sv};
-    mm_flow_stream astream = {j->audio_rows, l->audio_rows, l->cond_audio_rows, aw, &sa};
+    mm_flow_stream vstream = {j->video_rows, l->video_rows, l->cond_video_rows, vw, sv};
+    mm_flow_stream astream = {j->audio_rows, l->audio_rows, l->cond_audio_rows, aw, sa};
     mm_flow_callbacks fcb = {.progress = on_progress, .should_cancel = on_cancel, .user = &s};
     rc = mm_flow_sample(&vstream, &astream, velocity, &s, &fcb, err);
     mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0);
@@ -457,8 +541,6 @@ done:
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
     free(s.row_t);
-    mm_sigma_schedule_free(&sv);
-    mm_sigma_schedule_free(&sa);
     /* the text rows are not needed any more */
     mm_tensor_free(&j->cond.rows);
     if (p->placement.te_swapped) { /* one small GPU: the text encoder needs the room next time */

@@ -15,6 +15,7 @@
 #include "model/text/conditioner.h"
 #include "model/text/text_tokenizer.h"
 #include "parallel/sp_dit.h"
+#include "sampler/schedule.h"
 
 enum { PL_FL2VA = 0, PL_REF2VA = 1, PL_PARTITIONS = 2 };
 
@@ -123,6 +124,7 @@ typedef struct pl_job {
     mm_dit_config dit_cfg; /* of the DiT that denoised (it may be freed before decoding) */
     mm_dit_layout layout;
     float *video_rows, *audio_rows; /* host f32 state of the sampler */
+    mm_schedule schedule;           /* the request's σ points and per-step extras */
     int forwards, total_forwards;
     /* the request's adapters, pinned in the pipeline's LRU for the job */
     mm_lora *loras[MM_GEN_MAX_LORAS];

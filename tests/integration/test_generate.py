@@ -283,6 +283,52 @@ def lora_adapters_through_the_cli(env):
 
 
 @test
+def adapters_choose_their_sampler_and_adaln_parts_apply(env):
+    """An adapter that says which sampler it was distilled for sets the schedule when the request names none:
+    PDD's metadata (pdd_num_steps 32 / pdd_block_size 4) gives 8 forwards with its head bank blended per step,
+    a LightX2V file name (…_fl2v_turbo_4step_v1.0_768p…) gives 4; an explicit --steps keeps the release grid.
+    A full-width AdaLN adapter is refused without the SiLU(temb) grid (the message says where it comes from) and
+    renders once the grid is in $MODELS_PATH/loras."""
+    gen = os.path.join(env.build, "mmh3-gen-tiny")
+    loras = os.path.join(env.models, "loras")
+    os.makedirs(loras, exist_ok=True)
+    made = {"pdd_acc.safetensors": ["--bank", "32", "--adaln", "--spelling", "diffusers"],
+            "minimax_h3_fl2v_turbo_4step_v1.0_768p_bf16.safetensors": ["--spelling", "diffusers"],
+            "larry_like.safetensors": ["--adaln", "--adaln-in", "32", "--adaln-rank", "4"]}
+    for name, opts in made.items():
+        r = subprocess.run([gen, "lora", "--seed", "4", "--rank", "4", "--out", os.path.join(loras, name)] + opts,
+                           capture_output=True, text=True)
+        check(r.returncode == 0, "mmh3-gen-tiny lora %s: %s", name, r.stderr)
+    base = ["-p", "a fox", "--size", "64x64", "--frames", "22", "--seed", "5", "--preset", "ultrafast", "--plain",
+            "-v"]
+
+    def run(name, *extra):
+        return env.generate(*base, "-o", env.out(name + ".mp4"), *extra)
+
+    r = run("pdd", "--lora", "pdd_acc")
+    ok(r, "PDD adapter")
+    check("8 forwards (adapter pdd_acc.safetensors: metadata pdd_num_steps / pdd_block_size)" in r.stderr,
+          "the PDD adapter did not set its sampler: %s", r.stderr[-1200:])
+    r = run("turbo", "--lora", "minimax_h3_fl2v_turbo_4step_v1.0_768p_bf16.safetensors")
+    ok(r, "LightX2V adapter")
+    check("4 forwards (adapter minimax_h3_fl2v_turbo_4step_v1.0_768p_bf16.safetensors: the LightX2V file-name "
+          "contract)" in r.stderr, "the file name did not set the sampler: %s", r.stderr[-1200:])
+    r = run("turbo_steps", "--lora", "minimax_h3_fl2v_turbo_4step_v1.0_768p_bf16.safetensors", "--steps", "3")
+    ok(r, "LightX2V adapter with --steps")
+    check("2 forwards (3 steps on the release grid)" in r.stderr, "--steps did not win: %s", r.stderr[-1200:])
+
+    r = run("larry_no_grid", "--lora", "larry_like", "--sampler", "larry4")
+    check(r.returncode == 1 and "h3_silu_temb_grid" in r.stderr and "larry_like.safetensors" in r.stderr,
+          "a full-width AdaLN adapter without the grid: exit %d: %s", r.returncode, r.stderr[-800:])
+    grid = [math.sin(3.0 * k / 1024 + 0.7 * j) for k in range(1025) for j in range(32)]
+    write_safetensors(os.path.join(loras, "h3_silu_temb_grid.safetensors"), {"silu_t_emb_grid": ([1025, 32], grid)})
+    r = run("larry", "--lora", "larry_like", "--sampler", "larry4")
+    ok(r, "a full-width AdaLN adapter with the grid")
+    check("SiLU(temb) grid" in r.stderr and "4 forwards (sampler larry4)" in r.stderr, "log: %s", r.stderr[-1200:])
+    check_clip(env.out("larry.mp4"), 64, 64, 22)
+
+
+@test
 def frames_dir_and_default_output_name(env):
     frames_dir = env.out("frames")
     r = env.generate("-p", "Frames, please!", "--size", "64x64", "--seed", "2", "--frames-dir", frames_dir, *QUICK)
@@ -417,6 +463,44 @@ def timing_table_adds_up(env):
         check(key in r.stderr, "%r missing", key)
 
 
+def f32_repr(x):
+    return repr(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def dump_rows(path):
+    """The --dump-latents file as {name: bytes of the tensor}."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in header.items()
+            if k != "__metadata__"}
+
+
+@test
+def samplers_and_custom_sigma_lists_drive_the_loop(env):
+    """--sampler turbo4 runs 4 forwards; the same σ points given as --sigmas (both lists, each value the f32 the
+    preset computes in double from shift(linspace(1, 0, 5))) render the same latents bit for bit; a two-forward
+    list runs two; the default path keeps its 3 grid points = 2 forwards."""
+    shift = lambda b, s: s * b / (1 + (s - 1) * b)
+    video = ",".join(f32_repr(shift(1 - i / 4, 12)) for i in range(5))
+    audio = ",".join(f32_repr(shift(1 - i / 4, 3)) for i in range(5))
+    runs = {"preset": ["--sampler", "turbo4"], "list": ["--sigmas", video + ";" + audio],
+            "short": ["--sigmas", "1,0.6,0"], "default": ["--steps", "3"]}
+    forwards = {"preset": 4, "list": 4, "short": 2, "default": 2}
+    rows = {}
+    for name, args in runs.items():
+        dump = env.out("sched_%s.safetensors" % name)
+        r = env.generate("-p", "a fox in the snow", "--size", "64x64", "--frames", "22", "--seed", "11", "--preset",
+                         "ultrafast", "--plain", "-o", env.out("sched_%s.mp4" % name), "--dump-latents", dump, *args)
+        ok(r, name)
+        check("(%d forwards," % forwards[name] in r.stderr, "%s: %d forwards expected in the timing table: %s", name,
+              forwards[name], r.stderr.strip()[-400:])
+        rows[name] = dump_rows(dump)
+    check(rows["preset"] == rows["list"], "--sampler turbo4 and the same --sigmas lists give different latents")
+    check(rows["preset"] != rows["short"], "a different σ list gives the same latents")
+
+
 @test
 def missing_checkpoints_are_named(env):
     r = env.generate("-p", "x", "--models-path", os.path.join(env.work, "nowhere"), models=False, *QUICK)
@@ -448,6 +532,12 @@ BAD = [
     (["-p", "   "], "--prompt"),
     (["-p", "a", "--bogus"], "--bogus"),
     (["-p", "a", "--steps"], "--steps needs a value"),
+    (["-p", "a", "--sampler", "turbo5"], "--sampler turbo5: unknown sampler"),
+    (["-p", "a", "--sigmas", "1,0.5"], "--sigmas 1,0.5: video σ: the last point is 0.5; the list ends at 0"),
+    (["-p", "a", "--sigmas", "1,0.7,0.8,0"], "strictly decrease"),
+    (["-p", "a", "--sampler", "turbo4", "--sigmas", "1,0"], "--sampler and --sigmas"),
+    (["-p", "a", "--steps", "8", "--sampler", "turbo8"], "--steps and --sampler"),
+    (["-p", "a", "--steps", "8", "--sigmas", "1,0"], "--steps and --sigmas"),
     (["-p", "a", "--audio", "MEDIA/tone.wav", "--partition", "fl2va"], "--audio needs --partition ref2va"),
     (["-p", "a", "-i", "MEDIA/first.png", "--last-image", "MEDIA/last.jpg", "--partition", "ref2va"],
      "--last-image is fl2va only"),

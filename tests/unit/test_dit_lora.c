@@ -346,8 +346,8 @@ static void test_parts_the_branch_cannot_take_are_refused(void)
         const char *file, *opts, *needle;
     } cases[] = {
         {"dense.safetensors", "--dense --spelling diffusers", "mmh3 convert"},
-        {"adaln.safetensors", "--adaln --spelling native", "AdaLN"},
-        {"bank.safetensors", "--bank 32 --spelling diffusers", "output-head bank"},
+        /* AdaLN pairs and PDD banks apply through the AdaLN path (test_dit_adaln); full-width ones need the grid */
+        {"adaln.safetensors", "--adaln --adaln-in 2688 --spelling native", "h3_silu_temb_grid"},
         {"wide.safetensors", "--hidden 512 --spelling native", "[rank, 256]"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

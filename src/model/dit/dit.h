@@ -89,8 +89,10 @@ typedef struct mm_dit_request_opts {
      * it adapts — never merged into the weights (docs/LORA.md). Every handle
      * must be uploaded to the request's device (mm_lora_upload) and fit the
      * model (mm_lora_fit runs here too); the caller keeps them alive until
-     * mm_dit_request_end. Parts besides linear pairs (AdaLN, time embedder,
-     * head banks, dense deltas) are refused with the reason. */
+     * mm_dit_request_end. AdaLN pairs and PDD head banks apply through the
+     * AdaLN path (mm_dit_set_silu_grid, mm_dit_request_set_head_weights);
+     * time-embedder pairs and FastVideo dense deltas are refused with the
+     * reason. */
     const mm_lora_use *loras;
     int n_loras;
 } mm_dit_request_opts;
@@ -107,6 +109,25 @@ int mm_dit_refine_text(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, mm_tenso
  * pairs apply; see mm_dit_request_opts.loras). */
 int mm_dit_refine_text_ex(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, const mm_lora_use *loras, int n_loras,
                           mm_tensor *out, mm_error *err);
+
+/* AdaLN adapters on the pruned base (docs/LORA.md). Pairs trained on the
+ * full model (A [r, 2688]: Larry's Turbo, PDD, FlashGen) read SiLU(temb(t))
+ * of its time MLP, which the pruned file does not carry: this loads it from a
+ * grid file (tensor silu_t_emb_grid [points, width], float, sampled at
+ * t = k/(points − 1): Larry's h3_silu_temb_grid.safetensors or `mmh3 convert
+ * --silu-temb-grid`), kept on the host with the model. Pairs trained on the
+ * pruned base (A [r, time_dim]) read the table row and need no grid. */
+int mm_dit_set_silu_grid(mm_dit *dit, const char *path, mm_error *err);
+bool mm_dit_has_silu_grid(const mm_dit *dit);
+/* Whether these adapters have AdaLN pairs that read the grid. */
+bool mm_dit_loras_need_grid(const mm_dit *dit, const mm_lora_use *uses, int n);
+/* PDD: the bank heads of the request's adapters (0: none), and this
+ * forward's head weights per modality (heads values each, summing to 1: the
+ * schedule's bank_weights row, sampler/schedule.h), blended into the heads
+ * that replace final_layer.video_out / audio_out. Required before every
+ * forward of a request whose adapters carry a bank. */
+int mm_dit_request_bank_heads(const mm_dit_request *r);
+int mm_dit_request_set_head_weights(mm_dit_request *r, const float *video, const float *audio, mm_error *err);
 
 /* One forward. row_t: host [S] per-row timesteps (mm_dit_row_timesteps).
  * video_rows [Nv, video_row_width] and audio_rows [Na, audio_row_width]: f32

@@ -2,7 +2,8 @@
  * of the row's timestep (not its modality), cast to f32, then the f32 output
  * heads on the video and on the audio rows (selected by the index maps before
  * the heads, which gives the reference's values for those rows). Both heads
- * predict the data-ward velocity clean − noise. */
+ * predict the data-ward velocity clean − noise. A PDD adapter's head bank
+ * replaces the heads by its per-step blend (adaln_adapters.c). */
 #include "model/dit/model.h"
 
 static int head(mm_dit_request *r, const mm_tensor *h, const mm_tensor *idx, int64_t n, const mm_linear *lin,
@@ -25,6 +26,8 @@ int mm_dit_final(mm_dit_request *r, mm_tensor *v_video, mm_tensor *v_audio)
     mm_tensor table = mm_dit_rows(&ws->fmod, r->m);
     mm_tensor shift = mm_tensor_narrow(&table, 1, 0, H), scale = mm_tensor_narrow(&table, 1, H, H);
     mm_rmsnorm_modulate(r->ctx, &ws->h, &ws->x, &d->final_norm, d->cfg.final_norm_eps, &scale, &shift, &ws->t_idx);
-    head(r, &ws->h, &r->video_idx, r->video_rows, &d->video_out, v_video);
-    return head(r, &ws->h, &r->audio_idx, r->audio_rows, &d->audio_out, v_audio);
+    /* a PDD adapter's blended bank head for this step replaces the base head */
+    const mm_linear *vo = mm_dit_adapt_head(r, false), *ao = mm_dit_adapt_head(r, true);
+    head(r, &ws->h, &r->video_idx, r->video_rows, vo ? vo : &d->video_out, v_video);
+    return head(r, &ws->h, &r->audio_idx, r->audio_rows, ao ? ao : &d->audio_out, v_audio);
 }

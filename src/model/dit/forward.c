@@ -162,6 +162,7 @@ void mm_dit_request_end(mm_dit_request *r)
     mm_dit_step_cache_free(r);
     mm_dit_cuda_lora_teardown(r);
     mm_dit_lora_teardown(r);
+    mm_dit_adapt_teardown(r);
     free(r->tags);
     free(r);
 }
@@ -238,7 +239,9 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
     int rc = -1;
     if (setup_layout(r, layout, err) != 0 || setup_workspace(r, err) != 0 ||
         alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 || mm_dit_cuda_setup(r, err) != 0 ||
-        (opts && mm_dit_lora_setup(r, opts->loras, opts->n_loras, err) != 0) || mm_dit_cuda_lora_setup(r, err) != 0)
+        (opts && (mm_dit_lora_setup(r, opts->loras, opts->n_loras, err) != 0 ||
+                  mm_dit_adapt_setup(r, opts->loras, opts->n_loras, err) != 0)) ||
+        mm_dit_cuda_lora_setup(r, err) != 0)
         goto done;
     if (refined) {
         mm_copy(ctx, &r->text, refined);
@@ -360,6 +363,8 @@ int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video
     int rc = mm_ctx_sync(ctx, err);
     free(ti);
     free(ai);
+    if (rc == 0)
+        rc = mm_dit_adapt_forward_begin(r, unique, m, err);
     if (rc != 0)
         return mm_error_prefix(err, "DiT forward");
 

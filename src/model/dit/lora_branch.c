@@ -50,20 +50,14 @@ const mm_dit_lora_list *mm_dit_lora_for(const mm_dit_request *r, const mm_dit_bl
     return l->n ? l : NULL;
 }
 
-/* What the linear branch cannot apply, refused with the reason. */
+/* What no part of the DiT applies at run time, refused with the reason
+ * (AdaLN pairs, head banks and time pairs are adaln_adapters.c's). */
 static int refuse_extras(const mm_lora *l, mm_error *err)
 {
-    if (l->n_dense)
-        return mm_fail(err,
-                       "%s: FastVideo v2 full-rank parts (%s, ...) cannot run as an adapter; fold them into the "
-                       "weights offline with `mmh3 convert` (fewstep.md §8.1)",
-                       l->path, l->dense[0].key);
-    char what[256];
     return mm_fail(err,
-                   "%s: %s: these parts live outside the DiT's linears (the AdaLN modulation, the time MLP, the "
-                   "output heads) and are applied by the few-step path only (fewstep.md §2.5, §5); the pruned int8 "
-                   "base cannot take them as a linear branch",
-                   l->path, mm_lora_extras_str(l, what, sizeof what));
+                   "%s: FastVideo v2 full-rank parts (%s, ...) cannot run as an adapter; fold them into the "
+                   "weights offline with `mmh3 convert` (fewstep.md §8.1)",
+                   l->path, l->dense[0].key);
 }
 
 static int check_use(const mm_dit_request *r, const mm_lora_use *u, mm_error *err)
@@ -80,7 +74,7 @@ static int check_use(const mm_dit_request *r, const mm_lora_use *u, mm_error *er
     }
     if (mm_lora_fit(l, &r->dit->cfg, err) != 0)
         return -1;
-    if (mm_lora_has_extras(l))
+    if (l->n_dense) /* AdaLN pairs, banks and time pairs: adaln_adapters.c takes or refuses them */
         return refuse_extras(l, err);
     return 0;
 }
@@ -110,7 +104,8 @@ int mm_dit_lora_setup(mm_dit_request *r, const mm_lora_use *uses, int n, mm_erro
     for (int i = 0; i < n; i++)
         for (int k = 0; k < uses[i].lora->n_pairs; k++) {
             const mm_lora_pair *p = &uses[i].lora->pairs[k];
-            r->lora[slot_of(c, p->scope, p->index, p->which)].n++;
+            if (mm_lora_which_part(p->which) == MM_LORA_PART_LINEAR) /* AdaLN / time pairs: adaln_adapters.c */
+                r->lora[slot_of(c, p->scope, p->index, p->which)].n++;
         }
     int at = 0;
     for (int s = 0; s < r->n_lora_lists; s++) {
@@ -122,6 +117,8 @@ int mm_dit_lora_setup(mm_dit_request *r, const mm_lora_use *uses, int n, mm_erro
     for (int i = 0; i < n; i++)
         for (int k = 0; k < uses[i].lora->n_pairs; k++) {
             const mm_lora_pair *p = &uses[i].lora->pairs[k];
+            if (mm_lora_which_part(p->which) != MM_LORA_PART_LINEAR)
+                continue;
             mm_dit_lora_list *l = &r->lora[slot_of(c, p->scope, p->index, p->which)];
             l->p[l->n++] = (mm_dit_lora_piece){&p->dev_a, &p->dev_b, p->row0, p->rows, p->rank,
                                                uses[i].strength * p->scale};

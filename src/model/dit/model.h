@@ -36,6 +36,10 @@ struct mm_dit {
     mm_tensor final_norm, final_adaln_w, final_adaln_b; /* bf16, f32, f32 */
     mm_linear video_out, audio_out;                     /* f32 heads (+ bias) */
     size_t device_bytes;
+    /* SiLU(temb) of the full model on the table's grid (mm_dit_set_silu_grid):
+     * what full-width AdaLN adapters read on the pruned base; host f32. */
+    float *silu_grid;
+    int grid_points, grid_width;
 };
 
 /* Activations of one request, sized for its S rows, reused by every block. */
@@ -92,6 +96,33 @@ typedef struct mm_dit_lora_fused {
     mm_tensor b_all; /* [out, Rk] bf16: each piece's B at its rows and columns, zeros elsewhere */
     mm_tensor mask;  /* I64 [ceil(out / 256)]: the 64-wide chunks of Rk each 256-column tile needs */
 } mm_dit_lora_fused;
+/* AdaLN adapters and PDD head banks of a request (adaln_adapters.c). One
+ * piece = one AdaLN pair of one adapter: mod32 += s·B·(A·e(t)) per distinct
+ * t, e = the table's temb (adapters trained on the pruned base: A [r, 8]) or
+ * the SiLU(temb) grid row (full-model adapters: A [r, 2688]). */
+typedef struct mm_dit_adaln_piece {
+    mm_tensor a;   /* device f32 [rank, in] */
+    mm_tensor b;   /* device [rows, rank] in the file's float dtype */
+    int rank;
+    float s;       /* strength · alpha / rank */
+    bool grid;     /* reads the SiLU(temb) grid row */
+} mm_dit_adaln_piece;
+
+typedef struct mm_dit_adapt {
+    mm_dit_adaln_piece *p; /* grouped by slot: blocks 0..layers-1, then the final layer */
+    int n;
+    int *first, *count;    /* [layers + 1] */
+    bool grid;             /* some piece reads the grid */
+    mm_tensor grid_rows;   /* [M_max, grid width] f32: e(t) per distinct t */
+    mm_tensor u;           /* [M_max, max rank] f32 */
+    mm_tensor b32;         /* [max rows, max rank] f32: one piece's B */
+    /* PDD: one video and one audio bank of `heads` heads; the blended head of this forward */
+    const mm_lora_bank *bank[2];
+    float strength[2];     /* of the adapter that carries each bank */
+    int heads;
+    mm_linear head[2];     /* device f32 [out, H] + bias */
+    bool heads_set;
+} mm_dit_adapt;
 
 struct mm_dit_request {
     mm_dit *dit;
@@ -126,6 +157,7 @@ struct mm_dit_request {
     mm_tensor lora_u, lora_acc;
     mm_dit_lora_fused *lora_fused; /* [layers·4] on the fused CUDA path with the Hopper GEMM, or NULL */
     mm_tensor lora_uall;           /* [S, max Rk] bf16: a fused linear's u */
+    mm_dit_adapt adapt; /* AdaLN pairs and head banks of the request's adapters */
 };
 
 /* weights.c */
@@ -172,6 +204,17 @@ int mm_dit_refine(mm_dit_request *r, mm_tensor *text);
 /* adaln.c */
 int mm_dit_adaln_block(mm_dit_request *r, int block, int m);
 int mm_dit_adaln_final(mm_dit_request *r, int m);
+
+/* adaln_adapters.c: the AdaLN pairs and head banks of a request's adapters
+ * (their linear pairs are lora_branch.c's). setup checks and uploads them;
+ * forward_begin fills the grid rows for the forward's distinct timesteps;
+ * add folds slot `slot`'s pieces (a block, or layers for the final layer)
+ * into out32 [m, rows] f32; the heads are the blended bank heads, or NULL. */
+int mm_dit_adapt_setup(mm_dit_request *r, const mm_lora_use *uses, int n, mm_error *err);
+void mm_dit_adapt_teardown(mm_dit_request *r);
+int mm_dit_adapt_forward_begin(mm_dit_request *r, const float *unique, int m, mm_error *err);
+int mm_dit_adapt_add(mm_dit_request *r, int slot, mm_tensor *out32, int m);
+const mm_linear *mm_dit_adapt_head(const mm_dit_request *r, bool audio);
 
 /* rope.c: host cos/sin [S, rope_dim] in f32 (before bf16). */
 void mm_dit_rope_tables(const mm_dit *dit, const double *positions, int64_t rows, float *cos_out, float *sin_out);

@@ -193,6 +193,8 @@ void mm_dit_weights_free(mm_dit *d)
     free(d->refiner);
     free(d->blocks);
     free(d->table);
+    free(d->silu_grid);
+    d->silu_grid = NULL;
     free(d->inv_freq);
     d->refiner = d->blocks = NULL;
     d->table = d->inv_freq = NULL;

@@ -461,7 +461,8 @@ static int build(builder *bd, mm_error *err)
     for (int i = 0; i < bd->n_slots; i++)
         if (build_pair(bd, &bd->slots[i], err) != 0)
             return -1;
-    qsort(l->pairs, (size_t)l->n_pairs, sizeof *l->pairs, pair_cmp);
+    if (l->n_pairs > 1) /* a file of head banks only has no pairs (and pairs may be NULL) */
+        qsort(l->pairs, (size_t)l->n_pairs, sizeof *l->pairs, pair_cmp);
     for (int i = 1; i < l->n_pairs; i++) {
         const mm_lora_pair *p = &l->pairs[i - 1], *q = &l->pairs[i];
         if (p->scope == q->scope && p->index == q->index && p->which == q->which && q->row0 < p->row0 + p->rows)
