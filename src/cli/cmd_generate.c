@@ -1,8 +1,8 @@
 /* mmh3 generate — render one clip (video + audio) to an mp4 with the real
  * engine, then print where the time went.
  *
- * The flags follow the request rules the HTTP API applies
- * (engine/request_rules.h), so a request means the same here and there:
+ * The flags are settled by the request rules the HTTP API applies
+ * (mm_request_settle, request/request.h), so a request means the same here and there:
  * 17n+5 frames (snapped down) or seconds (snapped up), a 32-px canvas
  * (snapped down with a warning), one axis following the first reference's
  * aspect or 16:9, no reference and no size → 1280x704, a reference and no
@@ -31,7 +31,7 @@
 #include "cli/engine_flags.h"
 #include "cli/generate_progress.h"
 #include "engine/engines.h"
-#include "engine/request_rules.h"
+#include "request/request.h"
 #include "engine/timing.h"
 #include "io/checkpoint.h"
 #include "media/probe.h"
@@ -97,14 +97,6 @@ static int clash(const char *a, const char *b)
 {
     fprintf(stderr, PROG ": %s and %s exclude each other; give one\n", a, b);
     return 2;
-}
-
-static bool parse_ll(const char *s, long long *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    return !errno && end != s && *end == '\0';
 }
 
 /* NULL with errno set when reading fails (a folder gives EISDIR) */
@@ -287,6 +279,98 @@ static mm_device dit_device(const char *device)
     return d;
 }
 
+/* ---- the request's fields as the command line gives them */
+
+#define CLI_TEXT_FIELDS 10
+
+/* What the request was given as, for naming flags in messages. */
+typedef struct cli_request {
+    const char *const *refs;
+    const bool *ref_is_audio;
+    int n_refs;
+    const char *last_image;
+    const char *file_arg;
+    const char *texts[CLI_TEXT_FIELDS][2]; /* {API field name, the flag's value} */
+} cli_request;
+
+/* The flag of an API field name ("frames" -> "--frames"); NULL when none. */
+static const char *flag_of(void *user, const char *field)
+{
+    (void)user;
+    static const char *const flags[][2] = {
+        {"frames", "--frames"},       {"seconds", "--seconds"}, {"width", "--width"},     {"height", "--height"},
+        {"size", "--size"},           {"steps", "--steps"},     {"seed", "--seed"},       {"crf", "--crf"},
+        {"preset", "--preset"},       {"partition", "--partition"}, {"no_audio", "--no-audio"},
+        {"image_ids", "-i/--audio"}, {"last_image_id", "--last-image"}, {"prompt", "--prompt"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (strcmp(flags[i][0], field) == 0)
+            return flags[i][1];
+    return NULL;
+}
+
+/* A refused request as one line: "mmh3 generate: --frames 3: 3 is below the
+ * minimum 5; accepted: ..."; exit status 2. */
+static int refused(const mm_request_error *e, const cli_request *cr)
+{
+    char message[sizeof e->message], accepted[sizeof e->accepted], flag[4200];
+    mm_request_render(e->message, flag_of, NULL, message, sizeof message);
+    mm_request_render(e->accepted, flag_of, NULL, accepted, sizeof accepted);
+    const char *value = NULL, *named = flag_of(NULL, e->field);
+    int ref = -1;
+    if (sscanf(e->field, "image_ids[%d]", &ref) == 1 && ref >= 0 && ref < cr->n_refs) {
+        named = cr->ref_is_audio[ref] ? "--audio" : "--image";
+        value = cr->refs[ref];
+    } else if (strcmp(e->field, "last_image_id") == 0) {
+        value = cr->last_image;
+    }
+    for (int i = 0; i < CLI_TEXT_FIELDS && !value; i++)
+        if (cr->texts[i][0] && strcmp(cr->texts[i][0], e->field) == 0)
+            value = cr->texts[i][1];
+    if (strcmp(e->field, "prompt") == 0) {
+        fprintf(stderr, PROG ": %s: the prompt %s; accepted: %s\n", cr->file_arg ? "--file" : "--prompt", message,
+                accepted);
+        return 2;
+    }
+    /* "--image a.png" or, for a field as a whole, "-i/--audio" */
+    snprintf(flag, sizeof flag, "%s%s%s", named ? named : e->field, value ? " " : "", value ? value : "");
+    if (strstr(message, "; accepted: "))
+        fprintf(stderr, PROG ": %s: %s\n", flag, message);
+    else
+        fprintf(stderr, PROG ": %s: %s; accepted: %s\n", flag, message, accepted);
+    return 2;
+}
+
+/* The references are files: probed for their kind and size (-i takes
+ * pictures and videos, --audio sounds). */
+static int probe_references(void *user, mm_request_refs *refs, mm_request_error *re)
+{
+    const cli_request *cr = user;
+    mm_error e = {{0}};
+    for (int i = 0; i < refs->n_refs + (refs->has_last ? 1 : 0); i++) {
+        mm_request_ref *r = &refs->refs[i];
+        bool last = i == refs->n_refs, audio = !last && cr->ref_is_audio[i];
+        char field[32];
+        snprintf(field, sizeof field, last ? "last_image_id" : "image_ids[%d]", i);
+        mm_media_info info;
+        if (mm_media_probe(r->source, NULL, &info, &e) != 0)
+            return mm_request_fail(re, field,
+                                   last    ? "a still image (PNG, JPEG, WebP, ...)"
+                                   : audio ? "an audio file (wav, mp3, flac, ogg, m4a)"
+                                           : "an image (PNG, JPEG, WebP, ...) or a video (mp4, ...)",
+                                   "%s", e.msg);
+        if (audio && info.kind != MM_MEDIA_AUDIO)
+            return mm_request_fail(re, field, "an audio file; give pictures and videos with -i", "is not audio");
+        if (!audio && !last && info.kind == MM_MEDIA_AUDIO)
+            return mm_request_fail(re, field, "an image or a video; give audio clips with --audio", "is audio");
+        r->kind = info.kind == MM_MEDIA_IMAGE ? MM_REF_IMAGE : info.kind == MM_MEDIA_VIDEO ? MM_REF_VIDEO : MM_REF_AUDIO;
+        r->width = r->kind == MM_REF_AUDIO ? 0 : info.width;
+        r->height = r->kind == MM_REF_AUDIO ? 0 : info.height;
+        refs->found[i] = true;
+    }
+    return 0;
+}
+
 enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
     O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST,
@@ -329,14 +413,14 @@ int mm_cmd_generate(int argc, char **argv)
     mm_engine_flags_options(MM_ENGINE_CMD_GENERATE, opts, &n_opts);
     const char *prompt_arg = NULL, *file_arg = NULL, *out_arg = NULL, *last_image = NULL, *partition = NULL;
     const char *frames_arg = NULL, *seconds_arg = NULL, *width_arg = NULL, *height_arg = NULL, *size_arg = NULL;
-    const char *seed_arg = NULL, *preset = MM_PRESET_DEFAULT, *frames_dir = NULL, *dit_path = NULL;
+    const char *seed_arg = NULL, *preset = NULL, *frames_dir = NULL, *dit_path = NULL;
+    const char *steps_arg = NULL, *crf_arg = NULL;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
-    int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
+    int n_refs = 0, verbosity = 1;
     bool no_audio = false, fast = false, plain_lines = false;
     mm_engine_options eo;
     mm_engine_options_defaults(&eo);
-    long long v;
     int c, li = 0;
     optind = 1;
     opterr = 0;
@@ -362,40 +446,18 @@ int mm_cmd_generate(int argc, char **argv)
             refs[n_refs++] = optarg;
             break;
         case O_LAST: last_image = optarg; break;
-        case O_PARTITION:
-            if (strcmp(optarg, "fl2va") != 0 && strcmp(optarg, "ref2va") != 0)
-                return bad("--partition", optarg, "unknown partition", MM_ACCEPT_PARTITION);
-            partition = optarg;
-            break;
+        case O_PARTITION: partition = optarg; break;
         case O_FRAMES: frames_arg = optarg; break;
         case 's': seconds_arg = optarg; break;
         case O_WIDTH: width_arg = optarg; break;
         case O_HEIGHT: height_arg = optarg; break;
         case O_SIZE: size_arg = optarg; break;
-        case O_STEPS: {
-            mm_error e = {{0}};
-            if (!parse_ll(optarg, &v))
-                return bad("--steps", optarg, "not an integer", MM_ACCEPT_STEPS);
-            if (mm_rule_steps(v, &steps, &e) != 0)
-                return bad("--steps", optarg, e.msg, MM_ACCEPT_STEPS);
-            break;
-        }
+        case O_STEPS: steps_arg = optarg; break;
         case O_SEED: seed_arg = optarg; break;
         case O_NO_AUDIO: no_audio = true; break;
         case O_FAST: fast = true; break;
-        case O_CRF: {
-            mm_error e = {{0}};
-            if (!parse_ll(optarg, &v))
-                return bad("--crf", optarg, "not an integer", MM_ACCEPT_CRF);
-            if (mm_rule_crf(v, &crf, &e) != 0)
-                return bad("--crf", optarg, e.msg, MM_ACCEPT_CRF);
-            break;
-        }
-        case O_PRESET:
-            if (!mm_rule_preset_valid(optarg))
-                return bad("--preset", optarg, "unknown preset", MM_ACCEPT_PRESET);
-            preset = optarg;
-            break;
+        case O_CRF: crf_arg = optarg; break;
+        case O_PRESET: preset = optarg; break;
         case O_FRAMES_DIR: frames_dir = optarg; break;
         case O_DIT: dit_path = optarg; break;
         case 'v': verbosity = 2; break;
@@ -441,10 +503,6 @@ int mm_cmd_generate(int argc, char **argv)
         fprintf(stderr, PROG ": no prompt; give -p TEXT or -f FILE ('-' reads stdin)\n");
         return 2;
     }
-    if (frames_arg && seconds_arg)
-        return clash("--frames", "--seconds");
-    if (size_arg && (width_arg || height_arg))
-        return clash("--size", width_arg ? "--width" : "--height");
 
     /* ---- prompt */
     char *prompt_buf = NULL;
@@ -473,142 +531,51 @@ int mm_cmd_generate(int argc, char **argv)
     const char *prompt = prompt_buf ? prompt_buf : prompt_arg;
     int rc = 2;
     mm_error e = {{0}};
-    mm_rule_notes notes = {0};
     if (strlen(prompt) != prompt_len) {
         fprintf(stderr, PROG ": %s: contains a NUL byte; accepted: %s\n", file_arg ? "--file" : "--prompt",
                 MM_ACCEPT_PROMPT);
         goto out;
     }
-    if (mm_rule_prompt(prompt, prompt_len, &e) != 0) {
-        fprintf(stderr, PROG ": %s: the prompt %s; accepted: %s\n", file_arg ? "--file" : "--prompt", e.msg,
-                MM_ACCEPT_PROMPT);
-        goto out;
-    }
 
-    /* ---- references: probe each, kinds decide partition and canvas; a bad
-     * file gets our one line, not FFmpeg's demuxer chatter */
+    /* ---- the request, settled by the rules every front end shares; a bad
+     * reference file gets our one line, not FFmpeg's demuxer chatter */
+    mm_request_input in;
+    mm_request_input_init(&in);
+    in.prompt = prompt;
+    in.prompt_len = prompt_len;
+    for (int i = 0; i < n_refs; i++)
+        in.refs[in.n_refs++] = refs[i];
+    in.last_image = last_image;
+    in.has_no_audio = in.no_audio = no_audio;
+    in.fast = fast;
+    cli_request cr = {
+        .refs = refs, .ref_is_audio = ref_is_audio, .n_refs = n_refs, .last_image = last_image, .file_arg = file_arg};
+    const char *const texts[][2] = {{"frames", frames_arg}, {"seconds", seconds_arg}, {"width", width_arg},
+                                    {"height", height_arg}, {"size", size_arg},       {"steps", steps_arg},
+                                    {"seed", seed_arg},     {"crf", crf_arg},         {"preset", preset},
+                                    {"partition", partition}};
+    memcpy(cr.texts, texts, sizeof texts);
+    mm_request_error re;
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+        if (texts[k][1] && mm_request_input_set_text(&in, texts[k][0], texts[k][1], &re) != 0) {
+            rc = refused(&re, &cr);
+            goto out;
+        }
     mm_media_set_verbose(-1);
+    mm_request q;
+    if (mm_request_settle(&in, probe_references, &cr, &q, &re) != 0) {
+        rc = refused(&re, &cr);
+        goto out;
+    }
     mm_gen_request req = {0};
-    int counts[3] = {0};
-    int ref_w = 0, ref_h = 0;
-    for (int i = 0; i < n_refs; i++) {
-        mm_media_info info;
-        const char *flag = ref_is_audio[i] ? "--audio" : "--image";
-        if (mm_media_probe(refs[i], NULL, &info, &e) != 0) {
-            rc = bad(flag, refs[i], e.msg, ref_is_audio[i] ? "an audio file (wav, mp3, flac, ogg, m4a)"
-                                                             : "an image (PNG, JPEG, WebP, ...) or a video (mp4, ...)");
-            goto out;
-        }
-        if (ref_is_audio[i] && info.kind != MM_MEDIA_AUDIO) {
-            rc = bad(flag, refs[i], "is not audio", "an audio file; give pictures and videos with -i");
-            goto out;
-        }
-        if (!ref_is_audio[i] && info.kind == MM_MEDIA_AUDIO) {
-            rc = bad(flag, refs[i], "is audio", "an image or a video; give audio clips with --audio");
-            goto out;
-        }
-        mm_reference_kind k = info.kind == MM_MEDIA_IMAGE ? MM_REF_IMAGE
-                              : info.kind == MM_MEDIA_VIDEO ? MM_REF_VIDEO
-                                                            : MM_REF_AUDIO;
-        counts[k]++;
-        req.references[req.n_references++] = (mm_reference){k, refs[i]};
-        if (k != MM_REF_AUDIO && !ref_w) {
-            ref_w = info.width;
-            ref_h = info.height;
-        }
-    }
-    if (counts[MM_REF_IMAGE] > MM_MAX_REF_IMAGES || counts[MM_REF_VIDEO] > MM_MAX_REF_VIDEOS ||
-        counts[MM_REF_AUDIO] > MM_MAX_REF_AUDIO) {
-        fprintf(stderr, PROG ": -i/--audio: %d images, %d videos and %d audio clips; accepted: at most %d images, "
-                        "%d videos and %d audio clips\n",
-                counts[0], counts[1], counts[2], MM_MAX_REF_IMAGES, MM_MAX_REF_VIDEOS, MM_MAX_REF_AUDIO);
-        goto out;
-    }
-    if (!partition)
-        partition = counts[MM_REF_AUDIO] ? "ref2va" : "fl2va";
-    if (counts[MM_REF_AUDIO] && strcmp(partition, "fl2va") == 0) {
-        fprintf(stderr, PROG ": --audio needs --partition ref2va (fl2va takes pictures and videos only)\n");
-        goto out;
-    }
-    if (last_image) {
-        mm_media_info info;
-        if (strcmp(partition, "fl2va") != 0) {
-            fprintf(stderr, PROG ": --last-image is fl2va only; ref2va takes references in order with -i\n");
-            goto out;
-        }
-        if (mm_media_probe(last_image, NULL, &info, &e) != 0 || info.kind != MM_MEDIA_IMAGE) {
-            rc = bad("--last-image", last_image, info.kind != MM_MEDIA_IMAGE && !e.msg[0] ? "is not a still image" : e.msg,
-                     "a still image (PNG, JPEG, WebP, ...)");
-            goto out;
-        }
-        req.last_image_path = last_image;
-        if (!ref_w) {
-            ref_w = info.width;
-            ref_h = info.height;
-        }
-    }
+    for (int i = 0; i < q.n_refs; i++)
+        req.references[req.n_references++] = (mm_reference){q.refs[i].kind, q.refs[i].source};
+    req.last_image_path = q.has_last_image ? q.last_image.source : NULL;
+    req.width = q.width;
+    req.height = q.height;
+    partition = q.partition;
     if (dit_path)
         eo.h3.checkpoints.override[strcmp(partition, "ref2va") == 0 ? MM_COMP_DIT_REF2VA : MM_COMP_DIT_FL2VA] = dit_path;
-
-    /* ---- length and canvas */
-    int frames = MM_FRAMES_DEFAULT;
-    if (frames_arg) {
-        if (!parse_ll(frames_arg, &v)) {
-            rc = bad("--frames", frames_arg, "not an integer", MM_ACCEPT_FRAMES);
-            goto out;
-        }
-        if (mm_rule_frames(v, &frames, &notes, &e) != 0) {
-            rc = bad("--frames", frames_arg, e.msg, MM_ACCEPT_FRAMES);
-            goto out;
-        }
-    } else if (seconds_arg) {
-        char *end;
-        double s = strtod(seconds_arg, &end);
-        if (end == seconds_arg || *end) {
-            rc = bad("--seconds", seconds_arg, "not a number", MM_ACCEPT_SECONDS);
-            goto out;
-        }
-        if (mm_rule_seconds(s, &frames, &notes, &e) != 0) {
-            rc = bad("--seconds", seconds_arg, e.msg, MM_ACCEPT_SECONDS);
-            goto out;
-        }
-    }
-    mm_canvas_spec spec = {.ref_width = ref_w, .ref_height = ref_h};
-    if (size_arg && mm_rule_size(size_arg, &spec, &notes, &e) != 0) {
-        rc = bad("--size", size_arg, e.msg, MM_ACCEPT_SIZE);
-        goto out;
-    }
-    const char *dims[2] = {width_arg, height_arg};
-    int *dst[2] = {&spec.width, &spec.height};
-    for (int k = 0; k < 2; k++) {
-        if (!dims[k])
-            continue;
-        const char *flag = k ? "--height" : "--width";
-        if (!parse_ll(dims[k], &v)) {
-            rc = bad(flag, dims[k], "not an integer", MM_ACCEPT_DIM);
-            goto out;
-        }
-        if (mm_rule_dim(k ? "height" : "width", v, dst[k], &notes, &e) != 0) {
-            rc = bad(flag, dims[k], e.msg, MM_ACCEPT_DIM);
-            goto out;
-        }
-    }
-    mm_canvas_resolve(&spec, &req.width, &req.height);
-
-    /* ---- seed */
-    uint64_t seed;
-    if (seed_arg) {
-        if (!parse_ll(seed_arg, &v) || v < 0 || v > MM_SEED_MAX) {
-            rc = bad("--seed", seed_arg, "out of range", MM_ACCEPT_SEED);
-            goto out;
-        }
-        seed = (uint64_t)v;
-    } else {
-        uint64_t r = 0;
-        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-            r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-        seed = r % ((uint64_t)MM_SEED_MAX + 1);
-    }
 
     /* ---- output */
     char out_default[512];
@@ -633,15 +600,15 @@ int mm_cmd_generate(int argc, char **argv)
         goto out;
     }
 
-    req.prompt = prompt;
+    req.prompt = q.prompt;
     req.partition = partition;
-    req.frames = frames;
-    req.steps = steps;
-    req.seed = seed;
-    req.no_audio = no_audio;
-    req.fast = fast;
-    req.crf = crf;
-    req.preset = preset;
+    req.frames = q.frames;
+    req.steps = q.steps;
+    req.seed = q.seeds[0];
+    req.no_audio = q.no_audio;
+    req.fast = q.fast;
+    req.crf = q.crf;
+    req.preset = q.preset;
     req.out_path = out_arg;
     req.frames_dir = frames_dir;
 
@@ -652,12 +619,12 @@ int mm_cmd_generate(int argc, char **argv)
                             : (!plain_lines && isatty(STDERR_FILENO)) ? MM_PROGRESS_BARS
                                                                     : MM_PROGRESS_PLAIN;
     mm_progress_view_init(&view.view, mode, stderr, dit_device(eo.h3.device), t_start);
-    for (int i = 0; i < notes.n && verbosity > 0; i++)
-        fprintf(stderr, PROG ": warning: %s\n", notes.msg[i]);
+    for (int i = 0; i < q.notes.n && verbosity > 0; i++)
+        fprintf(stderr, PROG ": warning: %s\n", q.notes.msg[i]);
     if (verbosity > 0)
         fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s -> %s\n", partition, req.width,
-                req.height, frames, frames / (double)MM_FPS, steps, (unsigned long long)seed,
-                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", out_arg);
+                req.height, req.frames, req.frames / (double)MM_FPS, req.steps, (unsigned long long)req.seed,
+                req.no_audio ? ", no audio" : "", req.fast ? ", fast mode" : "", out_arg);
     if (verbosity > 1) {
         eo.h3.log = on_log;
         eo.h3.log_user = &view;

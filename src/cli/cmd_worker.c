@@ -13,9 +13,10 @@
 
 #ifdef MMH3_HAVE_SERVER
 #include "cli/engine_flags.h"
-#include "queue/db.h"
-#include "queue/log.h"
-#include "queue/worker.h"
+#include "core/log.h"
+#include "oxen/agent.h"
+#include "store/db.h"
+#include "worker/worker.h"
 
 static void usage(FILE *out)
 {
@@ -47,11 +48,45 @@ static void usage(FILE *out)
             "  --oxen-timeout S    seconds per hub call before it is retried (default 60)\n");
 }
 
+/* The worker's hooks, wired to the Oxen.ai agent (which does nothing unless
+ * a remote is configured). */
+static int oxen_start(void *user, const char *db_url, const char *outputs, const char *worker_id, mm_error *err)
+{
+    if (mm_oxen_agent_start(user, db_url, outputs, worker_id, err) < 0)
+        return mm_error_prefix(err, "starting the Oxen agent");
+    return 0;
+}
+
+static void oxen_stop(void *user)
+{
+    (void)user;
+    mm_oxen_agent_stop();
+}
+
+static void oxen_render_started(void *user, PGconn *db, const char *generation_id)
+{
+    (void)user;
+    mm_oxen_render_started(db, generation_id);
+}
+
+static void oxen_render_ended(void *user, const char *generation_id)
+{
+    (void)user;
+    mm_oxen_render_ended(generation_id);
+}
+
 /* token: the --oxen-token copy, owned by mm_cmd_worker (blanked and freed there). */
 static int worker_with_args(int argc, char **argv, char **token)
 {
     mm_worker_options o;
     mm_worker_options_defaults(&o);
+    mm_oxen_options oxen;
+    mm_oxen_options_from_env(&oxen);
+    o.hooks = (mm_worker_hooks){.user = &oxen,
+                                .start = oxen_start,
+                                .stop = oxen_stop,
+                                .render_started = oxen_render_started,
+                                .render_ended = oxen_render_ended};
     mm_error err = {{0}};
     const char *db = NULL;
     if (getenv("MMH3_OUTPUTS"))
@@ -109,7 +144,7 @@ static int worker_with_args(int argc, char **argv, char **token)
             }
             break;
         case O_NAME: o.name = optarg; break;
-        case O_OXEN_REMOTE: o.oxen.remote = optarg; break;
+        case O_OXEN_REMOTE: oxen.remote = optarg; break;
         case O_OXEN_TOKEN:
             /* Kept, then blanked on the command line (ps shows argv). */
             free(*token);
@@ -117,12 +152,12 @@ static int worker_with_args(int argc, char **argv, char **token)
                 fprintf(stderr, "mmh3 worker: out of memory\n");
                 return 1;
             }
-            o.oxen.token = *token;
+            oxen.token = *token;
             memset(optarg, 'x', strlen(optarg));
             break;
-        case O_OXEN_MODEL: o.oxen.model = optarg; break;
+        case O_OXEN_MODEL: oxen.model = optarg; break;
         case O_OXEN_POLL:
-            o.oxen.poll_seconds = strtod(optarg, &end);
+            oxen.poll_seconds = strtod(optarg, &end);
             if (*end) {
                 fprintf(stderr, "mmh3 worker: --oxen-poll %s: accepted: seconds 0..86400 (0 disables claiming)\n",
                         optarg);
@@ -130,7 +165,7 @@ static int worker_with_args(int argc, char **argv, char **token)
             }
             break;
         case O_OXEN_TIMEOUT:
-            o.oxen.timeout = strtod(optarg, &end);
+            oxen.timeout = strtod(optarg, &end);
             if (*end) {
                 fprintf(stderr, "mmh3 worker: --oxen-timeout %s: accepted: seconds 0.1..3600\n", optarg);
                 return 2;
@@ -162,7 +197,7 @@ static int worker_with_args(int argc, char **argv, char **token)
     }
     o.db_url = mm_db_url(db);
     mm_log_init("worker");
-    if (mm_oxen_options_check(&o.oxen, &err) < 0) {
+    if (mm_oxen_options_check(&oxen, &err) < 0) {
         fprintf(stderr, "mmh3 worker: %s\n", err.msg);
         return 2;
     }
