@@ -548,16 +548,14 @@ int mm_cmd_generate(int argc, char **argv)
     in.last_image = last_image;
     in.has_no_audio = in.no_audio = no_audio;
     in.fast = fast;
-    cli_request cr = {
-        .refs = refs, .ref_is_audio = ref_is_audio, .n_refs = n_refs, .last_image = last_image, .file_arg = file_arg};
-    const char *const texts[][2] = {{"frames", frames_arg}, {"seconds", seconds_arg}, {"width", width_arg},
-                                    {"height", height_arg}, {"size", size_arg},       {"steps", steps_arg},
-                                    {"seed", seed_arg},     {"crf", crf_arg},         {"preset", preset},
-                                    {"partition", partition}};
-    memcpy(cr.texts, texts, sizeof texts);
+    cli_request cr = {.refs = refs, .ref_is_audio = ref_is_audio, .n_refs = n_refs, .last_image = last_image,
+                      .file_arg = file_arg,
+                      .texts = {{"frames", frames_arg}, {"seconds", seconds_arg}, {"width", width_arg},
+                                {"height", height_arg}, {"size", size_arg}, {"steps", steps_arg}, {"seed", seed_arg},
+                                {"crf", crf_arg}, {"preset", preset}, {"partition", partition}}};
     mm_request_error re;
-    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
-        if (texts[k][1] && mm_request_input_set_text(&in, texts[k][0], texts[k][1], &re) != 0) {
+    for (int k = 0; k < CLI_TEXT_FIELDS; k++)
+        if (cr.texts[k][1] && mm_request_input_set_text(&in, cr.texts[k][0], cr.texts[k][1], &re) != 0) {
             rc = refused(&re, &cr);
             goto out;
         }
