@@ -9,8 +9,8 @@
 #include <strings.h>
 
 #include "oxen/rewrite_prompt.h"
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/generations.h"
+#include "store/settings.h"
 
 extern const char mm_openapi_json[]; /* fcgi/openapi.json, compiled in */
 
@@ -24,51 +24,44 @@ void mm_api_status(mm_req *r)
     PGconn *db = mm_req_db(r);
     if (!db)
         return;
-    char lease[32];
-    snprintf(lease, sizeof lease, "%.3f", r->app->lease_seconds);
-    const char *p[] = {PACKAGE_VERSION, lease};
-    PGresult *res;
+    char *json = NULL;
     mm_error err = {{0}};
-    if (mm_db_query(db, "SELECT status_json($1, $2::double precision)::text", 2, p, &res, &err) < 0) {
+    if (mm_store_status_json(db, PACKAGE_VERSION, r->app->lease_seconds, &json, &err) < 0) {
         mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
         return;
     }
-    mm_reply_raw_json(r, 200, PQgetvalue(res, 0, 0));
-    PQclear(res);
+    mm_reply_raw_json(r, 200, json);
+    free(json);
 }
 
 /* ---------------------------------------------------------------- settings */
 
 #define DEFAULT_REWRITE_MODEL MM_REWRITE_MODEL_DEFAULT
 
+static const char *const setting_keys[] = {"oxen_api_key", "rewrite_enabled", "rewrite_model",
+                                           "rewrite_system_prompt"};
+
 static void settings_reply(mm_req *r, PGconn *db)
 {
-    PGresult *res;
+    json_t *values = NULL;
     mm_error err = {{0}};
-    if (mm_db_query(db,
-                    "SELECT key, value::text FROM settings"
-                    " WHERE key IN ('oxen_api_key', 'rewrite_enabled', 'rewrite_model', 'rewrite_system_prompt')",
-                    0, NULL, &res, &err) < 0) {
+    if (mm_store_settings_get(db, setting_keys, 4, &values, &err) < 0) {
         mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
         return;
     }
     json_t *o = json_pack("{s:b, s:b, s:s, s:s, s:s}", "has_oxen_api_key", 0, "rewrite_enabled", 0, "rewrite_model",
                           DEFAULT_REWRITE_MODEL, "rewrite_system_prompt", "", "rewrite_system_prompt_default",
                           mm_rewrite_default_system_prompt());
-    for (int i = 0; i < PQntuples(res); i++) {
-        const char *key = PQgetvalue(res, i, 0);
-        json_t *v = json_loads(PQgetvalue(res, i, 1), JSON_DECODE_ANY, NULL);
-        if (!v)
-            continue;
-        if (strcmp(key, "oxen_api_key") == 0) {
-            /* The key itself never leaves the server. */
+    const char *key;
+    json_t *v;
+    json_object_foreach(values, key, v)
+    {
+        if (strcmp(key, "oxen_api_key") == 0) /* the key itself never leaves the server */
             json_object_set_new(o, "has_oxen_api_key", json_boolean(json_string_length(v) > 0));
-            json_decref(v);
-        } else {
-            json_object_set_new(o, key, v);
-        }
+        else
+            json_object_set(o, key, v);
     }
-    PQclear(res);
+    json_decref(values);
     mm_reply_json(r, 200, o);
 }
 
@@ -79,13 +72,49 @@ void mm_api_settings_get(mm_req *r)
         settings_reply(r, db);
 }
 
-void mm_api_settings_put(mm_req *r)
+/* The body's members, each checked; false after answering. */
+static bool check_settings(mm_req *r, json_t *j)
 {
     static const char fields[] = "oxen_api_key, rewrite_enabled, rewrite_model, rewrite_system_prompt";
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v)
+    {
+        if (strcmp(key, "oxen_api_key") == 0) {
+            if (!json_is_null(v) && (!json_is_string(v) || json_string_length(v) > 4096)) {
+                mm_reply_error(r, 400, key, "a string (non-empty sets, empty keeps), or null to clear",
+                               "is not a key");
+                return false;
+            }
+        } else if (strcmp(key, "rewrite_enabled") == 0) {
+            if (!json_is_boolean(v)) {
+                mm_reply_error(r, 400, key, "true or false", "must be a boolean");
+                return false;
+            }
+        } else if (strcmp(key, "rewrite_model") == 0) {
+            if (!json_is_string(v) || json_string_length(v) < 1 || json_string_length(v) > 200) {
+                mm_reply_error(r, 400, key, "a model name of 1..200 characters", "is not a model name");
+                return false;
+            }
+        } else if (strcmp(key, "rewrite_system_prompt") == 0) {
+            if (!json_is_string(v) || json_string_length(v) > 20000) {
+                mm_reply_error(r, 400, key, "a string of at most 20000 characters", "is not a system prompt");
+                return false;
+            }
+        } else {
+            mm_reply_error(r, 400, key, fields, "is not a setting");
+            return false;
+        }
+    }
+    return true;
+}
+
+static json_t *settings_body(mm_req *r)
+{
     const char *ct = mm_req_header(r, "CONTENT_TYPE");
     if (!ct || strncasecmp(ct, "application/json", 16) != 0) {
         mm_reply_error(r, 415, NULL, "Content-Type: application/json", "the body must be JSON");
-        return;
+        return NULL;
     }
     char *body;
     size_t len;
@@ -93,7 +122,7 @@ void mm_api_settings_put(mm_req *r)
     mm_error err = {{0}};
     if (mm_req_body(r, 1 << 20, &body, &len, &status, &err) < 0) {
         mm_reply_error(r, status, NULL, NULL, "%s", err.msg);
-        return;
+        return NULL;
     }
     json_error_t jerr;
     json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -103,71 +132,27 @@ void mm_api_settings_put(mm_req *r)
                                      "rewrite_system_prompt",
                        "the body is not a JSON object");
         json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+void mm_api_settings_put(mm_req *r)
+{
+    json_t *j = settings_body(r);
+    if (!j)
         return;
+    PGconn *db = check_settings(r, j) ? mm_req_db(r) : NULL;
+    if (db) {
+        /* An empty key keeps the one stored. */
+        json_t *key = json_object_get(j, "oxen_api_key");
+        if (json_is_string(key) && json_string_length(key) == 0)
+            json_object_del(j, "oxen_api_key");
+        mm_error err = {{0}};
+        if (mm_store_settings_put(db, j, &err) < 0)
+            mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
+        else
+            settings_reply(r, db);
     }
-    const char *key;
-    json_t *v;
-    json_object_foreach(j, key, v)
-    {
-        if (strcmp(key, "oxen_api_key") == 0) {
-            if (!json_is_null(v) && (!json_is_string(v) || json_string_length(v) > 4096)) {
-                mm_reply_error(r, 400, key, "a string (non-empty sets, empty keeps), or null to clear",
-                               "is not a key");
-                goto done;
-            }
-        } else if (strcmp(key, "rewrite_enabled") == 0) {
-            if (!json_is_boolean(v)) {
-                mm_reply_error(r, 400, key, "true or false", "must be a boolean");
-                goto done;
-            }
-        } else if (strcmp(key, "rewrite_model") == 0) {
-            if (!json_is_string(v) || json_string_length(v) < 1 || json_string_length(v) > 200) {
-                mm_reply_error(r, 400, key, "a model name of 1..200 characters", "is not a model name");
-                goto done;
-            }
-        } else if (strcmp(key, "rewrite_system_prompt") == 0) {
-            if (!json_is_string(v) || json_string_length(v) > 20000) {
-                mm_reply_error(r, 400, key, "a string of at most 20000 characters", "is not a system prompt");
-                goto done;
-            }
-        } else {
-            mm_reply_error(r, 400, key, fields, "is not a setting");
-            goto done;
-        }
-    }
-    PGconn *db = mm_req_db(r);
-    if (!db)
-        goto done;
-    if (mm_db_exec(db, "BEGIN", &err) < 0)
-        goto failed;
-    json_object_foreach(j, key, v)
-    {
-        if (strcmp(key, "oxen_api_key") == 0 && json_is_string(v) && json_string_length(v) == 0)
-            continue; /* empty: unchanged */
-        if (json_is_null(v)) {
-            const char *p[] = {key};
-            if (mm_db_query(db, "DELETE FROM settings WHERE key = $1", 1, p, NULL, &err) < 0)
-                goto rollback;
-            continue;
-        }
-        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        const char *p[] = {key, text};
-        int rc = mm_db_query(db,
-                             "INSERT INTO settings (key, value) VALUES ($1, $2::jsonb)"
-                             " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
-                             2, p, NULL, &err);
-        free(text);
-        if (rc < 0)
-            goto rollback;
-    }
-    if (mm_db_exec(db, "COMMIT", &err) < 0)
-        goto failed;
-    settings_reply(r, db);
-    goto done;
-rollback:
-    PQclear(PQexec(db, "ROLLBACK"));
-failed:
-    mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
-done:
     json_decref(j);
 }

@@ -21,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/request_rules.h"
+#include "request/rules.h"
 #include "oxen/chat.h"
 #include "oxen/client.h"
 #include "oxen/rewrite_prompt.h"
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/settings.h"
+#include "core/log.h"
 
 #define REWRITE_SECONDS 120 /* the whole stream */
 
@@ -42,29 +42,31 @@ static void settings_free(rewrite_settings *s)
     free(s->key), free(s->model), free(s->system);
 }
 
+/* The setting's text: a string's contents, else its JSON ("true"). */
+static char *setting_text(json_t *values, const char *key)
+{
+    json_t *v = json_object_get(values, key);
+    if (!v || json_is_null(v))
+        return NULL;
+    if (json_is_string(v))
+        return json_string_length(v) ? strdup(json_string_value(v)) : NULL;
+    return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+}
+
 static int load_settings(PGconn *db, rewrite_settings *s, mm_error *err)
 {
     memset(s, 0, sizeof *s);
-    PGresult *res;
-    if (mm_db_query(db,
-                    "SELECT key, value #>> '{}' FROM settings"
-                    " WHERE key IN ('oxen_api_key', 'rewrite_enabled', 'rewrite_model', 'rewrite_system_prompt')",
-                    0, NULL, &res, err) < 0)
+    static const char *const keys[] = {"oxen_api_key", "rewrite_enabled", "rewrite_model", "rewrite_system_prompt"};
+    json_t *values = NULL;
+    if (mm_store_settings_get(db, keys, 4, &values, err) < 0)
         return -1;
-    for (int i = 0; i < PQntuples(res); i++) {
-        const char *k = PQgetvalue(res, i, 0), *v = mm_db_get(res, i, 1);
-        if (!v)
-            continue;
-        if (strcmp(k, "oxen_api_key") == 0 && *v)
-            s->key = strdup(v);
-        else if (strcmp(k, "rewrite_enabled") == 0)
-            s->enabled = strcmp(v, "true") == 0;
-        else if (strcmp(k, "rewrite_model") == 0 && *v)
-            s->model = strdup(v);
-        else if (strcmp(k, "rewrite_system_prompt") == 0 && *v)
-            s->system = strdup(v);
-    }
-    PQclear(res);
+    char *enabled = setting_text(values, "rewrite_enabled");
+    s->enabled = enabled && strcmp(enabled, "true") == 0;
+    free(enabled);
+    s->key = setting_text(values, "oxen_api_key");
+    s->model = setting_text(values, "rewrite_model");
+    s->system = setting_text(values, "rewrite_system_prompt");
+    json_decref(values);
     const char *env_key = getenv("MMH3_OXEN_TOKEN");
     if (!s->key && env_key && *env_key)
         s->key = strdup(env_key);

@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "fcgi/multipart.h"
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/uploads.h"
 
 #if defined(__has_include)
 #if __has_include("media/probe.h") && __has_include("media/poster.h") && defined(MMH3_HAVE_FFMPEG)
@@ -38,20 +38,7 @@
 #define POSTER_EDGE 640
 
 #ifdef HAVE_MEDIA_PROBE
-typedef struct stored {
-    char id[37];
-    char rel[128];        /* uploads/<id>.<ext> */
-    char poster_rel[128]; /* "" or uploads/<id>.poster.jpg */
-    char kind[8];
-    char content_type[64];
-    char format_name[64];
-    char codec_name[64];
-    char original_name[256];
-    long long bytes;
-    int width, height;
-    double duration;
-    bool has_audio;
-} stored;
+typedef mm_store_upload stored;
 
 static void abs_path(mm_req *r, const char *rel, char *out, size_t n)
 {
@@ -214,39 +201,6 @@ static int store_part(mm_req *r, const mm_mp_part *part, stored *s, mm_error *er
     return 0;
 }
 
-static int record(PGconn *db, stored *s, int n, json_t *images, mm_error *err)
-{
-    if (mm_db_exec(db, "BEGIN", err) < 0)
-        return -1;
-    for (int i = 0; i < n; i++) {
-        char bytes[32], w[16], h[16], dur[32];
-        snprintf(bytes, sizeof bytes, "%lld", s[i].bytes);
-        snprintf(w, sizeof w, "%d", s[i].width);
-        snprintf(h, sizeof h, "%d", s[i].height);
-        snprintf(dur, sizeof dur, "%.6f", s[i].duration);
-        const char *p[] = {s[i].id,    s[i].kind, s[i].rel, s[i].poster_rel[0] ? s[i].poster_rel : NULL,
-                           s[i].content_type, s[i].original_name, bytes, w, h, dur, s[i].has_audio ? "t" : "f",
-                           s[i].format_name, s[i].codec_name};
-        PGresult *res;
-        if (mm_db_query(db,
-                        "INSERT INTO uploads AS u (id, kind, path, poster_path, content_type, original_name, bytes,"
-                        "  width, height, duration_seconds, has_audio, format_name, codec_name)"
-                        " VALUES ($1::uuid, $2, $3, $4, $5, NULLIF($6, ''), $7::bigint, NULLIF($8::int, 0),"
-                        "  NULLIF($9::int, 0), NULLIF($10::double precision, 0), $11::boolean, $12, $13)"
-                        " RETURNING upload_json(u)::text",
-                        13, p, &res, err) < 0) {
-            PQclear(PQexec(db, "ROLLBACK"));
-            return -1;
-        }
-        json_array_append_new(images, json_loads(PQgetvalue(res, 0, 0), 0, NULL));
-        PQclear(res);
-    }
-    if (mm_db_exec(db, "COMMIT", err) < 0) {
-        PQclear(PQexec(db, "ROLLBACK"));
-        return -1;
-    }
-    return 0;
-}
 #endif
 
 void mm_api_upload(mm_req *r)
@@ -336,7 +290,7 @@ void mm_api_upload(mm_req *r)
         unstore(r, files, n_stored);
         goto done;
     }
-    if (record(db, files, n_stored, images, &err) < 0) {
+    if (mm_store_uploads_insert(db, files, n_stored, images, &err) < 0) {
         unstore(r, files, n_stored);
         if (PQstatus(db) != CONNECTION_OK)
             mm_reply_error(r, 503, NULL, NULL, "the database went away while recording the upload; nothing was "
@@ -362,16 +316,15 @@ void mm_api_upload_get(mm_req *r, const char *id)
     PGconn *db = mm_req_db(r);
     if (!db)
         return;
-    const char *p[] = {id};
-    PGresult *res;
+    char *json = NULL;
     mm_error err = {{0}};
-    if (mm_db_query(db, "SELECT upload_json(u)::text FROM uploads u WHERE u.id = $1::uuid", 1, p, &res, &err) < 0) {
+    if (mm_store_upload_json(db, id, &json, &err) < 0) {
         mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
         return;
     }
-    if (PQntuples(res) == 0)
+    if (!json)
         mm_reply_error(r, 404, NULL, NULL, "no upload has the id %s", id);
     else
-        mm_reply_raw_json(r, 200, PQgetvalue(res, 0, 0));
-    PQclear(res);
+        mm_reply_raw_json(r, 200, json);
+    free(json);
 }

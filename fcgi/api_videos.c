@@ -21,9 +21,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fcgi/enqueue.h"
 #include "fcgi/multipart.h"
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/generations.h"
 
 #define ACCEPT_TASK "\"t2va\", \"i2va\", \"fl2va\", \"l2va\" or \"ref2va\""
 #define ACCEPT_CONDITION                                                                                          \
@@ -72,9 +72,9 @@ static void carry(json_t *dst, const char *to, json_t *src, const char *from)
         json_object_set(dst, to, v);
 }
 
-/* The /v1 request as the body of POST /api/ai/queue; NULL after answering
- * the error. */
-static json_t *translate(mm_req *r, json_t *in)
+/* Fields we know, and the two OpenAI ones we take only at their defaults;
+ * false after answering. */
+static bool check_fields(mm_req *r, json_t *in)
 {
     static const char *const known[] = {"model",  "prompt", "task",  "conditions", "target", "seed",
                                         "seconds", "size",   "steps", "no_audio",   "fast",   "crf",
@@ -91,34 +91,27 @@ static json_t *translate(mm_req *r, json_t *in)
                            "model, prompt, task, conditions, target, seed, seconds, size, steps, no_audio, fast, "
                            "crf, preset, generate_audio",
                            "is not a field of this request");
-            return NULL;
+            return false;
         }
     }
     json_t *neg = json_object_get(in, "negative_prompt");
     if (neg && !json_is_null(neg) && !(json_is_string(neg) && json_string_length(neg) == 0)) {
         mm_reply_error(r, 400, "negative_prompt", "absent or empty",
                        "H3 has no negative prompt (classifier-free guidance is distilled out)");
-        return NULL;
+        return false;
     }
     json_t *nn = json_object_get(in, "n");
     if (nn && !json_is_null(nn) && !(json_is_integer(nn) && json_integer_value(nn) == 1)) {
         mm_reply_error(r, 400, "n", "1 (one video per request; use POST /api/ai/queue num_generations for more)",
                        "is not 1");
-        return NULL;
+        return false;
     }
-    json_t *out = json_object();
-    carry(out, "prompt", in, "prompt");
-    carry(out, "model", in, "model");
-    carry(out, "seed", in, "seed");
-    carry(out, "steps", in, "steps");
-    carry(out, "no_audio", in, "no_audio");
-    carry(out, "fast", in, "fast");
-    carry(out, "crf", in, "crf");
-    carry(out, "preset", in, "preset");
-    carry(out, "generate_audio", in, "generate_audio");
-    carry(out, "size", in, "size");
+    return true;
+}
 
-    /* OpenAI's seconds is a string ("8"); MiniMax's is target.duration_seconds. */
+/* OpenAI's seconds is a string ("8"); MiniMax's is target.duration_seconds. */
+static bool translate_seconds(mm_req *r, json_t *in, json_t *out)
+{
     json_t *seconds = json_object_get(in, "seconds");
     if (json_is_string(seconds)) {
         char *end;
@@ -126,139 +119,174 @@ static json_t *translate(mm_req *r, json_t *in)
         if (*end || end == json_string_value(seconds)) {
             mm_reply_error(r, 400, "seconds", "a number of seconds, e.g. \"8\" or 8", "'%.40s' is not a number",
                            json_string_value(seconds));
-            goto fail;
+            return false;
         }
         json_object_set_new(out, "seconds", json_real(v));
     } else if (seconds) {
         json_object_set(out, "seconds", seconds);
     }
+    return true;
+}
 
+static bool translate_target(mm_req *r, json_t *in, json_t *out)
+{
     json_t *target = json_object_get(in, "target");
-    if (target && !json_is_null(target)) {
-        if (!json_is_object(target)) {
-            mm_reply_error(r, 400, "target", ACCEPT_TARGET, "must be an object");
-            goto fail;
-        }
-        json_object_foreach(target, key, val)
-        {
-            char f[80];
-            snprintf(f, sizeof f, "target.%.60s", key);
-            if (strcmp(key, "short_edge") == 0) {
-                if (!json_is_integer(val)) {
-                    mm_reply_error(r, 400, f, ACCEPT_TARGET, "must be an integer");
-                    goto fail;
-                }
-                char n[32];
-                snprintf(n, sizeof n, "%lld", (long long)json_integer_value(val));
-                json_object_set_new(out, "size", json_string(n));
-            } else if (strcmp(key, "aspect_ratio") == 0) {
-                json_object_set(out, "aspect_ratio", val);
-            } else if (strcmp(key, "duration_seconds") == 0) {
-                json_object_set(out, "seconds", val);
-            } else if (strcmp(key, "width") == 0 || strcmp(key, "height") == 0 || strcmp(key, "frames") == 0) {
-                json_object_set(out, key, val);
-            } else {
-                mm_reply_error(r, 400, f, ACCEPT_TARGET, "is not a target field");
-                goto fail;
+    if (!target || json_is_null(target))
+        return true;
+    if (!json_is_object(target)) {
+        mm_reply_error(r, 400, "target", ACCEPT_TARGET, "must be an object");
+        return false;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(target, key, val)
+    {
+        char f[80];
+        snprintf(f, sizeof f, "target.%.60s", key);
+        if (strcmp(key, "short_edge") == 0) {
+            if (!json_is_integer(val)) {
+                mm_reply_error(r, 400, f, ACCEPT_TARGET, "must be an integer");
+                return false;
             }
-        }
-        if (json_object_get(target, "short_edge") && json_object_get(in, "size")) {
-            mm_reply_error(r, 400, "target.short_edge", "either size or target.short_edge",
-                           "cannot be given together with size");
-            goto fail;
-        }
-        if (json_object_get(target, "duration_seconds") && seconds) {
-            mm_reply_error(r, 400, "target.duration_seconds", "either seconds or target.duration_seconds",
-                           "cannot be given together with seconds");
-            goto fail;
+            char n[32];
+            snprintf(n, sizeof n, "%lld", (long long)json_integer_value(val));
+            json_object_set_new(out, "size", json_string(n));
+        } else if (strcmp(key, "aspect_ratio") == 0) {
+            json_object_set(out, "aspect_ratio", val);
+        } else if (strcmp(key, "duration_seconds") == 0) {
+            json_object_set(out, "seconds", val);
+        } else if (strcmp(key, "width") == 0 || strcmp(key, "height") == 0 || strcmp(key, "frames") == 0) {
+            json_object_set(out, key, val);
+        } else {
+            mm_reply_error(r, 400, f, ACCEPT_TARGET, "is not a target field");
+            return false;
         }
     }
+    if (json_object_get(target, "short_edge") && json_object_get(in, "size")) {
+        mm_reply_error(r, 400, "target.short_edge", "either size or target.short_edge",
+                       "cannot be given together with size");
+        return false;
+    }
+    if (json_object_get(target, "duration_seconds") && json_object_get(in, "seconds")) {
+        mm_reply_error(r, 400, "target.duration_seconds", "either seconds or target.duration_seconds",
+                       "cannot be given together with seconds");
+        return false;
+    }
+    return true;
+}
 
-    /* Conditions -> image_ids / last_image_id / partition, by task. */
+/* One condition: its upload id, and whether it is the last frame; false
+ * after answering. */
+static bool read_condition(mm_req *r, json_t *c, size_t i, const char *task, char id[40], bool *is_last)
+{
+    char f[48];
+    snprintf(f, sizeof f, "conditions[%zu]", i);
+    if (!json_is_object(c) || !condition_upload(c, id, 40)) {
+        mm_reply_error(r, 400, f, ACCEPT_CONDITION, "does not name an upload of this server");
+        return false;
+    }
+    const char *type = json_string_value(json_object_get(c, "type"));
+    if (type && strcmp(type, "image") != 0 && strcmp(type, "video") != 0 && strcmp(type, "audio") != 0) {
+        mm_reply_error(r, 400, f, ACCEPT_CONDITION, "type '%.40s' is not image, video or audio", type);
+        return false;
+    }
+    const char *role = json_string_value(json_object_get(c, "role"));
+    if (role && strcmp(role, "first_frame") != 0 && strcmp(role, "last_frame") != 0 &&
+        strcmp(role, "reference") != 0) {
+        mm_reply_error(r, 400, f, ACCEPT_CONDITION, "role '%.40s' is not first_frame, last_frame or reference", role);
+        return false;
+    }
+    *is_last = (role && strcmp(role, "last_frame") == 0) ||
+               (!role && ((strcmp(task, "fl2va") == 0 && i == 1) || strcmp(task, "l2va") == 0));
+    return true;
+}
+
+/* Why the conditions do not fit the task, or NULL. */
+static const char *task_mismatch(const char *task, size_t n_conditions, size_t n_first, bool last)
+{
+    if (strcmp(task, "t2va") == 0 && n_conditions)
+        return "t2va takes no conditions";
+    if (strcmp(task, "i2va") == 0 && (n_first != 1 || last))
+        return "i2va takes one image condition (the first frame)";
+    if (strcmp(task, "fl2va") == 0 && (n_first != 1 || !last))
+        return "fl2va takes two image conditions (first and last frame)";
+    if (strcmp(task, "l2va") == 0 && (n_first != 0 || !last))
+        return "l2va takes one image condition (the last frame)";
+    if (strcmp(task, "ref2va") == 0 && (n_conditions == 0 || last))
+        return "ref2va takes 1..15 reference conditions (images, videos, audio) and no last frame";
+    return NULL;
+}
+
+/* Conditions -> image_ids / last_image_id / partition, by task. */
+static bool translate_conditions(mm_req *r, json_t *in, json_t *out)
+{
     const char *task = json_string_value(json_object_get(in, "task"));
     json_t *task_v = json_object_get(in, "task");
     if (task_v && !json_is_null(task_v) &&
         (!task || (strcmp(task, "t2va") != 0 && strcmp(task, "i2va") != 0 && strcmp(task, "fl2va") != 0 &&
                    strcmp(task, "l2va") != 0 && strcmp(task, "ref2va") != 0))) {
         mm_reply_error(r, 400, "task", ACCEPT_TASK, "is not a task");
-        goto fail;
+        return false;
     }
     json_t *conds = json_object_get(in, "conditions");
     if (conds && !json_is_null(conds) && !json_is_array(conds)) {
         mm_reply_error(r, 400, "conditions", ACCEPT_CONDITION, "must be an array");
-        goto fail;
+        return false;
     }
     size_t nc = conds ? json_array_size(conds) : 0;
     if (!task)
         task = nc == 0 ? "t2va" : "ref2va";
     json_t *ids = json_array();
-    const char *last = NULL;
-    char last_id[40] = "";
+    char last[40] = "";
     for (size_t i = 0; i < nc; i++) {
-        json_t *c = json_array_get(conds, i);
-        char f[48], id[40];
-        snprintf(f, sizeof f, "conditions[%zu]", i);
-        if (!json_is_object(c) || !condition_upload(c, id, sizeof id)) {
-            json_decref(ids);
-            mm_reply_error(r, 400, f, ACCEPT_CONDITION, "does not name an upload of this server");
+        char id[40];
+        bool is_last = false;
+        if (!read_condition(r, json_array_get(conds, i), i, task, id, &is_last))
+            goto fail;
+        if (is_last && last[0]) {
+            char f[48];
+            snprintf(f, sizeof f, "conditions[%zu]", i);
+            mm_reply_error(r, 400, f, ACCEPT_CONDITION, "is a second last frame");
             goto fail;
         }
-        const char *type = json_string_value(json_object_get(c, "type"));
-        if (type && strcmp(type, "image") != 0 && strcmp(type, "video") != 0 && strcmp(type, "audio") != 0) {
-            json_decref(ids);
-            mm_reply_error(r, 400, f, ACCEPT_CONDITION, "type '%.40s' is not image, video or audio", type);
-            goto fail;
-        }
-        const char *role = json_string_value(json_object_get(c, "role"));
-        bool is_last = (role && strcmp(role, "last_frame") == 0) ||
-                       (!role && ((strcmp(task, "fl2va") == 0 && i == 1) || strcmp(task, "l2va") == 0));
-        if (role && strcmp(role, "first_frame") != 0 && strcmp(role, "last_frame") != 0 &&
-            strcmp(role, "reference") != 0) {
-            json_decref(ids);
-            mm_reply_error(r, 400, f, ACCEPT_CONDITION, "role '%.40s' is not first_frame, last_frame or reference",
-                           role);
-            goto fail;
-        }
-        if (is_last) {
-            if (last) {
-                json_decref(ids);
-                mm_reply_error(r, 400, f, ACCEPT_CONDITION, "is a second last frame");
-                goto fail;
-            }
-            snprintf(last_id, sizeof last_id, "%s", id);
-            last = last_id;
-        } else {
+        if (is_last)
+            snprintf(last, sizeof last, "%s", id);
+        else
             json_array_append_new(ids, json_string(id));
-        }
     }
-    size_t n_first = json_array_size(ids);
-    const char *why = NULL;
-    if (strcmp(task, "t2va") == 0 && nc)
-        why = "t2va takes no conditions";
-    else if (strcmp(task, "i2va") == 0 && (n_first != 1 || last))
-        why = "i2va takes one image condition (the first frame)";
-    else if (strcmp(task, "fl2va") == 0 && (n_first != 1 || !last))
-        why = "fl2va takes two image conditions (first and last frame)";
-    else if (strcmp(task, "l2va") == 0 && (n_first != 0 || !last))
-        why = "l2va takes one image condition (the last frame)";
-    else if (strcmp(task, "ref2va") == 0 && (nc == 0 || last))
-        why = "ref2va takes 1..15 reference conditions (images, videos, audio) and no last frame";
+    const char *why = task_mismatch(task, nc, json_array_size(ids), last[0] != '\0');
     if (why) {
-        json_decref(ids);
         mm_reply_error(r, 400, "conditions", ACCEPT_CONDITION, "%s (%zu given)", why, nc);
         goto fail;
     }
-    if (n_first)
-        json_object_set_new(out, "image_ids", ids);
-    else
-        json_decref(ids);
-    if (last)
+    if (json_array_size(ids))
+        json_object_set(out, "image_ids", ids);
+    json_decref(ids);
+    if (last[0])
         json_object_set_new(out, "last_image_id", json_string(last));
     json_object_set_new(out, "partition", json_string(strcmp(task, "ref2va") == 0 ? "ref2va" : "fl2va"));
-    return out;
+    return true;
 fail:
-    json_decref(out);
-    return NULL;
+    json_decref(ids);
+    return false;
+}
+
+/* The /v1 request as the body of POST /api/ai/queue; NULL after answering
+ * the error. */
+static json_t *translate(mm_req *r, json_t *in)
+{
+    if (!check_fields(r, in))
+        return NULL;
+    json_t *out = json_object();
+    static const char *const same[] = {"prompt", "model", "seed",   "steps",          "no_audio",
+                                       "fast",   "crf",   "preset", "generate_audio", "size"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        carry(out, same[i], in, same[i]);
+    if (!translate_seconds(r, in, out) || !translate_target(r, in, out) || !translate_conditions(r, in, out)) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
 }
 
 /* multipart/form-data (OpenAI's SDK sends it): text fields only. */
@@ -380,16 +408,14 @@ static json_t *load_generation(mm_req *r, const char *id)
     PGconn *db = mm_req_db(r);
     if (!db)
         return NULL;
-    const char *p[] = {id};
-    PGresult *res;
+    char *text = NULL;
     mm_error err = {{0}};
-    if (mm_db_query(db, "SELECT generation_json(g)::text FROM generations g WHERE g.id = $1::uuid", 1, p, &res,
-                    &err) < 0) {
+    if (mm_store_generation_json(db, id, &text, &err) < 0) {
         mm_reply_error(r, 500, NULL, NULL, "the database refused the request (%s)", err.msg);
         return NULL;
     }
-    json_t *g = PQntuples(res) ? json_loads(PQgetvalue(res, 0, 0), 0, NULL) : NULL;
-    PQclear(res);
+    json_t *g = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
     if (!g)
         mm_reply_error(r, 404, NULL, NULL, "no video has the id %s", id);
     return g;

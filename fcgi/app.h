@@ -11,7 +11,7 @@
 #include <libpq-fe.h>
 
 #include "core/error.h"
-#include "fcgi/uuid.h"
+#include "core/uuid.h"
 
 typedef struct mm_sse_hub mm_sse_hub;
 
@@ -75,12 +75,6 @@ char *mm_json_compact(const char *text);
 /* Reads and parses a JSON request body (Content-Type: application/json,
  * at most 1 MiB); NULL after answering the error itself. */
 json_t *mm_req_json(mm_req *r);
-
-/* POST /api/ai/queue's work for a parsed body: validates it (fcgi/enqueue.c),
- * checks the references and inserts its rows (num_generations) in one
- * transaction. 0 with *rows the JSON array text of the new generation
- * objects (caller frees), or -1 after answering the error itself. */
-int mm_enqueue_insert(mm_req *r, json_t *body, char **rows);
 
 /* The rewrite model when the settings name none. */
 #define MM_REWRITE_MODEL_DEFAULT "claude-sonnet-4-6"

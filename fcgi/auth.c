@@ -21,8 +21,8 @@
 #include <time.h>
 
 #include "auth/tokens.h"
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/tokens.h"
+#include "core/log.h"
 
 #define CACHE_SECONDS 10
 #define MARK_USED_SECONDS 60
@@ -51,40 +51,33 @@ void mm_auth_invalidate(void)
     atomic_store(&stale, true);
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
 /* Under mu. */
 static int reload(PGconn *db, mm_error *err)
 {
     double began = now_seconds(); /* what is read is at least as new as this */
-    PGresult *res;
     atomic_store(&stale, false);
-    if (mm_db_query(db, "SELECT name, encode(token_sha256, 'hex') FROM api_tokens WHERE revoked_at IS NULL", 0, NULL,
-                    &res, err) < 0) {
+    mm_store_token_row *rows = NULL;
+    int n = 0;
+    if (mm_store_tokens_read(db, false, &rows, &n, err) < 0) {
         atomic_store(&stale, true);
         return mm_error_prefix(err, "reading the access tokens");
     }
-    int n = PQntuples(res);
     entry *fresh = calloc(n ? (size_t)n : 1, sizeof *fresh);
     if (!fresh) {
-        PQclear(res);
+        free(rows);
         atomic_store(&stale, true);
         return mm_fail(err, "out of memory for %d tokens", n);
     }
     for (int i = 0; i < n; i++) {
-        snprintf(fresh[i].name, sizeof fresh[i].name, "%s", PQgetvalue(res, i, 0));
-        const char *hex = PQgetvalue(res, i, 1);
-        for (int k = 0; k < 32 && hex[2 * k] && hex[2 * k + 1]; k++)
-            fresh[i].digest[k] = (unsigned char)(hexval(hex[2 * k]) << 4 | hexval(hex[2 * k + 1]));
+        snprintf(fresh[i].name, sizeof fresh[i].name, "%s", rows[i].name);
+        memcpy(fresh[i].digest, rows[i].digest, sizeof fresh[i].digest);
         /* A token still cached keeps its last-use mark. */
         for (int j = 0; j < n_entries; j++)
             if (strcmp(entries[j].name, fresh[i].name) == 0)
                 fresh[i].marked = entries[j].marked;
     }
-    PQclear(res);
+    explicit_bzero(rows, (size_t)n * sizeof *rows);
+    free(rows);
     free(entries);
     entries = fresh;
     n_entries = n;
@@ -139,9 +132,8 @@ int mm_auth_lookup(PGconn *db, const unsigned char digest[32], char *name, size_
     }
     pthread_mutex_unlock(&mu);
     if (mark) {
-        const char *p[] = {who};
         mm_error ignored = {{0}};
-        if (mm_db_query(db, "UPDATE api_tokens SET last_used_at = now() WHERE name = $1", 1, p, NULL, &ignored) < 0)
+        if (mm_store_token_mark_used(db, who, &ignored) < 0)
             mm_log("noting the use of token '%s': %s", who, ignored.msg);
     }
     return found >= 0 ? 1 : 0;

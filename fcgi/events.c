@@ -29,8 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "queue/db.h"
-#include "queue/log.h"
+#include "core/log.h"
+#include "store/db.h"
+#include "store/generations.h"
 
 #define HEARTBEAT_SECONDS 15
 #define CATCHUP_MAX 2000
@@ -125,51 +126,37 @@ static bool send_event(mm_sse_hub *h, client *one, long long seq, const char *ev
     return one_alive;
 }
 
+typedef struct catch_up_ctx {
+    mm_sse_hub *h;
+    client *c;
+    bool alive;
+} catch_up_ctx;
+
+static bool send_caught_up(void *user, long long seq, const char *event, const char *json)
+{
+    catch_up_ctx *k = user;
+    k->alive = send_event(k->h, k->c, seq, event, json);
+    return k->alive;
+}
+
 /* False when c's stream turned out to be gone: c is dropped (freed) then. */
 static bool catch_up(mm_sse_hub *h, PGconn *db, client *c)
 {
-    char from[32];
-    snprintf(from, sizeof from, "%lld", c->last_seq);
-    const char *p[] = {from};
-    PGresult *res;
     mm_error err = {{0}};
-    if (mm_db_query(db,
-                    "SELECT $1::bigint < (SELECT min_seq FROM event_horizon)"
-                    "    OR $1::bigint > (SELECT last_value FROM event_seq)",
-                    1, p, &res, &err) < 0) {
+    bool too_old = false, overflow = false;
+    if (mm_store_events_expired(db, c->last_seq, &too_old, &err) < 0) {
         mm_log("events: %s", err.msg);
         return true;
     }
-    bool too_old = PQgetvalue(res, 0, 0)[0] == 't';
-    PQclear(res);
     if (too_old)
         return send_event(h, c, -1, "resync", "{}");
-    char overlap[32], limit[16];
-    snprintf(overlap, sizeof overlap, "%lld", c->last_seq > CATCHUP_OVERLAP ? c->last_seq - CATCHUP_OVERLAP : 0);
-    snprintf(limit, sizeof limit, "%d", CATCHUP_MAX + 1);
-    const char *q[] = {overlap, limit};
-    if (mm_db_query(db,
-                    "SELECT seq, kind, data FROM ("
-                    "  SELECT g.seq, 'generation_update' AS kind, generation_json(g)::text AS data"
-                    "    FROM generations g WHERE g.seq > $1::bigint"
-                    "  UNION ALL"
-                    "  SELECT t.seq, 'generation_deleted',"
-                    "         json_build_object('generation_id', t.generation_id, 'seq', t.seq)::text"
-                    "    FROM generation_tombstones t WHERE t.seq > $1::bigint) e"
-                    " ORDER BY seq LIMIT $2::int",
-                    2, q, &res, &err) < 0) {
+    catch_up_ctx k = {.h = h, .c = c, .alive = true};
+    long long from = c->last_seq > CATCHUP_OVERLAP ? c->last_seq - CATCHUP_OVERLAP : 0;
+    if (mm_store_events_since(db, from, CATCHUP_MAX, send_caught_up, &k, &overflow, &err) < 0) {
         mm_log("events: %s", err.msg);
         return true;
     }
-    bool alive = true;
-    if (PQntuples(res) > CATCHUP_MAX) {
-        alive = send_event(h, c, -1, "resync", "{}");
-    } else {
-        for (int i = 0; alive && i < PQntuples(res); i++)
-            alive = send_event(h, c, atoll(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
-    }
-    PQclear(res);
-    return alive;
+    return overflow ? send_event(h, c, -1, "resync", "{}") : k.alive;
 }
 
 static void adopt_pending(mm_sse_hub *h, PGconn *db)
@@ -206,17 +193,14 @@ static int cmp_event(const void *a, const void *b)
 
 static void broadcast_status(mm_sse_hub *h, PGconn *db)
 {
-    char lease[32];
-    snprintf(lease, sizeof lease, "%.3f", h->app->lease_seconds);
-    const char *p[] = {PACKAGE_VERSION, lease};
-    PGresult *res;
+    char *json = NULL;
     mm_error err = {{0}};
-    if (mm_db_query(db, "SELECT status_json($1, $2::double precision)::text", 2, p, &res, &err) < 0) {
+    if (mm_store_status_json(db, PACKAGE_VERSION, h->app->lease_seconds, &json, &err) < 0) {
         mm_log("events: %s", err.msg);
         return;
     }
-    send_event(h, NULL, -1, "status_update", PQgetvalue(res, 0, 0));
-    PQclear(res);
+    send_event(h, NULL, -1, "status_update", json);
+    free(json);
 }
 
 static double now_seconds(void)
@@ -275,15 +259,14 @@ static void take_notifies(PGconn *db, batch *b)
 /* NOTIFYs that came while the snapshot query ran are taken into `next`;
  * those of rows the snapshot already shows at their seq or later are
  * dropped there (sent again, a stream would see the same snapshot twice). */
-static void take_during_snapshot(PGconn *db, const PGresult *res, batch *next)
+static void take_during_snapshot(PGconn *db, const mm_store_row *rows, int n_rows, batch *next)
 {
     take_notifies(db, next);
     int kept = 0;
     for (int i = 0; i < next->n; i++) {
         bool covered = false;
-        for (int row = 0; res && next->ev[i].kind == 'u' && !covered && row < PQntuples(res); row++)
-            covered = strcmp(PQgetvalue(res, row, 0), next->ev[i].id) == 0 &&
-                      atoll(PQgetvalue(res, row, 1)) >= next->ev[i].seq;
+        for (int row = 0; next->ev[i].kind == 'u' && !covered && row < n_rows; row++)
+            covered = strcmp(rows[row].id, next->ev[i].id) == 0 && rows[row].seq >= next->ev[i].seq;
         if (!covered)
             next->ev[kept++] = next->ev[i];
     }
@@ -296,29 +279,20 @@ static void send_batch(mm_sse_hub *h, PGconn *db, batch *b, batch *next)
 {
     if (b->n) {
         qsort(b->ev, (size_t)b->n, sizeof b->ev[0], cmp_event);
-        char *ids = malloc((size_t)b->n * 40 + 4);
+        const char **ids = malloc((size_t)b->n * sizeof *ids);
         if (!ids)
             return;
-        strcpy(ids, "{");
         int nu = 0;
         for (int i = 0; i < b->n; i++)
-            if (b->ev[i].kind == 'u') {
-                strcat(ids, nu++ ? "," : "");
-                strcat(ids, b->ev[i].id);
-            }
-        strcat(ids, "}");
-        PGresult *res = NULL;
+            if (b->ev[i].kind == 'u')
+                ids[nu++] = b->ev[i].id;
+        mm_store_row *rows = NULL;
+        int n_rows = 0;
         mm_error err = {{0}};
-        if (nu) {
-            const char *p[] = {ids};
-            if (mm_db_query(db,
-                            "SELECT g.id::text, g.seq, generation_json(g)::text FROM generations g"
-                            " WHERE g.id = ANY($1::uuid[])",
-                            1, p, &res, &err) < 0)
-                mm_log("events: %s", err.msg);
-        }
+        if (mm_store_generations_snapshot(db, ids, nu, &rows, &n_rows, &err) < 0)
+            mm_log("events: %s", err.msg);
         free(ids);
-        take_during_snapshot(db, res, next);
+        take_during_snapshot(db, rows, n_rows, next);
         for (int i = 0; i < b->n; i++) {
             if (b->ev[i].kind == 'd') {
                 char data[128];
@@ -326,12 +300,11 @@ static void send_batch(mm_sse_hub *h, PGconn *db, batch *b, batch *next)
                 send_event(h, NULL, b->ev[i].seq, "generation_deleted", data);
                 continue;
             }
-            for (int row = 0; res && row < PQntuples(res); row++)
-                if (strcmp(PQgetvalue(res, row, 0), b->ev[i].id) == 0)
-                    send_event(h, NULL, atoll(PQgetvalue(res, row, 1)), "generation_update",
-                               PQgetvalue(res, row, 2));
+            for (int row = 0; row < n_rows; row++)
+                if (strcmp(rows[row].id, b->ev[i].id) == 0 && rows[row].json)
+                    send_event(h, NULL, rows[row].seq, "generation_update", rows[row].json);
         }
-        PQclear(res);
+        mm_store_rows_free(rows, n_rows);
     }
     if (b->status)
         broadcast_status(h, db);
@@ -423,7 +396,7 @@ static void *hub_main(void *arg)
                 PQfinish(db);
             db = NULL;
             if (mm_db_connect(h->app->db_url, "mmh3-fcgi-events", &db, &err) == 0 &&
-                mm_db_exec(db, "LISTEN mmh3_events", &err) == 0) {
+                mm_db_listen_events(db, &err) == 0) {
                 if (complained)
                     mm_log("events: database connection is back; catching the streams up");
                 complained = false;

@@ -22,7 +22,7 @@
 #include <strings.h>
 
 #include "auth/tokens.h"
-#include "queue/log.h"
+#include "core/log.h"
 
 static bool unsafe_method(const char *m)
 {

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/db.h"
+#include "core/log.h"
 
 static const char *reason(int status)
 {

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/generations.h"
+#include "core/log.h"
 
 #define BUCKETS 256
 
@@ -135,22 +135,17 @@ bool mm_limit_enqueue(mm_req *r)
     PGconn *db = mm_req_db(r);
     if (!db)
         return false;
-    PGresult *res;
+    long queued = 0;
+    double typical = 0;
     mm_error err = {{0}};
     /* When full: retry once a job is likely done (the recent average render). */
-    if (mm_db_query(db,
-                    "SELECT (SELECT n FROM generation_counts WHERE status = 'queued'),"
-                    "       (SELECT ceil(avg(total_seconds)) FROM (SELECT total_seconds FROM generations"
-                    "          WHERE status = 'succeeded' AND total_seconds IS NOT NULL"
-                    "          ORDER BY completed_at DESC LIMIT 20) recent)",
-                    0, NULL, &res, &err) < 0) {
+    if (mm_store_queue_load(db, &queued, &typical, &err) < 0) {
         mm_log("%s", err.msg);
         mm_reply_error(r, 503, NULL, NULL, "the queue length cannot be read; try again shortly");
         return false;
     }
-    long queued = atol(PQgetvalue(res, 0, 0));
-    double typical = PQgetisnull(res, 0, 1) ? 60 : atof(PQgetvalue(res, 0, 1));
-    PQclear(res);
+    if (typical <= 0)
+        typical = 60;
     if (queued < r->app->max_queued)
         return true;
     int retry = (int)fmin(3600, fmax(5, typical));

@@ -19,7 +19,7 @@
 #include <strings.h>
 
 #include "auth/tokens.h"
-#include "queue/log.h"
+#include "core/log.h"
 
 #define COOKIE_SECONDS (30 * 24 * 3600)
 

@@ -28,11 +28,11 @@
 #include <fcgiapp.h>
 
 #include "auth/tokens.h"
+#include "core/log.h"
 #include "fcgi/app.h"
 #include "media/probe.h"
-#include "queue/db.h"
-#include "queue/log.h"
-#include "queue/migrate.h"
+#include "store/db.h"
+#include "store/migrate.h"
 
 static pthread_mutex_t accept_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool shutting_down;
@@ -181,10 +181,21 @@ static void sweep_upload_leftovers(const char *uploads)
         mm_log("removed %d abandoned upload spool file(s)", removed);
 }
 
-int main(int argc, char **argv)
+/* ---------------------------------------------------------------- steps of main */
+
+typedef struct fcgi_config {
+    const char *listen_addr; /* NULL: the inherited socket, fd 0 */
+    const char *db;          /* --db, or NULL */
+    const char *outputs;
+    int threads;
+    bool help; /* --help was printed */
+} fcgi_config;
+
+/* The environment's defaults, then the flags. 0 to go on (unless cfg->help),
+ * else the exit status. */
+static int read_config(int argc, char **argv, fcgi_config *cfg)
 {
-    const char *listen_addr = NULL, *db = NULL, *outputs = getenv("MMH3_OUTPUTS");
-    int threads = 16;
+    *cfg = (fcgi_config){.outputs = getenv("MMH3_OUTPUTS"), .threads = 16};
     app.lease_seconds = 30;
     app.max_upload_bytes = 200u << 20;
     const char *auth = getenv("MMH3_AUTH");
@@ -211,30 +222,29 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
     };
     int c;
+    double mb;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case O_LISTEN: listen_addr = optarg; break;
+        case O_LISTEN: cfg->listen_addr = optarg; break;
         case O_THREADS:
-            threads = atoi(optarg);
-            if (threads < 1 || threads > 1024) {
+            cfg->threads = atoi(optarg);
+            if (cfg->threads < 1 || cfg->threads > 1024) {
                 fprintf(stderr, "mmh3-fcgi: --threads %s: accepted: 1..1024\n", optarg);
                 return 2;
             }
             break;
-        case O_DB: db = optarg; break;
-        case O_OUTPUTS: outputs = optarg; break;
+        case O_DB: cfg->db = optarg; break;
+        case O_OUTPUTS: cfg->outputs = optarg; break;
+        /* atof/atol took "abc" as 0 and "-1" MiB as a near-infinite upload limit. */
         case O_LEASE:
-            /* atof/atol took "abc" as 0 and "-1" MiB as a near-infinite upload limit. */
             if (!parse_count("--lease", optarg, 86400, &app.lease_seconds))
                 return 2;
             break;
-        case O_UPLOAD: {
-            double mb;
+        case O_UPLOAD:
             if (!parse_count("--max-upload-mb", optarg, 1 << 20, &mb))
                 return 2;
             app.max_upload_bytes = (size_t)mb << 20;
             break;
-        }
         case O_AUTH:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
                 fprintf(stderr, "mmh3-fcgi: --auth %s: accepted: on, off\n", optarg);
@@ -260,12 +270,17 @@ int main(int argc, char **argv)
             if (!parse_count("--max-queued", optarg, 1e12, &max_queued))
                 return 2;
             break;
-        case 'h': usage(stdout); return 0;
+        case 'h': usage(stdout); cfg->help = true; return 0;
         default: usage(stderr); return 2;
         }
     }
     app.max_queued = (long)max_queued;
-    /* The names this machine answers to, besides IP addresses and --allow-host. */
+    return 0;
+}
+
+/* The names this machine answers to, besides IP addresses and --allow-host. */
+static void allow_own_names(void)
+{
     char self[256] = "";
     allow_hosts("localhost");
     if (gethostname(self, sizeof self - 8) == 0 && self[0]) {
@@ -276,24 +291,30 @@ int main(int argc, char **argv)
             allow_hosts(self);
         }
     }
-    mm_log_init("fcgi");
-    mm_media_set_verbose(0);
-    app.db_url = mm_db_url(db);
+}
+
+/* The outputs folder (resolved) and its uploads folder, swept of abandoned spool files. */
+static int open_outputs(const fcgi_config *cfg)
+{
     static char outputs_abs[PATH_MAX];
-    if (!outputs)
-        outputs = "outputs";
+    const char *outputs = cfg->outputs ? cfg->outputs : "outputs";
     mkdir(outputs, 0755);
     if (!realpath(outputs, outputs_abs)) {
         mm_log("outputs folder %s: cannot resolve it", outputs);
-        return 1;
+        return -1;
     }
     app.outputs = outputs_abs;
     char uploads[PATH_MAX + 16];
     snprintf(uploads, sizeof uploads, "%s/uploads", outputs_abs);
     mkdir(uploads, 0755);
     sweep_upload_leftovers(uploads);
+    return 0;
+}
 
-    /* Bring the schema up to date (a no-op when the worker or serve did). */
+/* Brings the schema up to date (a no-op when the worker or serve did) and
+ * says so when nobody could use the API. The pool's threads connect on their own. */
+static int prepare_database(void)
+{
     mm_error err = {{0}};
     PGconn *conn;
     for (int tries = 0;; tries++) {
@@ -303,20 +324,109 @@ int main(int argc, char **argv)
             mm_log("%s (retrying)", err.msg);
         if (tries > 60) {
             mm_log("giving up: %s", err.msg);
-            return 1;
+            return -1;
         }
         sleep(1);
     }
     if (mm_db_migrate(conn, NULL, &err) < 0) {
         mm_log("%s", err.msg);
         PQfinish(conn);
-        return 1;
+        return -1;
     }
     long tokens_total = 0, tokens_active = 0;
     if (app.auth_required && mm_token_count(conn, &tokens_total, &tokens_active, &err) == 0 && tokens_active == 0)
         mm_log("access tokens are required and none is active: nobody can use the API until one is made "
                "(mmh3 token create NAME)");
     PQfinish(conn);
+    return 0;
+}
+
+/* "unix:/path" or "/path" -> the path; host:port -> NULL. */
+static const char *socket_path(const char *listen_addr)
+{
+    const char *a = strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr;
+    return strchr(a, ':') ? NULL : a;
+}
+
+static int open_socket(const fcgi_config *cfg)
+{
+    if (FCGX_Init() != 0) {
+        mm_log("FCGX_Init failed");
+        return -1;
+    }
+    listen_fd = 0;
+    if (!cfg->listen_addr)
+        return 0;
+    const char *a = strncmp(cfg->listen_addr, "unix:", 5) == 0 ? cfg->listen_addr + 5 : cfg->listen_addr;
+    const char *path = socket_path(cfg->listen_addr);
+    if (path)
+        unlink(path); /* a stale socket from an earlier run */
+    listen_fd = FCGX_OpenSocket(a, 256);
+    if (listen_fd < 0) {
+        mm_log("cannot listen on %s", cfg->listen_addr);
+        return -1;
+    }
+    if (path)
+        chmod(path, 0666); /* nginx's workers may run as another user */
+    return 0;
+}
+
+static int start_sse_hub(void)
+{
+    mm_error err = {{0}};
+    app.hub = mm_sse_hub_start(&app, &err);
+    if (!app.hub) {
+        mm_log("%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The request threads, sharing the socket. */
+static int open_pool(const fcgi_config *cfg)
+{
+    for (int i = 0; i < cfg->threads; i++) {
+        pthread_t tid;
+        if (pthread_create(&tid, NULL, request_thread, NULL) != 0) {
+            mm_log("cannot start request thread %d", i);
+            return -1;
+        }
+        pthread_detach(tid);
+    }
+    mm_log("listening on %s with %d threads (outputs %s; access tokens %s)",
+           cfg->listen_addr ? cfg->listen_addr : "fd 0", cfg->threads, app.outputs,
+           app.auth_required ? "required" : "not required");
+    return 0;
+}
+
+/* Requests in flight are cut; their transactions roll back. The request
+ * threads are parked in accept() holding their requests and connections:
+ * ending the process is their shutdown (hence _exit, which also keeps
+ * LeakSanitizer from listing that state as leaks). */
+static _Noreturn void shut_down(const fcgi_config *cfg, int sig)
+{
+    mm_log("stopping (signal %d)", sig);
+    atomic_store(&shutting_down, true);
+    FCGX_ShutdownPending();
+    shutdown(listen_fd, SHUT_RDWR);
+    const char *path = cfg->listen_addr ? socket_path(cfg->listen_addr) : NULL;
+    if (path)
+        unlink(path);
+    _exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    fcgi_config cfg;
+    int rc = read_config(argc, argv, &cfg);
+    if (rc || cfg.help)
+        return rc;
+    allow_own_names();
+    mm_log_init("fcgi");
+    mm_media_set_verbose(0);
+    app.db_url = mm_db_url(cfg.db);
+    if (open_outputs(&cfg) < 0 || prepare_database() < 0)
+        return 1;
 
     signal(SIGPIPE, SIG_IGN);
     sigset_t stop;
@@ -324,51 +434,9 @@ int main(int argc, char **argv)
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop, NULL); /* threads inherit; main waits below */
-
-    if (FCGX_Init() != 0) {
-        mm_log("FCGX_Init failed");
+    if (open_socket(&cfg) < 0 || start_sse_hub() < 0 || open_pool(&cfg) < 0)
         return 1;
-    }
-    if (listen_addr) {
-        const char *a = strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr;
-        if (!strchr(a, ':'))
-            unlink(a); /* a stale socket from an earlier run */
-        listen_fd = FCGX_OpenSocket(a, 256);
-        if (listen_fd < 0) {
-            mm_log("cannot listen on %s", listen_addr);
-            return 1;
-        }
-        if (!strchr(a, ':'))
-            chmod(a, 0666); /* nginx's workers may run as another user */
-    } else {
-        listen_fd = 0;
-    }
-
-    app.hub = mm_sse_hub_start(&app, &err);
-    if (!app.hub) {
-        mm_log("%s", err.msg);
-        return 1;
-    }
-    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    for (int i = 0; i < threads; i++)
-        if (pthread_create(&tids[i], NULL, request_thread, NULL) != 0) {
-            mm_log("cannot start request thread %d", i);
-            return 1;
-        }
-    mm_log("listening on %s with %d threads (outputs %s; access tokens %s)", listen_addr ? listen_addr : "fd 0",
-           threads, app.outputs, app.auth_required ? "required" : "not required");
     int sig = 0;
-    sigwait(&stop, &sig);
-    mm_log("stopping (signal %d)", sig);
-    atomic_store(&shutting_down, true);
-    FCGX_ShutdownPending();
-    shutdown(listen_fd, SHUT_RDWR);
-    if (listen_addr && !strchr(strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr, ':'))
-        unlink(strncmp(listen_addr, "unix:", 5) == 0 ? listen_addr + 5 : listen_addr);
-    /* Requests in flight are cut; their transactions roll back. The request
-     * threads are parked in accept() holding their requests and connections:
-     * ending the process is their shutdown (hence _exit, which also keeps
-     * LeakSanitizer from listing that state as leaks). */
-    free(tids);
-    _exit(0);
+    sigwait(&stop, &sig); /* the pool serves until a stop signal */
+    shut_down(&cfg, sig);
 }

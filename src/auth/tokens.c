@@ -7,7 +7,7 @@
 #include <sys/random.h>
 
 #include "core/sha256.h"
-#include "queue/db.h"
+#include "store/tokens.h"
 
 int mm_token_generate(char out[MM_TOKEN_LEN + 1], mm_error *err)
 {
@@ -59,14 +59,6 @@ bool mm_token_name_valid(const char *name)
     return true;
 }
 
-/* "\x<64 hex>", bytea's text input. */
-static void digest_param(const uint8_t d[32], char out[67])
-{
-    char hex[65];
-    mm_sha256_hex(d, hex);
-    snprintf(out, 67, "\\x%s", hex);
-}
-
 int mm_token_create(PGconn *db, const char *name, char secret_out[MM_TOKEN_LEN + 1], mm_error *err)
 {
     if (!mm_token_name_valid(name))
@@ -76,20 +68,10 @@ int mm_token_create(PGconn *db, const char *name, char secret_out[MM_TOKEN_LEN +
         return -1;
     uint8_t d[32];
     mm_token_digest(secret, MM_TOKEN_LEN, d);
-    char dp[67];
-    digest_param(d, dp);
-    const char *p[] = {name, dp};
-    PGresult *r;
-    if (mm_db_query(db,
-                    "INSERT INTO api_tokens AS t (name, token_sha256) VALUES ($1, $2::bytea)"
-                    " ON CONFLICT (name) DO UPDATE SET token_sha256 = EXCLUDED.token_sha256, created_at = now(),"
-                    "   last_used_at = NULL, revoked_at = NULL WHERE t.revoked_at IS NOT NULL"
-                    " RETURNING name",
-                    2, p, &r, err) < 0)
+    bool stored = false;
+    if (mm_store_token_insert(db, name, d, &stored, err) < 0)
         return mm_error_prefix(err, "storing token '%s'", name);
-    int n = PQntuples(r);
-    PQclear(r);
-    if (n == 0)
+    if (!stored)
         return mm_fail(err, "a token named '%s' is already active; revoke it first (mmh3 token revoke %s) or "
                             "pick another name", name, name);
     memcpy(secret_out, secret, sizeof secret);
@@ -98,47 +80,30 @@ int mm_token_create(PGconn *db, const char *name, char secret_out[MM_TOKEN_LEN +
 
 int mm_token_revoke(PGconn *db, const char *name, bool *found, mm_error *err)
 {
-    const char *p[] = {name};
-    PGresult *r;
-    if (mm_db_query(db, "UPDATE api_tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING 1",
-                    1, p, &r, err) < 0)
+    if (mm_store_token_revoke(db, name, found, err) < 0)
         return mm_error_prefix(err, "revoking token '%s'", name);
-    *found = PQntuples(r) > 0;
-    PQclear(r);
     return 0;
 }
 
 int mm_token_count(PGconn *db, long *total, long *active, mm_error *err)
 {
-    PGresult *r;
-    if (mm_db_query(db, "SELECT count(*), count(*) FILTER (WHERE revoked_at IS NULL) FROM api_tokens", 0, NULL, &r,
-                    err) < 0)
+    if (mm_store_token_count(db, total, active, err) < 0)
         return mm_error_prefix(err, "counting tokens");
-    *total = atol(PQgetvalue(r, 0, 0));
-    *active = atol(PQgetvalue(r, 0, 1));
-    PQclear(r);
     return 0;
 }
 
 int mm_token_ensure_first(PGconn *db, bool *created, char secret_out[MM_TOKEN_LEN + 1], mm_error *err)
 {
     *created = false;
-    /* Two processes starting at once must not both make one: lock the table. */
-    if (mm_db_exec(db, "BEGIN; LOCK TABLE api_tokens IN SHARE ROW EXCLUSIVE MODE", err) < 0)
-        goto fail;
-    long total = 0, active = 0;
-    if (mm_token_count(db, &total, &active, err) < 0)
-        goto fail;
-    if (total == 0) {
-        if (mm_token_create(db, "default", secret_out, err) < 0)
-            goto fail;
-        *created = true;
-    }
-    if (mm_db_exec(db, "COMMIT", err) < 0)
-        goto fail;
+    char secret[MM_TOKEN_LEN + 1];
+    if (mm_token_generate(secret, err) < 0)
+        return -1;
+    uint8_t d[32];
+    mm_token_digest(secret, MM_TOKEN_LEN, d);
+    if (mm_store_token_insert_first(db, "default", d, created, err) < 0)
+        return mm_error_prefix(err, "storing token 'default'");
+    if (*created)
+        memcpy(secret_out, secret, sizeof secret);
+    explicit_bzero(secret, sizeof secret);
     return 0;
-fail:
-    PQclear(PQexec(db, "ROLLBACK"));
-    *created = false;
-    return -1;
 }

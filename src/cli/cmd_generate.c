@@ -1,8 +1,9 @@
 /* mmh3 generate — render one clip (video + audio) to an mp4 with the real
  * engine, then print where the time went.
  *
- * The flags follow the request rules the HTTP API applies
- * (engine/request_rules.h), so a request means the same here and there:
+ * The flags are settled by the request rules the HTTP API applies
+ * (mm_request_settle, request/request.h), so a request means the same here
+ * and there:
  * 17n+5 frames (snapped down) or seconds (snapped up), a 32-px canvas
  * (snapped down with a warning), one axis following the first reference's
  * aspect or 16:9, no reference and no size → 1280x704, a reference and no
@@ -31,11 +32,11 @@
 #include "cli/flags.h"
 #include "cli/generate_progress.h"
 #include "engine/engines.h"
-#include "engine/request_rules.h"
 #include "engine/timing.h"
 #include "io/checkpoint.h"
 #include "media/probe.h"
 #include "model/lora/lora.h"
+#include "request/request.h"
 #include "sampler/schedule.h"
 
 #define PROG "mmh3 generate"
@@ -73,14 +74,6 @@ static int clash(const char *a, const char *b)
 {
     fprintf(stderr, PROG ": %s and %s exclude each other; give one\n", a, b);
     return 2;
-}
-
-static bool parse_ll(const char *s, long long *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    return !errno && end != s && *end == '\0';
 }
 
 /* NULL with errno set when reading fails (a folder gives EISDIR) */
@@ -390,7 +383,8 @@ static int check_prompt_flags(const gen_args *a)
 
 /* --------------------------------------------------------------- prompt */
 
-/* The prompt from -p or -f, checked by the prompt rule; *buf owns what -f read. */
+/* The prompt from -p or -f (the prompt rule is settle's); *buf owns what -f
+ * read. */
 static int read_prompt(const gen_args *a, char **buf, const char **prompt)
 {
     size_t len;
@@ -418,170 +412,140 @@ static int read_prompt(const gen_args *a, char **buf, const char **prompt)
         len = strlen(a->prompt);
         *prompt = a->prompt;
     }
-    const char *flag = a->file ? "--file" : "--prompt";
-    mm_error e = {{0}};
     if (strlen(*prompt) != len)
-        return bad(flag, NULL, "contains a NUL byte", MM_ACCEPT_PROMPT);
-    if (mm_rule_prompt(*prompt, len, &e) != 0) {
-        char why[MM_ERROR_MAX + 16];
-        snprintf(why, sizeof why, "the prompt %s", e.msg);
-        return bad(flag, NULL, why, MM_ACCEPT_PROMPT);
-    }
+        return bad(a->file ? "--file" : "--prompt", NULL, "contains a NUL byte", MM_ACCEPT_PROMPT);
     return 0;
 }
 
 /* ------------------------------------------------------- request policy */
 
-/* The references: each probed, its kind decides the partition and the
- * canvas aspect; a bad file gets our one line, not FFmpeg's demuxer chatter. */
-static int settle_references(const gen_args *a, mm_gen_request *req, int counts[3], int *ref_w, int *ref_h)
+#define CLI_TEXT_FIELDS 10
+
+/* What the request was given as, for naming flags in messages. */
+typedef struct cli_request {
+    const gen_args *a;
+    const char *texts[CLI_TEXT_FIELDS][2]; /* {API field name, the flag's value} */
+} cli_request;
+
+/* The flag of an API field name ("frames" -> "--frames"); NULL when none. */
+static const char *flag_of(void *user, const char *field)
 {
+    (void)user;
+    static const char *const flags[][2] = {
+        {"frames", "--frames"},       {"seconds", "--seconds"},         {"width", "--width"},
+        {"height", "--height"},       {"size", "--size"},               {"steps", "--steps"},
+        {"seed", "--seed"},           {"crf", "--crf"},                 {"preset", "--preset"},
+        {"partition", "--partition"}, {"no_audio", "--no-audio"},       {"image_ids", "-i/--audio"},
+        {"last_image_id", "--last-image"}, {"prompt", "--prompt"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (strcmp(flags[i][0], field) == 0)
+            return flags[i][1];
+    return NULL;
+}
+
+/* A refused request as one line: "mmh3 generate: --frames 3: 3 is below the
+ * minimum 5; accepted: ..."; exit status 2. */
+static int refused(const mm_request_error *e, const cli_request *cr)
+{
+    char message[sizeof e->message], accepted[sizeof e->accepted], flag[4200];
+    mm_request_render(e->message, flag_of, NULL, message, sizeof message);
+    mm_request_render(e->accepted, flag_of, NULL, accepted, sizeof accepted);
+    const char *value = NULL, *named = flag_of(NULL, e->field);
+    int ref = -1;
+    if (sscanf(e->field, "image_ids[%d]", &ref) == 1 && ref >= 0 && ref < cr->a->n_refs) {
+        named = cr->a->ref_is_audio[ref] ? "--audio" : "--image";
+        value = cr->a->refs[ref];
+    } else if (strcmp(e->field, "last_image_id") == 0) {
+        value = cr->a->last_image;
+    }
+    for (int i = 0; i < CLI_TEXT_FIELDS && !value; i++)
+        if (cr->texts[i][0] && strcmp(cr->texts[i][0], e->field) == 0)
+            value = cr->texts[i][1];
+    if (strcmp(e->field, "prompt") == 0) {
+        fprintf(stderr, PROG ": %s: the prompt %s; accepted: %s\n", cr->a->file ? "--file" : "--prompt", message,
+                accepted);
+        return 2;
+    }
+    /* "--image a.png" or, for a field as a whole, "-i/--audio" */
+    snprintf(flag, sizeof flag, "%s%s%s", named ? named : e->field, value ? " " : "", value ? value : "");
+    if (strstr(message, "; accepted: "))
+        fprintf(stderr, PROG ": %s: %s\n", flag, message);
+    else
+        fprintf(stderr, PROG ": %s: %s; accepted: %s\n", flag, message, accepted);
+    return 2;
+}
+
+/* The references are files: probed for their kind and size (-i takes
+ * pictures and videos, --audio sounds); a bad file gets our one line, not
+ * FFmpeg's demuxer chatter. */
+static int probe_references(void *user, mm_request_refs *refs, mm_request_error *re)
+{
+    const cli_request *cr = user;
     mm_error e = {{0}};
-    for (int i = 0; i < a->n_refs; i++) {
+    for (int i = 0; i < refs->n_refs + (refs->has_last ? 1 : 0); i++) {
+        mm_request_ref *r = &refs->refs[i];
+        bool last = i == refs->n_refs, audio = !last && cr->a->ref_is_audio[i];
+        char field[32];
+        snprintf(field, sizeof field, last ? "last_image_id" : "image_ids[%d]", i);
         mm_media_info info;
-        bool audio = a->ref_is_audio[i];
-        const char *flag = audio ? "--audio" : "--image";
-        if (mm_media_probe(a->refs[i], NULL, &info, &e) != 0)
-            return bad(flag, a->refs[i], e.msg, audio ? "an audio file (wav, mp3, flac, ogg, m4a)"
-                                                      : "an image (PNG, JPEG, WebP, ...) or a video (mp4, ...)");
+        if (mm_media_probe(r->source, NULL, &info, &e) != 0)
+            return mm_request_fail(re, field,
+                                   last    ? "a still image (PNG, JPEG, WebP, ...)"
+                                   : audio ? "an audio file (wav, mp3, flac, ogg, m4a)"
+                                           : "an image (PNG, JPEG, WebP, ...) or a video (mp4, ...)",
+                                   "%s", e.msg);
         if (audio && info.kind != MM_MEDIA_AUDIO)
-            return bad(flag, a->refs[i], "is not audio", "an audio file; give pictures and videos with -i");
-        if (!audio && info.kind == MM_MEDIA_AUDIO)
-            return bad(flag, a->refs[i], "is audio", "an image or a video; give audio clips with --audio");
-        mm_reference_kind k = info.kind == MM_MEDIA_IMAGE ? MM_REF_IMAGE
-                              : info.kind == MM_MEDIA_VIDEO ? MM_REF_VIDEO
-                                                            : MM_REF_AUDIO;
-        counts[k]++;
-        req->references[req->n_references++] = (mm_reference){k, a->refs[i]};
-        if (k != MM_REF_AUDIO && !*ref_w) {
-            *ref_w = info.width;
-            *ref_h = info.height;
-        }
-    }
-    if (counts[MM_REF_IMAGE] > MM_MAX_REF_IMAGES || counts[MM_REF_VIDEO] > MM_MAX_REF_VIDEOS ||
-        counts[MM_REF_AUDIO] > MM_MAX_REF_AUDIO) {
-        fprintf(stderr, PROG ": -i/--audio: %d images, %d videos and %d audio clips; accepted: at most %d images, "
-                        "%d videos and %d audio clips\n",
-                counts[0], counts[1], counts[2], MM_MAX_REF_IMAGES, MM_MAX_REF_VIDEOS, MM_MAX_REF_AUDIO);
-        return 2;
+            return mm_request_fail(re, field, "an audio file; give pictures and videos with -i", "is not audio");
+        if (!audio && !last && info.kind == MM_MEDIA_AUDIO)
+            return mm_request_fail(re, field, "an image or a video; give audio clips with --audio", "is audio");
+        r->kind = info.kind == MM_MEDIA_IMAGE ? MM_REF_IMAGE : info.kind == MM_MEDIA_VIDEO ? MM_REF_VIDEO : MM_REF_AUDIO;
+        r->width = r->kind == MM_REF_AUDIO ? 0 : info.width;
+        r->height = r->kind == MM_REF_AUDIO ? 0 : info.height;
+        refs->found[i] = true;
     }
     return 0;
 }
 
-/* The partition (from --partition, else from the references) and fl2va's last frame. */
-static int settle_partition(const gen_args *a, const int counts[3], mm_gen_request *req, int *ref_w, int *ref_h)
+/* The request's common fields through mm_request_settle, the rules every
+ * front end shares (partition, references, last frame, frames, canvas,
+ * steps, seed, encoding, audio, fast mode); q owns what req points into. */
+static int settle_common(const gen_args *a, const char *prompt, mm_request *q, mm_gen_request *req)
 {
-    req->partition = a->partition ? a->partition : counts[MM_REF_AUDIO] ? "ref2va" : "fl2va";
-    if (counts[MM_REF_AUDIO] && strcmp(req->partition, "fl2va") == 0) {
-        fprintf(stderr, PROG ": --audio needs --partition ref2va (fl2va takes pictures and videos only)\n");
-        return 2;
-    }
-    if (!a->last_image)
-        return 0;
-    mm_media_info info;
-    mm_error e = {{0}};
-    if (strcmp(req->partition, "fl2va") != 0) {
-        fprintf(stderr, PROG ": --last-image is fl2va only; ref2va takes references in order with -i\n");
-        return 2;
-    }
-    if (mm_media_probe(a->last_image, NULL, &info, &e) != 0 || info.kind != MM_MEDIA_IMAGE)
-        return bad("--last-image", a->last_image,
-                   info.kind != MM_MEDIA_IMAGE && !e.msg[0] ? "is not a still image" : e.msg,
-                   "a still image (PNG, JPEG, WebP, ...)");
-    req->last_image_path = a->last_image;
-    if (!*ref_w) {
-        *ref_w = info.width;
-        *ref_h = info.height;
-    }
-    return 0;
-}
-
-/* Frames from --frames or --seconds (snapped to the 17n+5 grid). */
-static int settle_length(const gen_args *a, mm_gen_request *req, mm_rule_notes *notes)
-{
-    long long v;
-    mm_error e = {{0}};
-    req->frames = MM_FRAMES_DEFAULT;
-    if (a->frames) {
-        if (!parse_ll(a->frames, &v))
-            return bad("--frames", a->frames, "not an integer", MM_ACCEPT_FRAMES);
-        if (mm_rule_frames(v, &req->frames, notes, &e) != 0)
-            return bad("--frames", a->frames, e.msg, MM_ACCEPT_FRAMES);
-    } else if (a->seconds) {
-        char *end;
-        double s = strtod(a->seconds, &end);
-        if (end == a->seconds || *end)
-            return bad("--seconds", a->seconds, "not a number", MM_ACCEPT_SECONDS);
-        if (mm_rule_seconds(s, &req->frames, notes, &e) != 0)
-            return bad("--seconds", a->seconds, e.msg, MM_ACCEPT_SECONDS);
-    }
-    return 0;
-}
-
-/* The canvas: --size or --width/--height on the 32-px grid, the rest from
- * the first reference's aspect or the defaults. */
-static int settle_canvas(const gen_args *a, int ref_w, int ref_h, mm_gen_request *req, mm_rule_notes *notes)
-{
-    mm_error e = {{0}};
-    mm_canvas_spec spec = {.ref_width = ref_w, .ref_height = ref_h};
-    if (a->size && mm_rule_size(a->size, &spec, notes, &e) != 0)
-        return bad("--size", a->size, e.msg, MM_ACCEPT_SIZE);
-    const char *dims[2] = {a->width, a->height};
-    int *dst[2] = {&spec.width, &spec.height};
-    for (int k = 0; k < 2; k++) {
-        long long v;
-        if (!dims[k])
-            continue;
-        const char *flag = k ? "--height" : "--width";
-        if (!parse_ll(dims[k], &v))
-            return bad(flag, dims[k], "not an integer", MM_ACCEPT_DIM);
-        if (mm_rule_dim(k ? "height" : "width", v, dst[k], notes, &e) != 0)
-            return bad(flag, dims[k], e.msg, MM_ACCEPT_DIM);
-    }
-    mm_canvas_resolve(&spec, &req->width, &req->height);
-    return 0;
-}
-
-/* The output's encoding: CRF and x264 preset. */
-static int settle_encoding(const gen_args *a, mm_gen_request *req)
-{
-    long long v;
-    mm_error e = {{0}};
-    req->crf = MM_CRF_DEFAULT;
-    if (a->crf) {
-        if (!parse_ll(a->crf, &v))
-            return bad("--crf", a->crf, "not an integer", MM_ACCEPT_CRF);
-        if (mm_rule_crf(v, &req->crf, &e) != 0)
-            return bad("--crf", a->crf, e.msg, MM_ACCEPT_CRF);
-    }
-    if (a->preset && !mm_rule_preset_valid(a->preset))
-        return bad("--preset", a->preset, "unknown preset", MM_ACCEPT_PRESET);
-    req->preset = a->preset ? a->preset : MM_PRESET_DEFAULT;
-    return 0;
-}
-
-/* Steps, and the seed (given, or drawn). */
-static int settle_sampling(const gen_args *a, mm_gen_request *req)
-{
-    long long v;
-    mm_error e = {{0}};
-    req->steps = MM_STEPS_DEFAULT;
-    if (a->steps) {
-        if (!parse_ll(a->steps, &v))
-            return bad("--steps", a->steps, "not an integer", MM_ACCEPT_STEPS);
-        if (mm_rule_steps(v, &req->steps, &e) != 0)
-            return bad("--steps", a->steps, e.msg, MM_ACCEPT_STEPS);
-    }
-    if (a->seed) {
-        if (!parse_ll(a->seed, &v) || v < 0 || v > MM_SEED_MAX)
-            return bad("--seed", a->seed, "out of range", MM_ACCEPT_SEED);
-        req->seed = (uint64_t)v;
-    } else {
-        uint64_t r = 0;
-        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-            r = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-        req->seed = r % ((uint64_t)MM_SEED_MAX + 1);
-    }
+    mm_request_input in;
+    mm_request_input_init(&in);
+    in.prompt = prompt;
+    in.prompt_len = strlen(prompt);
+    for (int i = 0; i < a->n_refs; i++)
+        in.refs[in.n_refs++] = a->refs[i];
+    in.last_image = a->last_image;
+    in.has_no_audio = in.no_audio = a->no_audio;
+    in.fast = a->fast;
+    cli_request cr = {.a = a,
+                      .texts = {{"frames", a->frames}, {"seconds", a->seconds}, {"width", a->width},
+                                {"height", a->height}, {"size", a->size}, {"steps", a->steps}, {"seed", a->seed},
+                                {"crf", a->crf}, {"preset", a->preset}, {"partition", a->partition}}};
+    mm_request_error re;
+    for (int k = 0; k < CLI_TEXT_FIELDS; k++)
+        if (cr.texts[k][1] && mm_request_input_set_text(&in, cr.texts[k][0], cr.texts[k][1], &re) != 0)
+            return refused(&re, &cr);
+    mm_media_set_verbose(-1);
+    if (mm_request_settle(&in, probe_references, &cr, q, &re) != 0)
+        return refused(&re, &cr);
+    for (int i = 0; i < q->n_refs; i++)
+        req->references[req->n_references++] = (mm_reference){q->refs[i].kind, q->refs[i].source};
+    req->last_image_path = q->has_last_image ? q->last_image.source : NULL;
+    req->prompt = q->prompt;
+    req->partition = q->partition;
+    req->width = q->width;
+    req->height = q->height;
+    req->frames = q->frames;
+    req->steps = q->steps;
+    req->seed = q->seeds[0];
+    req->no_audio = q->no_audio;
+    req->fast = q->fast;
+    req->crf = q->crf;
+    req->preset = q->preset;
     return 0;
 }
 
@@ -625,28 +589,14 @@ static int settle_cache(const gen_args *a, mm_gen_request *req)
     return 0;
 }
 
-/* The request policy in one step: user input (the flags and the
- * references' media) to a validated request (partition, references, last
- * frame, frames, canvas, steps, seed, encoding, audio and fast mode) and
- * the notes of what was snapped. */
-static int settle_request(const gen_args *a, const char *prompt, mm_gen_request *req, mm_rule_notes *notes)
+/* The request policy in one step: the shared rules, then the CLI's few-step
+ * schedule and step cache; q holds what req points into, and the notes of
+ * what was snapped. */
+static int settle_request(const gen_args *a, const char *prompt, mm_request *q, mm_gen_request *req)
 {
-    if (a->frames && a->seconds)
-        return clash("--frames", "--seconds");
-    if (a->size && (a->width || a->height))
-        return clash("--size", a->width ? "--width" : "--height");
-    if (a->partition && strcmp(a->partition, "fl2va") != 0 && strcmp(a->partition, "ref2va") != 0)
-        return bad("--partition", a->partition, "unknown partition", MM_ACCEPT_PARTITION);
-    int counts[3] = {0}, ref_w = 0, ref_h = 0, rc;
-    req->prompt = prompt;
-    req->no_audio = a->no_audio;
-    req->fast = a->fast;
-    mm_media_set_verbose(-1);
-    if ((rc = settle_references(a, req, counts, &ref_w, &ref_h)) != 0 ||
-        (rc = settle_partition(a, counts, req, &ref_w, &ref_h)) != 0 || (rc = settle_length(a, req, notes)) != 0 ||
-        (rc = settle_canvas(a, ref_w, ref_h, req, notes)) != 0 || (rc = settle_sampling(a, req)) != 0 ||
-        (rc = settle_schedule(a, req)) != 0 ||
-        (rc = settle_encoding(a, req)) != 0 || (rc = settle_cache(a, req)) != 0)
+    int rc;
+    if ((rc = settle_common(a, prompt, q, req)) != 0 || (rc = settle_schedule(a, req)) != 0 ||
+        (rc = settle_cache(a, req)) != 0)
         return rc;
     return 0;
 }
@@ -810,10 +760,10 @@ static int render(gen_args *a, const mm_gen_request *req, cli_progress *view, do
 static int generate(gen_args *a, const char *prompt, double t_start)
 {
     mm_gen_request req = {0};
-    mm_rule_notes notes = {0};
+    mm_request q;
     char out_default[512];
     int rc;
-    if ((rc = settle_request(a, prompt, &req, &notes)) != 0)
+    if ((rc = settle_request(a, prompt, &q, &req)) != 0)
         return rc;
     if (a->dit_path)
         a->eo.h3.checkpoints.override[strcmp(req.partition, "ref2va") == 0 ? MM_COMP_DIT_REF2VA : MM_COMP_DIT_FL2VA] =
@@ -824,7 +774,7 @@ static int generate(gen_args *a, const char *prompt, double t_start)
     if ((rc = check_loras(a, &req)) != 0)
         return rc;
     cli_progress view;
-    show_plan(a, &req, &notes, &view, t_start);
+    show_plan(a, &req, &q.notes, &view, t_start);
     return render(a, &req, &view, t_start);
 }
 

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 
 #ifdef MMH3_HAVE_SERVER
-#include "queue/log.h"
+#include "core/log.h"
 #include "oxen/agent.h"
 #include "backend/device.h"
 #include "cli/engine_flags.h"

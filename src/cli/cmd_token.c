@@ -16,8 +16,9 @@
 
 #ifdef MMH3_HAVE_SERVER
 #include "auth/tokens.h"
-#include "queue/db.h"
-#include "queue/migrate.h"
+#include "store/db.h"
+#include "store/migrate.h"
+#include "store/tokens.h"
 
 static void usage(FILE *out)
 {
@@ -60,26 +61,20 @@ static const char *database(const char *flag, const char *outputs, char *buf, si
 
 static int list(PGconn *db)
 {
-    PGresult *r;
+    mm_store_token_row *rows = NULL;
+    int n = 0;
     mm_error err = {{0}};
-    if (mm_db_query(db,
-                    "SELECT name, to_char(created_at, 'YYYY-MM-DD HH24:MI:SS'),"
-                    "       COALESCE(to_char(last_used_at, 'YYYY-MM-DD HH24:MI:SS'), '-'),"
-                    "       CASE WHEN revoked_at IS NULL THEN 'active'"
-                    "            ELSE 'revoked ' || to_char(revoked_at, 'YYYY-MM-DD HH24:MI:SS') END"
-                    "  FROM api_tokens ORDER BY created_at, name",
-                    0, NULL, &r, &err) < 0) {
+    if (mm_store_tokens_read(db, true, &rows, &n, &err) < 0) {
         fprintf(stderr, "mmh3 token: %s\n", err.msg);
         return 1;
     }
-    if (PQntuples(r) == 0)
+    if (n == 0)
         fprintf(stderr, "no tokens yet (mmh3 token create NAME)\n");
     else
         printf("%-24s %-19s  %-19s  %s\n", "NAME", "CREATED", "LAST USED", "STATE");
-    for (int i = 0; i < PQntuples(r); i++)
-        printf("%-24s %-19s  %-19s  %s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-               PQgetvalue(r, i, 3));
-    PQclear(r);
+    for (int i = 0; i < n; i++)
+        printf("%-24s %-19s  %-19s  %s\n", rows[i].name, rows[i].created, rows[i].last_used, rows[i].state);
+    free(rows);
     return 0;
 }
 

@@ -12,9 +12,10 @@
 
 #ifdef MMH3_HAVE_SERVER
 #include "cli/engine_flags.h"
-#include "queue/db.h"
-#include "queue/log.h"
-#include "queue/worker.h"
+#include "core/log.h"
+#include "oxen/agent.h"
+#include "store/db.h"
+#include "worker/worker.h"
 
 /* --oxen-token: kept in a copy (target: the char * the caller owns, blanked
  * and freed there), then blanked on the command line (ps shows argv). */
@@ -28,7 +29,8 @@ static int keep_token(const mm_flag *f, char *v, mm_error *why)
     return 0;
 }
 
-static mm_flags_result parse_flags(mm_worker_options *o, const char **db, char **token, int argc, char **argv)
+static mm_flags_result parse_flags(mm_worker_options *o, mm_oxen_options *oxen, const char **db, char **token,
+                                   int argc, char **argv)
 {
     mm_flag engine[MM_ENGINE_FLAGS_MAX];
     int n_engine = mm_engine_flags_rows(MM_ENGINE_CMD_WORKER, &o->engine, engine);
@@ -51,19 +53,19 @@ static mm_flags_result parse_flags(mm_worker_options *o, const char **db, char *
         {.kind = MM_FLAG_SECTION, .help = "\nThe real engine (the same flags as mmh3 generate and mmh3 serve):"},
         {.kind = MM_FLAG_GROUP, .rows = engine, .n_rows = n_engine},
         {.kind = MM_FLAG_SECTION, .help = "\nOxen.ai (off unless a remote is given; see docs/OXEN-INTEGRATION.md):"},
-        {"--oxen-remote", NULL, MM_FLAG_STRING, &o->oxen.remote,
+        {"--oxen-remote", NULL, MM_FLAG_STRING, &oxen->remote,
          "hub repository https://hub.oxen.ai/<namespace>/<repo> ($MMH3_OXEN_REMOTE): renders are mirrored there, "
          "and idle workers claim hub jobs",
          .arg = "URL"},
         {"--oxen-token", NULL, MM_FLAG_CUSTOM, token,
          "API key ($MMH3_OXEN_TOKEN, preferred: a flag shows in ps); default: the key stored through /api/settings",
          .arg = "TOKEN", .apply = keep_token},
-        {"--oxen-model", NULL, MM_FLAG_STRING, &o->oxen.model,
+        {"--oxen-model", NULL, MM_FLAG_STRING, &oxen->model,
          "the hub model name whose queued jobs we claim (default minimax-h3)", .arg = "NAME"},
-        {"--oxen-poll", NULL, MM_FLAG_DOUBLE, &o->oxen.poll_seconds,
+        {"--oxen-poll", NULL, MM_FLAG_DOUBLE, &oxen->poll_seconds,
          "claim loop interval while idle (default 10; 0 disables claiming)", .arg = "S", .min = 0, .max = 86400,
          .accepted = "seconds 0..86400 (0 disables claiming)"},
-        {"--oxen-timeout", NULL, MM_FLAG_DOUBLE, &o->oxen.timeout, "seconds per hub call before it is retried (default 60)",
+        {"--oxen-timeout", NULL, MM_FLAG_DOUBLE, &oxen->timeout, "seconds per hub call before it is retried (default 60)",
          .arg = "S", .min = 0.1, .max = 3600, .accepted = "seconds 0.1..3600"},
         {"--help", "-h", MM_FLAG_HELP, NULL, .help = "this text"},
     };
@@ -80,27 +82,61 @@ static mm_flags_result parse_flags(mm_worker_options *o, const char **db, char *
     return mm_flags_parse(&cmd, argc, argv);
 }
 
+/* The worker's hooks, wired to the Oxen.ai agent (which does nothing unless
+ * a remote is configured). */
+static int oxen_start(void *user, const char *db_url, const char *outputs, const char *worker_id, mm_error *err)
+{
+    if (mm_oxen_agent_start(user, db_url, outputs, worker_id, err) < 0)
+        return mm_error_prefix(err, "starting the Oxen agent");
+    return 0;
+}
+
+static void oxen_stop(void *user)
+{
+    (void)user;
+    mm_oxen_agent_stop();
+}
+
+static void oxen_render_started(void *user, PGconn *db, const char *generation_id)
+{
+    (void)user;
+    mm_oxen_render_started(db, generation_id);
+}
+
+static void oxen_render_ended(void *user, const char *generation_id)
+{
+    (void)user;
+    mm_oxen_render_ended(generation_id);
+}
+
 /* token: the --oxen-token copy, owned by mm_cmd_worker (blanked and freed there). */
 static int worker_with_args(int argc, char **argv, char **token)
 {
     mm_worker_options o;
     mm_worker_options_defaults(&o);
+    mm_oxen_options oxen;
+    mm_oxen_options_from_env(&oxen);
+    o.hooks = (mm_worker_hooks){.user = &oxen,
+                                .start = oxen_start,
+                                .stop = oxen_stop,
+                                .render_started = oxen_render_started,
+                                .render_ended = oxen_render_ended};
     mm_error err = {{0}};
     const char *db = NULL;
     if (getenv("MMH3_OUTPUTS"))
         o.outputs = getenv("MMH3_OUTPUTS");
-    mm_flags_result parsed = parse_flags(&o, &db, token, argc, argv);
+    mm_flags_result parsed = parse_flags(&o, &oxen, &db, token, argc, argv);
     if (parsed != MM_FLAGS_RUN)
         return mm_flags_exit_status(parsed);
     if (*token)
-        o.oxen.token = *token;
+        oxen.token = *token;
     if (mm_engine_flags_finish(&o.engine, &err) < 0) {
         fprintf(stderr, "mmh3 worker: %s\n", err.msg);
         return 2;
     }
     o.db_url = mm_db_url(db);
     mm_log_init("worker");
-    if (mm_oxen_options_check(&o.oxen, &err) < 0) {
+    if (mm_oxen_options_check(&oxen, &err) < 0) {
         fprintf(stderr, "mmh3 worker: %s\n", err.msg);
         return 2;
     }

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "engine/timing.h"
 #include "model/dit/step_cache.h"
+#include "request/rules.h" /* MM_MAX_REFERENCES, mm_reference_kind */
 
 /* The stages a render goes through, in order. Their names are stored in the
  * database, sent over SSE and shown by the UI: keep them stable. */
@@ -34,10 +35,6 @@ typedef enum mm_stage {
 } mm_stage;
 
 const char *mm_stage_name(mm_stage s); /* "queued", "loading", "encoding_prompt", ... */
-
-#define MM_MAX_REFERENCES 15 /* 9 images + 3 videos + 3 audio clips */
-
-typedef enum mm_reference_kind { MM_REF_IMAGE, MM_REF_VIDEO, MM_REF_AUDIO } mm_reference_kind;
 
 typedef struct mm_reference {
     mm_reference_kind kind;

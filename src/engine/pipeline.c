@@ -15,7 +15,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
 #include "engine/pipeline_internal.h"
-#include "engine/request_rules.h"
+#include "request/request.h"
 #include "model/vae/vae.h"
 #include "parallel/transfer.h"
 #include "sampler/sigmas.h"
@@ -456,50 +456,32 @@ bool pl_cancelled(const pl_job *j)
     return j->cb && j->cb->should_cancel && j->cb->should_cancel(j->cb->user);
 }
 
+/* The request's values against the request rules (request/request.h), for
+ * callers that did not come through mm_request_settle; and what only the
+ * engine needs: files to read and write. */
 static int validate(const mm_gen_request *r, int part, mm_error *err)
 {
-    if (!r->prompt || mm_rule_prompt(r->prompt, strlen(r->prompt), err) != 0)
-        return r->prompt ? mm_error_prefix(err, "prompt") : mm_fail(err, "prompt: missing");
-    if (r->width < MM_DIM_MIN || r->width > MM_DIM_MAX || r->width % MM_DIM_GRID || r->height < MM_DIM_MIN ||
-        r->height > MM_DIM_MAX || r->height % MM_DIM_GRID)
-        return mm_fail(err, "canvas %dx%d: accepted: %s", r->width, r->height, MM_ACCEPT_DIM);
-    if (r->frames < MM_FRAMES_MIN || r->frames > MM_FRAMES_MAX || mm_frames_snap_down(r->frames) != r->frames)
-        return mm_fail(err, "frames %d: accepted: %s", r->frames, MM_ACCEPT_FRAMES);
-    if (r->steps < MM_STEPS_MIN || r->steps > MM_STEPS_MAX)
-        return mm_fail(err, "steps %d: accepted: %s", r->steps, MM_ACCEPT_STEPS);
-    if (r->crf < 0 || r->crf > 51)
-        return mm_fail(err, "crf %d: accepted: %s", r->crf, MM_ACCEPT_CRF);
-    if (r->preset && !mm_rule_preset_valid(r->preset))
-        return mm_fail(err, "preset '%s': accepted: %s", r->preset, MM_ACCEPT_PRESET);
     if (!r->out_path || !*r->out_path)
         return mm_fail(err, "no output path");
     if (mm_step_cache_check(&r->cache, part == PL_REF2VA, err) != 0)
         return mm_error_prefix(err, "step cache");
     if (r->n_references < 0 || r->n_references > MM_MAX_REFERENCES)
         return mm_fail(err, "%d references: accepted: at most %d", r->n_references, MM_MAX_REFERENCES);
-    int counts[3] = {0};
+    mm_request q = {.prompt = r->prompt, .n_refs = r->n_references, .has_last_image = r->last_image_path != NULL,
+                    .frames = r->frames, .width = r->width, .height = r->height, .steps = r->steps, .crf = r->crf};
+    snprintf(q.partition, sizeof q.partition, "%s", partition_name(part));
+    snprintf(q.preset, sizeof q.preset, "%s", r->preset ? r->preset : MM_PRESET_DEFAULT);
     for (int i = 0; i < r->n_references; i++) {
         if ((unsigned)r->references[i].kind > MM_REF_AUDIO || !r->references[i].path)
             return mm_fail(err, "reference %d: no file", i + 1);
-        counts[r->references[i].kind]++;
+        q.refs[i].kind = r->references[i].kind;
     }
-    if (counts[MM_REF_IMAGE] > MM_MAX_REF_IMAGES || counts[MM_REF_VIDEO] > MM_MAX_REF_VIDEOS ||
-        counts[MM_REF_AUDIO] > MM_MAX_REF_AUDIO)
-        return mm_fail(err, "%d images, %d videos and %d audio clips: accepted: at most %d images, %d videos and %d "
-                            "audio clips",
-                       counts[0], counts[1], counts[2], MM_MAX_REF_IMAGES, MM_MAX_REF_VIDEOS, MM_MAX_REF_AUDIO);
-    if (part == PL_FL2VA && counts[MM_REF_AUDIO])
-        return mm_fail(err, "audio references need partition ref2va (fl2va takes pictures and videos only)");
-    if (part == PL_REF2VA && r->last_image_path)
-        return mm_fail(err, "a last image is fl2va only; ref2va takes references in request order");
     if (r->n_loras < 0 || r->n_loras > MM_GEN_MAX_LORAS)
         return mm_fail(err, "%d LoRA adapters: accepted: %s", r->n_loras, MM_ACCEPT_LORA);
-    for (int i = 0; i < r->n_loras; i++) {
-        float s;
-        if (!r->loras[i].name || !*r->loras[i].name || mm_rule_lora_strength(r->loras[i].strength, &s, err) != 0)
+    for (int i = 0; i < r->n_loras; i++)
+        if (!r->loras[i].name || !*r->loras[i].name || mm_rule_lora_strength(r->loras[i].strength, err) != 0)
             return mm_fail(err, "LoRA %d: accepted: %s", i + 1, MM_ACCEPT_LORA);
-    }
-    return 0;
+    return mm_request_verify(&q, err);
 }
 
 static void record_memory(mm_pipeline *p, mm_timing *t, size_t *peak_device)

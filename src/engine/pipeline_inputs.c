@@ -23,7 +23,7 @@
 
 #include "core/sha256.h"
 #include "engine/pipeline_internal.h"
-#include "engine/request_rules.h"
+#include "request/rules.h"
 #include "media/audio_reader.h"
 #include "media/image.h"
 #include "media/resize.h"

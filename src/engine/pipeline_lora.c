@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine/pipeline_internal.h"
-#include "engine/request_rules.h"
+#include "request/rules.h"
 #include "io/checkpoint.h"
 
 static int cache(mm_pipeline *p, mm_error *err)
@@ -36,8 +36,8 @@ int pl_loras_acquire(pl_job *j, mm_error *err)
         const mm_gen_lora *g = &req->loras[i];
         char path[2048];
         mm_lora *l;
-        float strength;
-        if (mm_rule_lora_strength(g->strength, &strength, err) != 0 ||
+        const float strength = (float)g->strength;
+        if (mm_rule_lora_strength(g->strength, err) != 0 ||
             mm_lora_resolve(g->name ? g->name : "", p->o.checkpoints.models_path, p->o.lora_paths, path, sizeof path,
                             err) != 0 ||
             mm_lora_cache_get(p->lora_cache, path, p->dit_ctx, &l, err) != 0)

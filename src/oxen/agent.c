@@ -7,12 +7,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/log.h"
 #include "oxen/remote.h"
-#include "queue/db.h"
-#include "queue/log.h"
-
-/* Serialises hub writes across every worker on the database. */
-#define OXEN_LOCK "x'6f78656e6d6d6833'::bigint"
+#include "store/db.h"
+#include "store/generations.h"
+#include "store/oxen.h"
+#include "store/settings.h"
 
 static mm_oxen_agent *agent; /* the running one, or NULL */
 
@@ -111,16 +111,17 @@ static void refresh_token(mm_oxen_agent *a)
         atomic_store(&a->active, true);
         return;
     }
-    PGresult *r;
+    char *key = NULL;
     mm_error err = {{0}};
-    if (mm_db_query(a->db, "SELECT value #>> '{}' FROM settings WHERE key = 'oxen_api_key'", 0, NULL, &r, &err) < 0)
+    if (mm_store_setting_text(a->db, "oxen_api_key", &key, &err) < 0)
         return;
-    const char *key = PQntuples(r) ? mm_db_get(r, 0, 0) : NULL;
     if (key && *key && strlen(key) <= MM_OXEN_TOKEN_MAX)
         snprintf(a->client.token, sizeof a->client.token, "%s", key);
     else
         explicit_bzero(a->client.token, sizeof a->client.token);
-    PQclear(r);
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(key);
     bool was = atomic_load(&a->active);
     atomic_store(&a->active, a->client.token[0] != '\0');
     if (!a->client.token[0] && was)
@@ -132,26 +133,19 @@ static bool locally_idle(mm_oxen_agent *a)
 {
     if (atomic_load(&a->busy))
         return false;
-    PGresult *r;
+    long queued = 1;
     mm_error err = {{0}};
-    if (mm_db_query(a->db, "SELECT COALESCE((SELECT n FROM generation_counts WHERE status = 'queued'), 0)", 0, NULL,
-                    &r, &err) < 0)
-        return false;
-    bool idle = atol(PQgetvalue(r, 0, 0)) == 0;
-    PQclear(r);
-    return idle;
+    return mm_store_queued_count(a->db, &queued, &err) == 0 && queued == 0;
 }
 
 static void one_round(mm_oxen_agent *a)
 {
     mm_error err = {{0}};
-    PGresult *r;
-    if (mm_db_query(a->db, "SELECT pg_try_advisory_lock(" OXEN_LOCK ")", 0, NULL, &r, &err) < 0) {
+    bool locked = false;
+    if (mm_store_oxen_try_lock(a->db, &locked, &err) < 0) {
         mm_oxen_complain(a, err.msg);
         return;
     }
-    bool locked = PQgetvalue(r, 0, 0)[0] == 't';
-    PQclear(r);
     if (!locked)
         return; /* another worker's agent is writing to the hub */
     /* Claims a killed worker left half done: at start, then at the poll's pace
@@ -174,7 +168,7 @@ static void one_round(mm_oxen_agent *a)
             mm_oxen_complain(a, err.msg);
         /* A claimed job waits in the queue now; its mirror work comes next round. */
     }
-    mm_db_exec(a->db, "SELECT pg_advisory_unlock(" OXEN_LOCK ")", &err);
+    mm_store_oxen_unlock(a->db, &err);
 }
 
 static void *agent_main(void *arg)
@@ -282,14 +276,8 @@ void mm_oxen_render_started(PGconn *db, const char *generation_id)
     atomic_store(&a->busy, true);
     /* Marked only when a key is there: given, or stored (checked here, not
      * from the agent's once-a-second view, so a key stored just now counts). */
-    const char *p[] = {generation_id, a->token ? "t" : "f"};
     mm_error err = {{0}};
-    if (mm_db_query(db,
-                    "UPDATE generations SET oxen_status = 'starting', oxen_message = NULL"
-                    " WHERE id = $1::uuid AND oxen_status IS NULL"
-                    "   AND ($2::boolean OR EXISTS (SELECT 1 FROM settings WHERE key = 'oxen_api_key'"
-                    "                                  AND value #>> '{}' <> ''))",
-                    2, p, NULL, &err) < 0)
+    if (mm_store_oxen_mark_render(db, generation_id, a->token != NULL, &err) < 0)
         mm_log("oxen: %s: cannot mark the render for mirroring: %s", generation_id, err.msg);
     wake(a);
 }

@@ -14,8 +14,8 @@
 
 #include <libpq-fe.h>
 
-#include "queue/db.h"
-#include "queue/log.h"
+#include "store/db.h"
+#include "core/log.h"
 #include "serve/proc.h"
 
 static int make_dir(const char *path, mode_t mode, const mm_pg_cluster *c, mm_error *err)
@@ -135,14 +135,7 @@ int mm_pg_start(mm_pg_cluster *c, mm_error *err)
     PGconn *db;
     if (mm_db_connect(admin, "mmh3-serve", &db, err) < 0)
         return -1;
-    PGresult *r;
-    int rc = mm_db_query(db, "SELECT 1 FROM pg_database WHERE datname = 'mmh3'", 0, NULL, &r, err);
-    if (rc == 0) {
-        bool exists = PQntuples(r) > 0;
-        PQclear(r);
-        if (!exists)
-            rc = mm_db_exec(db, "CREATE DATABASE mmh3", err);
-    }
+    int rc = mm_db_create_database(db, "mmh3", err);
     PQfinish(db);
     return rc;
 }

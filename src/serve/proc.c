@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "queue/log.h"
+#include "core/log.h"
 
 int mm_proc_start(const mm_proc_spec *spec, pid_t *pid, mm_error *err)
 {

@@ -25,9 +25,9 @@
 #include "core/clock.h"
 
 #include "auth/tokens.h"
-#include "queue/db.h"
-#include "queue/log.h"
-#include "queue/migrate.h"
+#include "store/db.h"
+#include "core/log.h"
+#include "store/migrate.h"
 #include "serve/pg_cluster.h"
 #include "serve/proc.h"
 

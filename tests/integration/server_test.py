@@ -374,6 +374,44 @@ def every_validation_error(s):
             check([r["image_id"] for r in g["references"]] == body["image_ids"], "references in request order")
 
 
+@test
+def few_step_fields_are_settled_and_stored(s):
+    """loras, sampler, sparse and cache: checked like every field, stored with
+    the request, shown in the generation object and read back by the worker
+    (which renders the job), and a bad one stores nothing."""
+    body = small(prompt="few-step fields", loras=[{"name": "lightx2v-turbo.8step", "strength": 0.75},
+                                                 {"name": "pdd_acc8"}],
+                 sampler=[1, 0.9375, 0.6, 0.1, 0], sparse="sol-attn", cache="fbc:0.08")
+    st, resp = s.request("POST", "/api/ai/queue", body)
+    check(st == 200, "refused: %d %r", st, resp)
+    g = resp["generations"][0]
+    check(g["loras"] == [{"name": "lightx2v-turbo.8step", "strength": 0.75}, {"name": "pdd_acc8", "strength": 1}],
+          "loras %r", g["loras"])
+    check(g["sampler"] == [1, 0.9375, 0.6, 0.1, 0] and g["sparse"] == "sol-attn" and g["cache"] == "fbc:0.08",
+          "sampler %r sparse %r cache %r", g["sampler"], g["sparse"], g["cache"])
+    check(s.psql("SELECT sampler::text || ' ' || sparse || ' ' || cache FROM generations WHERE id = '%s'"
+                 % g["generation_id"]) == "[1, 0.9375, 0.6, 0.1, 0] sol-attn fbc:0.08", "stored columns")
+    g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, timeout=60, what="the render")
+    check(g["status"] == "succeeded", "the worker read the job back and rendered it: %s", short(g))
+    st, resp = s.request("POST", "/api/ai/queue", small(prompt="defaults of the few-step fields", sampler="turbo-8"))
+    check(st == 200, "refused: %d %r", st, resp)
+    g = resp["generations"][0]
+    check(g["loras"] == [] and g["sampler"] == "turbo-8" and g["sparse"] == "off" and g["cache"] == "off",
+          "defaults %r", {k: g[k] for k in ("loras", "sampler", "sparse", "cache")})
+    s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
+    bad = [({"loras": [{"name": "Turbo"}]}, "loras[0].name"), ({"loras": [{"name": "t", "strength": 150}]},
+                                                                "loras[0].strength"),
+           ({"loras": [{"name": "a%d" % i} for i in range(9)]}, "loras"), ({"sampler": [1, 0.5]}, "sampler"),
+           ({"sampler": [1, 1, 0]}, "sampler"), ({"sparse": "Sol"}, "sparse"), ({"cache": "fbc:0"}, "cache"),
+           ({"cache": "teacache:1.5"}, "cache")]
+    for extra, field in bad:
+        st, resp = s.request("POST", "/api/ai/queue", dict(prompt="a bad few-step field", **extra))
+        check(st == 400 and resp["error"]["field"] == field and resp["error"]["accepted"], "%r -> %d %r", extra,
+              st, resp)
+    check(int(s.psql("SELECT count(*) FROM generations WHERE prompt = 'a bad few-step field'")) == 0,
+          "a refused request was stored")
+
+
 # ---------------------------------------------------------------- cancel, delete, rating
 
 @test

@@ -46,3 +46,44 @@ server_gpu_workers() {
 }
 
 run_one server/gpu-workers server_gpu_workers
+
+# The schema migrations on real PostgreSQL: a database migrated by an older
+# mmh3 and a fresh one end with the same schema; the newest is idempotent
+# (tests/integration/migrate_test.py).
+server_migrations() {
+  "$MMH3_BUILD/mmh3" serve --help >/dev/null 2>&1 || { echo "FAIL server/migrations: no serving stack in this build"; return 1; }
+  command -v pg_dump >/dev/null 2>&1 || { echo "FAIL server/migrations: pg_dump is not installed"; return 1; }
+  "$server_python" "$MMH3_SRC/tests/integration/migrate_test.py" --build "$MMH3_BUILD"
+}
+
+run_one server/migrations server_migrations
+
+# mmh3-fcgi links nothing of the engine: no global symbol of the binary is one
+# that an object of the engine's folders (or the worker's) defines.
+server_fcgi_links() {
+  local fcgi="$MMH3_BUILD/mmh3-fcgi" failed=0 dir
+  [ -x "$fcgi" ] || { echo "FAIL fcgi_links_no_engine: no $fcgi in this build"; return 1; }
+  local mine; mine=$(nm --defined-only "$fcgi" | awk '$2 ~ /^[TDBR]$/ {print $3}' | sort -u)
+  [ -n "$mine" ] || { echo "FAIL fcgi_links_no_engine: nm found no symbols in $fcgi"; return 1; }
+  for dir in src/engine src/model src/backend src/sampler src/parallel src/formats src/io src/conformance \
+      kernels src/worker; do
+    # objects of sources that exist (an older build may hold objects of moved files)
+    local objs="" o rel
+    for o in $(find "$MMH3_BUILD/$dir" -name '*.o' 2>/dev/null); do
+      rel=${o#"$MMH3_BUILD"/}
+      rel=${rel%.o}
+      [ -f "$MMH3_SRC/$rel.c" ] || [ -f "$MMH3_SRC/$rel.cu" ] && objs="$objs $o"
+    done
+    [ -n "$objs" ] || continue
+    # shellcheck disable=SC2086
+    local both; both=$(comm -12 <(echo "$mine") <(nm --defined-only $objs 2>/dev/null | awk '$2 ~ /^[TDBR]$/ {print $3}' | sort -u))
+    if [ -n "$both" ]; then
+      echo "FAIL fcgi_links_no_engine: mmh3-fcgi holds objects of $dir: $(echo $both | cut -c1-300)"
+      failed=1
+    fi
+  done
+  [ "$failed" -eq 0 ] && echo "PASS fcgi_links_no_engine"
+  return 0
+}
+
+run_one server/fcgi-links server_fcgi_links

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/pipeline_internal.h"
-#include "engine/request_rules.h"
+#include "request/rules.h"
 #include "engine/timing.h"
 #include "test.h"
 

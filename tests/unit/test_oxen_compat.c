@@ -1,53 +1,46 @@
-/* Oxen-client compatibility of POST /api/ai/queue (fcgi/enqueue.c: model,
- * duration, aspect_ratio, num_generations, generate_audio), the aspect rule
- * (engine/request_rules.h) and the default rewriter system prompt. */
+/* Oxen-client compatibility of POST /api/ai/queue (request/json.c and
+ * mm_request_settle: model, duration, aspect_ratio, num_generations,
+ * generate_audio), the aspect rule (request/rules.h) and the default
+ * rewriter system prompt. */
 #include <string.h>
 
-#include "engine/request_rules.h"
-#include "fcgi/enqueue.h"
 #include "oxen/rewrite_prompt.h"
+#include "request/request.h"
 #include "test.h"
 
-static int try(const char *json, mm_enqueue *q, mm_field_error *fe)
+static int try(const char *json, mm_request *q, mm_request_error *e)
 {
-    json_t *j = json_loads(json, 0, NULL);
-    int rc = mm_enqueue_parse(j, q, fe);
-    static json_t *keep; /* q->prompt borrows from j */
+    static json_t *keep; /* q->prompt borrows from it */
     json_decref(keep);
-    keep = j;
-    return rc;
+    keep = json_loads(json, 0, NULL);
+    mm_request_input in;
+    if (mm_request_input_from_json(keep, &in, e) < 0)
+        return -1;
+    return mm_request_settle(&in, NULL, NULL, q, e);
 }
 
 static void expect_field(const char *json, const char *field)
 {
-    mm_enqueue q;
-    mm_field_error fe;
-    int rc = try(json, &q, &fe);
-    MM_EXPECT(rc < 0 && strcmp(fe.field, field) == 0 && fe.message[0] && fe.accepted, "%s: rc %d, field '%s' (%s)",
-              json, rc, fe.field, fe.message);
-}
-
-static void canvas_of(const mm_enqueue *q, int *w, int *h)
-{
-    mm_canvas_spec c = q->canvas;
-    if (q->aspect_w)
-        c.ref_width = q->aspect_w, c.ref_height = q->aspect_h;
-    mm_canvas_resolve(&c, w, h);
+    mm_request q;
+    mm_request_error e;
+    int rc = try(json, &q, &e);
+    MM_EXPECT(rc < 0 && strcmp(e.field, field) == 0 && e.message[0] && e.accepted[0], "%s: rc %d, field '%s' (%s)",
+              json, rc, rc < 0 ? e.field : "", rc < 0 ? e.message : "");
 }
 
 static void test_oxen_request(void)
 {
-    mm_enqueue q;
-    mm_field_error fe;
+    mm_request q;
+    mm_request_error fe;
     MM_REQUIRE(try("{\"model\": \"minimax-h3\", \"prompt\": \"a fox\", \"duration\": 5, \"aspect_ratio\": \"16:9\","
                    " \"num_generations\": 2, \"seed\": 3}",
                    &q, &fe) == 0,
                "%s: %s", fe.field, fe.message);
-    int w, h;
-    canvas_of(&q, &w, &h);
-    MM_EXPECT(q.frames == 124 && q.count == 2 && q.has_seed && q.seed == 3, "frames %d count %d", q.frames, q.count);
+    int w = q.width, h = q.height;
+    MM_EXPECT(q.frames == 124 && q.count == 2 && !q.seed_drawn && q.seeds[0] == 3 && q.seeds[1] == 4,
+              "frames %d count %d", q.frames, q.count);
     MM_EXPECT(w == 1344 && h == 768, "16:9 -> %dx%d", w, h);
-    MM_EXPECT(q.partition[0] == '\0', "the bare model picked a partition: %s", q.partition);
+    MM_EXPECT(strcmp(q.partition, "fl2va") == 0, "no reference, no partition asked for: %s", q.partition);
 }
 
 static void test_aspect_ratios_map_onto_the_canvas_rule(void)
@@ -64,11 +57,10 @@ static void test_aspect_ratios_map_onto_the_canvas_rule(void)
         {"{\"prompt\":\"x\"}", 1280, 704}, /* no aspect: the default canvas is unchanged */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        mm_enqueue q;
-        mm_field_error fe;
+        mm_request q;
+        mm_request_error fe;
         MM_REQUIRE(try(cases[i].body, &q, &fe) == 0, "%s: %s", cases[i].body, fe.message);
-        int w, h;
-        canvas_of(&q, &w, &h);
+        int w = q.width, h = q.height;
         MM_EXPECT(w == cases[i].w && h == cases[i].h, "%s -> %dx%d, expected %dx%d", cases[i].body, w, h, cases[i].w,
                   cases[i].h);
         MM_EXPECT(w % 32 == 0 && h % 32 == 0 && (long)w * h <= 1344L * 768 + 0, "%s off the grid or too big",
@@ -89,8 +81,8 @@ static void test_aspect_rule(void)
 
 static void test_model_names(void)
 {
-    mm_enqueue q;
-    mm_field_error fe;
+    mm_request q;
+    mm_request_error fe;
     MM_EXPECT(try("{\"prompt\":\"x\",\"model\":\"MiniMaxAI/MiniMax-H3\"}", &q, &fe) == 0, "%s", fe.message);
     MM_EXPECT(try("{\"prompt\":\"x\",\"model\":\"minimax-h3-ref2va\"}", &q, &fe) == 0 &&
                   strcmp(q.partition, "ref2va") == 0,
@@ -105,8 +97,8 @@ static void test_model_names(void)
 
 static void test_duration_and_counts(void)
 {
-    mm_enqueue q;
-    mm_field_error fe;
+    mm_request q;
+    mm_request_error fe;
     MM_EXPECT(try("{\"prompt\":\"x\",\"duration\":1}", &q, &fe) == 0 && q.frames == 39, "1 s -> %d", q.frames);
     MM_EXPECT(try("{\"prompt\":\"x\",\"duration\":2.5}", &q, &fe) == 0 && q.frames == 73, "2.5 s -> %d", q.frames);
     MM_EXPECT(try("{\"prompt\":\"x\",\"num_generations\":4}", &q, &fe) == 0 && q.count == 4, "count");

@@ -1,60 +1,69 @@
-/* POST /api/ai/queue's first phase: field checks without the database. */
+/* POST /api/ai/queue's request validation without the database: the body
+ * read by request/json.c and settled by mm_request_settle (no references). */
 #include <string.h>
 
-#include "fcgi/enqueue.h"
+#include "request/request.h"
 #include "test.h"
 
-static int try(const char *json, mm_enqueue *q, mm_field_error *fe)
+/* The body as a settled request; q->prompt borrows from the body, kept
+ * until the next call. */
+static int try(const char *json, mm_request *q, mm_request_error *e)
 {
-    json_t *j = json_loads(json, 0, NULL);
-    int rc = mm_enqueue_parse(j, q, fe);
-    /* q->prompt borrows from j: keep j alive for the caller's checks. */
     static json_t *keep;
     json_decref(keep);
-    keep = j;
-    return rc;
+    keep = json_loads(json, 0, NULL);
+    mm_request_input in;
+    if (mm_request_input_from_json(keep, &in, e) < 0)
+        return -1;
+    return mm_request_settle(&in, NULL, NULL, q, e);
 }
 
 static void expect_field(const char *json, const char *field)
 {
-    mm_enqueue q;
-    mm_field_error fe;
-    int rc = try(json, &q, &fe);
-    MM_EXPECT(rc < 0 && strcmp(fe.field, field) == 0 && fe.message[0], "%s: rc %d, field '%s' (%s)", json, rc,
-              fe.field, fe.message);
+    mm_request q;
+    mm_request_error e;
+    int rc = try(json, &q, &e);
+    MM_EXPECT(rc < 0 && strcmp(e.field, field) == 0 && e.message[0], "%s: rc %d, field '%s' (%s)", json, rc,
+              rc < 0 ? e.field : "", rc < 0 ? e.message : "");
 }
 
 static void test_defaults(void)
 {
-    mm_enqueue q;
-    mm_field_error fe;
-    MM_REQUIRE(try("{\"prompt\": \"a cat\"}", &q, &fe) == 0, "%s", fe.message);
+    mm_request q;
+    mm_request_error e;
+    MM_REQUIRE(try("{\"prompt\": \"a cat\"}", &q, &e) == 0, "%s", e.message);
     MM_EXPECT(strcmp(q.prompt, "a cat") == 0, "prompt");
-    MM_EXPECT(q.frames == 0 && q.steps == 28 && q.crf == 18 && strcmp(q.preset, "medium") == 0, "defaults");
-    MM_EXPECT(!q.has_seed && q.n_refs == 0 && !q.has_last_image && q.partition[0] == '\0', "no seed, no refs");
+    MM_EXPECT(q.frames == 124 && q.steps == 28 && q.crf == 18 && strcmp(q.preset, "medium") == 0, "defaults");
+    MM_EXPECT(q.width == 1280 && q.height == 704, "default canvas %dx%d", q.width, q.height);
+    MM_EXPECT(q.seed_drawn && q.count == 1 && q.n_refs == 0 && !q.has_last_image, "a drawn seed, no refs");
+    MM_EXPECT(strcmp(q.partition, "fl2va") == 0, "partition %s", q.partition);
+    MM_EXPECT(q.n_loras == 0 && q.sampler.kind == MM_SAMPLER_DEFAULT && strcmp(q.sparse, "off") == 0 &&
+                  q.cache.kind == MM_CACHE_OFF,
+              "the few-step fields are off");
 }
 
 static void test_snapping(void)
 {
-    mm_enqueue q;
-    mm_field_error fe;
+    mm_request q;
+    mm_request_error e;
     MM_REQUIRE(try("{\"prompt\":\"x\",\"frames\":130,\"width\":1000,\"height\":700,\"seed\":7,\"partition\":\"ref2va\","
                    "\"no_audio\":true,\"crf\":23,\"preset\":\"fast\",\"steps\":40}",
-                   &q, &fe) == 0,
-               "%s", fe.message);
-    MM_EXPECT(q.frames == 124 && q.canvas.width == 992 && q.canvas.height == 672, "%d %dx%d", q.frames,
-              q.canvas.width, q.canvas.height);
+                   &q, &e) == 0,
+               "%s", e.message);
+    MM_EXPECT(q.frames == 124 && q.width == 992 && q.height == 672, "%d %dx%d", q.frames, q.width, q.height);
     MM_EXPECT(q.notes.n == 3, "3 warnings, got %d", q.notes.n);
-    MM_EXPECT(q.has_seed && q.seed == 7 && q.no_audio && q.crf == 23 && q.steps == 40, "values");
-    MM_REQUIRE(try("{\"prompt\":\"x\",\"seconds\":5}", &q, &fe) == 0, "%s", fe.message);
+    MM_EXPECT(!q.seed_drawn && q.seeds[0] == 7 && q.no_audio && q.crf == 23 && q.steps == 40, "values");
+    MM_EXPECT(strcmp(q.partition, "ref2va") == 0 && strcmp(q.preset, "fast") == 0, "partition, preset");
+    MM_REQUIRE(try("{\"prompt\":\"x\",\"seconds\":5}", &q, &e) == 0, "%s", e.message);
     MM_EXPECT(q.frames == 124, "5 s -> %d", q.frames);
-    MM_REQUIRE(try("{\"prompt\":\"x\",\"size\":\"768\"}", &q, &fe) == 0, "%s", fe.message);
-    MM_EXPECT(q.canvas.short_edge == 768, "short edge %d", q.canvas.short_edge);
+    MM_REQUIRE(try("{\"prompt\":\"x\",\"size\":\"768\"}", &q, &e) == 0, "%s", e.message);
+    MM_EXPECT(q.width == 1344 && q.height == 768, "short edge 768 -> %dx%d", q.width, q.height);
 }
 
 static void test_errors(void)
 {
     expect_field("[]", "");
+    expect_field("{\"prompt\": null}", "prompt");
     expect_field("{}", "prompt");
     expect_field("{\"prompt\": 5}", "prompt");
     expect_field("{\"prompt\": \"   \"}", "prompt");

@@ -1,5 +1,5 @@
 /* The request rules shared by the API and `mmh3 generate`. */
-#include "engine/request_rules.h"
+#include "request/rules.h"
 
 #include <string.h>
 

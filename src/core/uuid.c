@@ -1,6 +1,6 @@
 /* Ids: random version-4 UUIDs for stored files, and the syntax check of ids
  * in requests. */
-#include "fcgi/uuid.h"
+#include "core/uuid.h"
 
 #include <ctype.h>
 #include <stdio.h>

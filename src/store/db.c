@@ -1,5 +1,7 @@
-#include "queue/db.h"
+#include "store/db.h"
+#include "store/sql.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,4 +116,53 @@ int mm_db_ensure(PGconn *c, mm_error *err)
     snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
     trim_newline(msg);
     return mm_fail(err, "database connection lost and not back yet: %s", msg);
+}
+
+int mm_db_begin(PGconn *c, mm_error *err)
+{
+    return mm_db_exec(c, "BEGIN", err);
+}
+
+int mm_db_commit(PGconn *c, mm_error *err)
+{
+    if (mm_db_exec(c, "COMMIT", err) == 0)
+        return 0;
+    mm_db_rollback(c);
+    return -1;
+}
+
+void mm_db_rollback(PGconn *c)
+{
+    PQclear(PQexec(c, "ROLLBACK"));
+}
+
+int mm_db_listen_events(PGconn *c, mm_error *err)
+{
+    return mm_db_exec(c, "LISTEN mmh3_events", err);
+}
+
+mm_db_num mm_db_int(long long v)
+{
+    mm_db_num n;
+    snprintf(n.s, sizeof n.s, "%lld", v);
+    return n;
+}
+
+int mm_db_create_database(PGconn *admin, const char *name, mm_error *err)
+{
+    const char *p[] = {name};
+    PGresult *r;
+    if (mm_db_query(admin, "SELECT 1 FROM pg_database WHERE datname = $1", 1, p, &r, err) < 0)
+        return -1;
+    bool exists = PQntuples(r) > 0;
+    PQclear(r);
+    if (exists)
+        return 0;
+    char *ident = PQescapeIdentifier(admin, name, strlen(name));
+    if (!ident)
+        return mm_fail(err, "database name '%s': %s", name, PQerrorMessage(admin));
+    char sql[256];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", ident);
+    PQfreemem(ident);
+    return mm_db_exec(admin, sql, err);
 }

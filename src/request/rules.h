@@ -1,5 +1,7 @@
-/* The rules a render request obeys, shared by `mmh3 generate` and the HTTP
- * API so both accept and snap exactly the same values.
+/* The rules a render request obeys: the limits, the accepted-value texts and
+ * one check per value. mm_request_settle() (request/request.h) applies them for
+ * every front end (`mmh3 generate`, the HTTP API, /v1/videos, hub jobs), so all
+ * accept and snap exactly the same values.
  *
  * Length: H3 renders 17n+5 frames at 24 fps. A frame count is snapped down to
  * that grid, a duration in seconds is converted at 24 fps and snapped up.
@@ -12,8 +14,8 @@
  * Each check fills err with the problem only ("3 is below the minimum 5");
  * the caller names the field and adds the matching MM_ACCEPT_* text.
  */
-#ifndef MMH3_ENGINE_REQUEST_RULES_H
-#define MMH3_ENGINE_REQUEST_RULES_H
+#ifndef MMH3_REQUEST_RULES_H
+#define MMH3_REQUEST_RULES_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,8 +43,17 @@
 #define MM_CRF_DEFAULT 18
 #define MM_PRESET_DEFAULT "medium"
 #define MM_SEED_MAX 9007199254740991LL /* 2^53-1: exact in JSON and JavaScript */
-#define MM_LORAS_MAX 8                  /* adapters per request (engine.h MM_GEN_MAX_LORAS) */
-#define MM_LORA_STRENGTH_MAX 100.0
+#define MM_MAX_REFERENCES 15 /* 9 images + 3 videos + 3 audio clips */
+#define MM_NUM_GENERATIONS_MAX 4
+/* Few-step adapters, samplers, sparse attention and step caching. */
+#define MM_LORAS_MAX 8
+#define MM_LORA_NAME_MAX 128
+#define MM_LORA_STRENGTH_MAX 100.0 /* ComfyUI's range */
+#define MM_PRESET_NAME_MAX 64 /* sampler and sparse-attention preset names */
+#define MM_SIGMAS_MIN 2
+#define MM_SIGMAS_MAX 201
+
+typedef enum mm_reference_kind { MM_REF_IMAGE, MM_REF_VIDEO, MM_REF_AUDIO } mm_reference_kind;
 
 #define MM_ACCEPT_FRAMES "integer 5..362, snapped down to the 17n+5 grid (5, 22, 39, ..., 124, ..., 362)"
 #define MM_ACCEPT_SECONDS "number > 0 and <= 15.08, converted at 24 fps and snapped up to the 17n+5 grid"
@@ -58,6 +69,16 @@
     "an adapter in $MODELS_PATH/loras (name, \".safetensors\" optional) with an optional :STRENGTH, a number "  \
     "-100..100 (default 1); up to 8"
 #define MM_ACCEPT_ASPECT "\"W:H\" with integers 1..64 and a ratio between 1:4 and 4:1 (e.g. \"16:9\", \"9:16\", \"1:1\")"
+#define MM_ACCEPT_REFERENCES "at most 9 images, 3 videos and 3 audio clips"
+#define MM_ACCEPT_MODEL "\"minimax-h3\" (or \"minimax-h3-fl2va\" / \"minimax-h3-ref2va\", which pick the partition)"
+#define MM_ACCEPT_NUM_GENERATIONS "integer 1..4 (one generation each; a given seed counts up per generation)"
+#define MM_ACCEPT_LORAS "at most 8 adapters [{\"name\": NAME, \"strength\": S}], each name once"
+#define MM_ACCEPT_LORA_NAME "1..128 characters from a-z 0-9 . _ -, not starting with '.'"
+#define MM_ACCEPT_LORA_STRENGTH "a number -100..100 (default 1)"
+#define MM_ACCEPT_SAMPLER \
+    "a preset name (1..64 characters from a-z 0-9 -) or 2..201 strictly decreasing sigmas in 0..1 ending at 0"
+#define MM_ACCEPT_SPARSE "\"off\" or a preset name (1..64 characters from a-z 0-9 -)"
+#define MM_ACCEPT_REQUEST_CACHE "\"off\", \"fbc\", \"fbc:T\", \"teacache\" or \"teacache:T\" with a threshold T > 0 and <= 1"
 
 /* Adjustments made to a request, reported back as warnings. */
 #define MM_NOTES_MAX 8
@@ -80,8 +101,6 @@ int mm_rule_seconds(double seconds, int *out, mm_rule_notes *notes, mm_error *er
 int mm_rule_dim(const char *what, long long v, int *out, mm_rule_notes *notes, mm_error *err);
 int mm_rule_steps(long long steps, int *out, mm_error *err);
 int mm_rule_crf(long long crf, int *out, mm_error *err);
-/* An adapter's strength: finite, |s| <= 100 (0 turns it off). */
-int mm_rule_lora_strength(double strength, float *out, mm_error *err);
 bool mm_rule_preset_valid(const char *preset);
 /* Counts Unicode code points; rejects invalid UTF-8, NUL, empty/whitespace-only, > 8000. */
 int mm_rule_prompt(const char *prompt, size_t len, mm_error *err);
@@ -102,5 +121,28 @@ int mm_rule_aspect_ratio(const char *ratio, int *aspect_w, int *aspect_h, mm_err
 int mm_rule_size(const char *size, mm_canvas_spec *spec, mm_rule_notes *notes, mm_error *err);
 /* The final canvas. Never fails for grid values in range. */
 void mm_canvas_resolve(const mm_canvas_spec *spec, int *width, int *height);
+
+/* A few-step adapter's name and strength (settled, not yet applied by the engine). */
+int mm_rule_lora_name(const char *name, mm_error *err);
+int mm_rule_lora_strength(double strength, mm_error *err);
+/* A sampler or sparse-attention preset name: [a-z0-9-], 1..64 characters. */
+int mm_rule_preset_name(const char *name, mm_error *err);
+/* A custom sigma list: 2..201 values in [0, 1], strictly decreasing, the last 0. */
+int mm_rule_sigmas(const double *sigmas, int n, mm_error *err);
+
+/* Step caching: off, first-block cache or TeaCache, with an optional
+ * threshold (0 = the method's own default). */
+typedef enum mm_cache_kind { MM_CACHE_OFF, MM_CACHE_FBC, MM_CACHE_TEACACHE } mm_cache_kind;
+typedef struct mm_cache_spec {
+    mm_cache_kind kind;
+    double threshold;
+} mm_cache_spec;
+
+/* "off" | "fbc[:T]" | "teacache[:T]" -> spec. */
+int mm_rule_cache(const char *text, mm_cache_spec *out, mm_error *err);
+/* The spec in the form mm_rule_cache reads back ("off", "fbc", "fbc:0.08"). */
+void mm_cache_format(const mm_cache_spec *c, char *buf, size_t n);
+/* The shortest "%g" text that reads back as exactly v (0.08 -> "0.08"). */
+void mm_number_shortest(double v, char *buf, size_t n);
 
 #endif

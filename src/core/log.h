@@ -1,7 +1,7 @@
 /* One-line log messages on stderr, "2026-11-29 13:58:01 worker: text", for
  * the serving processes (systemd's journal and `mmh3 serve` collect them). */
-#ifndef MMH3_QUEUE_LOG_H
-#define MMH3_QUEUE_LOG_H
+#ifndef MMH3_CORE_LOG_H
+#define MMH3_CORE_LOG_H
 
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-#include "engine/request_rules.h"
+#include "request/rules.h"
 
 #include <errno.h>
 #include <math.h>
@@ -75,14 +75,6 @@ int mm_rule_dim(const char *what, long long v, int *out, mm_rule_notes *notes, m
     if (g != v)
         mm_notes_add(notes, "%s %lld is off the 32-px grid; using %d", what, v, g);
     *out = g;
-    return 0;
-}
-
-int mm_rule_lora_strength(double strength, float *out, mm_error *err)
-{
-    if (!isfinite(strength) || fabs(strength) > MM_LORA_STRENGTH_MAX)
-        return mm_fail(err, "strength %g is out of range", strength);
-    *out = (float)strength;
     return 0;
 }
 
@@ -218,5 +210,112 @@ void mm_canvas_resolve(const mm_canvas_spec *spec, int *width, int *height)
             w = grid_clamp(w * s), h = grid_clamp(h * s);
         }
         *width = w, *height = h;
+    }
+}
+
+int mm_rule_lora_name(const char *name, mm_error *err)
+{
+    size_t n = strlen(name);
+    if (n == 0)
+        return mm_fail(err, "is empty");
+    if (n > MM_LORA_NAME_MAX)
+        return mm_fail(err, "has %zu characters, more than %d", n, MM_LORA_NAME_MAX);
+    /* A name becomes part of a file name: no hidden or relative ones. */
+    if (name[0] == '.')
+        return mm_fail(err, "'%.40s' starts with '.'", name);
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return mm_fail(err, "'%.40s' has the character '%c' at %zu", name, c > ' ' && c < 127 ? c : '?', i);
+    }
+    return 0;
+}
+
+int mm_rule_lora_strength(double strength, mm_error *err)
+{
+    if (!isfinite(strength) || strength < -MM_LORA_STRENGTH_MAX || strength > MM_LORA_STRENGTH_MAX)
+        return mm_fail(err, "%g is out of range", strength);
+    return 0;
+}
+
+int mm_rule_preset_name(const char *name, mm_error *err)
+{
+    size_t n = strlen(name);
+    if (n == 0)
+        return mm_fail(err, "is empty");
+    if (n > MM_PRESET_NAME_MAX)
+        return mm_fail(err, "has %zu characters, more than %d", n, MM_PRESET_NAME_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            return mm_fail(err, "'%.40s' is not a preset name", name);
+    }
+    return 0;
+}
+
+int mm_rule_sigmas(const double *sigmas, int n, mm_error *err)
+{
+    if (n < MM_SIGMAS_MIN || n > MM_SIGMAS_MAX)
+        return mm_fail(err, "has %d sigmas, not %d..%d", n, MM_SIGMAS_MIN, MM_SIGMAS_MAX);
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(sigmas[i]) || sigmas[i] < 0 || sigmas[i] > 1)
+            return mm_fail(err, "sigma %d (%g) is outside 0..1", i, sigmas[i]);
+        if (i && !(sigmas[i] < sigmas[i - 1]))
+            return mm_fail(err, "sigma %d (%g) is not below sigma %d (%g)", i, sigmas[i], i - 1, sigmas[i - 1]);
+    }
+    if (sigmas[n - 1] != 0)
+        return mm_fail(err, "ends at %g, not 0", sigmas[n - 1]);
+    return 0;
+}
+
+int mm_rule_cache(const char *text, mm_cache_spec *out, mm_error *err)
+{
+    static const struct {
+        const char *name;
+        mm_cache_kind kind;
+    } methods[] = {{"fbc", MM_CACHE_FBC}, {"teacache", MM_CACHE_TEACACHE}};
+    memset(out, 0, sizeof *out);
+    if (strcmp(text, "off") == 0)
+        return 0;
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+        size_t n = strlen(methods[i].name);
+        if (strncmp(text, methods[i].name, n) != 0 || (text[n] != '\0' && text[n] != ':'))
+            continue;
+        out->kind = methods[i].kind;
+        if (text[n] == '\0')
+            return 0;
+        const char *t = text + n + 1;
+        char *end;
+        errno = 0;
+        double v = strtod(t, &end);
+        /* Digits only: no "inf", "nan" or hex floats. */
+        if (!*t || *end || errno || strspn(t, "0123456789.eE+-") != strlen(t))
+            return mm_fail(err, "'%.40s' has no number after '%s:'", text, methods[i].name);
+        if (!(v > 0 && v <= 1))
+            return mm_fail(err, "threshold %g is outside (0, 1]", v);
+        out->threshold = v;
+        return 0;
+    }
+    return mm_fail(err, "'%.40s' is not a step-cache setting", text);
+}
+
+void mm_cache_format(const mm_cache_spec *c, char *buf, size_t n)
+{
+    const char *name = c->kind == MM_CACHE_FBC ? "fbc" : c->kind == MM_CACHE_TEACACHE ? "teacache" : "off";
+    if (c->kind == MM_CACHE_OFF || c->threshold <= 0) {
+        snprintf(buf, n, "%s", name);
+        return;
+    }
+    char t[32];
+    mm_number_shortest(c->threshold, t, sizeof t);
+    snprintf(buf, n, "%s:%s", name, t);
+}
+
+void mm_number_shortest(double v, char *buf, size_t n)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            return;
     }
 }

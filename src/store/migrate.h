@@ -5,8 +5,8 @@
  * takes a transaction-level advisory lock, so processes starting together
  * apply each version exactly once; re-running is a no-op.
  */
-#ifndef MMH3_QUEUE_MIGRATE_H
-#define MMH3_QUEUE_MIGRATE_H
+#ifndef MMH3_STORE_MIGRATE_H
+#define MMH3_STORE_MIGRATE_H
 
 #include <libpq-fe.h>
 

@@ -1,5 +1,5 @@
-#ifndef MMH3_FCGI_UUID_H
-#define MMH3_FCGI_UUID_H
+#ifndef MMH3_CORE_UUID_H
+#define MMH3_CORE_UUID_H
 
 #include <stdbool.h>
 

@@ -1,4 +1,4 @@
-#include "queue/log.h"
+#include "core/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

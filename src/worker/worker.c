@@ -1,4 +1,4 @@
-#include "queue/worker.h"
+#include "worker/worker.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,12 +19,12 @@
 
 #include <jansson.h>
 
-#include "queue/db.h"
-#include "queue/jobs.h"
-#include "queue/log.h"
-#include "queue/migrate.h"
+#include "core/log.h"
 #include "media/poster.h"
 #include "media/probe.h"
+#include "store/db.h"
+#include "store/jobs.h"
+#include "store/migrate.h"
 
 /* Shared between the main thread (renders), the heartbeat thread (LISTENs
  * for cancels) and the signal handler. */
@@ -66,7 +66,6 @@ void mm_worker_options_defaults(mm_worker_options *o)
     o->lease_seconds = 30;
     o->poll_seconds = 2;
     o->outputs = "outputs";
-    mm_oxen_options_from_env(&o->oxen);
 }
 
 static void set_current(const char *id)
@@ -129,7 +128,7 @@ static void *heartbeat_main(void *arg)
                 PQfinish(c);
             c = NULL;
             if (mm_db_connect(h->o->db_url, "mmh3-worker-heartbeat", &c, &err) < 0 ||
-                mm_db_exec(c, "LISTEN mmh3_events", &err) < 0) {
+                mm_db_listen_events(c, &err) < 0) {
                 if (!complained)
                     mm_log("heartbeat: %s (retrying)", err.msg);
                 complained = true;
@@ -147,7 +146,7 @@ static void *heartbeat_main(void *arg)
         }
         if (now_seconds() - last_beat >= interval) {
             bool known;
-            if (mm_worker_heartbeat(c, h->worker_id, &known, &err) < 0)
+            if (mm_store_worker_heartbeat(c, h->worker_id, &known, &err) < 0)
                 mm_log("heartbeat: %s", err.msg);
             last_beat = now_seconds();
         }
@@ -174,6 +173,7 @@ typedef struct render_ctx {
     double seconds[MM_STAGE_COUNT]; /* from progress reports */
     mm_stage stage;
     double stage_started; /* engine-elapsed time the stage began */
+    double load_seconds;  /* loading the model before this job (first job only) */
     double last_write;
     bool db_trouble;
 } render_ctx;
@@ -197,14 +197,14 @@ static void store_progress(render_ctx *r, const char *stage, int step, int total
     if (mm_db_ensure(r->db, &err) == 0 && r->db_trouble) {
         /* A new session: make the claim point at it before recovery sweeps
          * by other workers conclude that this worker is gone. */
-        if (mm_queue_reassert(r->db, r->job, r->worker_id, &lost, &err) == 0) {
+        if (mm_store_reassert(r->db, r->job, r->worker_id, &lost, &err) == 0) {
             r->db_trouble = false;
             mm_log("database connection is back");
             if (lost)
                 atomic_store(&job_lost, true);
         }
     }
-    if (mm_queue_progress(r->db, r->job, r->worker_id, stage, step, total, timings ? timings : "{}", &cancel, &lost,
+    if (mm_store_progress(r->db, r->job, r->worker_id, stage, step, total, timings ? timings : "{}", &cancel, &lost,
                           &err) < 0) {
         if (!r->db_trouble)
             mm_log("%s: %s (the render goes on)", r->job->id, err.msg);
@@ -254,12 +254,6 @@ static char *strdup_printf(const char *fmt, const char *a, const char *b)
 
 typedef enum job_end { JOB_DONE, JOB_ENGINE_DEAD } job_end;
 
-/* Stores the outcome. `publish` (successes) runs inside the transaction
- * that holds the row locked after checking the claim is still ours, so a clip
- * is moved to its public name only while the job is ours, and the row says
- * succeeded only once the clip is there. */
-typedef int (*publish_fn)(void *user, mm_job_outcome *out, mm_error *err);
-
 /* Messages are shown to every user of the web app, which must not learn where
  * the server keeps its files: paths under the outputs folder are written
  * relative to it ("uploads/<id>.png"), whether the engine was given the folder
@@ -281,55 +275,43 @@ static void hide_outputs_dir(char *msg, const char *outputs)
     }
 }
 
-static void finish(render_ctx *r, mm_job_outcome *out, publish_fn publish, void *user)
+/* Stores the outcome, retrying through database trouble. publish (for
+ * successes) runs while the store holds the row locked with the claim still
+ * ours, so a clip is moved to its public name only while the job is ours,
+ * and the row says succeeded only once the clip is there. */
+static void finish(render_ctx *r, mm_job_outcome *out, mm_publish_fn publish, void *user)
 {
     mm_error err = {{0}};
-    char shown[MM_ERROR_MAX];
+    char shown[MM_ERROR_MAX], why[MM_ERROR_MAX];
     if (out->error_message) {
         snprintf(shown, sizeof shown, "%s", out->error_message);
         hide_outputs_dir(shown, r->o->outputs);
         out->error_message = shown;
     }
-    bool lost = false, done = false;
-    for (int tries = 0; tries < 30 && !atomic_load(&job_lost) && !done; tries++) {
-        if (tries) {
+    mm_finish_result res = MM_FINISH_RETRY;
+    for (int tries = 0; tries < 30 && !atomic_load(&job_lost) && res != MM_FINISH_STORED; tries++) {
+        if (tries && res == MM_FINISH_RETRY) {
             mm_log("%s: %s (retrying)", r->job->id, err.msg);
             sleep_seconds(1);
             if (atomic_load(&stop_requested) && tries > 3)
                 break;
         }
-        if (mm_db_ensure(r->db, &err) < 0 || mm_db_exec(r->db, "BEGIN", &err) < 0)
-            continue;
-        if (mm_queue_lock_claim(r->db, r->job, r->worker_id, &lost, &err) < 0) {
-            PQclear(PQexec(r->db, "ROLLBACK"));
-            continue;
-        }
-        if (lost) {
-            PQclear(PQexec(r->db, "ROLLBACK"));
+        res = mm_store_finish(r->db, r->job, r->worker_id, out, publish, user, &err);
+        if (res == MM_FINISH_LOST)
             break;
-        }
-        if (publish && publish(user, out, &err) < 0) {
+        if (res == MM_FINISH_PUBLISH_FAILED) {
             /* The clip cannot be made public: the job fails with why. */
-            PQclear(PQexec(r->db, "ROLLBACK"));
-            static char why[MM_ERROR_MAX];
             snprintf(why, sizeof why, "%s", err.msg);
             hide_outputs_dir(why, r->o->outputs);
             out->status = "failed";
             out->result_path = out->poster_path = NULL;
             out->error_message = why;
             publish = NULL;
-            continue;
         }
-        if (mm_queue_finish(r->db, r->job, r->worker_id, out, &lost, &err) < 0 || lost) {
-            PQclear(PQexec(r->db, "ROLLBACK"));
-            continue;
-        }
-        if (mm_db_exec(r->db, "COMMIT", &err) == 0)
-            done = true;
     }
-    if (lost || atomic_load(&job_lost))
+    if (res == MM_FINISH_LOST || atomic_load(&job_lost))
         mm_log("%s: the job was taken away from this worker (lease lost); its outcome is dropped", r->job->id);
-    else if (!done)
+    else if (res != MM_FINISH_STORED)
         mm_log("%s: could not store the outcome (%s): %s", r->job->id, out->status, err.msg);
     else
         mm_log("%s: %s%s%s", r->job->id, out->status, out->error_message ? ": " : "",
@@ -403,19 +385,10 @@ static void sweep_attempt_files(PGconn *db, const char *dir)
             sscanf(e->d_name, ".%36[0-9a-f-].%d.mp4%n", id, &attempt, &used) != 2 ||
             (e->d_name[used] != '\0' && strcmp(e->d_name + used, ".part") != 0))
             continue;
-        char a[16];
-        snprintf(a, sizeof a, "%d", attempt);
-        const char *p[] = {id, a};
-        PGresult *r;
+        bool stale = false;
         mm_error err = {{0}};
-        if (mm_db_query(db,
-                        "SELECT NOT EXISTS (SELECT 1 FROM generations WHERE id = $1::uuid"
-                        "   AND ((status = 'processing' AND attempts <= $2::int)"
-                        "        OR (status = 'queued' AND attempts < $2::int)))",
-                        2, p, &r, &err) < 0)
+        if (mm_store_attempt_abandoned(db, id, attempt, &stale, &err) < 0)
             continue; /* not a UUID after all, or the database is away: keep it */
-        bool stale = PQgetvalue(r, 0, 0)[0] == 't';
-        PQclear(r);
         if (stale && unlinkat(dirfd(d), e->d_name, 0) == 0)
             removed++;
     }
@@ -424,125 +397,181 @@ static void sweep_attempt_files(PGconn *db, const char *dir)
         mm_log("removed %d file(s) of interrupted renders", removed);
 }
 
-static job_end run_job(PGconn *db, const mm_worker_options *o, const char *worker_id, mm_engine *engine,
-                       bool *loaded, mm_job *job, int claim_rc, const mm_error *claim_err, mm_error *engine_err)
+/* ---------------------------------------------------------------- one job */
+
+/* The worker's state, for the main loop and the jobs it runs. */
+typedef struct worker {
+    const mm_worker_options *o;
+    const mm_worker_hooks *hooks;
+    PGconn *db;
+    char host[256], id[320];
+    char gen_dir[4096];       /* <outputs>/generations */
+    mm_engine *engine;
+    bool loaded, engine_ok;
+    mm_error engine_err;      /* why the engine cannot start or load */
+    const char *idle_message;
+    pthread_t heartbeat;
+    heartbeat_ctx hctx;
+} worker;
+
+static void job_begins(worker *w, const mm_job *job)
 {
-    render_ctx r = {.db = db, .o = o, .worker_id = worker_id, .job = job, .stage = MM_STAGE_QUEUED};
-    mm_job_outcome out = {.status = "failed", .placement = NULL};
     mm_error err = {{0}};
     atomic_store(&cancel_requested, false);
     atomic_store(&job_lost, false);
     set_current(job->id);
-    mm_oxen_render_started(db, job->id);
-    mm_log("%s: claimed (attempt %d), %dx%d, %d frames, %d steps", job->id, job->attempts, job->width, job->height,
-           job->frames, job->steps);
-    if (mm_worker_set_state(db, worker_id, "busy", "rendering", NULL, job->id, &err) < 0)
+    if (w->hooks->render_started)
+        w->hooks->render_started(w->hooks->user, w->db, job->id);
+    mm_log("%s: claimed (attempt %d), %dx%d, %d frames, %d steps", job->id, job->attempts, job->req.width,
+           job->req.height, job->req.frames, job->req.steps);
+    if (mm_store_worker_set_state(w->db, w->id, "busy", "rendering", NULL, job->id, &err) < 0)
         mm_log("%s", err.msg);
+}
 
+static void job_ends(worker *w, const mm_job *job)
+{
+    set_current(NULL);
+    if (w->hooks->render_ended)
+        w->hooks->render_ended(w->hooks->user, job->id);
+}
+
+/* The first job loads the model (unless --preload did); false when it cannot
+ * be loaded: the job goes back to the queue for a worker that can. */
+static bool load_engine(worker *w, render_ctx *r, mm_job *job)
+{
+    if (w->loaded)
+        return true;
+    mm_error err = {{0}};
+    double t0 = now_seconds();
+    mm_store_worker_set_state(w->db, w->id, "loading", "loading the model", NULL, job->id, &err);
+    double z[MM_STAGE_COUNT] = {0};
+    store_progress(r, "loading", 0, 0, z);
+    if (mm_engine_load(w->engine, &err) < 0) {
+        mm_log("engine cannot load: %s", err.msg);
+        w->engine_err = err;
+        char reason[MM_ERROR_MAX + 64];
+        snprintf(reason, sizeof reason, "the engine could not load (%s); re-queued", err.msg);
+        mm_store_requeue(w->db, job, w->id, reason, &err);
+        return false;
+    }
+    w->loaded = true;
+    r->load_seconds = r->seconds[MM_STAGE_LOADING] = now_seconds() - t0;
+    return true;
+}
+
+/* The stored job as the engine's request, writing to out_path. */
+static mm_gen_request engine_request(const mm_job *job, const char *out_path)
+{
+    const mm_request *q = &job->req;
+    mm_gen_request req = {
+        .prompt = q->prompt,
+        .n_references = q->n_refs,
+        .last_image_path = job->last_image_path,
+        .partition = q->partition,
+        .width = q->width,
+        .height = q->height,
+        .frames = q->frames,
+        .steps = q->steps,
+        .seed = q->seeds[0],
+        .no_audio = q->no_audio,
+        .fast = q->fast,
+        .crf = q->crf,
+        .preset = q->preset,
+        .out_path = out_path,
+    };
+    for (int i = 0; i < q->n_refs; i++)
+        req.references[i] = (mm_reference){.kind = q->refs[i].kind, .path = job->ref_path[i]};
+    return req;
+}
+
+/* The engine's own stage times win; the progress reports fill gaps. */
+static char *outcome_timings(const render_ctx *r, int rc, const mm_gen_result *res)
+{
+    double seconds[MM_STAGE_COUNT];
+    memcpy(seconds, r->seconds, sizeof seconds);
+    if (rc == 0)
+        seconds[r->stage] += res->total_seconds - r->stage_started;
+    for (int s = 0; s < MM_STAGE_COUNT; s++)
+        if (res->stage_seconds[s] > 0)
+            seconds[s] = res->stage_seconds[s];
+    seconds[MM_STAGE_LOADING] = r->load_seconds;
+    return timings_json(seconds);
+}
+
+/* Stores how the render ended: a success (published), a cancel, a failure,
+ * or, when the worker is shutting down, the job back in the queue. */
+static void conclude(worker *w, render_ctx *r, const mm_job *job, int rc, mm_job_outcome *out,
+                     const mm_error *render_err, publish_ctx *pub)
+{
+    mm_error err = {{0}};
+    if (rc == 0) {
+        out->status = "succeeded";
+        finish(r, out, publish_clip, pub);
+    } else if (rc == MM_CANCELLED && atomic_load(&job_lost)) {
+        mm_log("%s: stopped: the job was taken away from this worker", job->id);
+    } else if (rc == MM_CANCELLED && atomic_load(&stop_requested) && !atomic_load(&cancel_requested)) {
+        if (mm_store_requeue(w->db, job, w->id, "the worker shut down during the render; re-queued", &err) < 0)
+            mm_log("%s: %s", job->id, err.msg);
+        else
+            mm_log("%s: re-queued (worker shutting down)", job->id);
+    } else if (rc == MM_CANCELLED) {
+        out->status = "cancelled";
+        finish(r, out, NULL, NULL);
+    } else {
+        out->error_message = render_err->msg;
+        finish(r, out, NULL, NULL);
+    }
+}
+
+static job_end run_job(worker *w, mm_job *job, int claim_rc, const mm_error *claim_err)
+{
+    render_ctx r = {.db = w->db, .o = w->o, .worker_id = w->id, .job = job, .stage = MM_STAGE_QUEUED};
+    mm_job_outcome out = {.status = "failed", .placement = NULL};
+    job_begins(w, job);
     if (claim_rc < 0) {
         out.error_message = claim_err->msg;
         finish(&r, &out, NULL, NULL);
-        set_current(NULL);
-        mm_oxen_render_ended(job->id);
+        job_ends(w, job);
         return JOB_DONE;
     }
 
     /* Each attempt renders to its own hidden name (nginx never serves dot
      * files), so a worker that lost this job cannot touch another's file. */
-    char gen_dir[4096], attempt[32];
-    snprintf(gen_dir, sizeof gen_dir, "%s/generations", o->outputs);
+    char attempt[32];
     snprintf(attempt, sizeof attempt, ".%d.mp4", job->attempts);
-    remove_attempt_files(gen_dir, job->id);
+    remove_attempt_files(w->gen_dir, job->id);
     char *rel = strdup_printf("generations/%s%s", job->id, ".mp4");
     char *tmp_name = strdup_printf(".%s%s", job->id, attempt);
-    char *path = strdup_printf("%s/%s", gen_dir, tmp_name);
+    char *path = strdup_printf("%s/%s", w->gen_dir, tmp_name);
 
-    double t0 = now_seconds(), load_seconds = 0;
-    if (!*loaded) {
-        mm_worker_set_state(db, worker_id, "loading", "loading the model", NULL, job->id, &err);
-        double z[MM_STAGE_COUNT] = {0};
-        store_progress(&r, "loading", 0, 0, z);
-        if (mm_engine_load(engine, &err) < 0) {
-            mm_log("engine cannot load: %s", err.msg);
-            *engine_err = err;
-            char reason[MM_ERROR_MAX + 64];
-            snprintf(reason, sizeof reason, "the engine could not load (%s); re-queued", err.msg);
-            mm_queue_requeue(db, job, worker_id, reason, &err);
-            free(rel), free(tmp_name), free(path);
-            set_current(NULL);
-            mm_oxen_render_ended(job->id);
-            return JOB_ENGINE_DEAD;
-        }
-        *loaded = true;
-        load_seconds = now_seconds() - t0;
-        r.seconds[MM_STAGE_LOADING] = load_seconds;
+    double t0 = now_seconds();
+    if (!load_engine(w, &r, job)) {
+        free(rel), free(tmp_name), free(path);
+        job_ends(w, job);
+        return JOB_ENGINE_DEAD;
     }
-
-    mm_gen_request req = {
-        .prompt = job->prompt,
-        .n_references = job->n_references,
-        .last_image_path = job->last_image_path,
-        .partition = job->partition,
-        .width = job->width,
-        .height = job->height,
-        .frames = job->frames,
-        .steps = job->steps,
-        .seed = job->seed,
-        .no_audio = job->no_audio,
-        .fast = job->fast,
-        .crf = job->crf,
-        .preset = job->preset,
-        .out_path = path,
-    };
-    for (int i = 0; i < job->n_references; i++)
-        req.references[i] = (mm_reference){.kind = job->ref_kind[i], .path = job->ref_path[i]};
+    mm_gen_request req = engine_request(job, path);
     mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_should_cancel, .user = &r};
     mm_gen_result res;
     memset(&res, 0, sizeof res);
     /* The engine's first report (encoding_prompt) is then a stage change and always stored. */
     r.stage = MM_STAGE_QUEUED;
     r.stage_started = 0;
-    int rc = mm_engine_generate(engine, &req, &cb, &res, &err);
+    mm_error err = {{0}};
+    int rc = mm_engine_generate(w->engine, &req, &cb, &res, &err);
 
-    /* The engine's own stage times win; the progress reports fill gaps. */
-    double seconds[MM_STAGE_COUNT];
-    memcpy(seconds, r.seconds, sizeof seconds);
-    if (rc == 0)
-        seconds[r.stage] += res.total_seconds - r.stage_started;
-    for (int s = 0; s < MM_STAGE_COUNT; s++)
-        if (res.stage_seconds[s] > 0)
-            seconds[s] = res.stage_seconds[s];
-    seconds[MM_STAGE_LOADING] = load_seconds;
-    char *timings = timings_json(seconds);
+    char *timings = outcome_timings(&r, rc, &res);
     out.timings_json = timings;
     out.total_seconds = now_seconds() - t0;
     out.placement = res.placement[0] ? res.placement : NULL;
     out.peak_device_bytes = (long long)res.peak_device_bytes;
-
-    publish_ctx pub = {.outputs = o->outputs, .id = job->id, .tmp_path = path, .rel = rel};
-    if (rc == 0) {
-        out.status = "succeeded";
-        finish(&r, &out, publish_clip, &pub);
-    } else if (rc == MM_CANCELLED && atomic_load(&job_lost)) {
-        mm_log("%s: stopped: the job was taken away from this worker", job->id);
-    } else if (rc == MM_CANCELLED && atomic_load(&stop_requested) && !atomic_load(&cancel_requested)) {
-        if (mm_queue_requeue(db, job, worker_id, "the worker shut down during the render; re-queued", &err) < 0)
-            mm_log("%s: %s", job->id, err.msg);
-        else
-            mm_log("%s: re-queued (worker shutting down)", job->id);
-    } else if (rc == MM_CANCELLED) {
-        out.status = "cancelled";
-        finish(&r, &out, NULL, NULL);
-    } else {
-        out.error_message = err.msg;
-        finish(&r, &out, NULL, NULL);
-    }
+    publish_ctx pub = {.outputs = w->o->outputs, .id = job->id, .tmp_path = path, .rel = rel};
+    conclude(w, &r, job, rc, &out, &err, &pub);
     unlink(path); /* still here unless published */
     free(timings);
     free(pub.poster_rel);
     free(rel), free(tmp_name), free(path);
-    set_current(NULL);
-    mm_oxen_render_ended(job->id);
+    job_ends(w, job);
     return JOB_DONE;
 }
 
@@ -587,6 +616,160 @@ static void engine_status(mm_engine *engine, char *buf, size_t n)
         snprintf(buf, n, "{}");
 }
 
+static void set_idle(worker *w)
+{
+    char status[4096];
+    mm_error err = {{0}};
+    engine_status(w->engine, status, sizeof status);
+    if (mm_store_worker_set_state(w->db, w->id, "idle", w->idle_message, status, NULL, &err) < 0)
+        mm_log("%s", err.msg);
+}
+
+static void set_failed(worker *w, const char *what)
+{
+    char msg[MM_ERROR_MAX + 64];
+    mm_error err = {{0}};
+    snprintf(msg, sizeof msg, "the %s engine %s: %s", w->o->engine_kind, what, w->engine_err.msg);
+    mm_store_worker_set_state(w->db, w->id, "failed", msg, NULL, NULL, &err);
+}
+
+/* The process's identity: --name, else host:pid:random. */
+static void identify(worker *w)
+{
+    snprintf(w->host, sizeof w->host, "localhost");
+    gethostname(w->host, sizeof w->host - 1);
+    unsigned short rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
+        rnd = (unsigned short)(time(NULL) ^ getpid());
+    if (w->o->name && *w->o->name)
+        snprintf(w->id, sizeof w->id, "%s", w->o->name);
+    else
+        snprintf(w->id, sizeof w->id, "%s:%d:%04x", w->host, (int)getpid(), rnd);
+}
+
+/* Folders, the database (schema up to date), the worker's row, the hooks and
+ * the heartbeat thread. */
+static int worker_start(worker *w, mm_error *err)
+{
+    identify(w);
+    snprintf(w->gen_dir, sizeof w->gen_dir, "%s/generations", w->o->outputs);
+    mkdir(w->o->outputs, 0755);
+    if (mkdir(w->gen_dir, 0755) < 0 && errno != EEXIST)
+        return mm_fail_errno(err, "creating %s", w->gen_dir);
+    if (connect_with_retry(w->o, &w->db, err) < 0)
+        return -1;
+    int applied = 0;
+    if (mm_db_migrate(w->db, &applied, err) < 0)
+        return -1;
+    if (applied)
+        mm_log("database schema: applied %d migration(s)", applied);
+    sweep_attempt_files(w->db, w->gen_dir);
+    if (mm_store_worker_register(w->db, w->id, w->host, (int)getpid(), w->o->engine_kind, err) < 0)
+        return -1;
+    mm_log("worker %s started (engine %s, outputs %s)", w->id, w->o->engine_kind, w->o->outputs);
+    /* The hooks' work (Oxen.ai) runs on threads of their own, so a slow hub
+     * never touches a render. */
+    if (w->hooks->start && w->hooks->start(w->hooks->user, w->o->db_url, w->o->outputs, w->id, err) < 0)
+        return -1;
+    w->hctx = (heartbeat_ctx){.o = w->o, .worker_id = w->id};
+    atomic_store(&heartbeat_quit, false);
+    if (pthread_create(&w->heartbeat, NULL, heartbeat_main, &w->hctx) != 0) {
+        if (w->hooks->stop)
+            w->hooks->stop(w->hooks->user);
+        return mm_fail(err, "cannot start the heartbeat thread");
+    }
+    return 0;
+}
+
+/* The engine is created at start (and loaded with --preload); when it cannot
+ * start, the worker says why and leaves the jobs to others. */
+static void engine_start(worker *w)
+{
+    mm_error err = {{0}};
+    w->idle_message = strcmp(w->o->engine_kind, "mock") == 0
+                          ? "mock engine: FFmpeg test pattern, no model weights are used"
+                          : "ready";
+    w->engine_ok = true;
+    if (mm_engine_create(w->o->engine_kind, &w->o->engine, &w->engine, &w->engine_err) < 0) {
+        w->engine_ok = false;
+    } else if (w->o->engine.preload) {
+        mm_store_worker_set_state(w->db, w->id, "loading", "loading the model", NULL, NULL, &err);
+        if (mm_engine_load(w->engine, &w->engine_err) < 0)
+            w->engine_ok = false;
+        else
+            w->loaded = true;
+    }
+    if (!w->engine_ok) {
+        mm_log("the %s engine cannot start: %s; jobs stay queued until a worker with a working engine takes them",
+               w->o->engine_kind, w->engine_err.msg);
+        set_failed(w, "cannot start");
+    } else {
+        set_idle(w);
+    }
+}
+
+/* Recovery of interrupted jobs, housekeeping, then one claim; false when
+ * nothing was there to render. */
+static bool claim_and_render(worker *w, double *last_prune, mm_error *err)
+{
+    int recovered = 0;
+    if (mm_store_recover(w->db, w->o->max_attempts, w->o->lease_seconds, &recovered, err) < 0)
+        mm_log("%s", err->msg);
+    else if (recovered) {
+        mm_log("recovered %d interrupted job(s)", recovered);
+        sweep_attempt_files(w->db, w->gen_dir); /* their attempts' files, if they are ours to see */
+    }
+    if (now_seconds() - *last_prune > 3600) {
+        if (mm_store_prune(w->db, err) < 0)
+            mm_log("%s", err->msg);
+        *last_prune = now_seconds();
+    }
+    mm_job job;
+    bool got = false;
+    mm_error cerr = {{0}};
+    int crc = mm_store_claim_next(w->db, w->id, w->o->outputs, &job, &got, &cerr);
+    if (!got) {
+        if (crc < 0)
+            mm_log("%s", cerr.msg);
+        return false;
+    }
+    job_end end = run_job(w, &job, crc, &cerr);
+    mm_job_free(&job);
+    if (end == JOB_ENGINE_DEAD) {
+        w->engine_ok = false;
+        set_failed(w, "cannot load its model");
+    } else {
+        set_idle(w);
+    }
+    return true;
+}
+
+static void worker_loop(worker *w, mm_error *err)
+{
+    double last_prune = 0;
+    bool listening = false;
+    while (!atomic_load(&stop_requested)) {
+        if (mm_db_ensure(w->db, err) < 0) {
+            listening = false;
+            mm_log("%s", err->msg);
+            sleep_seconds(2);
+            continue;
+        }
+        if (!listening) {
+            if (mm_db_listen_events(w->db, err) < 0) {
+                mm_log("%s", err->msg);
+                sleep_seconds(2);
+                continue;
+            }
+            listening = true;
+        }
+        if (!w->engine_ok)
+            wait_for_work(w->db, 5);
+        else if (!claim_and_render(w, &last_prune, err))
+            wait_for_work(w->db, w->o->poll_seconds);
+    }
+}
+
 int mm_worker_run(const mm_worker_options *o, mm_error *err)
 {
     struct sigaction sa = {.sa_handler = on_stop_signal};
@@ -596,144 +779,22 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
     signal(SIGPIPE, SIG_IGN);
     mm_media_set_verbose(0); /* libx264's statistics are not log lines */
 
-    char host[256] = "localhost", worker_id[320];
-    gethostname(host, sizeof host - 1);
-    unsigned short rnd = 0;
-    if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
-        rnd = (unsigned short)(time(NULL) ^ getpid());
-    if (o->name && *o->name)
-        snprintf(worker_id, sizeof worker_id, "%s", o->name);
-    else
-        snprintf(worker_id, sizeof worker_id, "%s:%d:%04x", host, (int)getpid(), rnd);
-
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/generations", o->outputs);
-    mkdir(o->outputs, 0755);
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return mm_fail_errno(err, "creating %s", dir);
-
-    PGconn *db = NULL;
-    if (connect_with_retry(o, &db, err) < 0)
-        return -1;
-    int applied = 0;
-    if (mm_db_migrate(db, &applied, err) < 0) {
-        PQfinish(db);
+    worker w = {.o = o, .hooks = &o->hooks};
+    if (worker_start(&w, err) < 0) {
+        if (w.db)
+            PQfinish(w.db);
         return -1;
     }
-    if (applied)
-        mm_log("database schema: applied %d migration(s)", applied);
-    sweep_attempt_files(db, dir);
-    if (mm_worker_register(db, worker_id, host, (int)getpid(), o->engine_kind, err) < 0) {
-        PQfinish(db);
-        return -1;
-    }
-    mm_log("worker %s started (engine %s, outputs %s)", worker_id, o->engine_kind, o->outputs);
+    engine_start(&w);
+    worker_loop(&w, err);
 
-    /* Oxen.ai (only when configured): mirroring and the claim loop, on a thread
-     * of their own so the hub's speed never touches a render. */
-    if (mm_oxen_agent_start(&o->oxen, o->db_url, o->outputs, worker_id, err) < 0) {
-        PQfinish(db);
-        return mm_error_prefix(err, "starting the Oxen agent");
-    }
-
-    pthread_t hb;
-    heartbeat_ctx hctx = {.o = o, .worker_id = worker_id};
-    atomic_store(&heartbeat_quit, false);
-    if (pthread_create(&hb, NULL, heartbeat_main, &hctx) != 0) {
-        mm_oxen_agent_stop();
-        PQfinish(db);
-        return mm_fail(err, "cannot start the heartbeat thread");
-    }
-
-    char status[4096];
-    const char *idle_message = strcmp(o->engine_kind, "mock") == 0
-                                   ? "mock engine: FFmpeg test pattern, no model weights are used"
-                                   : "ready";
-    mm_engine *engine = NULL;
-    bool loaded = false, engine_ok = true;
-    mm_error eerr = {{0}};
-    if (mm_engine_create(o->engine_kind, &o->engine, &engine, &eerr) < 0) {
-        engine_ok = false;
-    } else if (o->engine.preload) {
-        mm_worker_set_state(db, worker_id, "loading", "loading the model", NULL, NULL, err);
-        if (mm_engine_load(engine, &eerr) < 0)
-            engine_ok = false;
-        else
-            loaded = true;
-    }
-    if (!engine_ok) {
-        char msg[MM_ERROR_MAX + 64];
-        snprintf(msg, sizeof msg, "the %s engine cannot start: %s", o->engine_kind, eerr.msg);
-        mm_log("%s; jobs stay queued until a worker with a working engine takes them", msg);
-        mm_worker_set_state(db, worker_id, "failed", msg, NULL, NULL, err);
-    } else {
-        engine_status(engine, status, sizeof status);
-        mm_worker_set_state(db, worker_id, "idle", idle_message, status, NULL, err);
-    }
-
-    double last_prune = 0;
-    bool listening = false;
-    while (!atomic_load(&stop_requested)) {
-        if (mm_db_ensure(db, err) < 0) {
-            listening = false;
-            mm_log("%s", err->msg);
-            sleep_seconds(2);
-            continue;
-        }
-        if (!listening) {
-            if (mm_db_exec(db, "LISTEN mmh3_events", err) < 0) {
-                mm_log("%s", err->msg);
-                sleep_seconds(2);
-                continue;
-            }
-            listening = true;
-        }
-        if (!engine_ok) {
-            wait_for_work(db, 5);
-            continue;
-        }
-        int recovered = 0;
-        if (mm_queue_recover(db, o->max_attempts, o->lease_seconds, &recovered, err) < 0)
-            mm_log("%s", err->msg);
-        else if (recovered) {
-            mm_log("recovered %d interrupted job(s)", recovered);
-            sweep_attempt_files(db, dir); /* their attempts' files, if they are ours to see */
-        }
-        if (now_seconds() - last_prune > 3600) {
-            if (mm_queue_prune(db, err) < 0)
-                mm_log("%s", err->msg);
-            last_prune = now_seconds();
-        }
-        mm_job job;
-        bool got = false;
-        mm_error cerr = {{0}};
-        int crc = mm_queue_claim(db, worker_id, o->outputs, &job, &got, &cerr);
-        if (!got) {
-            if (crc < 0)
-                mm_log("%s", cerr.msg);
-            wait_for_work(db, o->poll_seconds);
-            continue;
-        }
-        job_end end = run_job(db, o, worker_id, engine, &loaded, &job, crc, &cerr, &eerr);
-        mm_job_free(&job);
-        if (end == JOB_ENGINE_DEAD) {
-            engine_ok = false;
-            char msg[MM_ERROR_MAX + 64];
-            snprintf(msg, sizeof msg, "the %s engine cannot load its model: %s", o->engine_kind, eerr.msg);
-            mm_worker_set_state(db, worker_id, "failed", msg, NULL, NULL, err);
-            continue;
-        }
-        engine_status(engine, status, sizeof status);
-        if (mm_worker_set_state(db, worker_id, "idle", idle_message, status, NULL, err) < 0)
-            mm_log("%s", err->msg);
-    }
-
-    mm_log("worker %s stopping", worker_id);
-    mm_oxen_agent_stop();
-    mm_worker_set_state(db, worker_id, "stopped", "stopped", NULL, NULL, err);
+    mm_log("worker %s stopping", w.id);
+    if (w.hooks->stop)
+        w.hooks->stop(w.hooks->user);
+    mm_store_worker_set_state(w.db, w.id, "stopped", "stopped", NULL, NULL, err);
     atomic_store(&heartbeat_quit, true);
-    pthread_join(hb, NULL);
-    mm_engine_destroy(engine);
-    PQfinish(db);
+    pthread_join(w.heartbeat, NULL);
+    mm_engine_destroy(w.engine);
+    PQfinish(w.db);
     return 0;
 }

@@ -1,9 +1,9 @@
-#include "queue/migrate.h"
+#include "store/migrate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "queue/db.h"
+#include "store/sql.h"
 
 /* Any constant; shared by every mmh3 process that migrates. */
 #define MIGRATION_LOCK "7369636b6d6d6833"
