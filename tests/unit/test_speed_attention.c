@@ -16,7 +16,7 @@
  * between them: only summation order, exp2 approximations and the odd
  * rounding tie differ), and its error against exact attention stays inside
  * the first-order error budget of those inputs (× 1.25; the budget sits a
- * little above what the model measures, test_speed_fast_budget).
+ * little above what the model measures, test_fa3_fast_model).
  *
  * Every case names the kernel variant it runs (kernels/mmk_fa3.h): the
  * plain kernels (MMH3_FA3_RESCALE=0, MMH3_FA3_LEAN=0, MMH3_FA3_KEYS=128),
