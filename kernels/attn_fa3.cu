@@ -70,7 +70,7 @@
  *
  * The CPU twin is the exact softmax of src/backend/cpu/ (mm_attention);
  * tests/unit/test_speed_attention.c compares them on the device, and
- * tests/unit/test_speed_fast_budget.c holds the CPU model of fast mode's
+ * tests/unit/test_fa3_fast_model.c holds the CPU model of fast mode's
  * rounding that its tolerance comes from.
  */
 #include <limits.h>

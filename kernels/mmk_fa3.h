@@ -20,7 +20,7 @@
  * exponent offset of 8, each key tile's P·V summed into a fresh fp32
  * accumulator, the softmax's row sums those of the e4m3 P (made on the
  * tensor cores). Its error against exact mode follows the budget of
- * tests/unit/test_speed_fast_budget.c (docs/PERFORMANCE.md): rel_l2 ≈
+ * tests/unit/test_fa3_fast_model.c (docs/PERFORMANCE.md): rel_l2 ≈
  * 0.03–0.05 on unstructured random inputs (the e4m3 P·V floor ≈ 0.037),
  * far less on attention with structure.
  *

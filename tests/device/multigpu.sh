@@ -75,7 +75,8 @@ if want unit; then
     rc=${PIPESTATUS[0]}
     fails=$(grep -c '^FAIL' "$OUT/unit_$t.txt" || true)
     passes=$(grep -c '^PASS' "$OUT/unit_$t.txt" || true)
-    note "unit $t: $passes passed, $fails failed (exit $rc)"
+    skips=$(grep -c '^SKIP' "$OUT/unit_$t.txt" || true)
+    note "unit $t: $passes passed, $fails failed, $skips skipped (exit $rc)"
     [ "$rc" = 0 ] || status=1
   done
 fi

@@ -80,7 +80,7 @@ tests_line="not run"
 if [ "$tests" = 1 ]; then
 step "device tests (tests/unit/test_cuda_*, test_backend_twins: each CUDA op against its CPU twin)"
 export MMH3_REQUIRE_GPU=1
-dev_pass=0 dev_fail=0
+dev_pass=0 dev_fail=0 dev_skip=0
 : >"$OUT/tests.log"
 # ours, and the engine foundation's op-twins test (it runs its CUDA half where a GPU is usable)
 for prog in "$B"/tests/unit/test_cuda_* "$B"/tests/unit/test_backend_twins; do
@@ -90,21 +90,21 @@ for prog in "$B"/tests/unit/test_cuda_* "$B"/tests/unit/test_backend_twins; do
   timeout --kill-after=5 90 "$prog" >"$OUT/$name.log" 2>&1
   rc=$?
   [ "$rc" -eq 124 ] && echo "FAIL $name: timed out after 90 s" >>"$OUT/$name.log"
-  p=$(grep -c '^PASS ' "$OUT/$name.log"); f=$(grep -c '^FAIL ' "$OUT/$name.log")
+  p=$(grep -c '^PASS ' "$OUT/$name.log"); f=$(grep -c '^FAIL ' "$OUT/$name.log"); s=$(grep -c '^SKIP ' "$OUT/$name.log")
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; echo "FAIL $name: exited with status $rc" >>"$OUT/$name.log"; }
-  dev_pass=$((dev_pass + p)); dev_fail=$((dev_fail + f))
-  printf '  %-28s %4d passed %4d failed  (%ds)\n' "$name" "$p" "$f" $((SECONDS - start))
+  dev_pass=$((dev_pass + p)); dev_fail=$((dev_fail + f)); dev_skip=$((dev_skip + s))
+  printf '  %-28s %4d passed %4d failed %4d skipped  (%ds)\n' "$name" "$p" "$f" "$s" $((SECONDS - start))
   grep -v '^PASS ' "$OUT/$name.log" | head -60
   { echo "=== $name"; cat "$OUT/$name.log"; } >>"$OUT/tests.log"
   rm -f "$OUT/$name.log"
 done
-tests_line="$dev_pass passed, $dev_fail failed"
+tests_line="$dev_pass passed, $dev_fail failed, $dev_skip skipped"
 note "device tests: $tests_line"
 
 if [ "${MMH3_DEVICE_UNIT_SUITE:-1}" = 1 ]; then
 step "the CPU unit suite on this host (informational: tests that read ../shared or the web stack fail here)"
 timeout 240 tests/run --build "$B" unit >"$OUT/unit_suite.log" 2>&1
-grep -E '^  unit/.*FAILED|passed, .* failed' "$OUT/unit_suite.log" | head -30
+grep -E '^  unit/.*FAILED|passed, .* failed, .* skipped' "$OUT/unit_suite.log" | head -30
 note "unit suite on the GPU host: $(tail -1 "$OUT/unit_suite.log")"
 fi
 
@@ -137,4 +137,5 @@ if [ "$bench" = 1 ]; then
     }' "$OUT/bench_cuda.txt" "$OUT/bench_torch.txt" >"$OUT/bench_join.txt"
 fi
 
-case "$tests_line" in *" passed, 0 failed"|"not run") finish 0 ;; *) finish 1 ;; esac
+# With MMH3_REQUIRE_GPU=1 a device test never skips; a skip here means it did not run.
+case "$tests_line" in *" passed, 0 failed, 0 skipped"|"not run") finish 0 ;; *) finish 1 ;; esac

@@ -14,6 +14,7 @@ import argparse
 import glob
 import http.client
 import json
+import math
 import os
 import re
 import socket
@@ -32,6 +33,7 @@ TESTS = []
 UPLOAD_MB = 2
 RATE_ENQUEUE = 20
 RATE_UPLOAD = 40
+RATE_REWRITE = 30  # mmh3-fcgi's default (--rate-rewrite)
 MAX_QUEUED = 40
 EXTRA_HOST = "mmh3.test"
 
@@ -490,21 +492,48 @@ def oversized_and_malformed_uploads_refused(s):
 
 # ---------------------------------------------------------------- limits
 
+def drain_bucket(what, send, per_minute, allowed_status=None):
+    """Sends requests counted by one per-token bucket until it answers 429.
+
+    The buckets (fcgi/limits.c) hold per_minute requests when first used and
+    refill per_minute/60 a second, so between sending the first request (t0)
+    and reading the 429 (t1) the limiter allowed at least per_minute and at
+    most per_minute + (t1 - t0) * per_minute / 60 of them. The range widens on
+    a slow run (ASan, a loaded machine) instead of failing it, and a limiter
+    without a limit, with a smaller burst or a faster refill falls outside it.
+    send() returns (status, body, headers); returns the 429's body (parsed)
+    and headers."""
+    rate = per_minute / 60.0
+    codes = []
+    t0 = time.monotonic()
+    while True:
+        st, body, headers = send()
+        codes.append(st)
+        elapsed = time.monotonic() - t0
+        # Past what the bucket can have allowed by now: the limiter is broken; stop.
+        if st == 429 or len(codes) > per_minute + elapsed * rate + 1:
+            break
+    allowed = len(codes) - 1 if codes[-1] == 429 else len(codes)
+    most = per_minute + math.floor(elapsed * rate)
+    check(codes[-1] == 429, "%s: %d requests in %.1f s and no 429 (at %g a minute the bucket allows at most %d)",
+          what, len(codes), elapsed, per_minute, most)
+    check(per_minute <= allowed <= most, "%s: %d allowed before the 429 in %.1f s; a bucket of %g a minute "
+          "allows %g..%d", what, allowed, elapsed, per_minute, per_minute, most)
+    if allowed_status is not None:
+        wrong = sorted(set(codes[:-1]) - {allowed_status})
+        check(not wrong, "%s: the allowed requests answered %r, not only %d", what, wrong, allowed_status)
+    return (body if isinstance(body, dict) else json.loads(body)), headers
+
+
 @test
 def rate_limits_per_token_answer_429(s):
     t = new_token(s, "rate-a")
     other = new_token(s, "rate-b")
     rw = new_token(s, "rate-c")
     snap = Snapshot(s)
-    codes = []
-    for _ in range(RATE_ENQUEUE + 3):
-        st, body, headers = s.request("POST", "/api/ai/queue", {"prompt": " "}, raw=True,
-                                      headers={"Authorization": "Bearer " + t})
-        codes.append(st)
-        if st == 429:
-            break
-    check(codes[:RATE_ENQUEUE] == [400] * RATE_ENQUEUE and codes[-1] == 429, "enqueue statuses %r", codes)
-    data = json.loads(body)
+    data, headers = drain_bucket("enqueue", lambda: s.request("POST", "/api/ai/queue", {"prompt": " "}, raw=True,
+                                                              headers={"Authorization": "Bearer " + t}),
+                                 RATE_ENQUEUE, 400)
     retry = int(headers.get("retry-after", "0"))
     check(1 <= retry <= 60 and data["retry_after"] == retry and data["limit"] == "enqueue_rate"
           and "per minute" in data["error"]["accepted"] and "rate-a" in data["status_message"], "429 body %r %r",
@@ -512,24 +541,14 @@ def rate_limits_per_token_answer_429(s):
     st, _ = s.request("POST", "/api/ai/queue", {"prompt": " "}, headers={"Authorization": "Bearer " + other})
     check(st == 400, "another token is not limited: %d", st)
     # Uploads have their own bucket.
-    codes = []
-    for _ in range(RATE_UPLOAD + 3):
-        st, body = s.upload([("x.txt", b"not media")], headers={"Authorization": "Bearer " + t}, auth=False)
-        codes.append(st)
-        if st == 429:
-            break
-    check(codes[:RATE_UPLOAD] == [400] * RATE_UPLOAD and codes[-1] == 429 and body["limit"] == "upload_rate",
-          "upload statuses %r %r", codes, body)
+    data, _ = drain_bucket("upload", lambda: s.upload([("x.txt", b"not media")], auth=False, headers={
+        "Authorization": "Bearer " + t}) + ({},), RATE_UPLOAD, 400)
+    check(data["limit"] == "upload_rate", "upload 429 body %r", data)
     # Prompt rewrites spend the owner's Oxen credits: 30 a minute per token by default.
-    codes = []
-    for _ in range(33):
-        st, body = s.request("POST", "/api/rewrite", {"prompt": "a fox"}, headers={"Authorization": "Bearer " + rw},
-                             auth=False)
-        codes.append(st)
-        if st == 429:
-            break
-    check(len(codes) == 31 and 429 not in codes[:30] and codes[-1] == 429 and body["limit"] == "rewrite_rate",
-          "rewrite statuses %r %r", codes, body)
+    data, _ = drain_bucket("rewrite", lambda: s.request("POST", "/api/rewrite", {"prompt": "a fox"}, raw=True,
+                                                        auth=False, headers={"Authorization": "Bearer " + rw}),
+                           RATE_REWRITE)
+    check(data["limit"] == "rewrite_rate", "rewrite 429 body %r", data)
     snap.unchanged("rate-limited requests")
     # The bucket refills: after Retry-After the token is served again.
     time.sleep(retry + 0.2)

@@ -11,5 +11,5 @@ run_one generate/cli "$generate_python" "$MMH3_SRC/tests/integration/test_genera
 if "$MMH3_BUILD/mmh3" serve --help >/dev/null 2>&1; then
   run_one generate/server "$generate_python" "$MMH3_SRC/tests/integration/test_generate_server.py" --build "$MMH3_BUILD"
 else
-  echo "  generate/server: skipped (this build has no serving stack)"
+  skip_one generate/server "this build has no serving stack (configured --without-server)"
 fi

@@ -40,7 +40,7 @@ else
       ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:log_path=$reports/asan" \
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
         python3 "$MMH3_SRC/tests/integration/$test.py" --build "$asan_build" >"$reports.$test.log" 2>&1 || rc=1
-      sed 's/^\(PASS\|FAIL\) /\1 sanitize\//' "$reports.$test.log"
+      sed 's/^\(PASS\|FAIL\|SKIP\) /\1 sanitize\//' "$reports.$test.log"
     done
     local found
     found=$(ls "$reports" 2>/dev/null)

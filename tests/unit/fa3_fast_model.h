@@ -1,5 +1,5 @@
 /* CPU model of the DiT's fast-mode attention (kernels/attn_fa3.cu) and the
- * error budget its tolerance comes from. Shared by test_speed_fast_budget
+ * error budget its tolerance comes from. Shared by test_fa3_fast_model
  * (CPU: the budget bounds the model's error on many inputs) and
  * test_speed_attention (GPU: the kernel equals the model, and its error
  * against exact attention stays inside the budget).
@@ -25,7 +25,7 @@
  *   P (bf16) and the output: ε² = 2⁻¹⁴/12 · 0.541;
  * predicted rel_l2 = sqrt(Σ_i E|δO_i|² / Σ_i |O_i|²). It leaves out the
  * second-order terms and e4m3's subnormal range, and sits a little above
- * what the model measures (test_speed_fast_budget checks that it does).
+ * what the model measures (test_fa3_fast_model checks that it does).
  */
 #ifndef MMH3_TESTS_FA3_FAST_MODEL_H
 #define MMH3_TESTS_FA3_FAST_MODEL_H

@@ -2,9 +2,11 @@
  * its inputs): the capturing forward is the plain forward bit for bit; a
  * reduced forward fed the K/V captured from the same inputs gives the
  * plain forward's target velocities (only the attention's summation order
- * differs: within 0.02 rel_l2, where dropping the kept K/V gives 0.29); and over a short sampler run the cached path's deviation from
- * the uncached one is measured and printed (the figure docs/PERFORMANCE.md
- * quotes for CPU; the device run measures the full-size one). */
+ * differs: within 0.02 rel_l2, where dropping the kept K/V gives 0.2); and
+ * over a short sampler run the cached path stays within a bound of the
+ * uncached one that the same mistake exceeds (run alongside as a control),
+ * and the deviation is printed (the figure docs/PERFORMANCE.md quotes for
+ * CPU; the device run measures the full-size one). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -108,7 +110,7 @@ static void test_capture_is_plain_and_cached_matches_same_step(void)
     printf("     cached forward with same-step K/V vs plain: video rel_l2 %.3g, audio %.3g\n", ev, ea);
     /* Only the order of the attention sum differs, and the bf16 stream and
      * int8 codes turn that into ~1e-2 (the kit's forward tolerance is 0.039
-     * for such differences); leaving the kept K/V out gives ~0.29 here. */
+     * for such differences); leaving the kept K/V out gives ~0.2 here. */
     MM_EXPECT(ev < 0.02 && ea < 0.02, "same-step K/V reproduce the targets (video %.3g, audio %.3g)", ev, ea);
     free(rt);
     pl_refkv_free(kv);
@@ -120,7 +122,15 @@ static void test_capture_is_plain_and_cached_matches_same_step(void)
 
 /* ------------------------------------------------- a short sampler run */
 
+/* How a sampler run gets its velocities. */
+typedef enum run_mode {
+    RUN_UNCACHED,      /* every forward over every row */
+    RUN_CACHED,        /* forward 1 captures the pinned rows' K/V, later ones use it (the product) */
+    RUN_CACHED_NO_KV,  /* control: later forwards drop the pinned rows without their kept K/V */
+} run_mode;
+
 typedef struct run {
+    run_mode mode;
     const mm_dit_layout *l;
     mm_dit_request *full, *red;
     pl_refkv *kv;
@@ -137,11 +147,13 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     const mm_dit_layout *l = cached ? pl_refkv_reduced(s->kv) : s->l;
     int64_t cv = cached ? video->cond_rows : 0, ca = cached ? audio->cond_rows : 0;
     if (cached && !s->red) {
-        mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, s->refined);
+        /* the control's reduced forwards attend over the kept rows only (no hook) */
+        mm_dit_request_opts o = s->mode == RUN_CACHED_NO_KV ? (mm_dit_request_opts){.refined_text = s->refined}
+                                                            : pl_refkv_cached_opts(s->kv, s->refined);
         if (mm_dit_request_begin_ex(dit, ctx, l, NULL, &o, NULL, &s->red, err) != 0)
             return -1;
     }
-    if (s->kv) {
+    if (s->kv && !(cached && s->mode == RUN_CACHED_NO_KV)) {
         pl_refkv_begin_forward(s->kv);
         pl_refkv_attach(s->kv, cached ? s->red : s->full);
     }
@@ -156,12 +168,13 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     return mm_dit_forward(cached ? s->red : s->full, s->row_t, &hv, &ha, &ov, &oa, err);
 }
 
-static int sample(const kit_forward_case *f, bool with_kv, float *video_rows, float *audio_rows, mm_error *err)
+static int sample(const kit_forward_case *f, run_mode mode, float *video_rows, float *audio_rows, mm_error *err)
 {
     const mm_dit_config *cfg = mm_dit_get_config(dit);
     const mm_dit_layout *l = &f->l;
+    const bool with_kv = mode != RUN_UNCACHED;
     mm_sigma_schedule sv = {0}, sa = {0};
-    run s = {.l = l, .row_t = malloc(sizeof(float) * (size_t)l->rows)};
+    run s = {.mode = mode, .l = l, .row_t = malloc(sizeof(float) * (size_t)l->rows)};
     mm_tensor refined = {0};
     int rc = -1;
     if (mm_sigma_schedule_build(6, 12.0f, &sv, err) != 0 || mm_sigma_schedule_build(6, 3.0f, &sa, err) != 0)
@@ -192,6 +205,12 @@ done:
     return rc;
 }
 
+/* The bound on the cached run's final targets against the uncached run's
+ * (rel_l2, video and audio). Measured on the CPU (1 to 8 threads alike):
+ * 0.024 / 0.020; dropping the kept K/V (the control below) ends at 0.12 /
+ * 0.10. 0.05 sits 2x above the one and 2x under the other. */
+#define CACHED_RUN_BOUND 0.05
+
 static void test_deviation_over_a_short_run(void)
 {
     kit_forward_case f;
@@ -199,9 +218,12 @@ static void test_deviation_over_a_short_run(void)
     const mm_dit_config *cfg = mm_dit_get_config(dit);
     const mm_dit_layout *l = &f.l;
     const int64_t nvv = l->video_rows * cfg->video_row_width, naa = l->audio_rows * cfg->audio_row_width;
-    float *v[2], *a[2];
+    const run_mode modes[3] = {RUN_UNCACHED, RUN_CACHED, RUN_CACHED_NO_KV};
+    const char *what[3] = {"uncached run", "cached run", "control run (kept K/V dropped)"};
+    float *v[3], *a[3];
+    int rc[3];
     mm_error err = {{0}};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         mm_tensor tv = f32_copy(&f.video), ta = f32_copy(&f.audio);
         v[k] = malloc(sizeof(float) * (size_t)nvv);
         a[k] = malloc(sizeof(float) * (size_t)naa);
@@ -209,22 +231,32 @@ static void test_deviation_over_a_short_run(void)
         memcpy(a[k], ta.data, sizeof(float) * (size_t)naa);
         mm_tensor_free(&tv);
         mm_tensor_free(&ta);
+        rc[k] = sample(&f, modes[k], v[k], a[k], &err);
+        MM_EXPECT(rc[k] == 0, "%s: %s", what[k], err.msg);
     }
-    int rc0 = sample(&f, false, v[0], a[0], &err);
-    MM_EXPECT(rc0 == 0, "uncached run: %s", err.msg);
-    int rc1 = sample(&f, true, v[1], a[1], &err);
-    MM_EXPECT(rc1 == 0, "cached run: %s", err.msg);
-    if (rc0 == 0 && rc1 == 0) {
+    if (rc[0] == 0 && rc[1] == 0 && rc[2] == 0) {
         const int64_t ov = l->cond_video_rows * cfg->video_row_width, oa = l->cond_audio_rows * cfg->audio_row_width;
-        double ev = mm_conf_measure(v[1] + ov, v[0] + ov, nvv - ov).rel_l2;
-        double ea = mm_conf_measure(a[1] + oa, a[0] + oa, naa - oa).rel_l2;
+        double ev[3], ea[3];
+        for (int k = 1; k < 3; k++) {
+            ev[k] = mm_conf_measure(v[k] + ov, v[0] + ov, nvv - ov).rel_l2;
+            ea[k] = mm_conf_measure(a[k] + oa, a[0] + oa, naa - oa).rel_l2;
+        }
         printf("     5 forwards, cached vs uncached final targets: video rel_l2 %.3g, audio %.3g "
-               "(%lld of %lld rows pinned)\n",
-               ev, ea, (long long)(l->cond_video_rows + l->cond_audio_rows), (long long)l->rows);
-        MM_EXPECT(isfinite(ev) && isfinite(ea) && ev > 0, "a measurable, finite deviation (%.3g, %.3g)", ev, ea);
+               "(%lld of %lld rows pinned); without the kept K/V: %.3g, %.3g (bound %.3g)\n",
+               ev[1], ea[1], (long long)(l->cond_video_rows + l->cond_audio_rows), (long long)l->rows, ev[2], ea[2],
+               CACHED_RUN_BOUND);
+        MM_EXPECT(isfinite(ev[1]) && isfinite(ea[1]) && ev[1] > 0, "a measurable, finite deviation (%.3g, %.3g)",
+                  ev[1], ea[1]);
+        MM_EXPECT(ev[1] <= CACHED_RUN_BOUND && ea[1] <= CACHED_RUN_BOUND,
+                  "the cached run ends within %.3g of the uncached one (video %.3g, audio %.3g)", CACHED_RUN_BOUND,
+                  ev[1], ea[1]);
+        /* The control: the bound is one the known mistake does not meet. */
+        MM_EXPECT(ev[2] > CACHED_RUN_BOUND && ea[2] > CACHED_RUN_BOUND,
+                  "dropping the kept K/V should exceed the bound %.3g (video %.3g, audio %.3g)", CACHED_RUN_BOUND,
+                  ev[2], ea[2]);
         MM_EXPECT(memcmp(v[0], v[1], sizeof(float) * (size_t)ov) == 0, "pinned rows are never updated");
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         free(v[k]);
         free(a[k]);
     }

@@ -199,6 +199,39 @@ static inline int file_exists(const char *p)
     return stat(p, &st) == 0;
 }
 
+/* The release's sample clips (t2va.mp4, i2va.mp4, fl2va.mp4, ref2va.mp4):
+ * $MMH3_H3_ASSETS, else shared/minimax-h3/assets beside the checkout
+ * ($MMH3_SRC, or the current folder as tests/run leaves it): ../shared where
+ * CI clones next to it, ../../shared from a worktree — where tests/e2e/run.sh
+ * looks too. They are ours to provide, so their absence is a failure: NULL,
+ * with the places looked at in `why`. */
+static inline const char *h3_assets_dir(char *why, size_t n)
+{
+    static char found[1024];
+    const char *env = getenv("MMH3_H3_ASSETS");
+    if (env && *env) {
+        if (file_exists(env))
+            return env;
+        snprintf(why, n, "MMH3_H3_ASSETS=%s does not exist", env);
+        return NULL;
+    }
+    const char *src = getenv("MMH3_SRC");
+    if (!src || !*src)
+        src = ".";
+    const char *up[] = {"..", "../.."};
+    size_t used = (size_t)snprintf(why, n, "the release's sample clips are not in");
+    for (int i = 0; i < 2; i++) {
+        snprintf(found, sizeof found, "%s/%s/shared/minimax-h3/assets", src, up[i]);
+        if (file_exists(found))
+            return found;
+        if (used < n)
+            used += (size_t)snprintf(why + used, n - used, "%s %s", i ? " or" : "", found);
+    }
+    if (used < n)
+        snprintf(why + used, n - used, " (set MMH3_H3_ASSETS)");
+    return NULL;
+}
+
 /* A fresh folder under $TMPDIR (or /tmp) for one test program. */
 static inline const char *test_tmpdir(void)
 {

@@ -1,6 +1,7 @@
 /* mm_media_probe and the upload fences: real files made in the test (with
  * our writers and by hand), hostile and broken ones, and the released H3
- * sample videos when /work/shared/minimax-h3/assets is present. */
+ * sample videos (../shared/minimax-h3/assets beside the checkout: a
+ * failure when they are missing). */
 #include <math.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -12,8 +13,6 @@
 #include "media/probe.h"
 #include "test.h"
 #include "test_media_common.h"
-
-#define H3_ASSETS "/work/shared/minimax-h3/assets"
 
 static char *tmp_path(const char *name)
 {
@@ -465,17 +464,16 @@ static void test_poster_formats_and_size(void)
               "unknown extension: %s", err.msg);
 }
 
-static void test_probe_h3_sample_videos_SKIPPED_if_assets_absent(void)
+static void test_probe_h3_sample_videos(void)
 {
-    if (!file_exists(H3_ASSETS)) {
-        printf("     (SKIP as PASS: %s is absent)\n", H3_ASSETS);
-        return;
-    }
+    char missing[1024];
+    const char *assets = h3_assets_dir(missing, sizeof missing);
+    MM_REQUIRE(assets, "%s", missing);
     const char *names[] = {"fl2va.mp4", "i2va.mp4", "ref2va.mp4", "t2va.mp4"};
     const int frames[] = {192, 192, 124, 243};
     for (int i = 0; i < 4; i++) {
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", H3_ASSETS, names[i]);
+        char p[1100];
+        snprintf(p, sizeof p, "%s/%s", assets, names[i]);
         int ok;
         char why[1024];
         mm_media_info m = probe_ok(p, NULL, &ok, why, sizeof why);
@@ -489,8 +487,8 @@ static void test_probe_h3_sample_videos_SKIPPED_if_assets_absent(void)
         MM_EXPECT(fabs(m.duration_seconds - frames[i] / 24.0) < 1.0 / 24 + 0.02, "%s: %g s", names[i],
                   m.duration_seconds);
     }
-    char p[512];
-    snprintf(p, sizeof p, "%s/t2va.mp4", H3_ASSETS);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/t2va.mp4", assets);
     const char *poster = tmp_path("t2va.jpg");
     mm_error err = {{0}};
     MM_EXPECT(mm_media_poster(p, poster, 480, &err) == 0, "poster: %s", err.msg);
@@ -519,7 +517,7 @@ int main(void)
     MM_RUN(test_probe_video_without_frames);
     MM_RUN(test_probe_rotated_video_and_poster);
     MM_RUN(test_poster_formats_and_size);
-    MM_RUN(test_probe_h3_sample_videos_SKIPPED_if_assets_absent);
+    MM_RUN(test_probe_h3_sample_videos);
     if (!getenv("KEEP")) rm_tree(test_tmpdir());
     return mm_test_exit();
 }

@@ -1,7 +1,8 @@
 /* The readers: video frame sampling, audio to stereo 32 kHz, the sinc
  * resampler, images with EXIF orientation, the PNG frame dump. Inputs are
  * made in the test with our writers (and by hand), plus the released H3
- * sample videos when /work/shared/minimax-h3/assets is present. */
+ * sample videos (../shared/minimax-h3/assets beside the checkout: a
+ * failure when they are missing). */
 #include <math.h>
 
 #include "media/audio_reader.h"
@@ -11,8 +12,6 @@
 #include "media/video_reader.h"
 #include "test.h"
 #include "test_media_common.h"
-
-#define H3_ASSETS "/work/shared/minimax-h3/assets"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -459,20 +458,19 @@ static void test_image_formats_and_frames_dir(void)
     free(rgb);
 }
 
-static void test_read_h3_sample_videos_SKIPPED_if_assets_absent(void)
+static void test_read_h3_sample_videos(void)
 {
-    if (!file_exists(H3_ASSETS)) {
-        printf("     (SKIP as PASS: %s is absent)\n", H3_ASSETS);
-        return;
-    }
-    char p[512];
-    snprintf(p, sizeof p, "%s/ref2va.mp4", H3_ASSETS);
+    char missing[1024];
+    const char *assets = h3_assets_dir(missing, sizeof missing);
+    MM_REQUIRE(assets, "%s", missing);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/ref2va.mp4", assets);
     int rc;
     mm_error err = {{0}};
     collected c = read_frames(p, MM_FRAMES_ALL, 0, 0, 0, &rc, &err);
     MM_EXPECT(rc == 0 && c.n == 124 && c.width == 1344 && c.height == 768, "ref2va: %d frames %dx%d (%s)", c.n,
               c.width, c.height, err.msg);
-    snprintf(p, sizeof p, "%s/t2va.mp4", H3_ASSETS);
+    snprintf(p, sizeof p, "%s/t2va.mp4", assets);
     c = read_frames(p, MM_FRAMES_H3_GRID, 0, 0, 124, &rc, &err);
     MM_EXPECT(rc == 0 && c.n == 124 && c.source[123] == 123, "t2va grid at 124: %d frames (%s)", c.n, err.msg);
     c = read_frames(p, MM_FRAMES_H3_GRID, 0, 0, 0, &rc, &err);
@@ -505,7 +503,7 @@ int main(void)
     MM_RUN(test_resample_matches_direct_sinc_sum);
     MM_RUN(test_image_exif_orientation);
     MM_RUN(test_image_formats_and_frames_dir);
-    MM_RUN(test_read_h3_sample_videos_SKIPPED_if_assets_absent);
+    MM_RUN(test_read_h3_sample_videos);
     if (!getenv("KEEP"))
         rm_tree(test_tmpdir());
     return mm_test_exit();

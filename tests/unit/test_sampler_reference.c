@@ -189,10 +189,24 @@ static void test_randn_tail_block_is_recomputed(void)
     float x[40], y[32];
     mm_torch_randn_f32(&a, x, 40);
     mm_torch_randn_f32(&b, y, 32);
-    /* The first 32 come from the same 32 uniforms in the same blocks. */
-    MM_EXPECT(memcmp(x, y, sizeof y) == 0 || memcmp(x, y, 24 * sizeof(float)) == 0,
-              "first full blocks differ");
+    /* 40 = two blocks of 16, then torch recomputes the last 16 slots (24..39)
+     * from 16 fresh uniforms: the slots before that overlap keep the values of
+     * the first two blocks, which a 32-value draw has too. */
     MM_EXPECT(memcmp(x, y, 24 * sizeof(float)) == 0, "slots before the overlapping tail must be unchanged");
+    /* The tail is one block of its own, from the 41st..56th uniforms: what a
+     * 16-value draw gives after 40 uniforms, bit for bit; so it overwrote the
+     * second block's slots 24..31. */
+    mm_torch_gen t;
+    mm_torch_gen_seed(&t, 7);
+    for (int i = 0; i < 40; i++)
+        mm_torch_gen_u32(&t);
+    float tail[16];
+    mm_torch_randn_f32(&t, tail, 16);
+    MM_EXPECT(memcmp(x + 24, tail, sizeof tail) == 0, "the last 16 are not one block of the 16 uniforms after the "
+                                                      "first 40 (x[24] %g, that block's first %g)",
+              x[24], tail[0]);
+    MM_EXPECT(memcmp(x + 24, y + 24, 8 * sizeof(float)) != 0, "the tail block left slots 24..31 as the second block "
+                                                              "had them");
     /* The generator advanced by 40 + 16 draws. */
     mm_torch_gen c;
     mm_torch_gen_seed(&c, 7);

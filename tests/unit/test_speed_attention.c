@@ -18,7 +18,7 @@
  * rel_l2 < 1e-2 between them: only summation order, exp2 approximations and
  * the odd rounding tie differ), and its error against exact attention stays
  * inside the first-order error budget of those inputs (× 1.25; the budget
- * sits a little above what the model measures, test_speed_fast_budget).
+ * sits a little above what the model measures, test_fa3_fast_model).
  *
  * Without a GPU (or on a GPU without the kernel) it prints SKIP;
  * MMH3_REQUIRE_GPU=1 turns a missing sm_90 GPU into a failure. */

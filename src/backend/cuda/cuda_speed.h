@@ -13,7 +13,7 @@
  *   MM_FA3_FAST    int8 q·k (per-row q, smoothed per-tile k) and e4m3 p·v
  *                  (smoothed per-channel v): the DiT's fast mode, whose
  *                  error follows the budget of
- *                  tests/unit/test_speed_fast_budget.c.
+ *                  tests/unit/test_fa3_fast_model.c.
  *
  * int8 GEMM (qgemm): the ConvRot linear with its epilogue fused,
  * y = bf16(float(q_x·q_wᵀ)·(s_x·s_w)), or with gate: y = bf16(y + gate[idx]·

@@ -1,4 +1,7 @@
-/* Fast mode's error budget (tests/unit/fa3_fast_model.h), on the CPU: on
+/* The CPU model of fast mode's attention and its error budget
+ * (tests/unit/fa3_fast_model.h). This checks the model of the kernel's
+ * arithmetic, not the kernel: the kernel is held to the model on the GPU by
+ * test_speed_attention, which skips without one. On
  * inputs of several kinds — the attention benchmark's (bell-shaped q/k/v
  * with one outlier channel in q and k), the device test's (normal, outlier,
  * sharp), and DiT-like ones (RMS-normalized q/k with per-channel gains and a
@@ -134,7 +137,7 @@ static figures measure(const char *name, int kind, int S, int hq, int hkv, doubl
     return f;
 }
 
-static void test_budget_bench_inputs(void)
+static void test_cpu_model_bench_inputs(void)
 {
     figures f = measure("benchmark inputs", KIND_BENCH, 512, 2, 2, 1.0);
     MM_EXPECT(f.fast < 0.05, "int8+e4m3 on the benchmark's inputs: %.4f", f.fast);
@@ -142,19 +145,19 @@ static void test_budget_bench_inputs(void)
     MM_EXPECT(f.legacy > 2 * f.fast, "int8 q·k should beat e4m3 q·k by far: old %.4f vs %.4f", f.legacy, f.fast);
 }
 
-static void test_budget_device_test_inputs(void)
+static void test_cpu_model_device_test_inputs(void)
 {
     measure("device test, ragged", KIND_TEST, 400, 2, 2, 1.0);
     measure("device test, sharp GQA", KIND_TEST, 300, 4, 2, 3.0);
 }
 
-static void test_budget_rising_max_inputs(void)
+static void test_cpu_model_rising_max_inputs(void)
 {
     measure("key ramp", KIND_RAMP, 500, 2, 2, 1.0);
     measure("key ramp, sharp", KIND_RAMP, 500, 2, 2, 2.5);
 }
 
-static void test_budget_dit_like_inputs(void)
+static void test_cpu_model_dit_like_inputs(void)
 {
     figures f = measure("DiT-like", KIND_DIT, 512, 2, 1, 1.0);
     MM_EXPECT(f.fast < 0.02, "int8+e4m3 on DiT-like inputs: %.4f", f.fast);
@@ -166,13 +169,13 @@ int main(void)
 {
     mm_error err = {{0}};
     if (mm_ctx_create(&cpu, mm_cpu(), 0, &err) != 0) {
-        printf("FAIL test_speed_fast_budget: %s\n", err.msg);
+        printf("FAIL test_fa3_fast_model: %s\n", err.msg);
         return 1;
     }
-    MM_RUN(test_budget_bench_inputs);
-    MM_RUN(test_budget_device_test_inputs);
-    MM_RUN(test_budget_dit_like_inputs);
-    MM_RUN(test_budget_rising_max_inputs);
+    MM_RUN(test_cpu_model_bench_inputs);
+    MM_RUN(test_cpu_model_device_test_inputs);
+    MM_RUN(test_cpu_model_dit_like_inputs);
+    MM_RUN(test_cpu_model_rising_max_inputs);
     mm_ctx_destroy(cpu);
     return mm_test_exit();
 }
