@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "media/poster.h"
 #include "media/probe.h"
@@ -41,17 +42,10 @@ static void on_stop_signal(int sig)
     atomic_store(&stop_requested, true);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void sleep_seconds(double s)
 {
-    double end = now_seconds() + s;
-    while (!atomic_load(&stop_requested) && now_seconds() < end) {
+    double end = mm_clock_now() + s;
+    while (!atomic_load(&stop_requested) && mm_clock_now() < end) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -144,11 +138,11 @@ static void *heartbeat_main(void *arg)
             complained = false;
             last_beat = 0;
         }
-        if (now_seconds() - last_beat >= interval) {
+        if (mm_clock_now() - last_beat >= interval) {
             bool known;
             if (mm_store_worker_heartbeat(c, h->worker_id, &known, &err) < 0)
                 mm_log("heartbeat: %s", err.msg);
-            last_beat = now_seconds();
+            last_beat = mm_clock_now();
         }
         take_notifies(c);
         struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN};
@@ -216,7 +210,7 @@ static void store_progress(render_ctx *r, const char *stage, int step, int total
             atomic_store(&job_lost, true);
     }
     free(timings);
-    r->last_write = now_seconds();
+    r->last_write = mm_clock_now();
 }
 
 static void on_progress(void *user, const mm_progress *p)
@@ -229,7 +223,7 @@ static void on_progress(void *user, const mm_progress *p)
         r->stage_started = p->elapsed;
     }
     /* Every stage change and the last step go out; steps at most every 100 ms. */
-    if (!stage_changed && p->step != p->total_steps && now_seconds() - r->last_write < 0.1)
+    if (!stage_changed && p->step != p->total_steps && mm_clock_now() - r->last_write < 0.1)
         return;
     double snapshot[MM_STAGE_COUNT];
     memcpy(snapshot, r->seconds, sizeof snapshot);
@@ -442,7 +436,7 @@ static bool load_engine(worker *w, render_ctx *r, mm_job *job)
     if (w->loaded)
         return true;
     mm_error err = {{0}};
-    double t0 = now_seconds();
+    double t0 = mm_clock_now();
     mm_store_worker_set_state(w->db, w->id, "loading", "loading the model", NULL, job->id, &err);
     double z[MM_STAGE_COUNT] = {0};
     store_progress(r, "loading", 0, 0, z);
@@ -455,7 +449,7 @@ static bool load_engine(worker *w, render_ctx *r, mm_job *job)
         return false;
     }
     w->loaded = true;
-    r->load_seconds = r->seconds[MM_STAGE_LOADING] = now_seconds() - t0;
+    r->load_seconds = r->seconds[MM_STAGE_LOADING] = mm_clock_now() - t0;
     return true;
 }
 
@@ -544,7 +538,7 @@ static job_end run_job(worker *w, mm_job *job, int claim_rc, const mm_error *cla
     char *tmp_name = strdup_printf(".%s%s", job->id, attempt);
     char *path = strdup_printf("%s/%s", w->gen_dir, tmp_name);
 
-    double t0 = now_seconds();
+    double t0 = mm_clock_now();
     if (!load_engine(w, &r, job)) {
         free(rel), free(tmp_name), free(path);
         job_ends(w, job);
@@ -562,7 +556,7 @@ static job_end run_job(worker *w, mm_job *job, int claim_rc, const mm_error *cla
 
     char *timings = outcome_timings(&r, rc, &res);
     out.timings_json = timings;
-    out.total_seconds = now_seconds() - t0;
+    out.total_seconds = mm_clock_now() - t0;
     out.placement = res.placement[0] ? res.placement : NULL;
     out.peak_device_bytes = (long long)res.peak_device_bytes;
     publish_ctx pub = {.outputs = w->o->outputs, .id = job->id, .tmp_path = path, .rel = rel};
@@ -594,11 +588,11 @@ static int connect_with_retry(const mm_worker_options *o, PGconn **out, mm_error
 /* Waits for a NOTIFY that may mean new work, a signal, or the timeout. */
 static void wait_for_work(PGconn *db, double timeout)
 {
-    double end = now_seconds() + timeout;
+    double end = mm_clock_now() + timeout;
     if (take_notifies(db))
         return;
     while (!atomic_load(&stop_requested)) {
-        double left = end - now_seconds();
+        double left = end - mm_clock_now();
         if (left <= 0)
             return;
         struct pollfd pfd = {.fd = PQsocket(db), .events = POLLIN};
@@ -719,10 +713,10 @@ static bool claim_and_render(worker *w, double *last_prune, mm_error *err)
         mm_log("recovered %d interrupted job(s)", recovered);
         sweep_attempt_files(w->db, w->gen_dir); /* their attempts' files, if they are ours to see */
     }
-    if (now_seconds() - *last_prune > 3600) {
+    if (mm_clock_now() - *last_prune > 3600) {
         if (mm_store_prune(w->db, err) < 0)
             mm_log("%s", err->msg);
-        *last_prune = now_seconds();
+        *last_prune = mm_clock_now();
     }
     mm_job job;
     bool got = false;
