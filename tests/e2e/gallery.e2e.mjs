@@ -60,6 +60,21 @@ async function uploadFile(file, type) {
 }
 
 const tile = (page, id) => page.locator(`[data-testid=tile][data-id="${id}"]`);
+const tileIds = (page) => page.locator('[data-testid=tile]').evaluateAll((els) => els.map((e) => e.dataset.id));
+
+// Throws unless the tiles are the server's list, in its order, from the top.
+// The message names the first index where they differ and both id lists
+// (first 8 characters of each id); the full lists go to FAILED-<what>.json.
+function expectServerOrder(what, shown, listed) {
+  const expected = listed.slice(0, shown.length);
+  const at = shown.findIndex((id, i) => id !== expected[i]);
+  if (at < 0 && shown.length === expected.length) return;
+  const i = at < 0 ? expected.length : at;
+  fs.writeFileSync(path.join(outDir, `FAILED-${what.replace(/[^\w]+/g, '_')}.json`), JSON.stringify({ shown, server: listed }, null, 1));
+  const short = (ids) => ids.map((id) => id.slice(0, 8)).join(' ');
+  throw new Error(`${what}: tiles are not in the server order (newest first): first difference at index ${i} ` +
+    `(tile ${shown[i] ?? 'none'}, server ${expected[i] ?? 'none'}); tiles [${short(shown)}]; server [${short(expected)}]`);
+}
 const readout = (page) => page.locator('[data-testid=frame-readout]');
 
 async function openGallery(page) {
@@ -645,9 +660,7 @@ test('the gallery lists newest first and pages in on scroll', async ({ page }) =
   await page.locator('[data-testid=tile]').nth(39).waitFor({ timeout: 15_000 });
   await page.locator('[data-testid=tile]').nth(39).scrollIntoViewIfNeeded();
   await until('the second page', async () => (await page.locator('[data-testid=tile]').count()) >= Math.min(listed.length, 41), 15_000);
-  const shown = await page.locator('[data-testid=tile]').evaluateAll((els) => els.map((e) => e.dataset.id));
-  const expected = listed.slice(0, shown.length);
-  if (JSON.stringify(shown) !== JSON.stringify(expected)) throw new Error('tiles are not in the server order (newest first)');
+  expectServerOrder('after paging', await tileIds(page), listed);
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.mouse.move(0, 0);
   await page.waitForTimeout(500);
@@ -660,6 +673,49 @@ test('the gallery lists newest first and pages in on scroll', async ({ page }) =
   }, 10_000);
   await page.waitForTimeout(1000);
   await page.screenshot({ path: path.join(outDir, 'gallery.png') });
+});
+
+test('an update that arrives while the first page loads leaves the gallery in the server order', async ({ page }) => {
+  // Rows the worker is busy on, with newer rows listed above them: their
+  // progress events stream in while the tab's first page is held back below.
+  const word = unique('race');
+  for (let i = 0; i < 3; i++) await enqueue({ prompt: `${word} busy ${i}`, frames: 5, width: 64, height: 64, steps: 28 });
+  for (let i = 0; i < 3; i++) await enqueue({ prompt: `${word} newer ${i}`, frames: 5, width: 64, height: 64, steps: 2 });
+  // Every generation_update the tab's event stream delivers, by id.
+  await page.addInitScript(() => {
+    window.__updates = [];
+    const Source = window.EventSource;
+    window.EventSource = class extends Source {
+      constructor(...args) {
+        super(...args);
+        this.addEventListener('generation_update', (e) => { try { window.__updates.push(JSON.parse(e.data).generation_id); } catch { /* not JSON */ } });
+      }
+    };
+  });
+  // The first list request is read from the server at once but answered only
+  // after the stream has brought an update about a row that page lists below
+  // its top: the race of a slow list response on a busy machine, every time.
+  let firstPage = null;
+  let raced = null;
+  await page.route(/\/api\/ai\/queue\?/, async (route) => {
+    if (firstPage) return route.continue();
+    firstPage = route.fetch();
+    const response = await firstPage;
+    const listedIds = (await response.json()).generations.map((g) => g.generation_id);
+    raced = await until('an update about a listed row below the top while the first page is held', async () => {
+      const seen = await page.evaluate(() => window.__updates);
+      return seen.find((id) => listedIds.indexOf(id) > 0);
+    }, 60_000, 100);
+    await route.fulfill({ response });
+  });
+  await openGallery(page);
+  await until('the held first page to be answered', () => raced, 70_000);
+  await page.locator('[data-testid=tile]').first().waitFor({ timeout: 15_000 }); // the page renders in one go
+  await page.unroute(/\/api\/ai\/queue\?/);
+  const listed = (await api('GET', '/api/ai/queue?limit=500')).generations.map((g) => g.generation_id);
+  const shown = await tileIds(page);
+  if (shown.length < Math.min(40, listed.length)) throw new Error(`${shown.length} tiles for a first page of ${Math.min(40, listed.length)}`);
+  expectServerOrder(`update about ${raced.slice(0, 8)} (index ${listed.indexOf(raced)}) during the first page`, shown, listed);
 });
 
 // ------------------------------------------------------------------ run

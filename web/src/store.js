@@ -45,6 +45,11 @@ export class GalleryStore {
     this.snapshot = this.makeSnapshot();
     this.generation = 0; // bumps on every query change so stale pages are dropped
     this.pendingFetch = new Map();
+    // Rows that entered by event while no page had placed the list (held
+    // until one does), and while a resync was on its way (placed again after
+    // it rebuilds the list): see place().
+    this.held = new Set();
+    this.resyncing = 0;
   }
 
   subscribe = (fn) => { this.listeners.add(fn); return () => this.listeners.delete(fn); };
@@ -77,8 +82,46 @@ export class GalleryStore {
     this.error = null;
     this.generation++;
     this.loading = false;
+    this.held.clear(); // the new query's first page is read after this: it has them if they match
     this.changed();
     return this.loadMore();
+  }
+
+  /** A row from a page, unless what the tab holds is newer (a later seq). */
+  mergeListed(g) {
+    const before = this.byId.get(g.generation_id);
+    const stale = before && typeof before.seq === 'number' && typeof g.seq === 'number' && g.seq < before.seq;
+    this.byId.set(g.generation_id, stale ? { ...g, ...before } : { ...before, ...g });
+  }
+
+  /** The list's range is not known until a page (or the end) has been seen. */
+  rangeKnown() { return this.ids.length > 0 || this.exhausted; }
+
+  /**
+   * Inserts a listed row at its place by enqueue time — when that place lies
+   * within what is loaded (or everything is); returns whether it did. Before
+   * any page has placed the list nothing is known of where a row goes: it is
+   * held, and placed after the page, which lists it where the server does.
+   */
+  place(id) {
+    if (!this.rangeKnown()) { this.held.add(id); return false; }
+    const g = this.byId.get(id);
+    let i = 0;
+    while (i < this.ids.length && newer(g, this.byId.get(this.ids[i])) > 0) i++;
+    if (i === this.ids.length && !this.exhausted) return false; // older than all loaded: paging brings it
+    this.ids.splice(i, 0, id);
+    return true;
+  }
+
+  /** After a page or a resync: rows that came by event and the page lacks (enqueued after it was read). */
+  placeHeld() {
+    const held = [...this.held];
+    this.held.clear();
+    for (const id of held) {
+      const g = this.byId.get(id);
+      if (!g || this.ids.includes(id) || g.prompt === undefined || !matchesQuery(g, this.query)) continue;
+      if (this.place(id)) this.count++;
+    }
   }
 
   async loadMore() {
@@ -91,12 +134,13 @@ export class GalleryStore {
       if (gen !== this.generation) return;
       const seen = new Set(this.ids);
       for (const g of page.generations) {
-        this.byId.set(g.generation_id, { ...this.byId.get(g.generation_id), ...g });
+        this.mergeListed(g);
         if (!seen.has(g.generation_id)) { this.ids.push(g.generation_id); seen.add(g.generation_id); }
       }
       this.count = page.count;
       this.exhausted = page.generations.length < PAGE || this.ids.length >= page.count;
       this.error = null;
+      this.placeHeld();
     } catch (e) {
       if (gen !== this.generation) return;
       this.error = e.message;
@@ -109,18 +153,22 @@ export class GalleryStore {
   async resync() {
     const gen = this.generation;
     const want = Math.max(PAGE, this.ids.length);
+    this.resyncing++;
     try {
       const page = await this.client.list({ ...this.query, statuses: this.query.statuses.length ? this.query.statuses : STATUSES, limit: want, offset: 0 });
       if (gen !== this.generation) return;
       this.ids = [];
-      for (const g of page.generations) { this.byId.set(g.generation_id, g); this.ids.push(g.generation_id); }
+      for (const g of page.generations) { this.mergeListed(g); this.ids.push(g.generation_id); }
       this.count = page.count;
       this.exhausted = page.generations.length < want;
       this.error = null;
+      this.placeHeld();
       this.changed();
     } catch (e) {
       this.error = e.message;
       this.changed();
+    } finally {
+      this.resyncing--;
     }
   }
 
@@ -142,13 +190,12 @@ export class GalleryStore {
     // the loaded pages stays for paging to bring.
     const enters = isNew || !before || before.prompt === undefined || !matchesQuery(before, this.query);
     if (!listed && complete && matchesQuery(merged, this.query) && enters) {
-      // Newest first: find the slot by enqueue time.
-      let i = 0;
-      while (i < this.ids.length && newer(merged, this.byId.get(this.ids[i])) > 0) i++;
-      if (i < this.ids.length || this.exhausted || !this.ids.length) {
-        this.ids.splice(i, 0, id);
+      // Newest first, by enqueue time. A resync on its way rebuilds the list
+      // from a page that may have been read before this row existed.
+      if (this.resyncing) this.held.add(id);
+      if (this.place(id)) {
         this.count++;
-      } else if (before && before.prompt !== undefined) {
+      } else if (this.rangeKnown() && before && before.prompt !== undefined) {
         // Older than everything loaded while more pages remain: the next
         // page brings it; the total grows only by a row that newly matches.
         this.count++;

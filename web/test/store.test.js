@@ -119,3 +119,97 @@ describe('GalleryStore under a filter', () => {
     expect(newer({ generation_id: 'x', enqueued_us: 7 }, b)).toBeLessThan(0); // the later time first
   });
 });
+
+// The list endpoint answers later than it reads: the page is taken from the
+// rows as they are when list() is called, and delivered when the test says.
+// Events in between are what the SSE stream delivers while a page is on its way.
+function slowClient(rows) {
+  const base = client(rows);
+  const waiting = [];
+  return {
+    ...base,
+    list(args) {
+      const page = base.list(args);
+      return new Promise((resolve) => waiting.push(() => resolve(page)));
+    },
+    async deliver() {
+      expect(waiting.length).toBeGreaterThan(0);
+      waiting.shift()();
+      await new Promise((r) => setTimeout(r, 0));
+    },
+  };
+}
+const ids = (s) => s.getSnapshot().items.map((g) => g.generation_id);
+
+describe('GalleryStore while a page is loading', () => {
+  it('keeps the server order when an event about a listed row arrives before the first page', async () => {
+    const rows = Array.from({ length: 5 }, (_, i) => row(`g${5 - i}`, { status: 'queued' }));
+    const c = slowClient(rows);
+    const s = new GalleryStore(c);
+    s.setQuery({ statuses: [], search: '' });
+    // A worker claims g2 while the list is on its way.
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'processing', seq: 5 }) });
+    await c.deliver();
+    expect(ids(s)).toEqual(['g5', 'g4', 'g3', 'g2', 'g1']);
+    expect(s.getSnapshot().count).toBe(5);
+    expect(s.byId.get('g2').status).toBe('processing'); // the page's older copy does not undo the event
+  });
+  it('loads the first page when an event came before the first query', async () => {
+    // The app subscribes to the stream before it sets the query; a relayed
+    // event can land in between.
+    const rows = Array.from({ length: 5 }, (_, i) => row(`g${5 - i}`, { status: 'queued' }));
+    const c = slowClient(rows);
+    const s = new GalleryStore(c);
+    s.onEvent({ event: 'generation_update', data: row('g2', { status: 'processing', seq: 5 }) });
+    expect(ids(s)).toEqual([]);
+    s.setQuery({ statuses: [], search: '', rating: '' });
+    await c.deliver();
+    expect(ids(s)).toEqual(['g5', 'g4', 'g3', 'g2', 'g1']);
+  });
+  it('leaves a row beyond the first page, updated while it loads, for paging to bring', async () => {
+    const rows = Array.from({ length: 50 }, (_, i) => row(`g${50 - i}`, { status: 'queued' }));
+    const c = slowClient(rows);
+    const s = new GalleryStore(c);
+    s.setQuery({ statuses: [], search: '' });
+    s.onEvent({ event: 'generation_update', data: row('g3', { status: 'processing', seq: 5 }) });
+    await c.deliver();
+    expect(ids(s)).toEqual(rows.slice(0, 40).map((g) => g.generation_id));
+    expect(s.getSnapshot().count).toBe(50);
+    const more = s.loadMore();
+    await c.deliver();
+    await more;
+    expect(ids(s)).toEqual(rows.map((g) => g.generation_id));
+  });
+  it('puts a job enqueued after the page was read at the top', async () => {
+    const rows = [row('g2'), row('g1')];
+    const c = slowClient(rows);
+    const s = new GalleryStore(c);
+    s.setQuery({ statuses: [], search: '' });
+    s.onEvent({ event: 'generation_update', data: row('g3', { status: 'queued', seq: 9 }) });
+    await c.deliver();
+    expect(ids(s)).toEqual(['g3', 'g2', 'g1']);
+    expect(s.getSnapshot().count).toBe(3);
+  });
+  it('keeps the newer of an event and the page it raced with', async () => {
+    const c = slowClient([row('g1', { status: 'processing', seq: 10 })]);
+    const s = new GalleryStore(c);
+    s.setQuery({ statuses: [], search: '' });
+    s.onEvent({ event: 'generation_update', data: row('g1', { status: 'succeeded', seq: 12, result_url: '/media/g1.mp4' }) });
+    await c.deliver();
+    expect(s.byId.get('g1')).toMatchObject({ status: 'succeeded', seq: 12, result_url: '/media/g1.mp4' });
+  });
+  it('keeps a job enqueued while a resync is on its way', async () => {
+    const rows = [row('g2'), row('g1')];
+    const c = slowClient(rows);
+    const s = new GalleryStore(c);
+    const first = s.setQuery({ statuses: [], search: '' });
+    await c.deliver();
+    await first;
+    s.onEvent({ event: 'resync' });
+    s.onEvent({ event: 'generation_update', data: row('g3', { status: 'queued', seq: 9 }) });
+    expect(ids(s)).toEqual(['g3', 'g2', 'g1']);
+    await c.deliver(); // the resync's page was read before g3 existed
+    expect(ids(s)).toEqual(['g3', 'g2', 'g1']);
+    expect(s.getSnapshot().count).toBe(3);
+  });
+});
