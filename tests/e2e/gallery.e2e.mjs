@@ -7,7 +7,7 @@
 // and reference tests are read from ../shared/minimax-h3/assets (MMH3_H3_ASSETS).
 import fs from 'node:fs';
 import path from 'node:path';
-import { launch, runAll, test } from './harness.mjs';
+import { launch, runAll, skip, test } from './harness.mjs';
 
 const [base, outDir = 'tests/out/e2e', filter] = process.argv.slice(2);
 if (!base) { console.log('FAIL web/e2e: usage: gallery.e2e.mjs BASE_URL OUT_DIR'); process.exit(1); }
@@ -306,7 +306,7 @@ test('rerun draws a new seed; edit & resubmit keeps it', async ({ page }) => {
 
 test('the event stream reconnects by itself after the API process dies', async ({ page, context }) => {
   const runDir = process.env.MMH3_E2E_RUN_DIR;
-  if (!runDir) { console.log('SKIP web/e2e: reconnect test needs the stack started by run.sh'); return; }
+  if (!runDir) skip('it kills the API process, so it needs the stack run.sh starts (its pid files), not MMH3_E2E_BASE');
   const g = await enqueue({ prompt: `${unique('phoenix')} rising` });
   await settled(g.generation_id);
   await openGallery(page);

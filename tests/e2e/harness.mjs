@@ -1,7 +1,8 @@
 // A small test harness over playwright-core: Debian's Chromium, headless,
-// one fresh profile per run; each test prints "PASS name" or "FAIL name: why"
-// (the project's convention, counted by tests/run) and a failing test leaves
-// a screenshot in the output folder.
+// one fresh profile per run; each test prints "PASS name", "FAIL name: why"
+// or, when it calls skip(why), "SKIP name: why" (the project's convention,
+// counted by tests/run), and a failing test leaves a screenshot in the output
+// folder.
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -18,6 +19,10 @@ export const CHROMIUM_ARGS = [
 
 const tests = [];
 export function test(name, fn, { timeout = 90_000 } = {}) { tests.push({ name, fn, timeout }); }
+
+class Skipped extends Error {}
+/** Ends the running test as skipped: a check that cannot run against this stack, never a pass. */
+export function skip(why) { throw new Skipped(why); }
 
 export async function launch() {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'mmh3-e2e-chromium-'));
@@ -54,6 +59,10 @@ export async function runAll({ outDir, setup, teardown, filter }) {
       if (errors.length) throw new Error(`uncaught page error: ${errors[0]}`);
       console.log(`PASS web/e2e: ${t.name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
     } catch (e) {
+      if (e instanceof Skipped) {
+        console.log(`SKIP web/e2e: ${t.name}: ${e.message}`);
+        continue;
+      }
       failed++;
       const shot = path.join(outDir, `FAILED-${t.name.replace(/[^\w]+/g, '_')}.png`);
       await page.screenshot({ path: shot }).catch(() => {});

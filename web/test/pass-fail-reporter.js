@@ -1,5 +1,5 @@
-// Prints one "PASS name" / "FAIL name: why" line per test, the project's
-// test-output convention (tests/run counts these lines).
+// Prints one "PASS name" / "FAIL name: why" / "SKIP name: why" line per
+// test, the project's test-output convention (tests/run counts these lines).
 export default class PassFailReporter {
   onTestCaseResult(testCase) {
     const result = testCase.result();
@@ -8,6 +8,8 @@ export default class PassFailReporter {
     else if (result.state === 'failed') {
       const why = (result.errors && result.errors[0] && result.errors[0].message) || 'failed';
       console.log(`FAIL ${name}: ${why.split('\n')[0]}`);
+    } else if (result.state === 'skipped') {
+      console.log(`SKIP ${name}: ${result.note || `marked ${testCase.options.mode}`}`);
     }
   }
   onTestRunEnd(modules, errors) {
