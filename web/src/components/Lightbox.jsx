@@ -257,7 +257,9 @@ export default function Lightbox({ id, onEdit, onRerun, onAttach, onAttachUpload
               <span className="vary-label" aria-hidden="true">Vary</span>
               {[1, 2, 4].map((n) => (
                 <button key={n} type="button" disabled={vary4 !== null} onClick={async () => { setVary4(n); await vary(g, n); setVary4(null); }}
-                  aria-label={n === 1 ? 'Vary: one new seed' : `Vary: ${n} new seeds`} data-testid={`vary-${n}`}>×{n}</button>
+                  title={n === 1 ? 'One new seed, queued now' : `${n} new seeds, queued now`} data-testid={`vary-${n}`}>
+                  <span className="visually-hidden">Vary </span>×{n}<span className="visually-hidden">{n === 1 ? ' (one new seed)' : ` (${n} new seeds)`}</span>
+                </button>
               ))}
             </span>
             {g.status === 'succeeded' && resultUrl(g) && (

@@ -126,7 +126,7 @@ export default function ParamsPopover({ params, set, partition, onClose, estimat
         <div className="segmented" role="radiogroup" aria-label="Clips per request">
           {Array.from({ length: MAX_BATCH }, (_, i) => i + 1).map((n) => (
             <button key={n} type="button" role="radio" aria-checked={Number(params.batch) === n} className={Number(params.batch) === n ? 'on' : ''}
-              aria-label={n === 1 ? '1 clip' : `${n} clips`} onClick={() => set({ batch: n })} data-testid={`batch-${n}`}>×{n}</button>
+              onClick={() => set({ batch: n })} data-testid={`batch-${n}`}>×{n}<span className="visually-hidden">{n === 1 ? ' (1 clip)' : ` (${n} clips)`}</span></button>
           ))}
         </div>
         <p className="hint">Each clip of a batch gets its own seed (a locked seed counts up by one).</p>

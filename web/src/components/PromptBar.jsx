@@ -115,7 +115,19 @@ const PromptBar = forwardRef(function PromptBar({ settings, onOpenSettings }, re
   const textRef = useRef(null);
   const fileRef = useRef(null);
   const paramsButton = useRef(null);
+  const formRef = useRef(null);
   const queue = useQueueInfo();
+
+  // The bar's height as a CSS variable: what sits above it (toasts) and the
+  // page's bottom padding follow it as chips, problems and notes come and go.
+  useEffect(() => {
+    const el = formRef.current;
+    if (!el || typeof ResizeObserver === 'undefined') return;
+    const root = document.documentElement;
+    const ro = new ResizeObserver(() => root.style.setProperty('--prompt-bar-h', `${Math.ceil(el.getBoundingClientRect().height)}px`));
+    ro.observe(el);
+    return () => { ro.disconnect(); root.style.removeProperty('--prompt-bar-h'); };
+  }, []);
 
   // Audio implies ref2va unless the model was picked by hand.
   const partition = params.partitionChosen ? params.partition : chips.some((c) => c.kind === 'audio') ? 'ref2va' : params.partition;
@@ -294,7 +306,7 @@ const PromptBar = forwardRef(function PromptBar({ settings, onOpenSettings }, re
   const summary = clipSummary(effective);
   const heavy = estimate && estimate.total >= HEAVY_SECONDS;
   return (
-    <form className={`prompt-bar ${dragging ? 'dragging' : ''}`} onSubmit={onSubmit} aria-label="New generation" data-testid="prompt-bar">
+    <form ref={formRef} className={`prompt-bar ${dragging ? 'dragging' : ''}`} onSubmit={onSubmit} aria-label="New generation" data-testid="prompt-bar">
       {chips.length > 0 && (
         <ul className="chips" aria-label="References">
           {chips.map((c, i) => (

@@ -129,6 +129,12 @@ function Tile({ g, selected = false, selecting = false, tabIndex, onSelect, onFo
     if (e.shiftKey || selecting) { onSelect && onSelect(g.generation_id, { range: e.shiftKey }); return; }
     openGeneration(g.generation_id);
   };
+  // On a touch screen a long press (the browser's context menu) selects.
+  const longPress = (e) => {
+    if (!onSelect || typeof matchMedia === 'undefined' || !matchMedia('(pointer: coarse)').matches) return;
+    e.preventDefault();
+    onSelect(g.generation_id, { range: false });
+  };
   const length = shortLength(g.frames);
   return (
     <article
@@ -144,7 +150,7 @@ function Tile({ g, selected = false, selecting = false, tabIndex, onSelect, onFo
       onFocus={() => { setHot(true); onFocusTile && onFocusTile(g.generation_id); }}
       onBlur={(e) => { if (!e.currentTarget.contains(e.relatedTarget)) setHot(false); }}
     >
-      <a className="tile-link" href={`/g/${g.generation_id}`} onClick={open} tabIndex={tabIndex} data-testid="tile-link">
+      <a className="tile-link" href={`/g/${g.generation_id}`} onClick={open} onContextMenu={longPress} tabIndex={tabIndex} data-testid="tile-link">
         {media ? (
           <TileMedia g={g} active={hot} />
         ) : (
