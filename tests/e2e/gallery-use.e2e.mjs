@@ -451,8 +451,13 @@ test('a queued tile shows its place and an estimate; a long request shows its es
       const x = await eta(q1.generation_id), y = await eta(q2.generation_id);
       return x && y && /starts/.test(x.text) && /starts/.test(y.text) && [x, y];
     }, 20_000);
-    if (a.position !== '1' || !/^1st in queue · (starts soon|starts in ≈ \d+ (s|min)) · done in ≈ \d+ (s|min)$/.test(a.text)) throw new Error(`the next job: "${a.text}"`);
-    if (b.position !== '2' || !/^2nd in queue/.test(b.text)) throw new Error(`the one after: "${b.text}"`);
+    // The places the worker will take them in: oldest first (src/queue/jobs.c), by the server's list.
+    const queued = (await api('GET', '/api/ai/queue?status=queued&limit=500')).generations.reverse().map((g) => g.generation_id);
+    const [p1, p2] = [queued.indexOf(q1.generation_id) + 1, queued.indexOf(q2.generation_id) + 1];
+    if (p2 !== p1 + 1) throw new Error(`the server lists the two queued jobs at ${p1} and ${p2}`);
+    const nth = (n) => `${n}${n % 100 >= 11 && n % 100 <= 13 ? 'th' : ['th', 'st', 'nd', 'rd'][n % 10] || 'th'}`;
+    if (a.position !== String(p1) || !new RegExp(`^${nth(p1)} in queue · (starts soon|starts in ≈ \\d+ (s|min)) · done in ≈ \\d+ (s|min)$`).test(a.text)) throw new Error(`the next job (place ${p1}): "${a.text}"`);
+    if (b.position !== String(p2) || !b.text.startsWith(`${nth(p2)} in queue`)) throw new Error(`the one after (place ${p2}): "${b.text}"`);
     if (!/left|finishing/.test((await eta(long.generation_id) || {}).text || '')) throw new Error('the running tile has no estimate');
     await shot(page, 'desktop-1440-queue');
   } finally {

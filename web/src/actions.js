@@ -79,9 +79,19 @@ export function saveBlob(blob, name) {
 /**
  * Finished clips as one zip (stored, not recompressed: mp4 is compressed
  * already), each named as a single download would be; fetched one after
- * the other while the zip streams.
+ * the other while the zip streams. A single clip downloads as itself.
  */
 export async function downloadClips(gs) {
+  if (gs.length === 1) {
+    // One clip is a plain download, named as the lightbox names it.
+    const a = document.createElement('a');
+    a.href = resultUrl(gs[0]);
+    a.download = downloadName(gs[0]);
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    return;
+  }
   const { downloadZip } = await import('client-zip');
   const used = new Map();
   const unique = (name) => {

@@ -37,6 +37,10 @@ export default function Gallery({ gallery, onLoadMore, onClearFilters, onReuse }
   const [focusId, setFocusId] = useState(null);
   const [selected, setSelected] = useState(() => new Set());
   const anchor = useRef(null);
+  // The list as of the last render, for callbacks that must stay the same
+  // function (tiles are memoized) while the list changes.
+  const itemsRef = useRef(items);
+  itemsRef.current = items;
 
   useEffect(() => {
     const el = sentinel.current;
@@ -62,7 +66,7 @@ export default function Gallery({ gallery, onLoadMore, onClearFilters, onReuse }
     setSelected((s) => {
       const next = new Set(s);
       if (range && anchor.current) {
-        const ids = items.map((g) => g.generation_id);
+        const ids = itemsRef.current.map((g) => g.generation_id);
         const a = ids.indexOf(anchor.current), b = ids.indexOf(id);
         if (a >= 0 && b >= 0) {
           for (let k = Math.min(a, b); k <= Math.max(a, b); k++) next.add(ids[k]);
@@ -73,7 +77,7 @@ export default function Gallery({ gallery, onLoadMore, onClearFilters, onReuse }
       anchor.current = id;
       return next;
     });
-  }, [items]);
+  }, []);
   const clearSelection = useCallback(() => { setSelected(new Set()); anchor.current = null; }, []);
 
   // Esc clears a selection (the lightbox and dialogs handle their own Esc).

@@ -128,7 +128,7 @@ export default function Lightbox({ id, onEdit, onRerun, onAttach, onAttachUpload
       : g.status === 'succeeded' && resultUrl(g) ? 'video' : null;
   const playable = media === 'video' || media === 'audio';
   const rateable = Boolean(g && g.status === 'succeeded');
-  const [vary4, setVary4] = useState(null);
+  const [varying, setVarying] = useState(null);
 
   /** The frame on screen, or the clip itself, into the prompt bar as a reference. */
   const referenceFrom = async (what) => {
@@ -256,7 +256,7 @@ export default function Lightbox({ id, onEdit, onRerun, onAttach, onAttachUpload
             <span className="vary" role="group" aria-label="Vary: the same request with new seeds, queued at once">
               <span className="vary-label" aria-hidden="true">Vary</span>
               {[1, 2, 4].map((n) => (
-                <button key={n} type="button" disabled={vary4 !== null} onClick={async () => { setVary4(n); await vary(g, n); setVary4(null); }}
+                <button key={n} type="button" disabled={varying !== null} onClick={async () => { setVarying(n); await vary(g, n); setVarying(null); }}
                   title={n === 1 ? 'One new seed, queued now' : `${n} new seeds, queued now`} data-testid={`vary-${n}`}>
                   <span className="visually-hidden">Vary </span>×{n}<span className="visually-hidden">{n === 1 ? ' (one new seed)' : ` (${n} new seeds)`}</span>
                 </button>
