@@ -73,7 +73,7 @@ function canvasOf(params) {
   return preset && preset.width ? { width: preset.width, height: preset.height } : { width: 1280, height: 704 };
 }
 
-/** A render of an hour or more is worth saying before it is queued. */
+/** A render of ten minutes or more is worth saying before it is queued. */
 const HEAVY_SECONDS = 600;
 
 /** The estimate of a request at the measured pace: {each, total, startIn} seconds, or null. */
