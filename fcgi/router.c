@@ -51,7 +51,8 @@ static void not_allowed(mm_req *r, const char *allowed)
 
 static bool is_docs(const char *p)
 {
-    return is(p, "/docs") || is(p, "/docs/") || is(p, "/docs/openapi.json") || is(p, "/api/openapi.json");
+    return is(p, "/openapi.json") || is(p, "/docs") || is(p, "/docs/") || is(p, "/docs/openapi.json") ||
+           is(p, "/api/openapi.json");
 }
 
 static bool is_public(const char *p)

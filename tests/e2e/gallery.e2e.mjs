@@ -277,20 +277,40 @@ test('a real H3 clip as a ref2va reference plays frame by frame in the rail', as
   await settled(g.generation_id).catch(() => {});
 });
 
-test('rerun draws a new seed; edit & resubmit keeps it', async ({ page }) => {
+test('rerun fills the prompt bar with a new seed to tweak before running; edit & resubmit keeps the seed', async ({ page }) => {
   const prompt = `${unique('kite')} over a windy beach`;
-  const g = await enqueue({ prompt });
+  const img = await uploadFile(path.join(stills, 'first.png'), 'image/png');
+  const g = await enqueue({ prompt, image_ids: [img.image_id] });
   const done = await settled(g.generation_id);
   await openGallery(page);
   await page.goto(`${base}/g/${g.generation_id}`);
   await page.waitForSelector('[data-testid=rerun]');
-  await page.click('[data-testid=rerun]');
   const copies = () => api('GET', `/api/ai/queue?search=${encodeURIComponent(prompt)}`).then((r) => r.generations);
+  await page.click('[data-testid=rerun]');
+  await until('the lightbox to close', async () => (await page.locator('[data-testid=lightbox]').count()) === 0, 5_000);
+  // Nothing is queued yet: the prompt bar holds the request, with a new seed shown.
+  if ((await page.inputValue('[data-testid=prompt-input]')) !== prompt) throw new Error('rerun did not put the prompt in the prompt bar');
+  const chips = await page.locator('[data-testid=chip]').evaluateAll((els) => els.map((e) => e.dataset.imageId));
+  if (JSON.stringify(chips) !== JSON.stringify([img.image_id])) throw new Error(`rerun's references: ${JSON.stringify(chips)}, want [${img.image_id}]`);
+  const filled = await page.textContent('[data-testid=params-toggle]');
+  const seed = (/seed (\d+)/.exec(filled) || [])[1];
+  if (!filled.startsWith(`${done.frames} f`) || !filled.includes(`${done.width}×${done.height}`) || !filled.includes(`${done.steps} steps`)) throw new Error(`parameters not filled: "${filled}"`);
+  if (!seed || Number(seed) === done.seed) throw new Error(`rerun's seed: "${filled}" (the clip's was ${done.seed})`);
+  if ((await copies()).length !== 1) throw new Error('rerun queued a job before it was sent');
+  // Tweak, then run.
+  await page.click('[data-testid=params-toggle]');
+  await page.fill('[data-testid=steps-input]', '6');
+  await page.click('[data-testid=prompt-input]');
+  await page.keyboard.press('Enter');
   const rerun = await until('the rerun', async () => (await copies()).find((x) => x.generation_id !== g.generation_id), 10_000);
-  if (rerun.seed === done.seed) throw new Error(`the rerun kept seed ${done.seed}`);
-  for (const k of ['frames', 'width', 'height', 'steps', 'partition', 'no_audio']) {
+  if (String(rerun.seed) !== seed) throw new Error(`the rerun ran with seed ${rerun.seed}, the bar showed ${seed}`);
+  if (rerun.steps !== 6) throw new Error(`the tweak was lost: steps ${rerun.steps}`);
+  for (const k of ['frames', 'width', 'height', 'partition', 'no_audio']) {
     if (rerun[k] !== done[k]) throw new Error(`rerun changed ${k}: ${done[k]} → ${rerun[k]}`);
   }
+  if (JSON.stringify(rerun.image_ids) !== JSON.stringify([img.image_id])) throw new Error(`rerun's image_ids ${JSON.stringify(rerun.image_ids)}`);
+  await page.goto(`${base}/g/${g.generation_id}`);
+  await page.waitForSelector('[data-testid=edit]');
   await page.click('[data-testid=edit]');
   await until('the lightbox to close', async () => (await page.locator('[data-testid=lightbox]').count()) === 0, 5_000);
   if ((await page.inputValue('[data-testid=prompt-input]')) !== prompt) throw new Error('the prompt was not loaded for editing');
@@ -392,7 +412,7 @@ test('cancel a running job from its live lightbox', async ({ page }) => {
   await page.click('[data-testid=cancel]');
   await page.click('[data-testid=cancel]'); // confirm
   await until('the job to end cancelled', async () => (await row(g.generation_id)).status === 'cancelled', 60_000);
-  await until('the lightbox to show it', async () => (await page.textContent('[data-testid=lb-status]')) === 'cancelled', 10_000);
+  await until('the lightbox to show it', async () => (await page.getAttribute('[data-testid=lb-status]', 'data-status')) === 'cancelled' && (await page.textContent('[data-testid=lb-status]')) === 'Cancelled', 10_000);
   await page.keyboard.press('Escape');
   await until('the tile to show it', async () => (await tile(page, g.generation_id).getAttribute('data-status')) === 'cancelled', 10_000);
 });
@@ -449,7 +469,7 @@ test('audio switches to ref2va, invalid combinations are explained, server refus
   await until('the refused upload', async () => (await chip.getAttribute('data-state')) === 'error', 15_000);
   const why = await chip.locator('.chip-label').getAttribute('title');
   if (!why || why.length < 8 || /^HTTP \d+$/.test(why)) throw new Error(`the chip does not carry the server's reason: "${why}"`);
-  await until('the problem listed', async () => /failed to upload/.test(await page.textContent('[data-testid=problems]')), 5_000);
+  await until('the problem listed', async () => /could not be attached/.test(await page.textContent('[data-testid=problems]')), 5_000);
 });
 
 test('settings: write-only key, rewrite on opens the approval sheet, Esc cancels', async ({ page }) => {
@@ -645,8 +665,7 @@ test('keyboard only: Tab to a tile, Enter opens it, Esc returns focus', async ({
   }
   await page.keyboard.press('Escape');
   await until('focus back on the tile', () => page.evaluate((id) => document.activeElement && document.activeElement.closest(`[data-id="${id}"]`) !== null, g.generation_id), 5_000);
-  await page.keyboard.press('Tab'); // onto the tile's approve button
-  await page.keyboard.press('Enter');
+  await page.keyboard.press('a'); // approve the focused tile
   await until('approved by keyboard', async () => (await row(g.generation_id)).rating === 'approved', 10_000);
 });
 

@@ -10,6 +10,7 @@ import path from 'node:path';
 
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
+const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 export const CHROMIUM_ARGS = [
   '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -75,4 +76,23 @@ export async function runAll({ outDir, setup, teardown, filter }) {
   }
   await teardown(env);
   return failed;
+}
+
+/**
+ * Runs axe-core (injected from web/node_modules) over the page as it is now
+ * and throws on any serious or critical violation, naming the rule and the
+ * first elements; every violation (any impact) goes to a11y-<name>.json in
+ * outDir for review.
+ */
+export async function checkA11y(page, name, outDir) {
+  if (!(await page.evaluate(() => Boolean(window.axe)))) await page.addScriptTag({ content: AXE_SOURCE });
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+  const violations = result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => ({ target: n.target, summary: n.failureSummary })) }));
+  fs.writeFileSync(path.join(outDir, `a11y-${name}.json`), JSON.stringify({ url: page.url(), violations }, null, 1));
+  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  if (bad.length) {
+    throw new Error(`axe on ${name}: ${bad.length} serious/critical violation(s): ` + bad.map((v) =>
+      `${v.id} (${v.impact}: ${v.help}) at ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}${v.nodes.length > 3 ? ` and ${v.nodes.length - 3} more` : ''}`).join('; '));
+  }
+  return violations;
 }

@@ -167,8 +167,8 @@ def no_or_wrong_token_refused_everywhere(s):
 
 @test
 def public_routes_need_no_token(s):
-    for path, ctype in (("/docs", "application/json"), ("/login", "text/html"), ("/", "text/html"),
-                        ("/api/session", "application/json")):
+    for path, ctype in (("/openapi.json", "application/json"), ("/docs", "text/html"), ("/login", "text/html"),
+                        ("/", "text/html"), ("/api/session", "application/json")):
         st, body, headers = s.request("GET", path, raw=True, auth=False)
         check(st == 200 and headers["content-type"].startswith(ctype), "%s: %d %r", path, st, headers)
     st, body = s.request("GET", "/api/session", auth=False)

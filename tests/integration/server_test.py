@@ -72,8 +72,8 @@ def status_reports_mock_engine(s):
 
 
 @test
-def openapi_document_at_docs(s):
-    st, body, headers = s.request("GET", "/docs", raw=True)
+def openapi_document_at_openapi_json(s):
+    st, body, headers = s.request("GET", "/openapi.json", raw=True)
     check(st == 200 and headers["content-type"].startswith("application/json"), "%d %r", st, headers)
     doc = json.loads(body)
     check(doc["openapi"].startswith("3."), "openapi %r", doc.get("openapi"))
@@ -130,7 +130,7 @@ def schema_errors(doc, schema, value, path="$"):
 
 @test
 def responses_match_the_openapi_document(s):
-    _, doc = s.get("/docs")
+    _, doc = s.get("/openapi.json")
     g = s.enqueue(**small(prompt="schema check"))
     g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
     st, page = s.get("/api/ai/queue?limit=5")

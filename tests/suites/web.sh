@@ -19,4 +19,5 @@ web_unit() {
 run_one web/unit web_unit
 if [ -f "$MMH3_SRC/tests/e2e/run.sh" ]; then
   run_one web/e2e bash "$MMH3_SRC/tests/e2e/run.sh"
+  echo "  web/e2e artefacts: screenshots in tests/out/e2e/screens/ (desktop-1440-*, desktop-1920-*, phone-*), axe reports in tests/out/e2e/a11y-*.json"
 fi

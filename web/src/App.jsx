@@ -8,7 +8,13 @@ import Lightbox from './components/Lightbox.jsx';
 import PromptBar from './components/PromptBar.jsx';
 import SettingsDialog from './components/SettingsDialog.jsx';
 import Toasts from './components/Toasts.jsx';
-import { api } from './api.js';
+import { api, STATUSES } from './api.js';
+import { queueInfo, useQueueInfo } from './queue.js';
+
+const HIDE_CANCELLED = 'mmh3-hide-cancelled';
+const readFlag = (k) => { try { return localStorage.getItem(k) === '1'; } catch { return false; } };
+const writeFlag = (k, on) => { try { localStorage.setItem(k, on ? '1' : '0'); } catch { /* private mode */ } };
+const isTyping = (el) => el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT' || el.isContentEditable);
 
 export default function App({ hubFactory = () => new EventHub() }) {
   const gallery = useGallery();
@@ -16,6 +22,9 @@ export default function App({ hubFactory = () => new EventHub() }) {
   const [live, setLive] = useState('connecting');
   const [statuses, setStatuses] = useState([]);
   const [approvedOnly, setApprovedOnly] = useState(false);
+  const [hideCancelled, setHideCancelledState] = useState(() => readFlag(HIDE_CANCELLED));
+  const setHideCancelled = useCallback((on) => { setHideCancelledState(on); writeFlag(HIDE_CANCELLED, on); }, []);
+  const queue = useQueueInfo();
   const [search, setSearch] = useState('');
   const [settingsOpen, setSettingsOpen] = useState(false);
   const [settings, setSettings] = useState(null);
@@ -26,7 +35,9 @@ export default function App({ hubFactory = () => new EventHub() }) {
   useEffect(() => {
     const hub = hubFactory();
     const offEvents = hub.subscribe((msg) => {
-      if (msg.event === 'status_update' && msg.data && typeof msg.data === 'object') { setStatus(msg.data); return; }
+      if (msg.event === 'status_update' && msg.data && typeof msg.data === 'object') { setStatus(msg.data); queueInfo.setStatus(msg.data); return; }
+      const id = msg.data && typeof msg.data === 'object' ? msg.data.generation_id : null;
+      queueInfo.onEvent(msg, id ? store.byId.get(id) : null);
       store.onEvent(msg);
       if (msg.event !== 'resync') refreshStatusSoon();
     });
@@ -36,15 +47,30 @@ export default function App({ hubFactory = () => new EventHub() }) {
   }, []);
 
   // Query → store (search is debounced while typing).
+  // "Hide cancelled" applies to the unfiltered view; a status filter says what it shows.
   useEffect(() => {
-    const t = setTimeout(() => store.setQuery({ statuses, search, rating: approvedOnly ? 'approved' : '' }), search ? 250 : 0);
+    const shown = statuses.length === 0 && hideCancelled ? STATUSES.filter((s) => s !== 'cancelled') : statuses;
+    const t = setTimeout(() => store.setQuery({ statuses: shown, search, rating: approvedOnly ? 'approved' : '' }), search ? 250 : 0);
     return () => clearTimeout(t);
-  }, [statuses, search, approvedOnly]);
+  }, [statuses, search, approvedOnly, hideCancelled]);
+
+  useEffect(() => { queueInfo.refresh(); }, []);
+
+  // "/" puts the cursor in the prompt bar from anywhere but a field or a dialog.
+  useEffect(() => {
+    const onKey = (e) => {
+      if (e.key !== '/' || e.metaKey || e.ctrlKey || e.altKey || isTyping(e.target) || document.querySelector('dialog[open]')) return;
+      e.preventDefault();
+      promptRef.current && promptRef.current.focus();
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, []);
 
   // Header status: polled, and refreshed shortly after queue events.
   const statusTimer = useRef(null);
   const loadStatus = useCallback(() => {
-    api.status().then(setStatus, (e) => setStatus({ error: e.message }));
+    api.status().then((st) => { setStatus(st); queueInfo.setStatus(st); }, (e) => setStatus({ error: e.message }));
   }, []);
   const refreshStatusSoon = useCallback(() => {
     if (statusTimer.current) return;
@@ -67,28 +93,42 @@ export default function App({ hubFactory = () => new EventHub() }) {
     return () => { window.removeEventListener('focus', back); document.removeEventListener('visibilitychange', back); };
   }, [loadSettings, loadStatus]);
 
-  const editGeneration = useCallback((g) => promptRef.current && promptRef.current.load(g), []);
+  const editGeneration = useCallback((g) => promptRef.current && promptRef.current.load(g, { keepSeed: true }), []);
+  const rerunGeneration = useCallback((g) => promptRef.current && promptRef.current.load(g, { keepSeed: false }), []);
+  const attachFiles = useCallback((files) => promptRef.current && promptRef.current.attach(files), []);
+  const attachUploads = useCallback((refs) => promptRef.current && promptRef.current.attachUploads(refs), []);
+  const openSettings = useCallback(() => setSettingsOpen(true), []);
+
+  // The stage of each job a worker holds now, for the engine pill.
+  const jobStages = (status && Array.isArray(status.workers) ? status.workers : [])
+    .map((w) => w.current_generation_id)
+    .filter(Boolean)
+    .map((id) => (gallery.byId.get(id) || queue.rows.get(id) || {}).stage || null);
 
   return (
     <div className="app">
       <Header
         status={status}
+        jobStages={jobStages}
         live={live}
         statuses={statuses}
         onStatuses={setStatuses}
         approvedOnly={approvedOnly}
         onApprovedOnly={setApprovedOnly}
+        hideCancelled={hideCancelled}
+        onHideCancelled={setHideCancelled}
         search={search}
         onSearch={setSearch}
         count={gallery.count}
-        onSettings={() => setSettingsOpen(true)}
+        onSettings={openSettings}
       />
+      {/* The prompt bar (fixed at the bottom) comes before the tiles in the Tab order. */}
+      <PromptBar ref={promptRef} settings={settings} onOpenSettings={openSettings} />
       <main className="main" aria-label="Gallery">
-        <Gallery gallery={gallery} onLoadMore={() => store.loadMore()}
-          onClearFilters={() => { setStatuses([]); setSearch(''); setApprovedOnly(false); }} />
+        <Gallery gallery={gallery} onLoadMore={() => store.loadMore()} onReuse={rerunGeneration}
+          onClearFilters={() => { setStatuses([]); setSearch(''); setApprovedOnly(false); setHideCancelled(false); }} />
       </main>
-      <PromptBar ref={promptRef} settings={settings} />
-      {generationId && <Lightbox key={generationId} id={generationId} onEdit={editGeneration} />}
+      {generationId && <Lightbox key={generationId} id={generationId} onEdit={editGeneration} onRerun={rerunGeneration} onAttach={attachFiles} onAttachUploads={attachUploads} />}
       {settingsOpen && (
         <SettingsDialog
           settings={settings}

@@ -20,6 +20,52 @@ export function duration(seconds) {
 
 export const clipLength = (frames) => (frames ? `${frames} f · ${(frames / FPS).toFixed(2).replace(/\.?0+$/, '')} s` : '');
 
+/** A clip's length for a tile's badge: "5.2 s", "0.9 s", "1:02". */
+export function shortLength(frames) {
+  if (!frames) return '';
+  const s = frames / FPS;
+  if (s < 60) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
+  return `${Math.floor(s / 60)}:${String(Math.round(s % 60)).padStart(2, '0')}`;
+}
+
+/**
+ * A media time for the player's readout: seconds with hundredths under a
+ * minute (a sub-second clip reads "0.54 s", not "0:00"), m:ss.s above.
+ */
+export function mediaTime(t) {
+  const s = Number.isFinite(t) && t > 0 ? t : 0;
+  if (s < 60) return `${s.toFixed(2)} s`;
+  return `${Math.floor(s / 60)}:${(s % 60).toFixed(1).padStart(4, '0')}`;
+}
+
+/** The words for a status, the same in the filters, the tiles and the lightbox. */
+export const STATUS_LABELS = { queued: 'Queued', processing: 'Running', succeeded: 'Done', failed: 'Failed', cancelled: 'Cancelled' };
+export const statusLabel = (s) => STATUS_LABELS[s] || s || '';
+
+/**
+ * A download's file name the way `mmh3 generate` names its output
+ * (src/cli/cmd_generate.c): the local date and time, then the prompt's ASCII
+ * letters and digits, lowercased, runs of anything else as one dash, at most
+ * 47 characters: 20261201_143207-a-red-fox-runs-through-fresh-snow.mp4.
+ * The time is when the clip was written.
+ */
+export function downloadName(g, ext = 'mp4') {
+  const t = new Date(((g && (g.completed_at || g.enqueued_at)) || Date.now() / 1000) * 1000);
+  const p2 = (n) => String(n).padStart(2, '0');
+  const stamp = `${t.getFullYear()}${p2(t.getMonth() + 1)}${p2(t.getDate())}_${p2(t.getHours())}${p2(t.getMinutes())}${p2(t.getSeconds())}`;
+  let slug = '';
+  let dash = false;
+  for (const c of String((g && g.prompt) || '')) {
+    if (slug.length >= 47) break;
+    if (/[A-Za-z0-9]/.test(c)) {
+      if (dash && slug.length) slug += '-';
+      if (slug.length < 47) slug += c.toLowerCase();
+      dash = false;
+    } else dash = true;
+  }
+  return `${stamp}${slug ? '-' : ''}${slug}.${ext}`;
+}
+
 export const STAGE_LABELS = {
   queued: 'Queued',
   starting: 'Starting',
@@ -46,6 +92,20 @@ export const STAGE_LABELS = {
 };
 
 export const stageLabel = (stage) => (stage ? STAGE_LABELS[stage] || stage.replace(/_/g, ' ') : '');
+
+/**
+ * Denoising progress in the request's own terms. `steps` counts the
+ * sampling grid's points and the engine reports forwards done out of
+ * steps − 1 (docs/API.md); after k forwards the latent stands on point k + 1,
+ * so a 28-step request reads "step 1/28" at the start and "step 28/28" at the
+ * end, the number the user asked for.
+ */
+export function stepText(g) {
+  if (!g || g.step === null || g.step === undefined || !g.total_steps) return '';
+  const steps = Number(g.steps);
+  if (steps && Number(g.total_steps) === steps - 1) return `step ${Math.min(steps, Number(g.step) + 1)}/${steps}`;
+  return `step ${g.step}/${g.total_steps}`;
+}
 
 /** A 0..1 progress figure from stage + step (denoising dominates the time). */
 export function progressFraction(g) {

@@ -19,6 +19,10 @@ export const MAX_REF_VIDEOS = 3;
 export const MAX_REF_AUDIO = 3;
 export const MAX_AUDIO_SECONDS = 15;
 export const MAX_SEED = Number.MAX_SAFE_INTEGER; // 2^53 - 1, as the API accepts
+export const MAX_BATCH = 4; // num_generations: rows from one request
+
+/** A new seed, as the server would draw one. */
+export const freshSeed = () => String(Math.floor(Math.random() * MAX_SEED));
 
 export const SIZE_PRESETS = [
   { id: 'auto', label: 'Auto', hint: '1280×704, or from the first image' },
@@ -73,6 +77,7 @@ export const defaultParams = () => ({
   fast: false,
   partition: 'fl2va',
   partitionChosen: false, // true once the user picked a model by hand
+  batch: 1, // clips from one request, each with its own seed
 });
 
 /**
@@ -100,7 +105,7 @@ export function validate({ prompt, params, chips, lastChipKey }) {
   if (pending.length) add('refs', `Wait for ${pending.length === 1 ? 'the upload' : `${pending.length} uploads`} to finish.`);
   const broken = chips.filter((c) => c.state === 'error');
   // The server's reason for each refused upload, in full (the chip has room for a few words only).
-  for (const c of broken) add('refs', `“${c.name}” failed to upload: ${c.error || 'no reason given'}. Remove it (marked in red).`);
+  for (const c of broken) add('refs', `“${c.name}” could not be attached: ${c.error || 'no reason given.'} Remove it (marked in red) to send.`);
   if (chips.length > MAX_REFS) add('refs', `${chips.length} references attached; at most ${MAX_REFS} are accepted.`);
 
   const partition = params.partition;
@@ -136,6 +141,8 @@ export function validate({ prompt, params, chips, lastChipKey }) {
         add('size', `${name[0].toUpperCase() + name.slice(1)} must be a multiple of ${SIZE_GRID} between ${MIN_SIDE} and ${MAX_SIDE} (got ${v === '' ? 'nothing' : v}).`);
     }
   }
+  const batch = Number(params.batch ?? 1);
+  if (!Number.isInteger(batch) || batch < 1 || batch > MAX_BATCH) add('batch', `A batch is 1 to ${MAX_BATCH} clips.`);
   const steps = Number(params.steps);
   if (!Number.isInteger(steps) || steps < 2 || steps > 200) add('steps', 'Steps must be a whole number from 2 to 200.');
   if (params.seedMode === 'locked') {
@@ -168,11 +175,16 @@ export function buildRequest({ prompt, params, chips, lastChipKey }) {
     body.height = preset.height;
   }
   if (params.seedMode === 'locked') body.seed = Number(String(params.seed).trim());
+  if (Number(params.batch) > 1) body.num_generations = Number(params.batch);
   return body;
 }
 
-/** Form parameters from a stored generation (edit & resubmit keeps the seed). */
-export function paramsFromGeneration(g, { keepSeed }) {
+/**
+ * Form parameters from a stored generation: edit & resubmit keeps the seed
+ * (keepSeed), rerun gets a freshly drawn one, locked so it shows and can be
+ * changed before running (freshSeed), otherwise the server draws one.
+ */
+export function paramsFromGeneration(g, { keepSeed, freshSeed: fresh = false }) {
   const p = defaultParams();
   if (g.frames) p.frames = snapFrames(g.frames);
   if (g.steps) p.steps = g.steps;
@@ -185,6 +197,10 @@ export function paramsFromGeneration(g, { keepSeed }) {
     else { p.size = 'custom'; p.width = g.width; p.height = g.height; }
   }
   if (keepSeed && g.seed !== undefined && g.seed !== null) { p.seedMode = 'locked'; p.seed = String(g.seed); }
+  else if (fresh) {
+    p.seedMode = 'locked';
+    do p.seed = freshSeed(); while (String(g.seed) === p.seed);
+  }
   return p;
 }
 
@@ -207,5 +223,6 @@ export function clipSummary(p) {
   if (!p.audio) parts.push('silent');
   if (p.fast) parts.push('fast');
   if (p.seedMode === 'locked') parts.push(`seed ${p.seed}`);
+  if (Number(p.batch) > 1) parts.push(`×${p.batch}`);
   return parts.join(' · ');
 }

@@ -59,13 +59,21 @@ describe('PromptBar', () => {
     expect(screen.queryAllByTestId('pin-last')).toHaveLength(0);
   });
 
-  it('lists the server\'s reason for a refused upload in full', async () => {
-    const reason = 'files[0]: not a picture, video or audio FFmpeg can read (broken.png: Invalid data found when processing input); accepted: PNG, JPEG, WebP, MP4, WAV';
-    fakeFetch((url) => (url === '/api/images' ? { status: 400, body: { status: 'error', status_message: reason, error: { field: 'files[0]', message: 'x' } } } : { status: 404, body: {} }));
+  it('says in words why an upload was refused, once, and names the chip by its file', async () => {
+    // The body mmh3-fcgi sends for a file FFmpeg cannot read (docs/API.md's error shape).
+    const message = "'broken.png': not a media file we can read (the data matches no known image, video or audio format); accepted: PNG, JPEG, WebP, BMP, GIF, TIFF images; MP4/MOV, WebM/MKV videos; WAV, MP3, FLAC, Ogg, AAC/M4A audio";
+    const accepted = "multipart/form-data with 1..15 file parts (field name 'files'): images (PNG, JPEG, WebP, BMP, TIFF, GIF), videos (mp4, mov, webm, mkv) or audio (wav, mp3, flac, ogg, m4a)";
+    fakeFetch((url) => (url === '/api/images' ? { status: 400, body: { status: 'error', status_message: `files[0]: ${message}; accepted: ${accepted}`, error: { field: 'files[0]', message, accepted } } } : { status: 404, body: {} }));
     render(<PromptBar settings={null} />);
     await act(async () => { fireEvent.change(screen.getByTestId('file-input'), { target: { files: [new File(['x'], 'broken.png', { type: 'image/png' })] } }); });
     await waitFor(() => expect(screen.getByTestId('chip').dataset.state).toBe('error'));
-    expect(screen.getByTestId('problems').textContent).toContain(`“broken.png” failed to upload: ${reason}`);
+    const said = screen.getByTestId('problems').textContent;
+    expect(said).toContain('“broken.png” could not be attached: not a media file we can read (the data matches no known image, video or audio format). This server takes a picture (PNG, JPEG');
+    expect(said).not.toMatch(/files\[0\]|multipart|accepted:/);
+    expect(said.match(/PNG/g)).toHaveLength(1);
+    // The first image's chip is "Frame 1" only when it is attached.
+    expect(screen.getByTestId('chip').textContent).toMatch(/^broken\.png · not used/);
+    expect(screen.getByTestId('chip').textContent).not.toMatch(/Frame 1/);
   });
 
   it('shows a glyph, not a broken image, for a chip the browser cannot decode', async () => {

@@ -1,5 +1,6 @@
 import { useEffect, useRef } from 'react';
 import { STATUSES } from '../api.js';
+import { STATUS_LABELS } from '../format.js';
 
 /** The search shortcut as this keyboard writes it (⌘K on Apple, Ctrl K elsewhere). */
 export function searchShortcut(nav = typeof navigator !== 'undefined' ? navigator : null) {
@@ -7,17 +8,32 @@ export function searchShortcut(nav = typeof navigator !== 'undefined' ? navigato
   return /mac|iphone|ipad|ipod/i.test(platform) ? '⌘K' : 'Ctrl K';
 }
 
-const LABELS = { queued: 'Queued', processing: 'Running', succeeded: 'Done', failed: 'Failed', cancelled: 'Cancelled' };
+/**
+ * The engine's state in words. A worker reports "loading" from the moment it
+ * starts loading the weights for a job until that job ends, so while its job
+ * is past loading (denoising, decoding…) the engine is rendering.
+ */
+export function engineState(engine, jobStages = []) {
+  const state = engine.state || (engine.kind ? '' : 'offline');
+  if (state === 'busy') return 'rendering';
+  if (state === 'loading' && jobStages.length && jobStages.every((s) => s && s !== 'loading' && s !== 'queued')) return 'rendering';
+  if (state === 'loading') return 'loading weights';
+  return state;
+}
 
-/** Engine kind/state, weights residency and queue counts from /api/status. */
-export function StatusSummary({ status }) {
+/**
+ * Engine kind/state, weights residency and queue counts from /api/status;
+ * jobStages: the stage of each job a worker holds now (from the rows).
+ */
+export function StatusSummary({ status, jobStages = [] }) {
   if (!status) return <span className="status-pill muted">…</span>;
   if (status.error) return <span className="status-pill bad" title={status.error}>server unreachable</span>;
   const engine = status.engine && typeof status.engine === 'object' ? status.engine : {};
   const kind = engine.kind || null; // "mock", "h3", or null when no worker is online
-  const state = engine.state || (kind ? '' : 'offline');
+  const state = engineState(engine, jobStages);
   const message = [engine.message, engine.placement && `placement: ${engine.placement}`].filter(Boolean).join(' — ');
-  const residency = engine.resident === true ? 'resident' : engine.resident === false ? (kind === 'mock' ? 'none (mock)' : 'not loaded') : null;
+  // The mock engine has no weights, whatever it reports.
+  const residency = kind === 'mock' ? 'no weights (mock engine)' : engine.resident === true ? 'weights resident' : engine.resident === false ? 'weights not loaded' : null;
   const q = status.queue || {};
   const bad = !kind || /failed|offline/.test(state);
   // " engine" is dropped on phones (CSS) to leave room for the queue counts.
@@ -25,10 +41,10 @@ export function StatusSummary({ status }) {
   const name = short ? <>{short}<span className="engine-word"> engine</span></> : 'no worker';
   return (
     <span className="status-summary" data-testid="engine-status" title={message}>
-      <span className={`status-pill ${bad ? 'bad' : kind === 'mock' ? 'warn' : 'ok'}`} data-testid="engine-kind" data-kind={kind || ''} title={residency ? `weights ${residency}` : undefined}>
+      <span className={`status-pill ${bad ? 'bad' : kind === 'mock' ? 'warn' : 'ok'}`} data-testid="engine-kind" data-kind={kind || ''} title={residency || undefined}>
         {name}{state ? ` · ${state}` : ''}
       </span>
-      {residency && <span className="status-pill muted residency" data-testid="residency">weights {residency}</span>}
+      {residency && <span className="status-pill muted residency" data-testid="residency">{residency}</span>}
       {bad && engine.message && <span className="status-pill bad engine-message">{engine.message}</span>}
       <span className="status-pill muted" data-testid="queue-counts">
         {q.processing ?? 0} running · {q.queued ?? 0} queued
@@ -37,7 +53,7 @@ export function StatusSummary({ status }) {
   );
 }
 
-export default function Header({ status, live, statuses, onStatuses, approvedOnly, onApprovedOnly, search, onSearch, count, onSettings }) {
+export default function Header({ status, jobStages, live, statuses, onStatuses, approvedOnly, onApprovedOnly, hideCancelled, onHideCancelled, search, onSearch, count, onSettings }) {
   const searchRef = useRef(null);
 
   // ⌘K / Ctrl-K focuses the prompt search from anywhere.
@@ -58,8 +74,8 @@ export default function Header({ status, live, statuses, onStatuses, approvedOnl
   return (
     <header className="header">
       <div className="header-row">
-        <a className="brand" href="/" aria-label="mmh3 gallery">mmh3</a>
-        <StatusSummary status={status} />
+        <h1 className="brand"><a href="/">mmh3<span className="visually-hidden"> gallery</span></a></h1>
+        <StatusSummary status={status} jobStages={jobStages} />
         <span className={`live ${live}`} title={live === 'open' ? 'live updates on' : 'reconnecting to live updates…'} data-testid="live-state" data-state={live} role="status">
           <span className="live-dot" aria-hidden="true" />
           {live === 'reconnecting'
@@ -87,9 +103,15 @@ export default function Header({ status, live, statuses, onStatuses, approvedOnl
         <button type="button" className={`filter ${statuses.length === 0 ? 'on' : ''}`} aria-pressed={statuses.length === 0} onClick={() => onStatuses([])}>All</button>
         {STATUSES.map((s) => (
           <button key={s} type="button" className={`filter ${statuses.includes(s) ? 'on' : ''}`} aria-pressed={statuses.includes(s)} onClick={() => toggle(s)} data-testid={`filter-${s}`}>
-            {LABELS[s]}
+            {STATUS_LABELS[s]}
           </button>
         ))}
+        {statuses.length === 0 && (
+          <button type="button" className={`filter hide-cancelled ${hideCancelled ? 'on' : ''}`} aria-pressed={hideCancelled} onClick={() => onHideCancelled(!hideCancelled)} data-testid="hide-cancelled"
+            title={hideCancelled ? 'Cancelled jobs are hidden: click to show them' : 'Hide cancelled jobs'}>
+            {hideCancelled ? 'Cancelled hidden' : 'Hide cancelled'}
+          </button>
+        )}
         <button type="button" className={`filter approved-filter ${approvedOnly ? 'on' : ''}`} aria-pressed={approvedOnly} onClick={() => onApprovedOnly(!approvedOnly)} data-testid="filter-approved">✓ Approved</button>
         <span className="count" aria-live="polite" data-testid="result-count">{count} {count === 1 ? 'clip' : 'clips'}</span>
       </div>

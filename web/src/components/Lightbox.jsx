@@ -2,8 +2,9 @@ import { useEffect, useRef, useState } from 'react';
 import { ACTIVE } from '../api.js';
 import { store, useGallery } from '../store.js';
 import { closeLightbox, openGeneration } from '../router.js';
-import { cancelOrDelete, copyText, rerun, setRating } from '../actions.js';
-import { clipLength, duration, timeAgo } from '../format.js';
+import { cancelOrDelete, copyText, setRating, vary } from '../actions.js';
+import { clipLength, downloadName, duration, statusLabel, timeAgo } from '../format.js';
+import { toast } from '../toasts.js';
 import { posterUrl, referencesOf, resultUrl } from '../media.js';
 import { FPS } from '../params.js';
 import Player from './Player.jsx';
@@ -62,13 +63,30 @@ const AUDIO_SEEK_LONG_S = 5;
  * job or an ended one has no player keys. Moving through the list and closing
  * always work.
  */
-export function keyHints(media) {
+export function keyHints(media, rating = false) {
   const player = media === 'video'
-    ? ['←/→ frame', 'shift ±1 s', 'space play', 'l loop', 'm mute']
+    ? ['←/→ frame', 'shift ±1 s', 'home/end first/last', 'space play', 'l loop', 'm mute']
     : media === 'audio'
-      ? [`←/→ ±${AUDIO_SEEK_S} s`, `shift ±${AUDIO_SEEK_LONG_S} s`, 'space play', 'l loop', 'm mute']
+      ? [`←/→ ±${AUDIO_SEEK_S} s`, `shift ±${AUDIO_SEEK_LONG_S} s`, 'home/end start/end', 'space play', 'l loop', 'm mute']
       : [];
-  return [...player, '↑/↓ previous/next clip', 'esc close'];
+  return [...player, ...(rating ? ['a approve', 'r reject'] : []), '↑/↓ previous/next clip', 'esc close'];
+}
+
+/** The frame on screen as a PNG file (the clip is same-origin, so the canvas is readable). */
+async function frameFile(v, name) {
+  if (!v || !v.videoWidth) throw new Error('the clip has not loaded a frame yet');
+  const c = document.createElement('canvas');
+  c.width = v.videoWidth;
+  c.height = v.videoHeight;
+  c.getContext('2d').drawImage(v, 0, 0);
+  const blob = await new Promise((resolve, reject) => c.toBlob((b) => (b ? resolve(b) : reject(new Error('the frame could not be encoded'))), 'image/png'));
+  return new File([blob], name, { type: 'image/png' });
+}
+
+async function clipFile(url, name) {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`the clip could not be read (HTTP ${res.status})`);
+  return new File([await res.blob()], name, { type: 'video/mp4' });
 }
 
 function ConfirmButton({ label, confirmLabel, onConfirm, className = '', testId }) {
@@ -86,7 +104,7 @@ function ConfirmButton({ label, confirmLabel, onConfirm, className = '', testId 
   );
 }
 
-export default function Lightbox({ id, onEdit }) {
+export default function Lightbox({ id, onEdit, onRerun, onAttach, onAttachUploads }) {
   const { byId, items } = useGallery();
   const g = byId.get(id);
   const [missing, setMissing] = useState(null);
@@ -109,6 +127,29 @@ export default function Lightbox({ id, onEdit }) {
     : current ? (current.url ? current.kind : null)
       : g.status === 'succeeded' && resultUrl(g) ? 'video' : null;
   const playable = media === 'video' || media === 'audio';
+  const rateable = Boolean(g && g.status === 'succeeded');
+  const [varying, setVarying] = useState(null);
+
+  /** The frame on screen, or the clip itself, into the prompt bar as a reference. */
+  const referenceFrom = async (what) => {
+    const p = player.current;
+    const base = downloadName(g).replace(/\.mp4$/, '');
+    try {
+      if (what === 'frame') {
+        p && p.element && p.element.pause();
+        const n = p && p.element ? Math.floor(p.element.currentTime * FPS + 1e-3) + 1 : 1;
+        const file = await frameFile(p && p.element, `${base}-frame-${n}.png`);
+        onAttach && onAttach([file]);
+      } else if (what === 'clip') {
+        onAttach && onAttach([await clipFile(resultUrl(g), `${base}.mp4`)]);
+      } else if (current) {
+        onAttachUploads && onAttachUploads([current]);
+      }
+      closeLightbox();
+    } catch (e) {
+      toast(`Could not use it as a reference: ${e.message}.`, { kind: 'error' });
+    }
+  };
 
   const onKeyDown = (e) => {
     if (isTyping(e.target) || e.metaKey || e.ctrlKey || e.altKey) return;
@@ -121,6 +162,10 @@ export default function Lightbox({ id, onEdit }) {
     else if ((key === ' ' || key === 'Spacebar') && p) p.togglePlay();
     else if ((key === 'l' || key === 'L') && p) p.toggleLoop();
     else if ((key === 'm' || key === 'M') && p) p.toggleMute();
+    else if ((key === 'Home' || key === 'End') && p && media === 'audio') p.seekTo(key === 'Home' ? 0 : Infinity);
+    else if ((key === 'Home' || key === 'End') && p) p.goto(key === 'Home' ? 0 : Infinity);
+    else if ((key === 'a' || key === 'A') && rateable) setRating(g, g.rating === 'approved' ? null : 'approved');
+    else if ((key === 'r' || key === 'R') && rateable) setRating(g, g.rating === 'rejected' ? null : 'rejected');
     else if (key === 'ArrowUp' || key === 'ArrowDown' || key === 'k' || key === 'j') {
       // Previous / next clip of the gallery's current list, in place.
       const i = items.findIndex((x) => x.generation_id === id);
@@ -181,7 +226,7 @@ export default function Lightbox({ id, onEdit }) {
       {g && (
         <aside className="lb-side">
           <div className="lb-head">
-            <span className={`status-tag ${g.status}`} data-testid="lb-status">{g.status}</span>
+            <span className={`status-tag ${g.status}`} data-testid="lb-status" data-status={g.status}>{statusLabel(g.status)}</span>
             {g.rating === 'approved' && <span className="approved-tag" data-testid="lb-approved"><CheckIcon /> approved</span>}
             {g.rating === 'rejected' && <span className="rejected-tag">rejected</span>}
             <span className="muted small">{timeAgo(g.enqueued_at)}</span>
@@ -204,10 +249,30 @@ export default function Lightbox({ id, onEdit }) {
                 </button>
               </>
             )}
-            <button type="button" onClick={() => rerun(g)} data-testid="rerun">Rerun (new seed)</button>
-            <button type="button" onClick={() => { onEdit(g); closeLightbox(); }} data-testid="edit">Edit &amp; resubmit</button>
+            <button type="button" onClick={() => { onRerun(g); closeLightbox(); }} data-testid="rerun"
+              title="The prompt, references and settings in the prompt bar with a new seed, to change before running">Rerun…</button>
+            <button type="button" onClick={() => { onEdit(g); closeLightbox(); }} data-testid="edit"
+              title="The prompt, references and settings in the prompt bar, the seed kept">Edit &amp; resubmit</button>
+            <span className="vary" role="group" aria-label="Vary: the same request with new seeds, queued at once">
+              <span className="vary-label" aria-hidden="true">Vary</span>
+              {[1, 2, 4].map((n) => (
+                <button key={n} type="button" disabled={varying !== null} onClick={async () => { setVarying(n); await vary(g, n); setVarying(null); }}
+                  title={n === 1 ? 'One new seed, queued now' : `${n} new seeds, queued now`} data-testid={`vary-${n}`}>
+                  <span className="visually-hidden">Vary </span>×{n}<span className="visually-hidden">{n === 1 ? ' (one new seed)' : ` (${n} new seeds)`}</span>
+                </button>
+              ))}
+            </span>
             {g.status === 'succeeded' && resultUrl(g) && (
-              <a className="button" href={resultUrl(g)} download={`mmh3-${g.generation_id}.mp4`} data-testid="download">Download</a>
+              <a className="button" href={resultUrl(g)} download={downloadName(g)} data-testid="download">Download</a>
+            )}
+            {view === 'result' && media === 'video' && (
+              <>
+                <button type="button" onClick={() => referenceFrom('frame')} data-testid="use-frame" title="This frame as a still in the prompt bar (frame 1 under fl2va)">Use frame as reference</button>
+                <button type="button" onClick={() => referenceFrom('clip')} data-testid="use-clip" title="This clip as a video reference in the prompt bar">Use clip as reference</button>
+              </>
+            )}
+            {current && (
+              <button type="button" onClick={() => referenceFrom('upload')} data-testid="use-reference">Use this reference</button>
             )}
             <button type="button" onClick={() => copyText(g.prompt || '')} data-testid="copy-prompt">Copy prompt</button>
             {!active && (
@@ -215,7 +280,7 @@ export default function Lightbox({ id, onEdit }) {
                 onConfirm={async () => { if (await cancelOrDelete(g)) closeLightbox(); }} />
             )}
           </div>
-          <p className="muted small keys-hint" data-testid="keys-hint" data-media={media || 'none'}>{keyHints(media).join(' · ')}</p>
+          <p className="muted small keys-hint" data-testid="keys-hint" data-media={media || 'none'}>{keyHints(media, rateable).join(' · ')}</p>
         </aside>
       )}
     </Modal>

@@ -1,7 +1,7 @@
 import { useEffect, useId, useRef, useState } from 'react';
 import {
-  FPS, FRAME_STEP, FRAME_BASE, MAX_FRAMES, MAX_SEED, MIN_FRAMES, SIZE_GRID, SIZE_PRESETS,
-  formatSeconds, secondsToFrames, snapFrames, snapSide,
+  FPS, FRAME_STEP, FRAME_BASE, MAX_BATCH, MAX_FRAMES, MIN_FRAMES, SIZE_GRID, SIZE_PRESETS,
+  formatSeconds, freshSeed, secondsToFrames, snapFrames, snapSide,
 } from '../params.js';
 
 /** Length on the 17n+5 grid, edited as a slider, in frames or in seconds. */
@@ -49,7 +49,7 @@ function LengthField({ frames, onChange }) {
   );
 }
 
-export default function ParamsPopover({ params, set, partition, onClose }) {
+export default function ParamsPopover({ params, set, partition, onClose, estimate = '', measured = 0 }) {
   const ref = useRef(null);
   useEffect(() => {
     const onDown = (e) => { if (ref.current && !ref.current.contains(e.target) && !e.target.closest('[data-params-toggle]')) onClose(); };
@@ -113,12 +113,23 @@ export default function ParamsPopover({ params, set, partition, onClose }) {
         <div className="row">
           <div className="segmented" role="radiogroup" aria-label="Seed mode">
             <button type="button" role="radio" aria-checked={params.seedMode === 'random'} className={params.seedMode === 'random' ? 'on' : ''} onClick={() => set({ seedMode: 'random' })} data-testid="seed-random">Random</button>
-            <button type="button" role="radio" aria-checked={params.seedMode === 'locked'} className={params.seedMode === 'locked' ? 'on' : ''} onClick={() => set({ seedMode: 'locked', seed: params.seed === '' ? String(Math.floor(Math.random() * MAX_SEED)) : params.seed })} data-testid="seed-locked">Locked</button>
+            <button type="button" role="radio" aria-checked={params.seedMode === 'locked'} className={params.seedMode === 'locked' ? 'on' : ''} onClick={() => set({ seedMode: 'locked', seed: params.seed === '' ? freshSeed() : params.seed })} data-testid="seed-locked">Locked</button>
           </div>
           {params.seedMode === 'locked' && (
             <input type="text" inputMode="numeric" value={params.seed} aria-label="Seed" onChange={(e) => set({ seed: e.target.value })} data-testid="seed-input" />
           )}
         </div>
+      </fieldset>
+
+      <fieldset className="field">
+        <legend>Batch</legend>
+        <div className="segmented" role="radiogroup" aria-label="Clips per request">
+          {Array.from({ length: MAX_BATCH }, (_, i) => i + 1).map((n) => (
+            <button key={n} type="button" role="radio" aria-checked={Number(params.batch) === n} className={Number(params.batch) === n ? 'on' : ''}
+              onClick={() => set({ batch: n })} data-testid={`batch-${n}`}>×{n}<span className="visually-hidden">{n === 1 ? ' (1 clip)' : ` (${n} clips)`}</span></button>
+          ))}
+        </div>
+        <p className="hint">Each clip of a batch gets its own seed (a locked seed counts up by one).</p>
       </fieldset>
 
       <fieldset className="field">
@@ -131,6 +142,10 @@ export default function ParamsPopover({ params, set, partition, onClose }) {
         </div>
         <p className="hint">fl2va: first/last frame. ref2va: reference images, videos and audio.</p>
       </fieldset>
+
+      <p className="estimate" data-testid="estimate">
+        {estimate ? `Estimated: ${estimate}` : measured ? '' : 'No estimate yet: no clip has finished on this server.'}
+      </p>
     </div>
   );
 }

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { postSSE } from '../sse.js';
 import Modal from './Modal.jsx';
+import { rewriteProblem } from '../messages.js';
 
 /**
  * Prompt rewrite approval: POST /api/rewrite streams the rewrite token by
@@ -8,10 +9,10 @@ import Modal from './Modal.jsx';
  * the rewrite once it is complete, Esc cancels; nothing is queued until one
  * of the two prompts is picked.
  */
-export default function RewriteSheet({ original, settings, onPick, onCancel }) {
+export default function RewriteSheet({ original, settings, onPick, onCancel, onOpenSettings }) {
   const [text, setText] = useState('');
   const [state, setState] = useState('streaming'); // streaming | done | error
-  const [error, setError] = useState(null);
+  const [error, setError] = useState(null); // {text, settings}
   const acceptRef = useRef(null);
 
   useEffect(() => {
@@ -30,12 +31,17 @@ export default function RewriteSheet({ original, settings, onPick, onCancel }) {
         setText(full);
         setState('done');
       } else if (ev.event === 'error') {
-        setError(typeof data === 'string' ? data : data?.message || data?.error || 'the rewrite failed');
+        const why = typeof data === 'string' ? data : data?.message || data?.error || 'no reason given';
+        setError({ text: `The rewrite service failed: ${String(why).replace(/\.$/, '')}. Try again, or send the prompt as you wrote it.`, settings: false });
         setState('error');
       }
     }, { signal: ctl.signal }).then(
-      () => setState((s) => (s === 'streaming' ? (acc ? 'done' : 'error') : s)),
-      (e) => { if (e.name !== 'AbortError') { setError(e.message); setState('error'); } },
+      () => setState((s) => {
+        if (s !== 'streaming') return s;
+        if (!acc) setError({ text: 'The rewrite came back empty. Try again, or send the prompt as you wrote it.', settings: false });
+        return acc ? 'done' : 'error';
+      }),
+      (e) => { if (e.name !== 'AbortError') { setError(rewriteProblem(e)); setState('error'); } },
     );
     return () => ctl.abort();
   }, [original, settings?.rewrite_model]);
@@ -62,7 +68,14 @@ export default function RewriteSheet({ original, settings, onPick, onCancel }) {
           <p className={`rewrite-text ${state === 'streaming' ? 'streaming' : ''}`} aria-live="polite" aria-busy={state === 'streaming'} data-testid="rewrite-text">
             {text}{state === 'streaming' && <span className="caret" aria-hidden="true" />}
           </p>
-          {state === 'error' && <p className="error-text" role="alert" data-testid="rewrite-error">Rewrite failed: {error}</p>}
+          {state === 'error' && error && (
+            <div className="error-text" role="alert" data-testid="rewrite-error">
+              <p>{error.text}</p>
+              {error.settings && onOpenSettings && (
+                <button type="button" onClick={onOpenSettings} data-testid="rewrite-open-settings">Open Settings</button>
+              )}
+            </div>
+          )}
         </section>
       </div>
       <div className="sheet-actions">
