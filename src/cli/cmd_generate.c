@@ -584,7 +584,7 @@ static int settle_cache(const gen_args *a, mm_gen_request *req)
         return bad("--cache", a->cache, e.msg, MM_ACCEPT_CACHE);
     if (mm_step_cache_check(&req->cache, strcmp(req->partition, "ref2va") == 0, &e) != 0) {
         fprintf(stderr, PROG ": --cache: %s\n", e.msg);
-        return 1;
+        return 2;
     }
     return 0;
 }

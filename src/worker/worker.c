@@ -450,6 +450,9 @@ static bool load_engine(worker *w, render_ctx *r, mm_job *job)
     }
     w->loaded = true;
     r->load_seconds = r->seconds[MM_STAGE_LOADING] = mm_clock_now() - t0;
+    /* back to what job_begins said: the load is over, the job renders */
+    if (mm_store_worker_set_state(w->db, w->id, "busy", "rendering", NULL, job->id, &err) < 0)
+        mm_log("%s", err.msg);
     return true;
 }
 

@@ -896,6 +896,34 @@ def second_front_end_on_the_same_database(s):
 
 
 @test
+def first_job_worker_is_busy_once_loaded(s):
+    """A worker's first job loads the engine (state `loading`); once the job is past its loading stage the
+    worker says `busy` — it used to stay `loading` for the whole first job."""
+    import tempfile
+    work = tempfile.mkdtemp(prefix="mmh3-firstjob-", dir=s.work)
+    os.chmod(work, 0o755)
+    b = Stack(s.build, work=work, extra=["--no-worker"])  # its own database: no other worker claims the job
+    w = None
+    try:
+        b.start(engine_ready=False)
+        w = b.start_worker("--mock", "--mock-seconds", "4", "--name", "first-job-worker")
+        g = b.enqueue(**small(prompt="the first job of a fresh worker"))
+        g = b.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL or
+                       (g["status"] == "processing" and g.get("stage") not in (None, "queued", "loading")),
+                       what="the job past its loading stage")
+        check(g["status"] == "processing", "the job ended before it could be observed: %s", short(g))
+        st, body = b.get("/api/status")
+        mine = [x for x in body["workers"] if x["worker_id"] == "first-job-worker"]
+        check(mine and mine[0]["state"] == "busy", "stage %s, worker %r", g.get("stage"), mine)
+        b.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
+    finally:
+        if w is not None:
+            w.send_signal(signal.SIGTERM)
+            w.wait(20)
+        check(b.stop() == 0, "the second serve did not stop cleanly")
+
+
+@test
 def real_engine_failure_is_reported_not_hidden(s):
     w = s.start_worker()  # no --mock: the real engine, which cannot start here
     try:
