@@ -1,4 +1,4 @@
-/* mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE]
+/* mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE] [--sparse PRESET]
  *
  * Runs every case of a conformance kit (a folder with a manifest.json) and
  * prints one PASS/FAIL line per comparison, the measured error next to its
@@ -12,19 +12,21 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE]\n"
+            "usage: mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE] [--sparse PRESET]\n"
             "\n"
             "Runs a conformance kit (a folder with manifest.json: the DiT kit, and the\n"
             "other formats listed in src/conformance/kits.h) against the engine.\n"
             "  --device D   compute on D (default cpu)\n"
             "  --out FILE   also write every computed output, under the kit's tensor\n"
             "               names, to the safetensors file FILE\n"
+            "  --sparse P   DiT kit: the main blocks' attention through sparse attention\n"
+            "               preset P (e.g. full: every block exact, density 1)\n"
             "Prints one PASS/FAIL line per check; exits 0 only if all pass.\n");
 }
 
 int mm_cmd_conformance(int argc, char **argv)
 {
-    const char *kit = NULL, *out = NULL, *device = "cpu";
+    const char *kit = NULL, *out = NULL, *device = "cpu", *sparse = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -37,6 +39,10 @@ int mm_cmd_conformance(int argc, char **argv)
             out = argv[++i];
         } else if (strncmp(argv[i], "--out=", 6) == 0) {
             out = argv[i] + 6;
+        } else if (strcmp(argv[i], "--sparse") == 0 && i + 1 < argc) {
+            sparse = argv[++i];
+        } else if (strncmp(argv[i], "--sparse=", 9) == 0) {
+            sparse = argv[i] + 9;
         } else if (argv[i][0] == '-' || kit) {
             fprintf(stderr, "mmh3 conformance: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
@@ -50,7 +56,7 @@ int mm_cmd_conformance(int argc, char **argv)
         return 2;
     }
     mm_error err = {{0}};
-    mm_conf_options opts = {.out_path = out, .log = stdout};
+    mm_conf_options opts = {.out_path = out, .log = stdout, .sparse = sparse};
     if (mm_device_parse(device, &opts.device, &err) != 0) {
         fprintf(stderr, "mmh3 conformance: --device: %s\n", err.msg);
         return 2;

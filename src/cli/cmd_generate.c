@@ -35,6 +35,7 @@
 #include "engine/timing.h"
 #include "io/checkpoint.h"
 #include "media/probe.h"
+#include "model/sparse/sparse.h"
 
 #define PROG "mmh3 generate"
 
@@ -65,13 +66,14 @@ static void usage(FILE *f)
             "      --seed N             %s (default: drawn, printed)\n"
             "      --no-audio           silent output (no audio stream)\n"
             "      --fast               fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)\n"
+            "      --sparse [PRESET]    sparse attention (default preset sol; off without the flag). Presets:\n%s"
             "output encoding\n"
             "      --crf N              %s\n"
             "      --preset P           x264 preset (default medium)\n"
             "      --frames-dir DIR     also write every frame as DIR/frame_NNNNN.png\n"
             "devices and weights (the same flags as mmh3 worker and mmh3 serve)\n",
             MM_ACCEPT_FRAMES, MM_ACCEPT_SECONDS, MM_ACCEPT_DIM, MM_ACCEPT_SIZE, MM_ACCEPT_STEPS, MM_ACCEPT_SEED,
-            MM_ACCEPT_CRF);
+            mm_sparse_presets_help(), MM_ACCEPT_CRF);
     mm_engine_flags_usage(f, MM_ENGINE_CMD_GENERATE, 6, 27);
     fprintf(f,
             "      --dit-path F         the DiT file of this run's partition\n"
@@ -289,7 +291,7 @@ static mm_device dit_device(const char *device)
 
 enum {
     O_AUDIO = 256, O_LAST, O_PARTITION, O_FRAMES, O_WIDTH, O_HEIGHT, O_SIZE, O_STEPS, O_SEED, O_NO_AUDIO, O_CRF,
-    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST,
+    O_PRESET, O_FRAMES_DIR, O_DIT, O_PLAIN, O_DUMP_LAYOUT, O_DUMP_LATENTS, O_FAST, O_SPARSE,
 };
 
 int mm_cmd_generate(int argc, char **argv)
@@ -312,6 +314,7 @@ int mm_cmd_generate(int argc, char **argv)
         {"seed", required_argument, 0, O_SEED},
         {"no-audio", no_argument, 0, O_NO_AUDIO},
         {"fast", no_argument, 0, O_FAST},
+        {"sparse", optional_argument, 0, O_SPARSE},
         {"crf", required_argument, 0, O_CRF},
         {"preset", required_argument, 0, O_PRESET},
         {"frames-dir", required_argument, 0, O_FRAMES_DIR},
@@ -334,6 +337,7 @@ int mm_cmd_generate(int argc, char **argv)
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs = 0, steps = MM_STEPS_DEFAULT, crf = MM_CRF_DEFAULT, verbosity = 1;
     bool no_audio = false, fast = false, plain_lines = false;
+    const char *sparse = NULL;
     mm_engine_options eo;
     mm_engine_options_defaults(&eo);
     long long v;
@@ -383,6 +387,17 @@ int mm_cmd_generate(int argc, char **argv)
         case O_SEED: seed_arg = optarg; break;
         case O_NO_AUDIO: no_audio = true; break;
         case O_FAST: fast = true; break;
+        case O_SPARSE: {
+            /* --sparse, --sparse=PRESET or --sparse PRESET (nothing positional follows otherwise) */
+            if (!optarg && optind < argc && argv[optind][0] != '-')
+                optarg = argv[optind++];
+            mm_sparse_config sc;
+            mm_error e = {{0}};
+            if (mm_sparse_config_parse(optarg, &sc, &e) != 0)
+                return bad("--sparse", optarg ? optarg : "", e.msg, "a preset listed by --help, e.g. sol");
+            sparse = optarg ? optarg : "sol";
+            break;
+        }
         case O_CRF: {
             mm_error e = {{0}};
             if (!parse_ll(optarg, &v))
@@ -640,6 +655,7 @@ int mm_cmd_generate(int argc, char **argv)
     req.seed = seed;
     req.no_audio = no_audio;
     req.fast = fast;
+    req.sparse = sparse;
     req.crf = crf;
     req.preset = preset;
     req.out_path = out_arg;
@@ -655,9 +671,10 @@ int mm_cmd_generate(int argc, char **argv)
     for (int i = 0; i < notes.n && verbosity > 0; i++)
         fprintf(stderr, PROG ": warning: %s\n", notes.msg[i]);
     if (verbosity > 0)
-        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s -> %s\n", partition, req.width,
+        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %d steps, seed %llu%s%s%s%s -> %s\n", partition, req.width,
                 req.height, frames, frames / (double)MM_FPS, steps, (unsigned long long)seed,
-                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", out_arg);
+                no_audio ? ", no audio" : "", fast ? ", fast mode" : "", sparse ? ", sparse " : "",
+                sparse ? sparse : "", out_arg);
     if (verbosity > 1) {
         eo.h3.log = on_log;
         eo.h3.log_user = &view;

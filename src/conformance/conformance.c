@@ -95,7 +95,8 @@ int mm_conformance_run(const char *kit_dir, const mm_conf_options *opts, bool *a
                        .manifest = manifest,
                        .device = opts->device,
                        .log = opts->log ? opts->log : stdout,
-                       .keep_outputs = opts->out_path != NULL};
+                       .keep_outputs = opts->out_path != NULL,
+                       .sparse = opts->sparse};
     int rc = fn(&run, err);
     if (rc != 0)
         mm_error_prefix(err, "%s", kind);

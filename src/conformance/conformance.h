@@ -31,6 +31,7 @@ typedef struct mm_conf_run {
     mm_device device;      /* where the engine computes */
     FILE *log;             /* PASS/FAIL lines and notes (stdout) */
     bool keep_outputs;     /* --out given */
+    const char *sparse;    /* --sparse PRESET: the DiT kit's main blocks through sparse attention (issue 26), or NULL */
     int passed, failed;
     mm_conf_output *outputs; /* kept outputs, in order */
 } mm_conf_run;
@@ -43,6 +44,7 @@ typedef struct mm_conf_options {
     mm_device device;
     const char *out_path; /* or NULL */
     FILE *log;
+    const char *sparse; /* a sparse-attention preset for the DiT kit, or NULL (model/sparse/sparse.h) */
 } mm_conf_options;
 
 /* Recognizes the kit by its manifest and runs it. *all_passed is set when

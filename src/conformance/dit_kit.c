@@ -29,6 +29,9 @@ typedef struct dit_kit {
     const mm_dit_config *cfg;
     mm_safetensors *cases, *sampler;
     double video_shift, audio_shift;
+    mm_sparse_config sparse_cfg; /* --sparse: the main blocks' attention through it */
+    const mm_sparse_config *sparse;
+    int sparse_noted;
 } dit_kit;
 
 /* ------------------------------------------------------------- transfers */
@@ -385,9 +388,13 @@ static int run_case(dit_kit *k, const json_t *entry, mm_error *err)
     capture_state cs = {.k = k, .prefix = prefix};
     mm_dit_debug dbg = {capture, &cs};
     const json_t *debug = json_object_get(entry, "debug");
-    if (mm_dit_request_begin(k->dit, k->ctx, &l, &text, json_is_true(debug) ? &dbg : NULL, &req, err) != 0 ||
+    const mm_dit_request_opts ro = {.sparse = k->sparse};
+    if (mm_dit_request_begin_ex(k->dit, k->ctx, &l, &text, &ro, json_is_true(debug) ? &dbg : NULL, &req, err) != 0 ||
         mm_dit_forward(req, row_t, &video, &audio, &vv, &va, err) != 0)
         goto done;
+    if (k->sparse && k->sparse_noted++ == 0)
+        fprintf(k->run->log, "note sparse attention: %s; density of %s: %.3f\n", mm_dit_sparse_kind(req), c.name,
+                mm_dit_request_density(req));
     if (cs.failed) {
         *err = cs.err;
         goto done;
@@ -648,7 +655,8 @@ static int run_sampler(dit_kit *k, const json_t *entry, mm_error *err)
         mm_tensor_alloc(&s.audio, dev, MM_F32, 2, (int64_t[]){l.audio_rows, aw}, err) != 0 ||
         mm_tensor_alloc(&s.vv, dev, MM_F32, 2, (int64_t[]){l.video_rows, vw}, err) != 0 ||
         mm_tensor_alloc(&s.va, dev, MM_F32, 2, (int64_t[]){l.audio_rows, aw}, err) != 0 ||
-        mm_dit_request_begin(k->dit, k->ctx, &l, &text, NULL, &s.req, err) != 0)
+        mm_dit_request_begin_ex(k->dit, k->ctx, &l, &text, &(const mm_dit_request_opts){.sparse = k->sparse}, NULL,
+                                &s.req, err) != 0)
         goto done;
     int64_t n;
     snprintf(name, sizeof name, "%s.video_rows_after_step", prefix);
@@ -757,6 +765,11 @@ int mm_conf_kit_dit(mm_conf_run *run, mm_error *err)
     if (mm_conf_json_number(derived, "video_shift", &k.video_shift, err) != 0 ||
         mm_conf_json_number(derived, "audio_shift", &k.audio_shift, err) != 0)
         return -1;
+    if (run->sparse) {
+        if (mm_sparse_config_parse(run->sparse, &k.sparse_cfg, err) != 0)
+            return -1;
+        k.sparse = &k.sparse_cfg;
+    }
 
     int rc = -1;
     char path[4096];

@@ -177,6 +177,10 @@ typedef struct loop_state {
     pl_refkv *kv;
     mm_tensor refined;
     mm_dit_request *rreq;
+    /* sparse attention (issue 26): the request's preset, and its forwards */
+    mm_sparse_config sparse;
+    const mm_sparse_config *sparse_on;
+    int forwards;
 } loop_state;
 
 /* A forward on the reduced layout: target rows only; the pinned rows'
@@ -190,6 +194,7 @@ static int velocity_cached(loop_state *s, float t_video, float t_audio, const mm
         mm_dit_request_end(s->dreq);
         s->dreq = NULL;
         mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
+        o.sparse = s->sparse_on;
         pl_refkv_attach(s->kv, NULL);
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
@@ -232,10 +237,14 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     mm_tensor ha = mm_tensor_wrap(audio->rows, mm_cpu(), MM_F32, 2, s->audio.shape);
     mm_copy(s->ctx, &s->video, &hv);
     mm_copy(s->ctx, &s->audio, &ha);
+    if (s->dreq)
+        mm_dit_request_set_step(s->dreq, step, s->forwards);
     if (mm_ctx_error(s->ctx, err) != 0 ||
         (s->sreq ? mm_sp_forward(s->sreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)
                  : mm_dit_forward(s->dreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)) != 0)
         return -1;
+    if (s->dreq && s->sparse_on)
+        mm_timing_density(s->j->t, step, mm_dit_request_density(s->dreq));
     mm_tensor ov = mm_tensor_wrap(v_video, mm_cpu(), MM_F32, 2, s->vv.shape);
     mm_tensor oa = mm_tensor_wrap(v_audio, mm_cpu(), MM_F32, 2, s->va.shape);
     mm_copy(s->ctx, &ov, &s->vv);
@@ -289,6 +298,12 @@ int pl_denoise(pl_job *j, mm_error *err)
         mm_sigma_schedule_build(j->req->steps, p->audio_shift, &sa, err) != 0)
         goto done;
     const int total = sv.points - 1;
+    s.forwards = total;
+    if (j->req->sparse) {
+        if (mm_sparse_config_parse(j->req->sparse, &s.sparse, err) != 0)
+            goto done;
+        s.sparse_on = &s.sparse;
+    }
     pl_report(j, MM_STAGE_DENOISING, 0, total);
     if (pl_build_layout(j, err) != 0 || initial_rows(j, cfg, err) != 0)
         goto done;
@@ -317,6 +332,8 @@ int pl_denoise(pl_job *j, mm_error *err)
         if (mm_sp_request_begin(p->sp[j->partition], l, text_rows, &s.sreq, err) != 0 ||
             mm_sp_request_set_fast(s.sreq, j->req->fast, err) != 0)
             goto done;
+        if (s.sparse_on)
+            pl_log(p, "sparse attention: off with --gpus (the sequence-parallel attention owns the attention)");
         char kind[200];
         mm_sp_request_attention_kind(s.sreq, kind, sizeof kind);
         pl_log(p, "DiT attention: %s", kind);
@@ -327,12 +344,15 @@ int pl_denoise(pl_job *j, mm_error *err)
             mm_dit_refine_text(dit, p->dit_ctx, text_rows, &s.refined, err) != 0)
             goto done;
         o = pl_refkv_capture_opts(s.kv, &s.refined);
+        o.sparse = s.sparse_on;
         if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, NULL, &o, NULL, &s.dreq, err) != 0)
             goto done;
         pl_log(p, "reference KV cache: %lld pinned rows kept per block after the first forward (%.2f GiB)",
                (long long)pl_refkv_rows(s.kv), pl_refkv_bytes(cfg, l) / 1073741824.0);
-    } else if (mm_dit_request_begin(dit, p->dit_ctx, l, text_rows, NULL, &s.dreq, err) != 0) {
-        goto done;
+    } else {
+        const mm_dit_request_opts o = {.sparse = s.sparse_on};
+        if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, text_rows, &o, NULL, &s.dreq, err) != 0)
+            goto done;
     }
     if (s.dreq) { /* fast mode (issue 9): the DiT's 8-bit attention where the GPU has it */
         mm_dit_request_set_fast(s.dreq, j->req->fast);
@@ -342,6 +362,8 @@ int pl_denoise(pl_job *j, mm_error *err)
         } else {
             pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s.dreq));
         }
+        if (s.sparse_on)
+            pl_log(p, "sparse attention: %s", mm_dit_sparse_kind(s.dreq));
     }
     mm_tensor_free(&text);
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);

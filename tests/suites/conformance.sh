@@ -8,3 +8,4 @@ run_one "conformance/dit-random-layout" "$MMH3_BUILD/bench/mmh3-bench-dit" \
   --write-random "$MMH3_SRC/tests/out/dit-random-tiny.safetensors" --device cpu --layers 2 --hidden 256 --heads 2 \
   --ffn 512 --text-dim 64 --width 128 --height 64 --frames 22 --text-rows 8 --keyframes 1 --warmup 0 --iters 1
 run_one "conformance/vae" "$MMH3_BUILD/mmh3" conformance tests/data/vae --out "$MMH3_SRC/tests/out/conformance_vae.safetensors"
+run_one "conformance/dit-sparse-full" "$MMH3_BUILD/mmh3" conformance tests/data/dit --sparse full

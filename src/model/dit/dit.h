@@ -28,6 +28,7 @@
 #include "core/tensor.h"
 #include "model/dit/config.h"
 #include "model/dit/layout.h"
+#include "model/sparse/sparse.h"
 
 typedef struct mm_dit mm_dit;
 typedef struct mm_dit_request mm_dit_request;
@@ -74,6 +75,12 @@ typedef struct mm_dit_request_opts {
     /* Fast mode (issue 9): the main blocks' attention in e4m3 with per-block
      * scales where the GPU runs that kernel (Hopper), exact elsewhere. */
     bool fast;
+    /* Sparse attention (issue 26; NULL: dense): the main blocks' SDPA
+     * through backend/sparse_attn.h as the preset says — its sinks and dense
+     * queries from the layout's row roles, dense forwards and blocks, the τ
+     * of each forward (mm_dit_request_set_step). An attention hook takes
+     * precedence (the hook owns the attention); the refiner stays dense. */
+    const mm_sparse_config *sparse;
 } mm_dit_request_opts;
 
 /* mm_dit_request_begin with hooks (opts may be NULL). */
@@ -104,6 +111,18 @@ int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *vid
  * Fast mode: int8 q·k + e4m3 p·v attention where the GPU has it (its error
  * budget: docs/PERFORMANCE.md), exact elsewhere. */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);
+/* Sparse attention's step counter: the next forward is forward `step`
+ * (0-based) of `total` (its dense forwards and τ follow from both; total 0:
+ * unknown, only counted dense forwards apply). Without calls, forwards are
+ * counted from the request's first. */
+void mm_dit_request_set_step(mm_dit_request *req, int step, int total);
+/* The share of (query block, key block, head) pairs the last forward
+ * computed exactly over all main blocks (dense blocks count 1); 1 without
+ * sparse attention, or before the first forward. */
+double mm_dit_request_density(const mm_dit_request *req);
+/* One line on the sparse attention: the preset and the kernel, or why it
+ * does not run ("off", "off: the attention hook owns the attention"). */
+const char *mm_dit_sparse_kind(const mm_dit_request *req);
 /* What the main blocks' attention runs now, e.g. "fa3-i8-e4m3 (fast)",
  * "fa3-bf16", "mm_attention", "hook (the caller's attention)". */
 const char *mm_dit_attention_kind(const mm_dit_request *req);

@@ -154,6 +154,8 @@ static int attention(mm_dit_request *r, mm_tensor *o, mm_tensor *q, mm_tensor *k
 {
     if (r->attention)
         return r->attention(r->attention_user, r->ctx, o, q, k, v);
+    if (mm_dit_sparse_applies(r))
+        return mm_dit_sparse_sdpa(r, o, q, k, v);
     return sdpa(r, o, q, k, v);
 }
 

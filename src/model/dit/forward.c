@@ -159,6 +159,7 @@ void mm_dit_request_end(mm_dit_request *r)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mm_tensor_free(all[i]);
     mm_dit_cuda_teardown(r);
+    mm_dit_sparse_teardown(r);
     free(r->tags);
     free(r);
 }
@@ -232,7 +233,8 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
 
     int rc = -1;
     if (setup_layout(r, layout, err) != 0 || setup_workspace(r, err) != 0 ||
-        alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 || mm_dit_cuda_setup(r, err) != 0)
+        alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 || mm_dit_cuda_setup(r, err) != 0 ||
+        mm_dit_sparse_setup(r, layout, opts ? opts->sparse : NULL, err) != 0)
         goto done;
     if (refined) {
         mm_copy(ctx, &r->text, refined);
@@ -338,9 +340,11 @@ int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video
     if (rc != 0)
         return mm_error_prefix(err, "DiT forward");
 
+    mm_dit_sparse_forward_begin(r);
     mm_dit_embed_media(r, video_rows, audio_rows);
     mm_dit_capture(r, "block0_in", &r->ws.x);
     for (int b = 0; b < c->layers; b++) {
+        r->block = b;
         mm_dit_adaln_block(r, b, m);
         mm_dit_block(r, b);
         if (b == 0)
@@ -351,7 +355,7 @@ int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video
     mm_dit_capture(r, "blocks_out", &r->ws.x);
     mm_dit_adaln_final(r, m);
     mm_dit_final(r, v_video, v_audio);
-    if (mm_ctx_sync(ctx, err) != 0)
+    if (mm_ctx_sync(ctx, err) != 0 || mm_dit_sparse_forward_end(r, err) != 0)
         return mm_error_prefix(err, "DiT forward");
     return 0;
 }

@@ -4,6 +4,7 @@
 #define MMH3_MODEL_DIT_MODEL_H
 
 #include "backend/cuda/cuda_speed.h"
+#include "backend/sparse_attn.h"
 #include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/dit/dit.h"
@@ -56,6 +57,21 @@ typedef struct mm_dit_workspace {
     mm_tensor adaln_idx, t_idx; /* I32 [S]: ti·modalities + tag, ti */
 } mm_dit_workspace;
 
+/* Sparse attention of one request (sparse.c; issue 26). */
+typedef struct mm_dit_sparse {
+    mm_sparse_config cfg;
+    mm_sparse_route route;   /* sized for the request's rows */
+    mm_tensor tally;         /* I64 [1] on the device: exact pairs of this forward's routed blocks */
+    mm_row_range sink[MM_SPARSE_MAX_RANGES], dense_q[MM_SPARSE_MAX_RANGES];
+    int n_sink, n_dense_q;
+    int step, total;         /* the forward about to run, of total (0: unknown) */
+    bool step_set;           /* set by mm_dit_request_set_step for the next forward */
+    bool on;                 /* this forward routes its main blocks past the dense ones */
+    int routed_blocks;       /* main blocks routed in this forward */
+    double density;          /* of the last forward */
+    char kind[256];
+} mm_dit_sparse;
+
 struct mm_dit_request {
     mm_dit *dit;
     mm_ctx *ctx;
@@ -77,6 +93,8 @@ struct mm_dit_request {
     bool paths_fast;       /* paths were chosen with fast mode's self-check */
     mm_dit_profile profile; /* stage marks of one block (benchmarks) */
     mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */
+    int block;              /* the main block running (forward.c), for dense blocks */
+    mm_dit_sparse *sparse;  /* NULL: dense attention */
 };
 
 /* weights.c */
@@ -115,6 +133,17 @@ bool mm_dit_cuda_path_applies(const mm_dit_request *r);
 int mm_dit_cuda_setup(mm_dit_request *r, mm_error *err); /* its buffers (nothing off the path) */
 void mm_dit_cuda_teardown(mm_dit_request *r);
 int mm_dit_block_cuda(mm_dit_request *r, int block);
+
+/* sparse.c (issue 26): the request's sparse attention. setup allocates
+ * the route for the layout (nothing when opts ask for none); begin/end
+ * bracket a forward (its τ, dense or not; the density it achieved); sdpa
+ * is the main blocks' attention when sparse_applies says so. */
+int mm_dit_sparse_setup(mm_dit_request *r, const mm_dit_layout *l, const mm_sparse_config *cfg, mm_error *err);
+void mm_dit_sparse_teardown(mm_dit_request *r);
+void mm_dit_sparse_forward_begin(mm_dit_request *r);
+int mm_dit_sparse_forward_end(mm_dit_request *r, mm_error *err);
+bool mm_dit_sparse_applies(const mm_dit_request *r);
+int mm_dit_sparse_sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
 
 /* block.c, final_layer.c */
 int mm_dit_block(mm_dit_request *r, int block);

@@ -66,13 +66,13 @@ const char *mm_sparse_presets_help(void)
         return text;
     size_t w = 0;
     for (size_t i = 0; i < N_PRESETS && w < sizeof text; i++)
-        w += (size_t)snprintf(text + w, sizeof text - w, "  %-10s %s\n", presets[i].name, presets[i].what);
+        w += (size_t)snprintf(text + w, sizeof text - w, "        %-10s %s\n", presets[i].name, presets[i].what);
     if (w < sizeof text)
         snprintf(text + w, sizeof text - w,
-                 "  overrides after a colon, comma-separated: tau=X or tau=START..END, thresh=diag|exact, band=N,\n"
-                 "  density=X (forced), sparsity=X (subblock), dense_steps=N (a count) or X < 1 (a share),\n"
-                 "  dense_layers=N, sinks=ROWS, dense_queries=ROWS (ROWS: none, text, audio, cond, text_audio,\n"
-                 "  prefix, or a+b), min_rows=N, seed=N; e.g. sol:tau=1.25,dense_steps=0\n");
+                 "        overrides after a colon, comma-separated: tau=X or tau=START..END, thresh=diag|exact,\n"
+                 "        band=N, density=X (forced), sparsity=X (subblock), dense_steps=N (a count) or X < 1\n"
+                 "        (a share), dense_layers=N, sinks=ROWS, dense_queries=ROWS (ROWS: none, text, audio, cond,\n"
+                 "        text_audio, prefix, or a+b), min_rows=N, seed=N; e.g. sol:tau=1.25,dense_steps=0\n");
     return text;
 }
 
