@@ -229,6 +229,53 @@ static inline void sref_dense(const sref_problem *p, double *out)
     free(all);
 }
 
+/* The dense softmax mass of every (row, head) on each key block, relative to
+ * the row's max (unnormalized): blk [S·H, NT]. */
+static inline void sref_block_masses(const sref_problem *p, double *blk)
+{
+    const int64_t S = p->S, H = p->H, Hkv = p->Hkv, D = p->D, NT = sref_blocks(p);
+    const double s2 = sref_s2(p);
+    double *sc = malloc(sizeof(double) * (size_t)S);
+    for (int64_t r = 0; r < S; r++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t hk = h / (H / Hkv);
+            const float *q = p->q + (r * H + h) * D;
+            double m = -INFINITY;
+            for (int64_t j = 0; j < S; j++) {
+                double s = 0;
+                for (int64_t d = 0; d < D; d++)
+                    s += (double)q[d] * p->k[(j * Hkv + hk) * D + d];
+                sc[j] = s2 * s;
+                m = fmax(m, sc[j]);
+            }
+            double *b = blk + (r * H + h) * NT;
+            for (int64_t n = 0; n < NT; n++)
+                b[n] = 0;
+            for (int64_t j = 0; j < S; j++)
+                b[j / 64] += exp2(sc[j] - m);
+        }
+    free(sc);
+}
+
+/* The dense softmax mass on the blocks a mask leaves out, averaged over rows
+ * (how much of the attention the routing does not compute exactly). */
+static inline double sref_missed_mass(const sref_problem *p, const uint32_t *mask, int64_t W, const double *blk)
+{
+    const int64_t S = p->S, H = p->H, NT = sref_blocks(p);
+    double sum = 0;
+    for (int64_t r = 0; r < S; r++)
+        for (int64_t h = 0; h < H; h++) {
+            const double *b = blk + (r * H + h) * NT;
+            double all = 0, ex = 0;
+            for (int64_t n = 0; n < NT; n++) {
+                all += b[n];
+                ex += sref_bit(mask, W, r / 64, h, H, n) ? b[n] : 0;
+            }
+            sum += (all - ex) / all;
+        }
+    return sum / (double)(S * H);
+}
+
 typedef struct sref_err {
     double rel_l2, max_abs, mean_abs;
     int64_t worst, first_bad; /* index of max_abs; first element beyond the element bound (-1 none) */
@@ -265,12 +312,17 @@ static inline sref_err sref_compare(const float *got, const double *want, int64_
 }
 
 /* Structured synthetic q/k (for the error-vs-density curve and its test):
- *   0 LOCAL     a smooth drift along the sequence: nearby rows are similar,
- *               so attention mass sits near the diagonal;
- *   1 PERIODIC  the drift repeats every `period` rows (frames of a video):
- *               mass on the same phase of other periods;
- *   2 SINK      a prefix of `sink_rows` rows whose keys every query likes.
- * Each row = a per-kind signal plus unit-variance noise·noise; v random.
+ *   0 LOCAL     a position code along the sequence (frequencies of 1/50 to
+ *               1/5 cycles per 64-row block): q·k falls with distance, the
+ *               attention mass sits near the diagonal and thins out over a
+ *               few blocks;
+ *   1 PERIODIC  the same code repeating every `period` rows (frames of a
+ *               video): mass on the same phase of every other period, far
+ *               from the diagonal;
+ *   2 SINK      LOCAL plus a prefix of `sink_rows` rows whose keys every
+ *               query favours (text rows that every video row reads).
+ * q, k = strength·code + noise·N(0,1); v a smooth function of the position
+ * plus noise (so that the output is a signal, not an average of noise).
  * Values are bf16 (returned as floats). */
 enum { SREF_LOCAL = 0, SREF_PERIODIC, SREF_SINK, SREF_KINDS };
 
@@ -294,19 +346,21 @@ static inline void sref_structured(int kind, int64_t S, int64_t H, int64_t D, in
     for (int64_t r = 0; r < S; r++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t d = 0; d < D; d++) {
-                double pos = kind == SREF_PERIODIC ? (double)(r % period) / (double)period * 4.0 : (double)r / 64.0;
-                /* a few slow frequencies per head: a position code whose dot product falls with distance */
-                const double f = 0.05 + 0.3 * (double)((d / 2 + h) % 16) / 16.0;
-                double sig = (d & 1) ? cos(two_pi * f * pos) : sin(two_pi * f * pos);
-                double qs = sig, ks = sig;
-                if (kind == SREF_SINK && r < sink_rows)
-                    ks = 3.0 * ((d % 3) == 0 ? 1.0 : -0.5);
-                if (kind == SREF_SINK)
-                    qs = sig + ((d % 3) == 0 ? 1.0 : -0.5);
+                const double pos = (double)(kind == SREF_PERIODIC ? r % period : r) / 64.0; /* in blocks */
+                const double f = 0.02 + 0.18 * (double)((d / 2 + 5 * h) % 32) / 32.0;
+                const double code = (d & 1) ? cos(two_pi * f * pos) : sin(two_pi * f * pos);
+                double qs = code, ks = code;
+                if (kind == SREF_SINK) {
+                    const double dir = (d % 4) == 0 ? 1.0 : -0.33;
+                    qs = 0.7 * code + 0.7 * dir;
+                    if (r < sink_rows)
+                        ks = 1.5 * dir;
+                }
                 const int64_t at = (r * H + h) * D + d;
                 q[at] = mm_bf16_to_f32(mm_f32_to_bf16((float)(strength * qs + noise * sref_gauss(&s))));
                 k[at] = mm_bf16_to_f32(mm_f32_to_bf16((float)(strength * ks + noise * sref_gauss(&s))));
-                v[at] = mm_bf16_to_f32(mm_f32_to_bf16((float)sref_gauss(&s)));
+                const double vs = sin(two_pi * (double)r / (double)S * (double)(1 + (d + h) % 7) + 0.1 * (double)d);
+                v[at] = mm_bf16_to_f32(mm_f32_to_bf16((float)(vs + 0.3 * sref_gauss(&s))));
             }
 }
 
