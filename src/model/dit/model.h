@@ -144,6 +144,9 @@ void mm_dit_sparse_forward_begin(mm_dit_request *r);
 int mm_dit_sparse_forward_end(mm_dit_request *r, mm_error *err);
 bool mm_dit_sparse_applies(const mm_dit_request *r);
 int mm_dit_sparse_sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
+/* ... in its two steps (the benchmark's stage marks time them apart) */
+int mm_dit_sparse_route(mm_dit_request *r, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
+int mm_dit_sparse_attend(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
 
 /* block.c, final_layer.c */
 int mm_dit_block(mm_dit_request *r, int block);

@@ -110,16 +110,26 @@ bool mm_dit_sparse_applies(const mm_dit_request *r)
     return r->sparse && r->sparse->on && r->block >= r->sparse->cfg.dense_layers;
 }
 
-int mm_dit_sparse_sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
+int mm_dit_sparse_route(mm_dit_request *r, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
 {
     mm_dit_sparse *s = r->sparse;
     const mm_sparse_route_params rp = mm_sparse_route_params_for(&s->cfg, s->step, s->total, s->sink, s->n_sink,
                                                                   s->dense_q, s->n_dense_q);
+    s->routed_blocks++;
+    return mm_sparse_route_blocks(r->ctx, &s->route, q, k, v, &rp, &s->tally);
+}
+
+int mm_dit_sparse_attend(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
+{
     const mm_sparse_attn_params ap = {
-        .approximate = s->cfg.policy != MM_SPARSE_TOPK,
+        .approximate = r->sparse->cfg.policy != MM_SPARSE_TOPK,
         .mode = r->fast ? MM_SPARSE_FAST : MM_SPARSE_EXACT,
     };
-    s->routed_blocks++;
-    mm_sparse_route_blocks(r->ctx, &s->route, q, k, v, &rp, &s->tally);
-    return mm_sparse_attention(r->ctx, o, q, k, v, &s->route, &ap);
+    return mm_sparse_attention(r->ctx, o, q, k, v, &r->sparse->route, &ap);
+}
+
+int mm_dit_sparse_sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
+{
+    mm_dit_sparse_route(r, q, k, v);
+    return mm_dit_sparse_attend(r, o, q, k, v);
 }
