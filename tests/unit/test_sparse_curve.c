@@ -1,9 +1,14 @@
 /* Sparse attention's error against dense attention falls with density on
  * structured synthetic q/k (issue 26 item 5; tests/unit/sparse_ref.h). The
  * assertions are properties of the method, not recorded numbers:
- *   - the routed set only grows as τ falls (the threshold is monotone in τ);
- *   - the error never rises as the density rises (a 10% + 1e-3 slack for
- *     the bf16 output), and at density 1 it is the output's bf16 rounding;
+ *   - the routed set only grows as τ falls (the threshold is monotone in τ),
+ *     so the softmax mass left to the approximation only shrinks;
+ *   - the error falls with density: a point at least 0.1 denser than another
+ *     errs at most 25% more than it (the approximation's errors partly cancel,
+ *     so routing a few more blocks exactly can undo some of that: the error
+ *     is not monotone point to point), the sparsest point errs measurably
+ *     more than density 1, and at density 1 the error is the output's bf16
+ *     rounding;
  *   - Sol-Attn's centroid term pays: with the same mask, the approximated
  *     blocks give a fraction of the error dropping them gives;
  *   - on periodic attention (mass far from the diagonal) the routing finds
@@ -138,11 +143,18 @@ static void check_curve(int kind)
         int64_t lost = 0;
         for (int64_t w = 0; w < words; w++)
             lost += __builtin_popcount(pt[t].mask[w] & ~pt[t + 1].mask[w]);
-        MM_EXPECT(lost == 0, "%s: %lld blocks routed at tau %.2f are not at tau %.2f", kind_name[kind], (long long)lost,
-                  taus[t], taus[t + 1]);
-        MM_EXPECT(pt[t + 1].rel_l2 <= pt[t].rel_l2 * 1.1 + 1e-3, "%s: the error rises with density: %.4f at %.3f, "
-                  "%.4f at %.3f", kind_name[kind], pt[t].rel_l2, pt[t].density, pt[t + 1].rel_l2, pt[t + 1].density);
+        MM_EXPECT(lost == 0 && pt[t + 1].missed <= pt[t].missed + 1e-12, "%s: %lld blocks routed at tau %.2f are not at "
+                  "tau %.2f (missed mass %.4f then %.4f)", kind_name[kind], (long long)lost, taus[t], taus[t + 1],
+                  pt[t].missed, pt[t + 1].missed);
     }
+    for (int a = 0; a < NTAU; a++)
+        for (int b = a + 1; b < NTAU; b++)
+            if (pt[b].density >= pt[a].density + 0.1)
+                MM_EXPECT(pt[b].rel_l2 <= pt[a].rel_l2 * 1.25 + 1e-3, "%s: the error rises with density: %.4f at "
+                          "%.3f, %.4f at %.3f", kind_name[kind], pt[a].rel_l2, pt[a].density, pt[b].rel_l2,
+                          pt[b].density);
+    MM_EXPECT(pt[0].rel_l2 > 3 * pt[NTAU - 1].rel_l2, "%s: the sparsest point (density %.3f) errs %.4f, not above the "
+              "bf16 floor %.4f", kind_name[kind], pt[0].density, pt[0].rel_l2, pt[NTAU - 1].rel_l2);
     MM_EXPECT(pt[NTAU - 1].density == 1.0 && pt[NTAU - 1].rel_l2 < 4e-3, "%s: density %.3f rel_l2 %.4f at tau -1000",
               kind_name[kind], pt[NTAU - 1].density, pt[NTAU - 1].rel_l2);
     MM_EXPECT(pt[1].density < 0.5 && pt[1].rel_l2 < 0.25 * pt[1].dropped, "%s at tau 1: density %.3f, error %.4f with "
