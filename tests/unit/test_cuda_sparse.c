@@ -403,6 +403,7 @@ static void expect_close(const float *got, const double *want, int64_t S, int64_
               (long long)e.nonfinite, (long long)(b < 0 ? -1 : b / (H * 128)), (long long)(b < 0 ? -1 : b / 128 % H),
               (long long)(b < 0 ? -1 : b % 128), b < 0 ? 0. : got[b], b < 0 ? 0. : want[b]);
     printf("     %-44s [%-8s] rel_l2 %.3g max_abs %.3g\n", what, kernel_name(kernel), e.rel_l2, e.max_abs);
+    fflush(stdout);
 }
 
 static int kernels_here(int *k)
@@ -414,45 +415,49 @@ static int kernels_here(int *k)
     return n;
 }
 
-/* Every tile edge, against the double reference over the GPU's route. */
+/* Every tile edge, against the double reference over the GPU's route: the
+ * portable kernel over every case first, then the Hopper one (a hang or a
+ * fault there leaves the portable verdicts printed). */
 static void test_attention_every_tile_edge(void)
 {
     static const int64_t lengths[] = {1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 320, 700, 1283};
+    enum { NL = sizeof lengths / sizeof lengths[0] };
     const mm_row_range prefix[] = {{0, 150}};
     int kern[2];
     const int nk = kernels_here(kern);
-    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
-        const int64_t S = lengths[li], H = 2;
-        prob pr;
-        if (prob_make(&pr, S, H, H, -1, 100 + li) != 0) {
-            MM_EXPECT(0, "setup");
-            return;
-        }
-        for (int c = 0; c < 4; c++) {
-            /* 0 Sol τ 1; 1 Sol + prefix sink and dense queries; 2 top-k, no approximation; 3 τ −1000 (density 1) */
-            mm_sparse_route_params rp = {.policy = c == 2 ? MM_SPARSE_TOPK : MM_SPARSE_SOL,
-                                         .tau = c == 3 ? -1000.f : 1.f, .keep = 0.3f, .band = c == 2 ? -1 : 1};
-            if (c == 1) {
-                rp.sink_kv = rp.dense_q = prefix;
-                rp.n_sink_kv = rp.n_dense_q = 1;
+    for (int ki = 0; ki < nk; ki++)
+        for (int li = 0; li < NL; li++) {
+            const int64_t S = lengths[li], H = 2;
+            prob pr;
+            if (prob_make(&pr, S, H, H, -1, 100 + (uint64_t)li) != 0) {
+                MM_EXPECT(0, "setup");
+                return;
             }
-            const bool approximate = c != 2;
-            mm_sparse_route r;
-            mm_tensor t = {0};
-            if (route_on(gpu, &pr, &rp, &r, &t) != 0) {
-                MM_EXPECT(0, "S=%lld case %d: routing failed", (long long)S, c);
-                continue;
-            }
-            host_route h;
-            if (fetch(&r, NULL, &h) != 0)
-                continue;
-            double *want = malloc(sizeof(double) * (size_t)(S * H * 128));
-            if (c == 3)
-                sref_dense(&pr.p, want);
-            else
-                sref_attention(&pr.p, h.mask, r.words, h.kc, h.vc, approximate, want);
-            static const char *const names[] = {"sol tau 1", "sol + prefix sink", "topk 0.3 (dropped)", "density 1 vs dense"};
-            for (int ki = 0; ki < nk; ki++) {
+            for (int c = 0; c < 4; c++) {
+                /* 0 Sol τ 1; 1 Sol + prefix sink and dense queries; 2 top-k, no approximation; 3 τ −1000 (density 1) */
+                mm_sparse_route_params rp = {.policy = c == 2 ? MM_SPARSE_TOPK : MM_SPARSE_SOL,
+                                             .tau = c == 3 ? -1000.f : 1.f, .keep = 0.3f, .band = c == 2 ? -1 : 1};
+                if (c == 1) {
+                    rp.sink_kv = rp.dense_q = prefix;
+                    rp.n_sink_kv = rp.n_dense_q = 1;
+                }
+                const bool approximate = c != 2;
+                mm_sparse_route r;
+                mm_tensor t = {0};
+                if (route_on(gpu, &pr, &rp, &r, &t) != 0) {
+                    MM_EXPECT(0, "S=%lld case %d: routing failed", (long long)S, c);
+                    continue;
+                }
+                host_route h;
+                if (fetch(&r, NULL, &h) != 0)
+                    continue;
+                double *want = malloc(sizeof(double) * (size_t)(S * H * 128));
+                if (c == 3)
+                    sref_dense(&pr.p, want);
+                else
+                    sref_attention(&pr.p, h.mask, r.words, h.kc, h.vc, approximate, want);
+                static const char *const names[] = {"sol tau 1", "sol + prefix sink", "topk 0.3 (dropped)",
+                                                    "density 1 vs dense"};
                 char what[96];
                 snprintf(what, sizeof what, "S=%lld %s", (long long)S, names[c]);
                 float *got = attend(&pr, &r, kern[ki], approximate);
@@ -460,14 +465,13 @@ static void test_attention_every_tile_edge(void)
                 if (got)
                     expect_close(got, want, S, H, what, kern[ki]);
                 free(got);
+                free(want);
+                host_route_free(&h);
+                mm_sparse_route_free(&r);
+                mm_tensor_free(&t);
             }
-            free(want);
-            host_route_free(&h);
-            mm_sparse_route_free(&r);
-            mm_tensor_free(&t);
+            prob_free(&pr);
         }
-        prob_free(&pr);
-    }
 }
 
 /* DiT sizes (56 heads; 4096 rows; 38,010 rows = 1344×768×124, one layer):
@@ -591,10 +595,12 @@ int main(void)
     }
     printf("     sparse kernels on cuda:0: portable %s, sm90 %s\n", mmk_sparse_usable(0, MMK_SPARSE_PORTABLE) ? "yes" : "no",
            mmk_sparse_usable(0, MMK_SPARSE_SM90) ? "yes" : "no");
-    CUDA_CASE(test_op_api_and_self_check);
+    /* routing, then the portable kernel before the Hopper one in each case; the op API (and with it the
+     * Hopper kernel's self-check) last */
     CUDA_CASE(test_routing_matches_cpu_and_reference);
     CUDA_CASE(test_attention_every_tile_edge);
     CUDA_CASE(test_attention_dit_sizes);
+    CUDA_CASE(test_op_api_and_self_check);
     mm_ctx_destroy(gpu);
     mm_ctx_destroy(cpu);
     return mm_test_exit();

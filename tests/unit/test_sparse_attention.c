@@ -486,12 +486,18 @@ static void test_presets_and_overrides(void)
     MM_EXPECT(c.tau_start == 1.25f && c.tau_end == 0.75f && c.dense_steps == 0 && c.thresh == MM_SPARSE_THRESH_EXACT &&
                   c.band == -1 && c.sink_rows == (MM_SPARSE_ROWS_TEXT | MM_SPARSE_ROWS_AUDIO | MM_SPARSE_ROWS_REF_AUDIO),
               "overrides not applied");
+    MM_REQUIRE(mm_sparse_config_parse("sol-4step:tau=1/1.25/1.5/2,dense_steps=2", &c, &err) == 0, "%s", err.msg);
+    MM_EXPECT(c.n_tau_steps == 4 && mm_sparse_step_tau(&c, 1, 8) == 1.0f && mm_sparse_step_tau(&c, 2, 8) == 1.0f &&
+                  mm_sparse_step_tau(&c, 3, 8) == 1.25f && mm_sparse_step_tau(&c, 5, 8) == 2.0f &&
+                  mm_sparse_step_tau(&c, 7, 8) == 2.0f,
+              "tau per sparse forward: %g %g %g %g", mm_sparse_step_tau(&c, 2, 8), mm_sparse_step_tau(&c, 3, 8),
+              mm_sparse_step_tau(&c, 4, 8), mm_sparse_step_tau(&c, 7, 8));
     MM_REQUIRE(mm_sparse_config_parse("subblock:sparsity=0.8", &c, &err) == 0, "%s", err.msg);
     MM_EXPECT(c.policy == MM_SPARSE_TOPK && fabsf(c.keep - 0.2f) < 1e-6f, "subblock sparsity: keep %g", c.keep);
     MM_REQUIRE(mm_sparse_config_parse("full", &c, &err) == 0, "%s", err.msg);
     MM_EXPECT(c.tau_start < -100 && c.dense_layers == 0 && mm_sparse_dense_forwards(&c, 27) == 0, "full preset");
     const char *bad[] = {"nope", "sol:tau", "sol:tau=x", "sol:what=1", "sol:sinks=video", "forced:density=2",
-                         "sol:dense_steps=2.5", "sol:thresh=full"};
+                         "sol:dense_steps=2.5", "sol:thresh=full", "sol:tau=1/x", "sol:tau=1//2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = '\0';
         MM_EXPECT(mm_sparse_config_parse(bad[i], &c, &err) != 0 && strstr(err.msg, "sparse attention"),

@@ -69,7 +69,7 @@ typedef struct mm_dit_sparse {
     bool on;                 /* this forward routes its main blocks past the dense ones */
     int routed_blocks;       /* main blocks routed in this forward */
     double density;          /* of the last forward */
-    char kind[256];
+    char kind[448];
 } mm_dit_sparse;
 
 struct mm_dit_request {

@@ -23,7 +23,7 @@ int mm_dit_sparse_setup(mm_dit_request *r, const mm_dit_layout *l, const mm_spar
     r->sparse = s;
     s->cfg = *cfg;
     s->density = 1.0;
-    char how[200];
+    char how[320];
     mm_sparse_config_describe(cfg, how, sizeof how);
     if (r->attention) {
         snprintf(s->kind, sizeof s->kind, "off: an attention hook (sequence-parallel or reference KV cache) owns the "

@@ -69,10 +69,11 @@ const char *mm_sparse_presets_help(void)
         w += (size_t)snprintf(text + w, sizeof text - w, "        %-10s %s\n", presets[i].name, presets[i].what);
     if (w < sizeof text)
         snprintf(text + w, sizeof text - w,
-                 "        overrides after a colon, comma-separated: tau=X or tau=START..END, thresh=diag|exact,\n"
-                 "        band=N, density=X (forced), sparsity=X (subblock), dense_steps=N (a count) or X < 1\n"
-                 "        (a share), dense_layers=N, sinks=ROWS, dense_queries=ROWS (ROWS: none, text, audio, cond,\n"
-                 "        text_audio, prefix, or a+b), min_rows=N, seed=N; e.g. sol:tau=1.25,dense_steps=0\n");
+                 "        overrides after a colon, comma-separated: tau=X, tau=START..END (linear) or tau=X/Y/Z\n"
+                 "        (per sparse forward), thresh=diag|exact, band=N, density=X (forced), sparsity=X\n"
+                 "        (subblock), dense_steps=N (a count) or X < 1 (a share), dense_layers=N, sinks=ROWS,\n"
+                 "        dense_queries=ROWS (ROWS: none, text, audio, cond, text_audio, prefix, or a+b),\n"
+                 "        min_rows=N, seed=N; e.g. sol:tau=1.25,dense_steps=0\n");
     return text;
 }
 
@@ -111,7 +112,25 @@ static int parse_rows(const char *key, const char *v, unsigned *out, mm_error *e
 static int apply(mm_sparse_config *c, const char *key, const char *v, mm_error *err)
 {
     double x;
+    if (strcmp(key, "tau") == 0 && strchr(v, '/')) { /* τ per sparse forward */
+        char item[64];
+        c->n_tau_steps = 0;
+        for (const char *p = v; *p;) {
+            const size_t n = strcspn(p, "/");
+            if (c->n_tau_steps == 16)
+                return mm_fail(err, "sparse attention: tau=%s: at most 16 values", v);
+            snprintf(item, sizeof item, "%.*s", (int)(n < 63 ? n : 63), p);
+            if (parse_double(key, item, -1e4, 1e4, &x, err))
+                return -1;
+            c->tau_steps[c->n_tau_steps++] = (float)x;
+            p += n + (p[n] == '/');
+        }
+        c->tau_start = c->tau_steps[0];
+        c->tau_end = c->tau_steps[c->n_tau_steps - 1];
+        return 0;
+    }
     if (strcmp(key, "tau") == 0) {
+        c->n_tau_steps = 0;
         const char *dots = strstr(v, "..");
         char a[64];
         if (!dots)
@@ -228,14 +247,21 @@ static void rows_name(unsigned rows, char *out, size_t n)
 
 void mm_sparse_config_describe(const mm_sparse_config *c, char *out, size_t n)
 {
-    char steps[48], sinks[24], dq[24], how[64];
+    char steps[48], sinks[24], dq[24], how[160];
     if (c->dense_steps >= 1)
         snprintf(steps, sizeof steps, "%d forwards", (int)c->dense_steps);
     else
         snprintf(steps, sizeof steps, "%.0f%% of the forwards", 100.0 * c->dense_steps);
     rows_name(c->sink_rows, sinks, sizeof sinks);
     rows_name(c->dense_q_rows, dq, sizeof dq);
-    if (c->policy == MM_SPARSE_SOL && c->tau_start != c->tau_end)
+    if (c->policy == MM_SPARSE_SOL && c->n_tau_steps > 0) {
+        int w = snprintf(how, sizeof how, "tau");
+        for (int i = 0; i < c->n_tau_steps && w > 0 && (size_t)w < sizeof how; i++)
+            w += snprintf(how + w, sizeof how - (size_t)w, "%s%.2f", i ? "/" : " ", c->tau_steps[i]);
+        if (w > 0 && (size_t)w < sizeof how)
+            snprintf(how + w, sizeof how - (size_t)w, " per sparse forward, %s",
+                     c->thresh == MM_SPARSE_THRESH_EXACT ? "exact" : "diag");
+    } else if (c->policy == MM_SPARSE_SOL && c->tau_start != c->tau_end)
         snprintf(how, sizeof how, "tau %.2f..%.2f, %s", c->tau_start, c->tau_end,
                  c->thresh == MM_SPARSE_THRESH_EXACT ? "exact" : "diag");
     else if (c->policy == MM_SPARSE_SOL)
@@ -262,6 +288,10 @@ bool mm_sparse_step_sparse(const mm_sparse_config *c, int step, int total)
 float mm_sparse_step_tau(const mm_sparse_config *c, int step, int total)
 {
     const int first = mm_sparse_dense_forwards(c, total), last = total - 1;
+    if (c->n_tau_steps > 0) {
+        const int k = step - first < 0 ? 0 : step - first;
+        return c->tau_steps[k < c->n_tau_steps ? k : c->n_tau_steps - 1];
+    }
     if (last <= first || step <= first)
         return c->tau_start;
     if (step >= last)

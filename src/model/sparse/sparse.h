@@ -8,6 +8,7 @@
  * A spec is a preset name with optional overrides:
  *   sol                          Sana / Sol-H3 defaults (50-step schedule)
  *   sol:tau=1.25,dense_steps=0   the same with two values changed
+ *   sol-4step:tau=1/1.25/1.5     τ per sparse forward
  *   forced:density=0.1           a mask of known density (benchmarks)
  * mm_sparse_presets_help() lists the presets and keys. */
 #ifndef MMH3_MODEL_SPARSE_SPARSE_H
@@ -33,6 +34,8 @@ typedef struct mm_sparse_config {
     char name[24];           /* the preset it came from */
     mm_sparse_policy policy;
     float tau_start, tau_end; /* SOL: τ of the first and of the last sparse forward, linear between */
+    float tau_steps[16];      /* ... or τ per sparse forward (the last one repeats); n_tau_steps 0: start..end */
+    int n_tau_steps;
     mm_sparse_thresh thresh;
     float keep;              /* TOPK: 1 − sparsity; FORCED: density */
     int band;                /* diagonal band (Sol: 1; -1: none) */
@@ -57,8 +60,9 @@ void mm_sparse_config_describe(const mm_sparse_config *c, char *out, size_t n);
 int mm_sparse_dense_forwards(const mm_sparse_config *c, int total);
 /* Whether forward `step` (0-based) of `total` runs sparse at all. */
 bool mm_sparse_step_sparse(const mm_sparse_config *c, int step, int total);
-/* τ of forward `step`: tau_start on the first sparse forward, tau_end on the
- * last, linear in between. */
+/* τ of forward `step`: the k-th sparse forward's entry of tau_steps (the
+ * last entry repeats), or tau_start on the first sparse forward, tau_end on
+ * the last, linear in between. */
 float mm_sparse_step_tau(const mm_sparse_config *c, int step, int total);
 
 /* The routing parameters of one call (ranges as given, scale 0). */
