@@ -324,15 +324,15 @@ __global__ void k_sp_route_forced(int NT, int H, int W, uint64_t seed, uint32_t 
         thr[row] = 0.f;
 }
 
-/* TOPK scores from the sub-block cells of a chunk of heads: cells
- * [hc][U][U] (log2 units: qs carries s2), score[(i·H + h)·NT + n] =
- * max + log2 Σ exp2(cell − max) over the cells with rows. CTA (i, head of
- * the chunk), threads over n. */
-__global__ void __launch_bounds__(256) k_sp_topk_lse(const float *__restrict__ cells, int U, int NT, int H, int h0,
+/* TOPK scores from the sub-block cells of a chunk of hc heads: cells
+ * [hc][U][U] (log2 units: qs carries s2), score[(i·hc + l)·NT + n] =
+ * max + log2 Σ exp2(cell − max) over the cells with rows (l: the head's
+ * place in the chunk). CTA (i, l), threads over n. */
+__global__ void __launch_bounds__(256) k_sp_topk_lse(const float *__restrict__ cells, int U, int NT,
                                                     float *__restrict__ score)
 {
-    const int i = blockIdx.x, hc = blockIdx.y, h = h0 + hc;
-    const float *base = cells + (int64_t)hc * U * U;
+    const int i = blockIdx.x, l = blockIdx.y, hc = gridDim.y;
+    const float *base = cells + (int64_t)l * U * U;
     for (int n = threadIdx.x; n < NT; n += blockDim.x) {
         const int a1 = min(4 * i + 4, U), b1 = min(4 * n + 4, U);
         float mx = -INFINITY;
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(256) k_sp_topk_lse(const float *__restrict__ c
         for (int a = 4 * i; a < a1; a++)
             for (int b = 4 * n; b < b1; b++)
                 s += exp2f(base[(int64_t)a * U + b] - mx);
-        score[((int64_t)i * H + h) * NT + n] = mx + log2f(s);
+        score[((int64_t)i * hc + l) * NT + n] = mx + log2f(s);
     }
 }
 
@@ -354,21 +354,22 @@ __device__ __forceinline__ uint32_t sp_order_key(float f)
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* TOPK selection per (query block, head): the k_keep largest scores, ties to
- * the lower block. A radix select (4 passes of 8 bits over order keys) finds
- * the k-th largest key; blocks above it are kept, and of the blocks equal to
- * it the lowest-numbered ones until k are kept (a block-wide scan in index
- * order). NT <= 256 · kTopkPer. */
+/* TOPK selection per (query block, head of a chunk of hc heads from h0; the
+ * scores of k_sp_topk_lse): the k_keep largest scores, ties to the lower
+ * block. A radix select (4 passes of 8 bits over order keys) finds the k-th
+ * largest key; blocks above it are kept, and of the blocks equal to it the
+ * lowest-numbered ones until k are kept (a block-wide scan in index order).
+ * NT <= kTopkThreads · kTopkPer. */
 constexpr int kTopkThreads = 512, kTopkPer = 8;
-__global__ void __launch_bounds__(kTopkThreads) k_sp_topk_select(const float *__restrict__ score, int NT, int H, int W,
-                                                                int k_keep, SpRanges dense, uint32_t *__restrict__ mask,
-                                                                float *__restrict__ thr)
+__global__ void __launch_bounds__(kTopkThreads) k_sp_topk_select(const float *__restrict__ score, int NT, int H, int h0,
+                                                                int hc, int W, int k_keep, SpRanges dense,
+                                                                uint32_t *__restrict__ mask, float *__restrict__ thr)
 {
     __shared__ uint32_t hist[256];
     __shared__ uint32_t sel_prefix, sel_need;
     __shared__ int scan[kTopkThreads];
-    const int64_t row = blockIdx.x;
-    const int i = (int)(row / H), tid = threadIdx.x;
+    const int i = (int)(blockIdx.x / hc), tid = threadIdx.x;
+    const int64_t row = (int64_t)i * H + h0 + (int)(blockIdx.x % hc);
     uint32_t *mrow = mask + row * W;
     for (int w = tid; w < W; w += kTopkThreads)
         mrow[w] = 0u;
@@ -377,7 +378,7 @@ __global__ void __launch_bounds__(kTopkThreads) k_sp_topk_select(const float *__
             thr[row] = 0.f;
         return; /* the whole block leaves together */
     }
-    const float *srow = score + row * NT;
+    const float *srow = score + (int64_t)blockIdx.x * NT;
     uint32_t key[kTopkPer];
     const int n0 = tid * kTopkPer; /* contiguous indices per thread: the tie scan runs in index order */
 #pragma unroll
@@ -1184,11 +1185,11 @@ int sp_topk_budget(double keep, int NT)
     return (int)(k < NT ? k : NT);
 }
 
-/* TOPK: the sub-block cells of a few heads at a time through cuBLASLt
- * (fp32 sums of the bf16 pooled rows), then their log-sum-exp per block
- * pair. */
-int sp_topk_scores(int dev, cudaStream_t s, const mmk_sparse_route_args *a, const bf16 *qs, const bf16 *ks, int U,
-                   float *score, SpTemps &tmp, mm_error *err)
+/* TOPK, a few heads at a time (the sub-block cells of one head are U² fp32:
+ * 187 MB at S = 109k): the cells through cuBLASLt (fp32 sums of the bf16
+ * pooled rows), their log-sum-exp per block pair, the selection. */
+int sp_topk_route(int dev, cudaStream_t s, const mmk_sparse_route_args *a, const bf16 *qs, const bf16 *ks, int U,
+                  const SpRanges &dense, SpTemps &tmp, mm_error *err)
 {
     const int H = a->x.heads, Hkv = a->x.heads_kv, NT = a->blocks;
     const size_t per_head = (size_t)U * U * sizeof(float), budget = (size_t)256 << 20;
@@ -1197,7 +1198,8 @@ int sp_topk_scores(int dev, cudaStream_t s, const mmk_sparse_route_args *a, cons
     if (Hkv != H)
         chunk = 1; /* the batched GEMM's strides cannot express a kv head shared by several query heads */
     float *cells = (float *)tmp.get(per_head * (size_t)chunk, err);
-    if (!cells)
+    float *score = (float *)tmp.get((size_t)NT * chunk * NT * sizeof(float), err);
+    if (!cells || !score)
         return -1;
     for (int h0 = 0; h0 < H; h0 += chunk) {
         const int hc = H - h0 < chunk ? H - h0 : chunk, hk0 = h0 / (H / Hkv);
@@ -1224,8 +1226,12 @@ int sp_topk_scores(int dev, cudaStream_t s, const mmk_sparse_route_args *a, cons
         g.beta = 0.f;
         if (mmk_gemm_ex_run(dev, (mmk_stream)s, &g, err))
             return mm_error_prefix(err, "sparse attention: top-k sub-block scores");
-        k_sp_topk_lse<<<dim3(NT, hc), 256, 0, s>>>(cells, U, NT, H, h0, score);
+        k_sp_topk_lse<<<dim3(NT, hc), 256, 0, s>>>(cells, U, NT, score);
         if (mmk_launched(err, "k_sp_topk_lse"))
+            return -1;
+        k_sp_topk_select<<<(unsigned)((int64_t)NT * hc), kTopkThreads, 0, s>>>(
+            score, NT, H, h0, hc, a->words, sp_topk_budget(a->keep, NT), dense, a->mask, a->thr);
+        if (mmk_launched(err, "k_sp_topk_select"))
             return -1;
     }
     return 0;
@@ -1288,12 +1294,7 @@ extern "C" int mmk_sparse_route_run(int dev, mmk_stream st, const mmk_sparse_rou
         if (mmk_launched(err, "k_sp_route_sol"))
             return -1;
     } else if (topk) {
-        float *score = (float *)tmp.get((size_t)NT * H * NT * sizeof(float), err);
-        if (!score || sp_topk_scores(dev, s, a, qs, ks, U, score, tmp, err))
-            return -1;
-        k_sp_topk_select<<<(unsigned)((int64_t)NT * H), kTopkThreads, 0, s>>>(
-            score, NT, H, W, sp_topk_budget(a->keep, NT), dense, a->mask, a->thr);
-        if (mmk_launched(err, "k_sp_topk_select"))
+        if (sp_topk_route(dev, s, a, qs, ks, U, dense, tmp, err))
             return -1;
     } else {
         const uint32_t level = a->keep <= 0 ? 0u : a->keep >= 1 ? 16777216u : (uint32_t)(a->keep * 16777216.0);
