@@ -2,7 +2,7 @@
  * attention (issue 26), beside the dense kernels in the same run.
  *
  *   mmh3-bench-sparse-attn [--seq 38010] [--heads 56] [--reps 3] [--prefix 951]
- *                          [--routes "forced:0.5,forced:0.25,forced:0.1,sol:1.0"] [--kernels portable,sm90]
+ *                          [--routes "forced:0.5,forced:0.25,forced:0.1,sol:1.0"] [--kernels portable,sm90,sm90-fast]
  *
  * q, k, v are the thirds of one random fused [S, 3·H·128] bf16 buffer (the
  * layout and the values of mmh3-bench-attn; random: Sol's τ gives the
@@ -97,7 +97,7 @@ typedef struct timer {
 int main(int argc, char **argv)
 {
     int seq = 38010, heads = 56, reps = 3, prefix = 951;
-    const char *routes = "forced:0.5,forced:0.25,forced:0.1,sol:1.0", *kernels = "portable,sm90";
+    const char *routes = "forced:0.5,forced:0.25,forced:0.1,sol:1.0", *kernels = "portable,sm90,sm90-fast";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--seq") == 0 && v)
@@ -114,7 +114,7 @@ int main(int argc, char **argv)
             kernels = argv[++i];
         else {
             fprintf(stderr, "usage: mmh3-bench-sparse-attn [--seq N] [--heads H] [--reps R] [--prefix ROWS]\n"
-                            "         [--routes forced:D,sol:TAU,topk:KEEP,...] [--kernels portable,sm90]\n");
+                            "         [--routes forced:D,sol:TAU,topk:KEEP,...] [--kernels portable,sm90,sm90-fast]\n");
             return 2;
         }
     }
@@ -213,7 +213,9 @@ int main(int argc, char **argv)
         char klist[128];
         snprintf(klist, sizeof klist, "%s", kernels);
         for (char *ks = NULL, *kn = strtok_r(klist, ",", &ks); kn; kn = strtok_r(NULL, ",", &ks)) {
-            const int kernel = strcmp(kn, "sm90") == 0 ? MMK_SPARSE_SM90 : MMK_SPARSE_PORTABLE;
+            const int kernel = strcmp(kn, "sm90") == 0        ? MMK_SPARSE_SM90
+                               : strcmp(kn, "sm90-fast") == 0 ? MMK_SPARSE_SM90_FAST
+                                                              : MMK_SPARSE_PORTABLE;
             if (!mmk_sparse_usable(0, kernel)) {
                 printf("SPARSE kernel=%s route=%s skipped (not on this GPU/build)\n", kn, rt);
                 continue;

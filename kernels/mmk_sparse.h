@@ -51,8 +51,9 @@ typedef struct mmk_sparse_route_args {
 int mmk_sparse_route_run(int dev, mmk_stream s, const mmk_sparse_route_args *a, mm_error *err);
 
 /* Which attention kernel: the portable one (mma.sync, sm_80+), Hopper's in
- * bf16, Hopper's with int8 q·k (fast mode); AUTO picks the fastest this
- * device has verified for `fast`. */
+ * bf16, Hopper's with int8 q·k and e4m3 p·v (fast mode: fa3 fast mode's
+ * numerics, kernels/mmk_fa3.h); AUTO picks the fastest this device has
+ * verified for `fast`. */
 enum { MMK_SPARSE_AUTO = -1, MMK_SPARSE_PORTABLE = 0, MMK_SPARSE_SM90 = 1, MMK_SPARSE_SM90_FAST = 2, MMK_SPARSE_KERNELS = 3 };
 
 typedef struct mmk_sparse_attn_args {
@@ -74,7 +75,7 @@ int mmk_sparse_usable(int dev, int kernel);
 /* First-use self-check of a Hopper kernel against the portable one on two
  * problems (700 rows: ragged tail, partial groups, every item kind; Sol with
  * sinks and dense query blocks, and top-k without approximation): rel_l2 below
- * 1e-2 (bf16) or 0.05 (int8 q·k). Once per device and kernel; one stderr line.
+ * 1e-2 (bf16) or 0.08 (8-bit). Once per device and kernel; one stderr line.
  * 1 = verified; rel_l2 may be NULL. */
 int mmk_sparse_verified(int dev, int kernel, double *rel_l2);
 /* What AUTO runs on `dev` for fast / exact, e.g. "sm90 bf16 (self-check rel_l2 0.0021)". */

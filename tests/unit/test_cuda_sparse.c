@@ -343,7 +343,10 @@ static void test_routing_matches_cpu_and_reference(void)
 
 /* ------------------------------------------------------------------ attention */
 
-static const char *kernel_name(int k) { return k == MMK_SPARSE_SM90 ? "sm90" : "portable"; }
+static const char *kernel_name(int k)
+{
+    return k == MMK_SPARSE_SM90 ? "sm90" : k == MMK_SPARSE_SM90_FAST ? "sm90-fast" : "portable";
+}
 
 /* Runs `kernel` over the GPU route r into a fresh NaN-poisoned output and
  * returns it as host floats. */
@@ -391,13 +394,17 @@ static float *attend(prob *pr, const mm_sparse_route *r, int kernel, bool approx
 }
 
 /* got against want with the upstream gate's bounds (SOL-IF: rel_l2 5e-3,
- * mean_abs 2e-3) and, per element, 2e-2 + 2^-6·|want| (P rounded to bf16). */
+ * mean_abs 2e-3) and, per element, 2e-2 + 2^-6·|want| (P rounded to bf16);
+ * the 8-bit kernel within fa3 fast mode's budget (rel_l2 0.06: its e4m3 P·V
+ * floor is ≈ 0.037 on random inputs, kernels/mmk_fa3.h), mean_abs 0.03 and
+ * per element 0.25 + 0.25·|want| (gross errors). */
 static void expect_close(const float *got, const double *want, int64_t S, int64_t H, const char *what, int kernel)
 {
     const int64_t n = S * H * 128;
-    const sref_err e = sref_compare(got, want, n, 2e-2, 1.0 / 64);
+    const bool fast = kernel == MMK_SPARSE_SM90_FAST;
+    const sref_err e = sref_compare(got, want, n, fast ? 0.25 : 2e-2, fast ? 0.25 : 1.0 / 64);
     const int64_t b = e.first_bad;
-    MM_EXPECT(e.rel_l2 < 5e-3 && e.mean_abs < 2e-3 && b < 0 && e.nonfinite == 0,
+    MM_EXPECT(e.rel_l2 < (fast ? 0.06 : 5e-3) && e.mean_abs < (fast ? 0.03 : 2e-3) && b < 0 && e.nonfinite == 0,
               "%s [%s]: rel_l2 %.3g mean_abs %.3g max_abs %.3g (%lld non-finite); first element beyond bounds at row "
               "%lld head %lld dim %lld: got %g want %g", what, kernel_name(kernel), e.rel_l2, e.mean_abs, e.max_abs,
               (long long)e.nonfinite, (long long)(b < 0 ? -1 : b / (H * 128)), (long long)(b < 0 ? -1 : b / 128 % H),
@@ -406,12 +413,16 @@ static void expect_close(const float *got, const double *want, int64_t S, int64_
     fflush(stdout);
 }
 
+/* The kernels this GPU runs, the portable one first and the 8-bit one last (a fault there leaves the
+ * others' verdicts printed). */
 static int kernels_here(int *k)
 {
     int n = 0;
     k[n++] = MMK_SPARSE_PORTABLE;
     if (mmk_sparse_usable(0, MMK_SPARSE_SM90))
         k[n++] = MMK_SPARSE_SM90;
+    if (mmk_sparse_usable(0, MMK_SPARSE_SM90_FAST))
+        k[n++] = MMK_SPARSE_SM90_FAST;
     return n;
 }
 
@@ -423,7 +434,7 @@ static void test_attention_every_tile_edge(void)
     static const int64_t lengths[] = {1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 320, 700, 1283};
     enum { NL = sizeof lengths / sizeof lengths[0] };
     const mm_row_range prefix[] = {{0, 150}};
-    int kern[2];
+    int kern[3];
     const int nk = kernels_here(kern);
     for (int ki = 0; ki < nk; ki++)
         for (int li = 0; li < NL; li++) {
@@ -480,7 +491,7 @@ static void test_attention_every_tile_edge(void)
 static void test_attention_dit_sizes(void)
 {
     const int64_t shapes[][2] = {{4096, 8}, {2000, 56}, {38010, 4}};
-    int kern[2];
+    int kern[3];
     const int nk = kernels_here(kern);
     for (int s = 0; s < 3; s++) {
         const int64_t S = shapes[s][0], H = shapes[s][1], n = S * H * 128;
@@ -572,8 +583,11 @@ static void test_op_api_and_self_check(void)
     expect_close(f, want, 1000, 4, "op API, GQA 4/2", mmk_sparse_usable(0, MMK_SPARSE_SM90) ? MMK_SPARSE_SM90 : 0);
     printf("     kernel: %s\n", mm_sparse_attention_kind(gpu, MM_SPARSE_EXACT));
     if (mmk_sparse_usable(0, MMK_SPARSE_SM90)) {
-        double rel = -1;
+        double rel = -1, rel8 = -1;
         MM_EXPECT(mmk_sparse_verified(0, MMK_SPARSE_SM90, &rel) == 1, "the Hopper kernel's self-check: rel_l2 %.3g", rel);
+        MM_EXPECT(mmk_sparse_verified(0, MMK_SPARSE_SM90_FAST, &rel8) == 1, "the 8-bit Hopper kernel's self-check: "
+                  "rel_l2 %.3g", rel8);
+        printf("     fast mode: %s\n", mm_sparse_attention_kind(gpu, MM_SPARSE_FAST));
     }
     free(o);
     free(f);

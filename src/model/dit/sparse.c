@@ -23,8 +23,6 @@ int mm_dit_sparse_setup(mm_dit_request *r, const mm_dit_layout *l, const mm_spar
     r->sparse = s;
     s->cfg = *cfg;
     s->density = 1.0;
-    char how[320];
-    mm_sparse_config_describe(cfg, how, sizeof how);
     if (r->attention) {
         snprintf(s->kind, sizeof s->kind, "off: an attention hook (sequence-parallel or reference KV cache) owns the "
                  "attention; %s not applied", cfg->name);
@@ -42,8 +40,7 @@ int mm_dit_sparse_setup(mm_dit_request *r, const mm_dit_layout *l, const mm_spar
     mm_tensor *t[] = {&s->route.mask, &s->route.count, &s->route.kc, &s->route.vc, &s->route.thr, &s->tally};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         r->bytes += mm_tensor_nbytes(t[i]);
-    snprintf(s->kind, sizeof s->kind, "%s; %s", how,
-             mm_sparse_attention_kind(r->ctx, r->fast ? MM_SPARSE_FAST : MM_SPARSE_EXACT));
+    s->kind[0] = '\0'; /* made when asked: fast mode may be set after the request begins */
     return 0;
 }
 
@@ -68,7 +65,19 @@ void mm_dit_request_set_step(mm_dit_request *r, int step, int total)
 
 double mm_dit_request_density(const mm_dit_request *r) { return r->sparse ? r->sparse->density : 1.0; }
 
-const char *mm_dit_sparse_kind(const mm_dit_request *r) { return r->sparse ? r->sparse->kind : "off"; }
+const char *mm_dit_sparse_kind(const mm_dit_request *r)
+{
+    mm_dit_sparse *s = r->sparse;
+    if (!s)
+        return "off";
+    if (r->attention)
+        return s->kind; /* the hook's message, made at setup */
+    char how[320];
+    mm_sparse_config_describe(&s->cfg, how, sizeof how);
+    snprintf(s->kind, sizeof s->kind, "%s; %s", how,
+             mm_sparse_attention_kind(r->ctx, r->fast ? MM_SPARSE_FAST : MM_SPARSE_EXACT));
+    return s->kind;
+}
 
 void mm_dit_sparse_forward_begin(mm_dit_request *r)
 {
