@@ -395,7 +395,7 @@ static float *attend(prob *pr, const mm_sparse_route *r, int kernel, bool approx
 
 /* got against want with the upstream gate's bounds (SOL-IF: rel_l2 5e-3,
  * mean_abs 2e-3) and, per element, 2e-2 + 2^-6·|want| (P rounded to bf16);
- * the 8-bit kernel within fa3 fast mode's budget (rel_l2 0.06: its e4m3 P·V
+ * the 8-bit kernel within its self-check's bound (rel_l2 0.08: fa3 fast mode's e4m3 P·V
  * floor is ≈ 0.037 on random inputs, kernels/mmk_fa3.h), mean_abs 0.03 and
  * per element 0.25 + 0.25·|want| (gross errors). */
 static void expect_close(const float *got, const double *want, int64_t S, int64_t H, const char *what, int kernel)
@@ -404,7 +404,7 @@ static void expect_close(const float *got, const double *want, int64_t S, int64_
     const bool fast = kernel == MMK_SPARSE_SM90_FAST;
     const sref_err e = sref_compare(got, want, n, fast ? 0.25 : 2e-2, fast ? 0.25 : 1.0 / 64);
     const int64_t b = e.first_bad;
-    MM_EXPECT(e.rel_l2 < (fast ? 0.06 : 5e-3) && e.mean_abs < (fast ? 0.03 : 2e-3) && b < 0 && e.nonfinite == 0,
+    MM_EXPECT(e.rel_l2 < (fast ? 0.08 : 5e-3) && e.mean_abs < (fast ? 0.03 : 2e-3) && b < 0 && e.nonfinite == 0,
               "%s [%s]: rel_l2 %.3g mean_abs %.3g max_abs %.3g (%lld non-finite); first element beyond bounds at row "
               "%lld head %lld dim %lld: got %g want %g", what, kernel_name(kernel), e.rel_l2, e.mean_abs, e.max_abs,
               (long long)e.nonfinite, (long long)(b < 0 ? -1 : b / (H * 128)), (long long)(b < 0 ? -1 : b / 128 % H),
