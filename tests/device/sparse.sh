@@ -19,6 +19,7 @@
 #
 #   here:    bash tests/device/prepare.sh (and prepare_build.sh for prebuilt binaries)
 #   device:  bash tests/device/sparse.sh [--part build,tests,kit,attn,clip5] [--budget SECONDS]
+#                 [--specs "dense;forced:density=0.25;sol"]  (the clips' sparse specs; defaults below)
 #            carry: the L12 list of tests/device/README.md (carry.sh 1)
 #   suggested: call 1 --part build,tests,kit,attn,clip5; call 2 --part build,clip10,clip15
 #   CPU stand-in (here): MMH3_DEVICE_DRY=1 (the device tests SKIP, the forwards run a tiny DiT on the CPU).
@@ -33,10 +34,12 @@ device_summary sparse summary_sparse.txt -a
 
 part=build,tests,kit,attn,clip5
 budget=540
+specs=
 while [ $# -gt 0 ]; do
   case "$1" in
     --part) part=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
+    --specs) specs=$2; shift 2 ;;
     *) echo "sparse.sh: unknown argument $1"; exit 2 ;;
   esac
 done
@@ -148,8 +151,9 @@ clip() {
   [ "$rc" = 0 ] || status=1
 }
 
-want clip5 && clip clip5 "$CLIP5" 300 1 5 "dense;forced:density=0.5;forced:density=0.25;forced:density=0.1;sol"
-want clip10 && clip clip10 "$CLIP10" 240 0 -1 "dense;forced:density=0.5;forced:density=0.25;forced:density=0.1;sol"
-want clip15 && clip clip15 "$CLIP15" 330 0 -1 "dense;forced:density=0.25;sol"
+all_specs="dense;forced:density=0.5;forced:density=0.25;forced:density=0.1;sol"
+want clip5 && clip clip5 "$CLIP5" 300 1 5 "${specs:-$all_specs}"
+want clip10 && clip clip10 "$CLIP10" 240 0 -1 "${specs:-$all_specs}"
+want clip15 && clip clip15 "$CLIP15" 330 0 -1 "${specs:-dense;forced:density=0.25;sol}"
 
 finish "$status"
