@@ -160,7 +160,7 @@ int main(int argc, char **argv)
             printf("DENSE path=fa3-%s skipped (%s)\n", m ? "fast" : "exact", m ? paths.fast : paths.attention);
             continue;
         }
-        const mm_fa3_mode mode = m ? paths.fast_mode : MM_FA3_EXACT;
+        const mm_fa3_mode mode = m ? MM_FA3_FAST : MM_FA3_EXACT;
         float ms;
         TIME_BEST(tm, reps, ms, mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode));
         dense_ms[m] = ms;

@@ -79,6 +79,26 @@
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MMK_SP_SM90 1
 #include "kernels/wgmma.cuh"
+
+/* The two wgmma shapes only these kernels use (kernels/wgmma.cuh keeps the shapes fa3 runs): d (+)= A·B,
+ * m64n128k16 bf16 → f32 with A and B K-major in shared memory, and m64n128k32 e4m3 → f32 with A from
+ * registers (reg 0 = (row g, cols 4t..4t+3), 1 = (row g+8, same), 2 = (row g, cols 16+4t..), 3 = (row g+8,
+ * same), low byte first); accumulate 0 overwrites d. */
+__device__ __forceinline__ void sp_wgmma_ss_bf16_n128(float d[64], uint64_t da, uint64_t db, int accumulate)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void sp_wgmma_rs_e4m3_n128(float d[64], const uint32_t a[4], uint64_t db, int accumulate)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
 #endif
 
 namespace {
@@ -766,7 +786,7 @@ __device__ __forceinline__ void sp_issue_s(float (&sc)[64], uint32_t q_addr, uin
     const uint32_t qd = mmk_desc_sw128_lo(q_addr), kd = mmk_desc_sw128_lo(k_addr);
 #pragma unroll
     for (int kk = 0; kk < 8; kk++)
-        mmk_wgmma_ss_bf16(sc, mmk_desc_sw128_at(qd, (kk >> 2) * kHQhalf + (kk & 3) * 32),
+        sp_wgmma_ss_bf16_n128(sc, mmk_desc_sw128_at(qd, (kk >> 2) * kHQhalf + (kk & 3) * 32),
                           mmk_desc_sw128_at(kd, (kk >> 2) * kHKhalf + (kk & 3) * 32), kk > 0);
 }
 
@@ -1369,7 +1389,7 @@ __device__ __forceinline__ void spf_issue_pv(float (&ot)[64], const uint32_t (&p
 {
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
-        mmk_wgmma_rs_e4m3(ot, &pa[kk * 4], spf_desc_sw64(v_addr + (kk >> 1) * kFVslot + (kk & 1) * 32), kk > 0);
+        sp_wgmma_rs_e4m3_n128(ot, &pa[kk * 4], spf_desc_sw64(v_addr + (kk >> 1) * kFVslot + (kk & 1) * 32), kk > 0);
 }
 
 /* int32 sum → float, exactly for |a| < 2²² (fa3_i2f). */
