@@ -12,8 +12,14 @@
  * times every stage of main block N with device events in one more forward
  * (CUDA; the per-kernel breakdown of one block) and prints the table.
  *
- * One machine-readable line per mode:
- *   RESULT mmh3 mode=exact s_per_forward=4.31 tflops=822.1 pflop=3.54 rows=38010 peak_gib=27.1 weights_gib=19.5 attention=fa3-bf16
+ * Sparse attention (issue 26): --sparse "dense;forced:density=0.25;sol" runs the modes once per
+ * spec (model/sparse/sparse.h; "dense": none), each on its own request, every forward as forward
+ * --sparse-step of --sparse-steps (default 48 of 49: a sparse step of a 50-step schedule); the
+ * result line adds the spec and the density the forward achieved, and the breakdown times the
+ * routing ("sparse routing") apart from the attention.
+ *
+ * One machine-readable line per mode (and sparse spec):
+ *   RESULT mmh3 mode=exact s_per_forward=4.31 tflops=822.1 pflop=3.54 rows=38010 peak_gib=27.1 weights_gib=19.5 attention=fa3-bf16 sparse=dense density=1.000
  *
  * FLOPs count the dense work the way dit.md §8.1 does (1 multiply-add = 2):
  * the four block linears per row, QKᵀ and PV over the full sequence, the patch
@@ -309,6 +315,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: mmh3-bench-dit [--checkpoint FILE | --write-random FILE] [--device cpu|cuda[:N]]\n"
                "         [--width 1344] [--height 768] [--frames 124] [--text-rows 300] [--keyframes 0|1|2]\n"
                "         [--warmup 1] [--iters 2] [--modes exact|fast|exact,fast] [--profile-block N|-1]\n"
+               "         [--sparse \"dense;PRESET;...\"] [--sparse-step 48] [--sparse-steps 49]\n"
                "       random checkpoint shape: [--layers 50] [--hidden 5376] [--heads 56] [--ffn 14336]\n"
                "         [--text-dim 5120] [--write-only]\n");
 }
@@ -320,8 +327,8 @@ int main(int argc, char **argv)
     shape_cfg sc = {5376, 56, 128, 14336, 50, 2, 5120, 96, 32, 1025, 8, 16, 256};
     const char *ckpt = NULL, *device = NULL;
     int write = 0, write_only = 0, width = 1344, height = 768, frames = 124, text_rows = 300, keyframes = 0;
-    int warmup = 1, iters = 2, profile_block = -2;
-    const char *modes = "exact";
+    int warmup = 1, iters = 2, profile_block = -2, sparse_step = 48, sparse_steps = 49;
+    const char *modes = "exact", *sparse_list = "dense";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(flag, dst)                  \
@@ -347,13 +354,17 @@ int main(int argc, char **argv)
             modes = argv[++i];
             continue;
         }
+        if (strcmp(a, "--sparse") == 0 && v) {
+            sparse_list = argv[++i];
+            continue;
+        }
         if (strcmp(a, "--write-only") == 0) {
             write_only = 1;
             continue;
         }
         OPT("--width", width) OPT("--height", height) OPT("--frames", frames) OPT("--text-rows", text_rows)
         OPT("--keyframes", keyframes) OPT("--warmup", warmup) OPT("--iters", iters) OPT("--layers", sc.layers)
-        OPT("--profile-block", profile_block)
+        OPT("--profile-block", profile_block) OPT("--sparse-step", sparse_step) OPT("--sparse-steps", sparse_steps)
         OPT("--hidden", sc.hidden) OPT("--heads", sc.heads) OPT("--ffn", sc.ffn) OPT("--text-dim", sc.text_dim)
 #undef OPT
         usage(strcmp(a, "--help") == 0 ? stdout : stderr);
@@ -442,109 +453,123 @@ int main(int argc, char **argv)
     if (mm_ctx_sync(ctx, &err) != 0)
         goto fail;
 
-    mm_device_reset_peak(dev);
-    t0 = now();
-    mm_dit_request *req;
-    if (mm_dit_request_begin(dit, ctx, &l, &text, NULL, &req, &err) != 0)
-        goto fail;
-    const double refine_s = now() - t0;
-    const double S = (double)l.rows, Hd = c->hidden, Ad = (double)c->heads * c->head_dim, Fd = c->ffn;
-    const double per_row = 2.0 * Hd * (3 * Ad) + 2.0 * Ad * Hd + 2.0 * Hd * (2 * Fd) + 2.0 * Fd * Hd;
-    const double flop = c->layers * (per_row * S + 4.0 * S * S * Ad) +
-                        2.0 * Hd * (double)(l.video_rows * c->video_row_width * 2 + l.audio_rows * c->audio_row_width * 2);
-    char devname[32];
-    printf("device %s | S = %lld rows (text %lld, video %lld incl. %lld condition, audio %lld) | %d blocks, hidden %d\n",
-           mm_device_name(dev, devname, sizeof devname), (long long)l.rows, (long long)l.text_rows,
-           (long long)l.video_rows, (long long)l.cond_video_rows, (long long)l.audio_rows, c->layers, c->hidden);
-    printf("load %.1f s (%.2f GiB on the device) | refiner + request setup %.3f s | workspace %.2f GiB\n", load_s,
-           gib(weights_bytes), refine_s, gib(mm_dit_request_bytes(req)));
-    if (dev.kind == MM_DEVICE_CUDA) {
-        char paths[1024];
-        mm_cuda_speed_describe(dev.index, paths, sizeof paths);
-        printf("kernels in use: %s\n", paths);
-    }
-    fflush(stdout);
-
-    /* Timed forwards per mode, on the same request and inputs. */
+    char sparse_specs[512];
+    snprintf(sparse_specs, sizeof sparse_specs, "%s", sparse_list);
     float *out = malloc(sizeof(float) * (size_t)nv), *exact_out = NULL;
     mm_tensor ot = mm_tensor_wrap(out, mm_cpu(), MM_F32, 2, vv.shape);
     int64_t bad_total = 0;
-    char mode_list[64];
-    snprintf(mode_list, sizeof mode_list, "%s", modes);
-    for (char *save = NULL, *mode = strtok_r(mode_list, ",", &save); mode; mode = strtok_r(NULL, ",", &save)) {
-        const bool fast = strcmp(mode, "fast") == 0;
-        if (!fast && strcmp(mode, "exact") != 0) {
-            fprintf(stderr, "mmh3-bench-dit: unknown mode %s (exact, fast)\n", mode);
-            return 2;
-        }
-        mm_dit_request_set_fast(req, fast);
-        printf("mode %s: attention %s\n", mode, mm_dit_attention_kind(req));
-        fflush(stdout);
+    for (char *ssave = NULL, *spec = strtok_r(sparse_specs, ";", &ssave); spec; spec = strtok_r(NULL, ";", &ssave)) {
+        mm_sparse_config sparse_cfg;
+        const bool sparse_on = strcmp(spec, "dense") != 0;
+        if (sparse_on && mm_sparse_config_parse(spec, &sparse_cfg, &err) != 0)
+            goto fail;
+        const mm_dit_request_opts ropts = {.sparse = sparse_on ? &sparse_cfg : NULL};
         mm_device_reset_peak(dev);
-        double best = INFINITY, sum = 0;
-        for (int i = 0; i < warmup + iters; i++) {
-            t0 = now();
-            if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
-                goto fail;
-            const double sec = now() - t0;
-            if (i >= warmup) {
-                best = sec < best ? sec : best;
-                sum += sec;
-            }
-            printf("forward %d%s (%s): %.3f s\n", i + 1, i < warmup ? " (warm-up)" : "", mode, sec);
-            fflush(stdout);
+        t0 = now();
+        mm_dit_request *req;
+        if (mm_dit_request_begin_ex(dit, ctx, &l, &text, &ropts, NULL, &req, &err) != 0)
+            goto fail;
+        const double refine_s = now() - t0;
+        const double S = (double)l.rows, Hd = c->hidden, Ad = (double)c->heads * c->head_dim, Fd = c->ffn;
+        const double per_row = 2.0 * Hd * (3 * Ad) + 2.0 * Ad * Hd + 2.0 * Hd * (2 * Fd) + 2.0 * Fd * Hd;
+        const double flop = c->layers * (per_row * S + 4.0 * S * S * Ad) +
+                            2.0 * Hd * (double)(l.video_rows * c->video_row_width * 2 + l.audio_rows * c->audio_row_width * 2);
+        char devname[32];
+        printf("device %s | S = %lld rows (text %lld, video %lld incl. %lld condition, audio %lld) | %d blocks, hidden %d\n",
+               mm_device_name(dev, devname, sizeof devname), (long long)l.rows, (long long)l.text_rows,
+               (long long)l.video_rows, (long long)l.cond_video_rows, (long long)l.audio_rows, c->layers, c->hidden);
+        printf("load %.1f s (%.2f GiB on the device) | refiner + request setup %.3f s | workspace %.2f GiB\n", load_s,
+               gib(weights_bytes), refine_s, gib(mm_dit_request_bytes(req)));
+        if (sparse_on)
+            printf("sparse attention %s, forward %d of %d: %s\n", spec, sparse_step, sparse_steps, mm_dit_sparse_kind(req));
+        if (dev.kind == MM_DEVICE_CUDA) {
+            char paths[1024];
+            mm_cuda_speed_describe(dev.index, paths, sizeof paths);
+            printf("kernels in use: %s\n", paths);
         }
-        mm_device_memory_stats(dev, &ms);
-
-        /* Sanity: the velocities are finite; fast mode against exact mode. */
-        mm_copy(ctx, &ot, &vv);
-        mm_ctx_sync(ctx, NULL);
-        int64_t bad = 0;
-        double rms = 0;
-        for (int64_t i = 0; i < nv; i++) {
-            bad += !isfinite(out[i]);
-            rms += (double)out[i] * out[i];
-        }
-        rms = sqrt(rms / (double)nv);
-        bad_total += bad;
-        const double sec = iters > 0 ? best : NAN;
-        printf("forward (%s): %.3f s best, %.3f s mean of %d | %.1f TFLOP/s (%.3f PFLOP per forward) | peak device "
-               "memory %.2f GiB\n",
-               mode, sec, iters ? sum / iters : NAN, iters, flop / sec * 1e-12, flop * 1e-15, gib(ms.peak));
-        printf("output (%s): video velocity rms %.4g, %lld non-finite values\n", mode, rms, (long long)bad);
-        if (!fast && !exact_out) {
-            exact_out = malloc(sizeof(float) * (size_t)nv);
-            memcpy(exact_out, out, sizeof(float) * (size_t)nv);
-        } else if (fast && exact_out) {
-            printf("QUALITY fast_vs_exact video_velocity_rel_l2=%.4g (same inputs, one forward)\n",
-                   rel_l2(out, exact_out, nv));
-        }
-        char kind[96];
-        snprintf(kind, sizeof kind, "%s", mm_dit_attention_kind(req));
-        for (char *k = kind; *k; k++)
-            *k = *k == ' ' ? '_' : *k;
-        printf("RESULT mmh3 mode=%s s_per_forward=%.4f tflops=%.1f pflop=%.4f rows=%lld peak_gib=%.2f weights_gib=%.2f "
-               "nonfinite=%lld attention=%s\n",
-               mode, sec, flop / sec * 1e-12, flop * 1e-15, (long long)l.rows, gib(ms.peak), gib(weights_bytes),
-               (long long)bad, kind);
         fflush(stdout);
 
-        /* One more forward with stage events on one block (CUDA). */
-        if (dev.kind == MM_DEVICE_CUDA && profile_block != -1) {
-            int pb = profile_block >= 0 ? profile_block : (c->layers > 1 ? 1 : 0);
-            if (pb >= c->layers)
-                pb = c->layers - 1;
-            bench_stage_timer tm = {.dev = dev.index};
-            mm_dit_profile prof = {pb, stage_mark, &tm};
-            mm_dit_request_set_profile(req, &prof);
-            if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
-                goto fail;
-            mm_dit_request_set_profile(req, NULL);
-            printf("(%s) ", mode);
-            print_breakdown(&tm, pb, c->layers, S, Hd, Ad, Fd);
-            bench_stage_timer_free(&tm);
+        /* Timed forwards per mode, on the same request and inputs. */
+        char mode_list[64];
+        snprintf(mode_list, sizeof mode_list, "%s", modes);
+        for (char *save = NULL, *mode = strtok_r(mode_list, ",", &save); mode; mode = strtok_r(NULL, ",", &save)) {
+            const bool fast = strcmp(mode, "fast") == 0;
+            if (!fast && strcmp(mode, "exact") != 0) {
+                fprintf(stderr, "mmh3-bench-dit: unknown mode %s (exact, fast)\n", mode);
+                return 2;
+            }
+            mm_dit_request_set_fast(req, fast);
+            printf("mode %s: attention %s\n", mode, mm_dit_attention_kind(req));
             fflush(stdout);
+            mm_device_reset_peak(dev);
+            double best = INFINITY, sum = 0;
+            for (int i = 0; i < warmup + iters; i++) {
+                mm_dit_request_set_step(req, sparse_step, sparse_steps);
+                t0 = now();
+                if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
+                    goto fail;
+                const double sec = now() - t0;
+                if (i >= warmup) {
+                    best = sec < best ? sec : best;
+                    sum += sec;
+                }
+                printf("forward %d%s (%s): %.3f s\n", i + 1, i < warmup ? " (warm-up)" : "", mode, sec);
+                fflush(stdout);
+            }
+            mm_device_memory_stats(dev, &ms);
+
+            /* Sanity: the velocities are finite; fast mode against exact mode. */
+            mm_copy(ctx, &ot, &vv);
+            mm_ctx_sync(ctx, NULL);
+            int64_t bad = 0;
+            double rms = 0;
+            for (int64_t i = 0; i < nv; i++) {
+                bad += !isfinite(out[i]);
+                rms += (double)out[i] * out[i];
+            }
+            rms = sqrt(rms / (double)nv);
+            bad_total += bad;
+            const double sec = iters > 0 ? best : NAN;
+            printf("forward (%s): %.3f s best, %.3f s mean of %d | %.1f TFLOP/s (%.3f PFLOP per forward) | peak device "
+                   "memory %.2f GiB\n",
+                   mode, sec, iters ? sum / iters : NAN, iters, flop / sec * 1e-12, flop * 1e-15, gib(ms.peak));
+            printf("output (%s): video velocity rms %.4g, %lld non-finite values\n", mode, rms, (long long)bad);
+            if (!fast && !exact_out && !sparse_on) {
+                exact_out = malloc(sizeof(float) * (size_t)nv);
+                memcpy(exact_out, out, sizeof(float) * (size_t)nv);
+            } else if (exact_out) {
+                printf("QUALITY %s%s_vs_exact video_velocity_rel_l2=%.4g (same inputs, one forward; random weights: "
+                       "not a quality measure)\n", mode, sparse_on ? "_sparse" : "", rel_l2(out, exact_out, nv));
+            }
+            char kind[96];
+            snprintf(kind, sizeof kind, "%s", mm_dit_attention_kind(req));
+            for (char *k = kind; *k; k++)
+                *k = *k == ' ' ? '_' : *k;
+            printf("RESULT mmh3 mode=%s s_per_forward=%.4f tflops=%.1f pflop=%.4f rows=%lld peak_gib=%.2f weights_gib=%.2f "
+                   "nonfinite=%lld attention=%s sparse=%s density=%.4f\n",
+                   mode, sec, flop / sec * 1e-12, flop * 1e-15, (long long)l.rows, gib(ms.peak), gib(weights_bytes),
+                   (long long)bad, kind, spec, mm_dit_request_density(req));
+            fflush(stdout);
+
+            /* One more forward with stage events on one block (CUDA). */
+            if (dev.kind == MM_DEVICE_CUDA && profile_block != -1) {
+                int pb = profile_block >= 0 ? profile_block : (c->layers > 1 ? 1 : 0);
+                if (pb >= c->layers)
+                    pb = c->layers - 1;
+                bench_stage_timer tm = {.dev = dev.index};
+                mm_dit_profile prof = {pb, stage_mark, &tm};
+                mm_dit_request_set_profile(req, &prof);
+                mm_dit_request_set_step(req, sparse_step, sparse_steps);
+                if (mm_dit_forward(req, row_t, &video, &audio, &vv, &va, &err) != 0)
+                    goto fail;
+                mm_dit_request_set_profile(req, NULL);
+                printf("(%s, %s) ", mode, spec);
+                print_breakdown(&tm, pb, c->layers, S, Hd, Ad, Fd);
+                bench_stage_timer_free(&tm);
+                fflush(stdout);
+            }
         }
+        mm_dit_request_end(req);
     }
     const int64_t bad = bad_total;
     if (bad)
@@ -553,7 +578,6 @@ int main(int argc, char **argv)
         printf("PASS mmh3-bench-dit %s forward (%lld rows)\n", ckpt, (long long)l.rows);
     free(exact_out);
     free(out);
-    mm_dit_request_end(req);
     mm_tensor_free(&video);
     mm_tensor_free(&audio);
     mm_tensor_free(&vv);

@@ -88,6 +88,7 @@ const mmk_kernel_entry *mmk_kernels_attention(int *n);
 const mmk_kernel_entry *mmk_kernels_conv(int *n);
 const mmk_kernel_entry *mmk_kernels_fa3(int *n);   /* kernels/attn_fa3.cu */
 const mmk_kernel_entry *mmk_kernels_qgemm(int *n); /* kernels/qgemm_sm90.cu */
+const mmk_kernel_entry *mmk_kernels_sparse(int *n); /* kernels/attn_sparse.cu */
 
 /* ------------------------------------------------------------------ GEMM */
 

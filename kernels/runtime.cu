@@ -444,7 +444,7 @@ extern "C" int mm_cuda_check_kernels(int dev, char *summary, size_t summary_len,
     int cc = p.major * 10 + p.minor;
     const mmk_kernel_entry *(*lists[])(int *) = {mmk_kernels_gemm,        mmk_kernels_norm,      mmk_kernels_convrot,
                                                  mmk_kernels_elementwise, mmk_kernels_attention, mmk_kernels_conv,
-                                                 mmk_kernels_fa3,         mmk_kernels_qgemm};
+                                                 mmk_kernels_fa3,         mmk_kernels_qgemm,     mmk_kernels_sparse};
     int present = 0, optional_absent = 0, total = 0;
     std::string missing;
     for (auto list : lists) {

@@ -1,4 +1,4 @@
-/* mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE] [--lora FILE[:S] ...]
+/* mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE] [--lora FILE[:S] ...] [--sparse PRESET]
  *
  * Runs every case of a conformance kit (a folder with a manifest.json) and
  * prints one PASS/FAIL line per comparison, the measured error next to its
@@ -16,7 +16,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE]\n"
+            "usage: mmh3 conformance KIT_DIR [--device cpu|cuda[:N]] [--out FILE] [--sparse PRESET]\n"
             "\n"
             "Runs a conformance kit (a folder with manifest.json: the DiT kit, and the\n"
             "other formats listed in src/conformance/kits.h) against the engine.\n"
@@ -26,12 +26,14 @@ static void usage(FILE *out)
             "  --lora FILE[:S]  DiT kits: apply this adapter with strength S (default 1) to\n"
             "               every case, repeatable; needs --out; the kit's reference\n"
             "               comparisons become notes (they describe the base model)\n"
+            "  --sparse P   DiT kit: the main blocks' attention through sparse attention\n"
+            "               preset P (e.g. full: every block exact, density 1)\n"
             "Prints one PASS/FAIL line per check; exits 0 only if all pass.\n");
 }
 
 int mm_cmd_conformance(int argc, char **argv)
 {
-    const char *kit = NULL, *out = NULL, *device = "cpu";
+    const char *kit = NULL, *out = NULL, *device = "cpu", *sparse = NULL;
     static char lora_names[MM_CONF_MAX_LORAS][1024];
     mm_conf_lora loras[MM_CONF_MAX_LORAS];
     int n_loras = 0;
@@ -60,6 +62,10 @@ int mm_cmd_conformance(int argc, char **argv)
             }
             loras[n_loras].path = lora_names[n_loras];
             n_loras++;
+        } else if (strcmp(argv[i], "--sparse") == 0 && i + 1 < argc) {
+            sparse = argv[++i];
+        } else if (strncmp(argv[i], "--sparse=", 9) == 0) {
+            sparse = argv[i] + 9;
         } else if (argv[i][0] == '-' || kit) {
             fprintf(stderr, "mmh3 conformance: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
@@ -77,7 +83,7 @@ int mm_cmd_conformance(int argc, char **argv)
         return 2;
     }
     mm_error err = {{0}};
-    mm_conf_options opts = {.out_path = out, .log = stdout, .loras = loras, .n_loras = n_loras};
+    mm_conf_options opts = {.out_path = out, .log = stdout, .loras = loras, .n_loras = n_loras, .sparse = sparse};
     if (mm_device_parse(device, &opts.device, &err) != 0) {
         fprintf(stderr, "mmh3 conformance: --device: %s\n", err.msg);
         return 2;

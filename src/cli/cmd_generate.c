@@ -36,6 +36,7 @@
 #include "io/checkpoint.h"
 #include "media/probe.h"
 #include "model/lora/lora.h"
+#include "model/sparse/sparse.h"
 #include "request/request.h"
 #include "sampler/schedule.h"
 
@@ -54,7 +55,7 @@ typedef struct lora_args {
 typedef struct gen_args {
     const char *prompt, *file, *out, *last_image, *partition;
     const char *frames, *seconds, *width, *height, *size, *steps, *seed, *crf, *preset;
-    const char *frames_dir, *dit_path, *cache, *sampler, *sigmas;
+    const char *frames_dir, *dit_path, *cache, *sampler, *sigmas, *sparse;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs, verbosity;
@@ -283,6 +284,9 @@ static int add_lora(const mm_flag *f, char *value, mm_error *why)
 
 static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
 {
+    char sparse_presets[4096];
+    snprintf(sparse_presets, sizeof sparse_presets, "\nsparse attention presets (--sparse PRESET[:key=value,...]):\n%s",
+             mm_sparse_presets_help());
     mm_flag engine[MM_ENGINE_FLAGS_MAX];
     int n_engine = mm_engine_flags_rows(MM_ENGINE_CMD_GENERATE, &a->eo, engine);
     const mm_flag rows[] = {
@@ -326,6 +330,10 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
         {"--no-audio", NULL, MM_FLAG_TRUE, &a->no_audio, .help = "silent output (no audio stream)"},
         {"--fast", NULL, MM_FLAG_TRUE, &a->fast,
          .help = "fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)"},
+        {"--sparse", NULL, MM_FLAG_STRING, &a->sparse,
+         "sparse attention, lossy (default off; alone: preset sol): the main blocks attend exactly only where a "
+         "block's score says it matters (docs/SPARSE.md); the presets are listed below",
+         .arg = "PRESET", .implicit = "sol"},
         {"--lora", NULL, MM_FLAG_CUSTOM, a,
          "a LoRA adapter with strength S (default 1), repeatable, up to 8: a file, or a name in $MODELS_PATH/loras "
          "(\".safetensors\" optional); applied as a separate branch, never merged into the int8 weights "
@@ -361,6 +369,7 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
                     "\n"
                     "Renders one clip with MiniMax-H3 (video + audio) to an mp4 and prints a timing table.\n"
                     "\n",
+        .epilogue = sparse_presets,
         .positional_hint = "the prompt goes after -p",
         .rows = rows,
         .n_rows = MM_FLAGS_COUNT(rows),
@@ -576,6 +585,19 @@ static int settle_schedule(const gen_args *a, mm_gen_request *req)
     return 0;
 }
 
+/* Sparse attention: a preset with its overrides, checked now. */
+static int settle_sparse(const gen_args *a, mm_gen_request *req)
+{
+    if (!a->sparse)
+        return 0;
+    mm_sparse_config sc;
+    mm_error e = {{0}};
+    if (mm_sparse_config_parse(a->sparse, &sc, &e) != 0)
+        return bad("--sparse", a->sparse, e.msg, "a preset listed by --help, e.g. sol");
+    req->sparse = a->sparse;
+    return 0;
+}
+
 /* Step caching: parsed, then checked against the partition. */
 static int settle_cache(const gen_args *a, mm_gen_request *req)
 {
@@ -596,7 +618,7 @@ static int settle_request(const gen_args *a, const char *prompt, mm_request *q, 
 {
     int rc;
     if ((rc = settle_common(a, prompt, q, req)) != 0 || (rc = settle_schedule(a, req)) != 0 ||
-        (rc = settle_cache(a, req)) != 0)
+        (rc = settle_sparse(a, req)) != 0 || (rc = settle_cache(a, req)) != 0)
         return rc;
     return 0;
 }
@@ -694,9 +716,10 @@ static void show_plan(gen_args *a, const mm_gen_request *req, const mm_rule_note
     else
         snprintf(sampling, sizeof sampling, "%d steps", req->steps);
     if (a->verbosity > 0)
-        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %s, seed %llu%s%s%s -> %s\n", req->partition, req->width,
+        fprintf(stderr, "%s %dx%d, %d frames (%.2f s), %s, seed %llu%s%s%s%s%s -> %s\n", req->partition, req->width,
                 req->height, req->frames, req->frames / (double)MM_FPS, sampling, (unsigned long long)req->seed,
-                req->no_audio ? ", no audio" : "", req->fast ? ", fast mode" : "", cache_name, req->out_path);
+                req->no_audio ? ", no audio" : "", req->fast ? ", fast mode" : "", req->sparse ? ", sparse " : "",
+                req->sparse ? req->sparse : "", cache_name, req->out_path);
     if (a->verbosity > 1) {
         a->eo.h3.log = on_log;
         a->eo.h3.log_user = view;

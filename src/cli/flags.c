@@ -340,6 +340,8 @@ static mm_flags_result parse_long(parse_state *ps, int argc, char **argv, int *a
     }
     if (eq)
         return take(ps, m.row, m.spelled, eq + 1);
+    if (f->implicit && (*ai + 1 >= argc || argv[*ai + 1][0] == '-'))
+        return take(ps, m.row, m.spelled, (char *)f->implicit);
     if (*ai + 1 >= argc)
         return missing_value(ps, m.row, m.spelled);
     return take(ps, m.row, m.spelled, argv[++*ai]);
@@ -475,7 +477,7 @@ static void help_row(FILE *out, const mm_flag *f, bool shorts, int column)
                      !short_name && shorts ? "    " : "", f->name,
                      takes_value(f) ? " " : "");
     if (takes_value(f))
-        w += snprintf(left + w, sizeof left - (size_t)w, "%s", f->arg ? f->arg : "VALUE");
+        w += snprintf(left + w, sizeof left - (size_t)w, f->implicit ? "[%s]" : "%s", f->arg ? f->arg : "VALUE");
     fputs(left, out);
     int pad = w <= column - 2 ? column - w : 2;
     fprintf(out, "%*s", pad, "");

@@ -68,6 +68,8 @@ struct mm_flag {
     const char *set_str;  /* SET_STR */
     mm_flag_apply_fn apply; /* CUSTOM */
     bool once;            /* given twice is refused */
+    const char *implicit; /* STRING: the value when the flag stands alone ("--sparse"); a value then comes only
+                             as --flag=VALUE or as a next word that is not a flag ("--sparse sol") */
     int id;               /* the owner's tag (the engine flags' MM_EF_*); 0: none */
     const mm_flag *rows;  /* GROUP */
     int n_rows;

@@ -104,7 +104,8 @@ int mm_conformance_run(const char *kit_dir, const mm_conf_options *opts, bool *a
                        .log = opts->log ? opts->log : stdout,
                        .keep_outputs = opts->out_path != NULL,
                        .loras = opts->loras,
-                       .n_loras = opts->n_loras};
+                       .n_loras = opts->n_loras,
+                       .sparse = opts->sparse};
     int rc = fn(&run, err);
     if (rc != 0)
         mm_error_prefix(err, "%s", kind);

@@ -42,6 +42,7 @@ typedef struct mm_conf_run {
     bool keep_outputs;     /* --out given */
     const mm_conf_lora *loras; /* adapters to apply (DiT kits), or NULL */
     int n_loras;
+    const char *sparse;    /* --sparse PRESET: the DiT kit's main blocks through sparse attention, or NULL */
     int passed, failed;
     mm_conf_output *outputs; /* kept outputs, in order */
 } mm_conf_run;
@@ -56,6 +57,7 @@ typedef struct mm_conf_options {
     FILE *log;
     const mm_conf_lora *loras; /* DiT kits: adapters applied to every case (needs out_path) */
     int n_loras;
+    const char *sparse; /* a sparse-attention preset for the DiT kit, or NULL (model/sparse/sparse.h) */
 } mm_conf_options;
 
 /* Recognizes the kit by its manifest and runs it. *all_passed is set when

@@ -34,12 +34,15 @@ typedef struct dit_kit {
     mm_lora *loras[MM_CONF_MAX_LORAS];
     mm_lora_use uses[MM_CONF_MAX_LORAS];
     int n_loras;
+    mm_sparse_config sparse_cfg; /* --sparse: the main blocks' attention through it */
+    const mm_sparse_config *sparse;
+    int sparse_noted;
 } dit_kit;
 
 static int begin_request(dit_kit *k, const mm_dit_layout *l, const mm_tensor *text, const mm_dit_debug *dbg,
                          mm_dit_request **req, mm_error *err)
 {
-    mm_dit_request_opts o = {.loras = k->uses, .n_loras = k->n_loras};
+    mm_dit_request_opts o = {.loras = k->uses, .n_loras = k->n_loras, .sparse = k->sparse};
     return mm_dit_request_begin_ex(k->dit, k->ctx, l, text, &o, dbg, req, err);
 }
 
@@ -427,6 +430,9 @@ static int run_case(dit_kit *k, const json_t *entry, mm_error *err)
     if (begin_request(k, &l, &text, json_is_true(debug) ? &dbg : NULL, &req, err) != 0 ||
         mm_dit_forward(req, row_t, &video, &audio, &vv, &va, err) != 0)
         goto done;
+    if (k->sparse && k->sparse_noted++ == 0)
+        fprintf(k->run->log, "note sparse attention: %s; density of %s: %.3f\n", mm_dit_sparse_kind(req), c.name,
+                mm_dit_request_density(req));
     if (cs.failed) {
         *err = cs.err;
         goto done;
@@ -796,6 +802,11 @@ int mm_conf_kit_dit(mm_conf_run *run, mm_error *err)
     if (mm_conf_json_number(derived, "video_shift", &k.video_shift, err) != 0 ||
         mm_conf_json_number(derived, "audio_shift", &k.audio_shift, err) != 0)
         return -1;
+    if (run->sparse) {
+        if (mm_sparse_config_parse(run->sparse, &k.sparse_cfg, err) != 0)
+            return -1;
+        k.sparse = &k.sparse_cfg;
+    }
 
     int rc = -1;
     char path[4096];

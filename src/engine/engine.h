@@ -65,6 +65,7 @@ typedef struct mm_gen_request {
     bool no_audio;
     bool fast;                   /* opt-in fast mode (FP8 attention) */
     mm_step_cache_config cache;  /* opt-in step caching (zeroed: off; docs/CACHING.md) */
+    const char *sparse;          /* sparse attention preset (model/sparse/sparse.h: "sol", "sol:tau=1.25", ...), or NULL: dense */
     int crf;                     /* H.264 CRF, 0..51 */
     const char *preset;          /* x264 preset name */
     const char *out_path;        /* final mp4; written to a temp file and renamed into place */

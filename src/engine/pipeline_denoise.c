@@ -265,6 +265,9 @@ typedef struct loop_state {
     int forwards;
     bool cache_unavailable; /* its buffers did not fit: the job runs uncached */
     mm_step_cache_report cache_report;
+    /* sparse attention: the request's preset */
+    mm_sparse_config sparse;
+    const mm_sparse_config *sparse_on;
 } loop_state;
 
 /* The job's step cache on a request that starts now (nothing when off).
@@ -315,6 +318,7 @@ static int velocity_cached(loop_state *s, int step, float t_video, float t_audio
         mm_dit_request_opts o = pl_refkv_cached_opts(s->kv, &s->refined);
         o.loras = s->j->lora_uses;
         o.n_loras = s->j->n_loras;
+        o.sparse = s->sparse_on;
         pl_refkv_attach(s->kv, NULL);
         if (mm_dit_request_begin_ex(s->dit, s->ctx, r, NULL, &o, NULL, &s->rreq, err) != 0)
             return mm_error_prefix(err, "reference KV cache: reduced request");
@@ -334,7 +338,7 @@ static int velocity_cached(loop_state *s, int step, float t_video, float t_audio
     mm_copy(s->ctx, &dv, &hv);
     mm_copy(s->ctx, &da, &ha);
     pl_refkv_begin_forward(s->kv);
-    mm_dit_request_set_step(s->rreq, step);
+    mm_dit_request_set_step(s->rreq, step, s->forwards);
     if (mm_ctx_error(s->ctx, err) != 0 || step_heads(s->j, s->rreq, step, err) != 0 ||
         mm_dit_forward(s->rreq, s->row_t, &dv, &da, &ov, &oa, err) != 0)
         return -1;
@@ -361,13 +365,15 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     mm_copy(s->ctx, &s->video, &hv);
     mm_copy(s->ctx, &s->audio, &ha);
     if (s->sreq)
-        mm_sp_request_set_step(s->sreq, step);
+        mm_sp_request_set_step(s->sreq, step, s->forwards);
     else
-        mm_dit_request_set_step(s->dreq, step);
+        mm_dit_request_set_step(s->dreq, step, s->forwards);
     if (mm_ctx_error(s->ctx, err) != 0 || (s->dreq && step_heads(s->j, s->dreq, step, err) != 0) ||
         (s->sreq ? mm_sp_forward(s->sreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)
                  : mm_dit_forward(s->dreq, s->row_t, &s->video, &s->audio, &s->vv, &s->va, err)) != 0)
         return -1;
+    if (s->dreq && s->sparse_on)
+        mm_timing_density(s->j->t, step, mm_dit_request_density(s->dreq));
     mm_tensor ov = mm_tensor_wrap(v_video, mm_cpu(), MM_F32, 2, s->vv.shape);
     mm_tensor oa = mm_tensor_wrap(v_audio, mm_cpu(), MM_F32, 2, s->va.shape);
     mm_copy(s->ctx, &ov, &s->vv);
@@ -445,6 +451,13 @@ int pl_denoise(pl_job *j, mm_error *err)
     lora_opts.loras = j->lora_uses;
     lora_opts.n_loras = j->n_loras;
     const int total = mm_schedule_forwards(&j->schedule);
+    s.forwards = total;
+    if (j->req->sparse) {
+        if (mm_sparse_config_parse(j->req->sparse, &s.sparse, err) != 0)
+            goto done;
+        s.sparse_on = &s.sparse;
+        lora_opts.sparse = s.sparse_on;
+    }
     pl_report(j, MM_STAGE_DENOISING, 0, total);
     if (pl_build_layout(j, err) != 0 || initial_rows(j, cfg, err) != 0)
         goto done;
@@ -473,6 +486,8 @@ int pl_denoise(pl_job *j, mm_error *err)
         if (mm_sp_request_begin(p->sp[j->partition], l, text_rows, &s.sreq, err) != 0 ||
             mm_sp_request_set_fast(s.sreq, j->req->fast, err) != 0)
             goto done;
+        if (s.sparse_on)
+            pl_log(p, "sparse attention: off with --gpus (the sequence-parallel attention owns the attention)");
         char kind[200];
         mm_sp_request_attention_kind(s.sreq, kind, sizeof kind);
         pl_log(p, "DiT attention: %s", kind);
@@ -485,6 +500,7 @@ int pl_denoise(pl_job *j, mm_error *err)
         o = pl_refkv_capture_opts(s.kv, &s.refined);
         o.loras = j->lora_uses;
         o.n_loras = j->n_loras;
+        o.sparse = s.sparse_on;
         if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, NULL, &o, NULL, &s.dreq, err) != 0)
             goto done;
         pl_log(p, "reference KV cache: %lld pinned rows kept per block after the first forward (%.2f GiB)",
@@ -502,8 +518,9 @@ int pl_denoise(pl_job *j, mm_error *err)
         } else {
             pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s.dreq));
         }
+        if (s.sparse_on)
+            pl_log(p, "sparse attention: %s", mm_dit_sparse_kind(s.dreq));
     }
-    s.forwards = total;
     mm_step_cache_report_init(&s.cache_report);
     start_step_cache(&s, s.dreq);
     if (adapters_bank(j, s.dreq, err) != 0)

@@ -30,6 +30,17 @@ void mm_timing_add(mm_timing *t, mm_timing_group g, const char *name, double sec
     r->seconds = seconds;
 }
 
+void mm_timing_density(mm_timing *t, int step, double density)
+{
+    if (!t || step < 0 || step >= MM_TIMING_STEPS)
+        return;
+    for (int i = t->n_density; i < step; i++)
+        t->density[i] = 1.0f; /* forwards not reported ran dense */
+    t->density[step] = (float)density;
+    if (step >= t->n_density)
+        t->n_density = step + 1;
+}
+
 void mm_timing_memory_peak(mm_timing *t, const char *device, size_t peak)
 {
     if (!t)
@@ -136,6 +147,15 @@ int mm_timing_format(const mm_timing *t, char *buf, size_t n)
         put(&o, "realtime factor: %.2fx (%.2f s of wall clock per second of video)\n", t->wall / clip,
             t->wall / clip);
         put(&o, "megapixel-frames/s: %.3f (%.1f MP-frames)\n", mpf / t->wall, mpf);
+    }
+    if (t->n_density > 0) {
+        double sum = 0;
+        put(&o, "attention density per step:");
+        for (int i = 0; i < t->n_density; i++) {
+            put(&o, "%s%.2f", i && i % 25 == 0 ? "\n  " : " ", t->density[i]);
+            sum += t->density[i];
+        }
+        put(&o, " (mean %.2f)\n", sum / t->n_density);
     }
     for (int i = 0; i < t->n_memory; i++)
         put(&o, "peak memory %s: %.2f GiB\n", t->memory[i].device, t->memory[i].peak / 1073741824.0);

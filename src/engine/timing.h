@@ -29,6 +29,7 @@ typedef enum mm_timing_group {
 
 #define MM_TIMING_ROWS 24
 #define MM_TIMING_DEVICES 8
+#define MM_TIMING_STEPS 256 /* forwards whose attention density is kept */
 
 typedef struct mm_timing_row {
     char name[40];
@@ -50,6 +51,10 @@ typedef struct mm_timing {
     int frames, width, height;
     mm_timing_memory memory[MM_TIMING_DEVICES];
     int n_memory;
+    /* Sparse attention: the share of block pairs each forward computed
+     * exactly (1 for a dense forward); n_density 0 without sparse attention. */
+    float density[MM_TIMING_STEPS];
+    int n_density;
 } mm_timing;
 
 /* Monotonic seconds (core/clock.h's mm_clock_now, under the name the engine's
@@ -57,6 +62,8 @@ typedef struct mm_timing {
 double mm_timing_now(void);
 /* Adds seconds to the row `name` (created in first-use order). */
 void mm_timing_add(mm_timing *t, mm_timing_group g, const char *name, double seconds);
+/* Records the attention density of forward `step` (0-based). */
+void mm_timing_density(mm_timing *t, int step, double density);
 /* Records a device's peak (the larger of the old and new value is kept). */
 void mm_timing_memory_peak(mm_timing *t, const char *device, size_t peak);
 double mm_timing_group_total(const mm_timing *t, mm_timing_group g);

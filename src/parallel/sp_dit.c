@@ -674,11 +674,11 @@ int mm_sp_request_set_step_cache(mm_sp_request *q, const mm_step_cache_config *c
     return run_all(q->sp, job_set_step_cache, &a, false, err);
 }
 
-void mm_sp_request_set_step(mm_sp_request *q, int step)
+void mm_sp_request_set_step(mm_sp_request *q, int step, int total)
 {
     /* between forwards every rank is parked in run_all's wait, which orders this write before its next job */
     for (int r = 0; r < q->sp->n; r++)
-        mm_dit_request_set_step(q->rr[r].dreq, step);
+        mm_dit_request_set_step(q->rr[r].dreq, step, total);
 }
 
 const mm_step_cache_report *mm_sp_request_step_cache_report(const mm_sp_request *q, int rank)

@@ -73,7 +73,7 @@ int mm_sp_request_set_fast(mm_sp_request *req, bool fast, mm_error *err);
  * ranks add their sums before each decision (one all-reduce of a few
  * doubles), so they skip the same forwards. */
 int mm_sp_request_set_step_cache(mm_sp_request *req, const mm_step_cache_config *c, int forwards, mm_error *err);
-void mm_sp_request_set_step(mm_sp_request *req, int step);
+void mm_sp_request_set_step(mm_sp_request *req, int step, int total);
 /* A rank's record of what was skipped (NULL without a step cache). */
 const mm_step_cache_report *mm_sp_request_step_cache_report(const mm_sp_request *req, int rank);
 /* What rank 0's attention share runs ("fa3-bf16", ...: mm_dit_attention_kind

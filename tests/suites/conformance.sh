@@ -14,3 +14,4 @@ run_one "conformance/lora-bench-tiny" bash -c '"$MMH3_BUILD/mmh3-gen-tiny" lora 
   --lora "$MMH3_SRC/tests/out/lora-tiny.safetensors" --device cpu --width 128 --height 64 --frames 22 --text-rows 8 \
   --modes exact --warmup 0 --iters 1 --profile-block -1'
 run_one "conformance/vae" "$MMH3_BUILD/mmh3" conformance tests/data/vae --out "$MMH3_SRC/tests/out/conformance_vae.safetensors"
+run_one "conformance/dit-sparse-full" "$MMH3_BUILD/mmh3" conformance tests/data/dit --sparse full

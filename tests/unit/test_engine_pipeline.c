@@ -192,6 +192,38 @@ static void test_writer_failure_fails_the_job_cleanly(void)
     MM_EXPECT(!exists(out) && !exists(part), "no partial mp4");
 }
 
+/* --sparse (issue 26): the preset reaches the DiT, the table gets the
+ * density of every forward (the dense first one at 1), a bad preset fails
+ * the job by name. */
+static void test_sparse_job_reports_density_per_step(void)
+{
+    char out[512];
+    snprintf(out, sizeof out, "%s/sparse.mp4", dir);
+    mm_gen_request r = request(out, 6);
+    r.steps = 4;
+    r.sparse = "sol:dense_steps=1,dense_layers=0,band=-1,tau=1.5,sinks=none,dense_queries=none";
+    watch w = {0};
+    mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_cancel, .user = &w};
+    mm_gen_result res;
+    memset(&res, 0, sizeof res);
+    mm_error err = {{0}};
+    log_text[0] = '\0';
+    MM_REQUIRE(mm_engine_generate(engine, &r, &cb, &res, &err) == 0, "%s", err.msg);
+    const mm_timing *t = &res.timing;
+    MM_EXPECT(t->n_density == 3 && t->density[0] == 1.0f && t->density[1] < 1.0f && t->density[2] < 1.0f &&
+                  t->density[1] >= 0.0f,
+              "3 forwards, the first dense: %d densities %.3f %.3f %.3f", t->n_density, t->density[0], t->density[1],
+              t->density[2]);
+    MM_EXPECT(strstr(log_text, "sparse attention: sol (tau 1.50"), "the log names the preset:\n%s", log_text);
+    char table[4096];
+    mm_timing_format(t, table, sizeof table);
+    MM_EXPECT(strstr(table, "attention density per step: 1.00 "), "the table shows it:\n%s", table);
+    r = request(out, 6);
+    r.sparse = "sol:tau=fast";
+    MM_EXPECT(mm_engine_generate(engine, &r, &cb, &res, &err) == -1 && strstr(err.msg, "tau=fast"),
+              "a bad preset fails the job by name: %s", err.msg);
+}
+
 static void test_cancel_stops_at_the_next_forward(void)
 {
     char out[512];
@@ -357,6 +389,7 @@ int main(void)
     MM_RUN(test_resident_jobs_report_stages_and_reuse_references);
     MM_RUN(test_failed_job_then_next_one_succeeds);
     MM_RUN(test_writer_failure_fails_the_job_cleanly);
+    MM_RUN(test_sparse_job_reports_density_per_step);
     MM_RUN(test_cancel_stops_at_the_next_forward);
     MM_RUN(test_step_cache_through_the_pipeline);
     mm_engine_destroy(engine);

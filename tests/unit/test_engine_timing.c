@@ -109,6 +109,26 @@ static void test_step_cache_line(void)
     MM_EXPECT(strstr(buf, "step cache fbc:medium: 0 of 27 forwards skipped their blocks\n"), "none skipped\n%s", buf);
 }
 
+/* Sparse attention's density per forward: forwards not reported count as
+ * dense, the table lists every one and the mean. */
+static void test_density_per_step(void)
+{
+    mm_timing t = {0};
+    mm_timing_density(&t, 0, 1.0);
+    mm_timing_density(&t, 2, 0.25);
+    mm_timing_density(&t, MM_TIMING_STEPS, 0.5); /* past the array: dropped */
+    MM_EXPECT(t.n_density == 3 && t.density[1] == 1.0f && t.density[2] == 0.25f, "%d: %g %g %g", t.n_density,
+              t.density[0], t.density[1], t.density[2]);
+    t.wall = 1;
+    char buf[2048];
+    mm_timing_format(&t, buf, sizeof buf);
+    MM_EXPECT(strstr(buf, "attention density per step: 1.00 1.00 0.25 (mean 0.75)"), "%s", buf);
+    mm_timing none = {0};
+    none.wall = 1;
+    mm_timing_format(&none, buf, sizeof buf);
+    MM_EXPECT(!strstr(buf, "density"), "no density line without sparse attention:\n%s", buf);
+}
+
 static void test_reference_canvases(void)
 {
     /* at 768 the video canvas is exactly the target's rule */
@@ -142,6 +162,7 @@ int main(void)
     MM_RUN(test_memory_keeps_the_peak_per_device);
     MM_RUN(test_full_table_does_not_overflow);
     MM_RUN(test_step_cache_line);
+    MM_RUN(test_density_per_step);
     MM_RUN(test_reference_canvases);
     return mm_test_exit();
 }

@@ -310,7 +310,7 @@ static void test_loras(void)
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"\"}]}", "loras[0].name");
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"strength\":1}]}", "loras[0].name");
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a\"},{\"name\":\"a\"}]}", "loras[1].name");
-    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a\",\"strength\":4.5}]}", "loras[0].strength");
+    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a\",\"strength\":150}]}", "loras[0].strength");
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a\",\"strength\":\"1\"}]}", "loras[0].strength");
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a\",\"scale\":1}]}", "loras[0].scale");
     expect_refused("{\"prompt\":\"x\",\"loras\":[\"a\"]}", "loras[0]");

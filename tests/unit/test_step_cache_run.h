@@ -102,10 +102,10 @@ static inline int sc_velocity(void *user, int step, float t_video, float t_audio
     mm_tensor ov = mm_tensor_wrap(v_video, mm_cpu(), MM_F32, 2, MM_SHAPE(video->n_rows, video->width));
     mm_tensor oa = mm_tensor_wrap(v_audio, mm_cpu(), MM_F32, 2, MM_SHAPE(audio->n_rows, audio->width));
     if (r->sreq) {
-        mm_sp_request_set_step(r->sreq, step);
+        mm_sp_request_set_step(r->sreq, step, 0);
         return mm_sp_forward(r->sreq, r->row_t, &hv, &ha, &ov, &oa, err);
     }
-    mm_dit_request_set_step(r->dreq, step);
+    mm_dit_request_set_step(r->dreq, step, 0);
     if (!r->gpu)
         return mm_dit_forward(r->dreq, r->row_t, &hv, &ha, &ov, &oa, err);
     const mm_device d = mm_ctx_device(r->gpu);

@@ -37,6 +37,8 @@ int mm_dit_attention(mm_dit_request *r, int64_t rows, const mm_tensor *h, const 
     mm_tensor o = mm_tensor_unflatten(&o2, 1, 2, head);
     if (rotary && r->attention)
         return r->attention(r->attention_user, ctx, &o, &q, &k, &v);
+    if (rotary && mm_dit_sparse_applies(r)) /* main blocks only: the refiner stays dense */
+        return mm_dit_sparse_sdpa(r, &o, &q, &k, &v);
     return mm_attention(ctx, &o, &q, &k, &v, NULL);
 }
 

@@ -30,6 +30,7 @@
 #include "model/dit/layout.h"
 #include "model/dit/step_cache.h"
 #include "model/lora/lora.h"
+#include "model/sparse/sparse.h"
 
 typedef struct mm_dit mm_dit;
 typedef struct mm_dit_request mm_dit_request;
@@ -95,6 +96,12 @@ typedef struct mm_dit_request_opts {
      * reason. */
     const mm_lora_use *loras;
     int n_loras;
+    /* Sparse attention (NULL: dense): the main blocks' SDPA
+     * through backend/sparse_attn.h as the preset says — its sinks and dense
+     * queries from the layout's row roles, dense forwards and blocks, the τ
+     * of each forward (mm_dit_request_set_step). An attention hook takes
+     * precedence (the hook owns the attention); the refiner stays dense. */
+    const mm_sparse_config *sparse;
 } mm_dit_request_opts;
 
 /* mm_dit_request_begin with hooks (opts may be NULL). */
@@ -145,7 +152,6 @@ int mm_dit_forward(mm_dit_request *req, const float *row_t, const mm_tensor *vid
  * Forwards then go through the cache; mm_dit_request_set_step names the
  * index of the next one (they count on from 0 otherwise). */
 int mm_dit_request_set_step_cache(mm_dit_request *req, const mm_step_cache_config *c, int forwards, mm_error *err);
-void mm_dit_request_set_step(mm_dit_request *req, int step);
 /* What the request's forwards skipped so far, or NULL without a step cache. */
 const mm_step_cache_report *mm_dit_request_step_cache_report(const mm_dit_request *req);
 /* Device bytes of the step cache's buffers (0 without one). */
@@ -162,6 +168,18 @@ size_t mm_dit_request_step_cache_bytes(const mm_dit_request *req);
  * + e4m3 p·v attention where the GPU has it (its error budget:
  * docs/PERFORMANCE.md), exact elsewhere or with MMH3_DIT_FAST=off. */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);
+/* The next forward is forward `step` (0-based) of `total` (0: unknown):
+ * the step cache's warm-up and final forwards, sparse attention's dense
+ * forwards and τ follow from it. Without calls, forwards are counted from
+ * the request's first. */
+void mm_dit_request_set_step(mm_dit_request *req, int step, int total);
+/* The share of (query block, key block, head) pairs the last forward
+ * computed exactly over all main blocks (dense blocks count 1); 1 without
+ * sparse attention, or before the first forward. */
+double mm_dit_request_density(const mm_dit_request *req);
+/* One line on the sparse attention: the preset and the kernel, or why it
+ * does not run ("off", "off: the attention hook owns the attention"). */
+const char *mm_dit_sparse_kind(const mm_dit_request *req);
 /* What the main blocks' attention runs now, e.g. "fa3-i8-e4m3 (fast)",
  * "fa3-bf16", "mm_attention", "hook (the caller's attention)". */
 const char *mm_dit_attention_kind(const mm_dit_request *req);

@@ -143,11 +143,15 @@ static void mark(const mm_dit_request *r, int block, const char *stage)
         r->profile.mark(r->profile.user, stage);
 }
 
-static int attention(mm_dit_request *r, mm_tensor *o, mm_tensor *q, mm_tensor *k, mm_tensor *v)
+static int attention(mm_dit_request *r, int block, mm_tensor *o, mm_tensor *q, mm_tensor *k, mm_tensor *v)
 {
     if (r->attention)
         return r->attention(r->attention_user, r->ctx, o, q, k, v);
-    return sdpa(r, o, q, k, v);
+    if (!mm_dit_sparse_applies(r))
+        return sdpa(r, o, q, k, v);
+    mm_dit_sparse_route(r, q, k, v);
+    mark(r, block, "attention (sparse)");
+    return mm_dit_sparse_attend(r, o, q, k, v);
 }
 
 /* The int8 linears: the Hopper kernel with the epilogue fused where the
@@ -349,8 +353,8 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     qlinear_lora(r, block, MM_DIT_QKV, &qkv, &q8h, &s8, qkv_w, NULL, NULL, &h);
     mark(r, block, "q/k norm + RoPE");
     mm_cuda_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
-    mark(r, block, "attention");
-    attention(r, &o, &q, &k, &v);
+    mark(r, block, mm_dit_sparse_applies(r) ? "sparse routing" : "attention");
+    attention(r, block, &o, &q, &k, &v);
     mark(r, block, "attn ConvRot quant");
     mm_convrot_quantize(ctx, &q8a, &s8, &o2, out_w->group);
     mark(r, block, "out int8 GEMM + gated residual");

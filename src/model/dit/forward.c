@@ -163,6 +163,7 @@ void mm_dit_request_end(mm_dit_request *r)
     mm_dit_cuda_lora_teardown(r);
     mm_dit_lora_teardown(r);
     mm_dit_adapt_teardown(r);
+    mm_dit_sparse_teardown(r);
     free(r->tags);
     free(r);
 }
@@ -241,7 +242,7 @@ int mm_dit_request_begin_ex(mm_dit *dit, mm_ctx *ctx, const mm_dit_layout *layou
         alloc(r, &r->text, MM_BF16, r->text_rows, c->hidden, err) != 0 || mm_dit_cuda_setup(r, err) != 0 ||
         (opts && (mm_dit_lora_setup(r, opts->loras, opts->n_loras, err) != 0 ||
                   mm_dit_adapt_setup(r, opts->loras, opts->n_loras, err) != 0)) ||
-        mm_dit_cuda_lora_setup(r, err) != 0)
+        mm_dit_cuda_lora_setup(r, err) != 0 || mm_dit_sparse_setup(r, layout, opts ? opts->sparse : NULL, err) != 0)
         goto done;
     if (refined) {
         mm_copy(ctx, &r->text, refined);
@@ -295,9 +296,16 @@ int mm_dit_refine_text_ex(mm_dit *dit, mm_ctx *ctx, const mm_tensor *text, const
     return rc == 0 ? 0 : mm_error_prefix(err, "refining text");
 }
 
+void mm_dit_request_set_step(mm_dit_request *r, int step, int total)
+{
+    mm_dit_step_cache_set_step(r, step);
+    mm_dit_sparse_set_step(r, step, total);
+}
+
 int mm_dit_run_blocks(mm_dit_request *r, int first, int end, int m)
 {
     for (int b = first; b < end; b++) {
+        r->block = b;
         mm_dit_adaln_block(r, b, m);
         mm_dit_block(r, b);
         if (b == 0)
@@ -368,6 +376,7 @@ int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video
     if (rc != 0)
         return mm_error_prefix(err, "DiT forward");
 
+    mm_dit_sparse_forward_begin(r);
     mm_dit_embed_media(r, video_rows, audio_rows);
     mm_dit_capture(r, "block0_in", &r->ws.x);
     if (r->step_cache) {
@@ -379,7 +388,7 @@ int mm_dit_forward(mm_dit_request *r, const float *row_t, const mm_tensor *video
     mm_dit_capture(r, "blocks_out", &r->ws.x);
     mm_dit_adaln_final(r, m);
     mm_dit_final(r, v_video, v_audio);
-    if (mm_ctx_sync(ctx, err) != 0)
+    if (mm_ctx_sync(ctx, err) != 0 || mm_dit_sparse_forward_end(r, err) != 0)
         return mm_error_prefix(err, "DiT forward");
     return 0;
 }

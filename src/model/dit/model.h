@@ -4,6 +4,7 @@
 #define MMH3_MODEL_DIT_MODEL_H
 
 #include "backend/cuda/cuda_speed.h"
+#include "backend/sparse_attn.h"
 #include "formats/linear.h"
 #include "io/safetensors.h"
 #include "model/dit/dit.h"
@@ -123,6 +124,20 @@ typedef struct mm_dit_adapt {
     mm_linear head[2];     /* device f32 [out, H] + bias */
     bool heads_set;
 } mm_dit_adapt;
+/* Sparse attention of one request (sparse.c). */
+typedef struct mm_dit_sparse {
+    mm_sparse_config cfg;
+    mm_sparse_route route;   /* sized for the request's rows */
+    mm_tensor tally;         /* I64 [1] on the device: exact pairs of this forward's routed blocks */
+    mm_row_range sink[MM_SPARSE_MAX_RANGES], dense_q[MM_SPARSE_MAX_RANGES];
+    int n_sink, n_dense_q;
+    int step, total;         /* the forward about to run, of total (0: unknown) */
+    bool step_set;           /* set by mm_dit_request_set_step for the next forward */
+    bool on;                 /* this forward routes its main blocks past the dense ones */
+    int routed_blocks;       /* main blocks routed in this forward */
+    double density;          /* of the last forward */
+    char kind[448];
+} mm_dit_sparse;
 
 struct mm_dit_request {
     mm_dit *dit;
@@ -158,6 +173,8 @@ struct mm_dit_request {
     mm_dit_lora_fused *lora_fused; /* [layers·4] on the fused CUDA path with the Hopper GEMM, or NULL */
     mm_tensor lora_uall;           /* [S, max Rk] bf16: a fused linear's u */
     mm_dit_adapt adapt; /* AdaLN pairs and head banks of the request's adapters */
+    int block;              /* the main block running (forward.c), for dense blocks */
+    mm_dit_sparse *sparse;  /* NULL: dense attention */
 };
 
 /* weights.c */
@@ -239,6 +256,21 @@ int mm_dit_run_blocks(mm_dit_request *r, int first, int end, int m);
  * cache (some or none of them run), and the cache's teardown. */
 int mm_dit_cached_blocks(mm_dit_request *r, int m, mm_error *err);
 void mm_dit_step_cache_free(mm_dit_request *r);
+void mm_dit_step_cache_set_step(mm_dit_request *r, int step);
+/* sparse.c: the request's sparse attention. setup allocates
+ * the route for the layout (nothing when opts ask for none); begin/end
+ * bracket a forward (its τ, dense or not; the density it achieved); sdpa
+ * is the main blocks' attention when sparse_applies says so. */
+int mm_dit_sparse_setup(mm_dit_request *r, const mm_dit_layout *l, const mm_sparse_config *cfg, mm_error *err);
+void mm_dit_sparse_teardown(mm_dit_request *r);
+void mm_dit_sparse_forward_begin(mm_dit_request *r);
+int mm_dit_sparse_forward_end(mm_dit_request *r, mm_error *err);
+bool mm_dit_sparse_applies(const mm_dit_request *r);
+void mm_dit_sparse_set_step(mm_dit_request *r, int step, int total);
+int mm_dit_sparse_sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
+/* ... in its two steps (the benchmark's stage marks time them apart) */
+int mm_dit_sparse_route(mm_dit_request *r, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
+int mm_dit_sparse_attend(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v);
 
 /* block.c, final_layer.c */
 int mm_dit_block(mm_dit_request *r, int block);

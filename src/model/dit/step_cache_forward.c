@@ -77,7 +77,7 @@ int mm_dit_request_set_step_cache(mm_dit_request *r, const mm_step_cache_config 
     return 0;
 }
 
-void mm_dit_request_set_step(mm_dit_request *r, int step)
+void mm_dit_step_cache_set_step(mm_dit_request *r, int step)
 {
     if (r->step_cache)
         r->step_cache->next_step = step;
