@@ -1,4 +1,4 @@
-/* Block-sparse attention on the GPU (issue 26; contract in kernels/mmk_sparse.h,
+/* Block-sparse attention on the GPU (contract in kernels/mmk_sparse.h,
  * semantics in src/backend/sparse_attn.h, CPU twin src/backend/cpu/sparse_attn.c).
  *
  * Routing (any sm_80+ GPU), per layer, in one pass over q, k, v and a few

@@ -1,4 +1,4 @@
-/* mmk_sparse — block-sparse attention on the GPU (issue 26), beside
+/* mmk_sparse — block-sparse attention on the GPU, beside
  * kernels/mmk.h: the routing kernels (block summaries, thresholds, the
  * per-(query block, head) bitmask of exact key blocks) and the attention
  * that walks only those blocks and adds Sol-Attn's centroid term for the

@@ -1,4 +1,4 @@
-/* Block-sparse attention (issue 26; shared/spec/sparse.md §2–3): the routing
+/* Block-sparse attention (shared/spec/sparse.md §2–3): the routing
  * of 64-row query blocks to 64-row key blocks, and the attention that
  * computes the routed blocks exactly and the others through their key
  * centroid and value sum (Sol-Attn) or not at all (SubBlock top-k).

@@ -12,7 +12,7 @@
 #include "test.h"
 
 typedef struct opts {
-    const char *name, *mode, *path;
+    const char *name, *mode, *path, *preset;
     int count, verbosity;
     double ratio, positive;
     bool fast, quiet_off;
@@ -77,6 +77,7 @@ static void parse(run *t, const char *const *words)
          .apply = append},
         {"--even", NULL, MM_FLAG_CUSTOM, NULL, "an even number", .arg = "N", .apply = even},
         {"--secret", NULL, MM_FLAG_STRING, &o->path, NULL, .arg = "S"},
+        {"--preset", NULL, MM_FLAG_STRING, &o->preset, "a preset, optional", .arg = "P", .implicit = "standard"},
         {"--help", "-h", MM_FLAG_HELP, NULL, .help = "this text"},
     };
     static int fast_seen;
@@ -144,6 +145,16 @@ static void test_values_in_every_spelling(void)
     MM_EXPECT(t.r == MM_FLAGS_RUN && strcmp(t.o.path, "mocked") == 0 && !t.o.quiet_off, "constants");
     parse(&t, ARGS("--secret", "s"));
     MM_EXPECT(t.r == MM_FLAGS_RUN && strcmp(t.o.path, "s") == 0, "a flag not listed in --help still works");
+    /* an optional value: alone, the implicit one; a next word that is not a flag, or =VALUE */
+    parse(&t, ARGS("--preset"));
+    MM_EXPECT(t.r == MM_FLAGS_RUN && strcmp(t.o.preset, "standard") == 0, "--preset alone: %s", t.err);
+    parse(&t, ARGS("--preset", "--fast"));
+    MM_EXPECT(t.r == MM_FLAGS_RUN && strcmp(t.o.preset, "standard") == 0 && t.o.fast, "--preset then a flag: %s",
+              t.err);
+    parse(&t, ARGS("--preset", "sol"));
+    MM_EXPECT(t.r == MM_FLAGS_RUN && strcmp(t.o.preset, "sol") == 0, "--preset sol: %s", t.err);
+    parse(&t, ARGS("--preset=x:y=1"));
+    MM_EXPECT(t.r == MM_FLAGS_RUN && strcmp(t.o.preset, "x:y=1") == 0, "--preset=VALUE: %s", t.err);
     parse(&t, ARGS("--positive", "10", "--ratio", "1e-1"));
     MM_EXPECT(t.r == MM_FLAGS_RUN && t.o.positive == 10 && t.o.ratio == 0.1, "bounds are inclusive: %s", t.err);
 }
@@ -233,6 +244,7 @@ static void test_help_comes_from_the_table(void)
     MM_EXPECT(strstr(h, "\n      --ratio R     a ratio\n"), "long-only rows indented past \"-x, \":\n%s", h);
     MM_EXPECT(strstr(h, "\nswitches\n  -f, --fast        go fast\n"), "second section:\n%s", h);
     MM_EXPECT(strstr(h, "--mode M") && strstr(h, "--item X") && !strstr(h, "--secret"), "rows; hidden ones left out");
+    MM_EXPECT(strstr(h, "--preset [P]"), "an optional value is shown in brackets:\n%s", h);
     MM_EXPECT(strstr(h, "  -h, --help        this text\n"), "help row:\n%s", h);
     /* long help wraps under the text column */
     mm_flag rows[] = {

@@ -1,4 +1,4 @@
-/* Sparse attention in the DiT's main blocks (issue 26; shared/spec/sparse.md
+/* Sparse attention in the DiT's main blocks (shared/spec/sparse.md
  * §2.4–2.6): per request the sinks and dense-query rows from the layout's
  * row roles and one route sized for its rows; per forward whether it is one
  * of the dense ones and its τ; per main block past the dense ones the

@@ -1,4 +1,4 @@
-/* Sparse attention for the DiT's main blocks (issue 26; shared/spec/sparse.md):
+/* Sparse attention for the DiT's main blocks (shared/spec/sparse.md):
  * what a preset says — the routing policy and its parameters, the τ
  * schedule over the steps, the forwards and blocks kept dense, the rows
  * whose keys every query attends (sinks) and the rows whose queries attend
