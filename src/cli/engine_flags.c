@@ -6,6 +6,7 @@
 
 #include "core/tensor.h"
 #include "io/checkpoint.h"
+#include "parallel/sp_options.h"
 
 #define GEN MM_ENGINE_CMD_GENERATE
 #define WRK MM_ENGINE_CMD_WORKER
@@ -136,7 +137,8 @@ static int edge_from_env(const char *name, int *edge, mm_error *err)
 int mm_engine_flags_finish(mm_engine_options *o, mm_error *err)
 {
     if (edge_from_env("MMH3_REF_SHORT_EDGE", &o->h3.ref_image_short_edge, err) != 0 ||
-        edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0)
+        edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0 ||
+        mm_sp_options_from_env(&o->h3.sp, err) != 0)
         return -1;
     return 0;
 }

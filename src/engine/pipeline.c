@@ -23,6 +23,7 @@
 void mm_pipeline_options_defaults(mm_pipeline_options *o)
 {
     memset(o, 0, sizeof *o);
+    mm_sp_options_defaults(&o->sp);
 }
 
 void pl_log(const mm_pipeline *p, const char *fmt, ...)
@@ -306,8 +307,7 @@ int pl_load_dit(mm_pipeline *p, int part, mm_timing *t, mm_error *err)
     double t0 = mm_timing_now();
     if (p->o.gpus > 1) {
         /* Sequence parallel: one replica per GPU (src/parallel/sp_dit.h). */
-        mm_sp_options so;
-        mm_sp_options_defaults(&so);
+        mm_sp_options so = p->o.sp;
         so.ranks = p->o.gpus;
         if (mm_sp_dit_load(&p->sp[part], p->files[c].path, p->dit_ctx, &so, NULL, err) != 0)
             return mm_error_prefix(err, "DiT %s over %d GPUs", p->files[c].path, p->o.gpus);
