@@ -12,8 +12,8 @@
 
 #include <jansson.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
+#include "backend/gpu.h"
 #include "engine/pipeline_internal.h"
 #include "request/request.h"
 #include "model/vae/vae.h"
@@ -183,9 +183,9 @@ int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error
     int n_gpus = mm_cuda_device_count();
     mm_placement_in pin = {.n_gpus = n_gpus, .device = o->device, .te_device = o->te_device};
     for (int g = 0; g < n_gpus && g < 16; g++) {
-        mm_cuda_device_info info;
+        mm_gpu_info info;
         mm_error e = {{0}};
-        if (mm_cuda_device_info_get(g, &info, &e) == 0)
+        if (mm_gpu_info_get(g, &info, &e) == 0)
             pin.gpu_total[g] = info.total_bytes;
     }
     pin.dit_bytes = file_bytes(p->files[p->have[MM_COMP_DIT_FL2VA] ? MM_COMP_DIT_FL2VA : MM_COMP_DIT_REF2VA].path);
@@ -632,14 +632,14 @@ int mm_pipeline_status_json(mm_pipeline *p, char *buf, size_t n)
                 json_object_set_new(m, "peak_rss_bytes", json_integer((json_int_t)ru.ru_maxrss * 1024));
         } else {
             mm_memory_stats ms;
-            mm_cuda_device_info info;
+            mm_gpu_info info;
             mm_error e = {{0}};
             if (mm_device_memory_stats(d, &ms) == 0) {
                 json_object_set_new(m, "in_use_bytes", json_integer((json_int_t)ms.in_use));
                 json_object_set_new(m, "peak_bytes", json_integer((json_int_t)ms.peak));
                 json_object_set_new(m, "reserved_bytes", json_integer((json_int_t)ms.reserved));
             }
-            if (mm_cuda_device_info_get(d.index, &info, &e) == 0) {
+            if (mm_gpu_info_get(d.index, &info, &e) == 0) {
                 json_object_set_new(m, "total_bytes", json_integer((json_int_t)info.total_bytes));
                 json_object_set_new(m, "free_bytes", json_integer((json_int_t)info.free_bytes));
             }
