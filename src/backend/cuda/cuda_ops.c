@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_fused.h"
+#include "backend/fused.h"
 #include "kernels/mmk_qgemm.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/kernel_policy.h"
@@ -740,7 +740,7 @@ int mm_cuda_interpolate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int spa
                : 0;
 }
 
-/* ------------------------------------------------------------------ fused DiT paths (cuda_fused.h) */
+/* ------------------------------------------------------------------ fused DiT paths (backend/fused.h) */
 
 /* A fresh contiguous f32 copy (16-byte aligned, as the fused kernels load
  * their side vectors 4 floats at a time) of a [n] vector or a [T, C] table. */
@@ -765,6 +765,20 @@ static const float *fresh_f32(mm_ctx *ctx, temps *t, const mm_tensor *v, mm_erro
     if (mmk_ew_run(DEV(ctx), STREAM(ctx), &c, e))
         *rc = -1;
     return p;
+}
+
+/* The fused passes of backend/fused.h run on a CUDA context only (model
+ * code calls them where the DiT's CUDA path applies). */
+static int unusable(mm_ctx *ctx, const char *op)
+{
+    if (mm_ctx_failed(ctx))
+        return -1;
+    if (mm_ctx_device(ctx).kind != MM_DEVICE_CUDA) {
+        char dev[32];
+        return mm_ctx_fail(ctx, "%s: a CUDA context only (this one is on %s); the portable ops compute the same", op,
+                           mm_device_name(mm_ctx_device(ctx), dev, sizeof dev));
+    }
+    return 0;
 }
 
 static int rows_bf16(mm_ctx *ctx, const char *op, const char *name, const mm_tensor *x)
@@ -797,12 +811,12 @@ static int h_side_out(mm_ctx *ctx, const char *op, const mm_tensor *h, int64_t r
     return 0;
 }
 
-int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *x,
-                                     const mm_tensor *weight, float eps, const mm_tensor *scale,
-                                     const mm_tensor *shift, const mm_tensor *idx)
+int mm_fused_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *x,
+                                      const mm_tensor *weight, float eps, const mm_tensor *scale,
+                                      const mm_tensor *shift, const mm_tensor *idx)
 {
-    static const char *op = "mm_cuda_rmsnorm_modulate_convrot";
-    if (mm_ctx_failed(ctx))
+    static const char *op = "mm_fused_rmsnorm_modulate_convrot";
+    if (unusable(ctx, op))
         return -1;
     if (rows_bf16(ctx, op, "x", x) || quant_out(ctx, op, q, s, x->shape[0], x->shape[1]) ||
         h_side_out(ctx, op, h, x->shape[0], x->shape[1]))
@@ -843,10 +857,10 @@ int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm
     return rc ? kfail(ctx, op, &e) : 0;
 }
 
-int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *gate_up)
+int mm_fused_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *gate_up)
 {
-    static const char *op = "mm_cuda_swiglu_convrot";
-    if (mm_ctx_failed(ctx))
+    static const char *op = "mm_fused_swiglu_convrot";
+    if (unusable(ctx, op))
         return -1;
     if (rows_bf16(ctx, op, "gate_up", gate_up) || gate_up->shape[1] % 2)
         return mm_ctx_fail(ctx, "%s: gate_up must be bf16 [R, 2K]", op);
@@ -881,7 +895,7 @@ static int qlinear_fused(mm_ctx *ctx, const char *op, mm_tensor *y, const mm_ten
                          const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
                          const mm_tensor *add)
 {
-    if (mm_ctx_failed(ctx))
+    if (unusable(ctx, op))
         return -1;
     if (rows_bf16(ctx, op, "y", y))
         return -1;
@@ -927,24 +941,24 @@ static int qlinear_fused(mm_ctx *ctx, const char *op, mm_tensor *y, const mm_ten
     return rc ? kfail(ctx, op, &e) : 0;
 }
 
-int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
-                                 const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
-                                 const mm_tensor *idx)
+int mm_fused_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
+                                  const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
+                                  const mm_tensor *idx)
 {
-    static const char *op = "mm_cuda_gemm_i8_scaled_gated";
+    static const char *op = "mm_fused_gemm_i8_scaled_gated";
     if (!gate)
         return mm_ctx_fail(ctx, "%s: a gate table is required", op);
     return qlinear_fused(ctx, op, x, q_x, s_x, q_w, s_w, gate, idx, NULL);
 }
 
-int mm_cuda_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
-                               const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
-                               const mm_tensor *add)
+int mm_fused_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                                const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                                const mm_tensor *add)
 {
-    return qlinear_fused(ctx, "mm_cuda_gemm_i8_scaled_add", y, q_x, s_x, q_w, s_w, gate, idx, add);
+    return qlinear_fused(ctx, "mm_fused_gemm_i8_scaled_add", y, q_x, s_x, q_w, s_w, gate, idx, add);
 }
 
-bool mm_cuda_qgemm_lora_ready(mm_ctx *ctx)
+bool mm_qgemm_lora_ready(mm_ctx *ctx)
 {
     mm_device d = mm_ctx_device(ctx);
     return d.kind == MM_DEVICE_CUDA && mmk_qgemm_usable(d.index) && mmk_qgemm_verified(d.index, NULL) &&
@@ -957,12 +971,12 @@ static bool bf16_rows16(const mm_tensor *t, mm_device dev)
            ((uintptr_t)t->data & 15) == 0 && mm_device_eq(t->device, dev);
 }
 
-int mm_cuda_qgemm_lora(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
-                       const mm_tensor *s_w, const mm_tensor *gate32, const mm_tensor *idx, const mm_tensor *u,
-                       const mm_tensor *b_all, const mm_tensor *mask)
+int mm_qgemm_lora(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
+                  const mm_tensor *s_w, const mm_tensor *gate32, const mm_tensor *idx, const mm_tensor *u,
+                  const mm_tensor *b_all, const mm_tensor *mask)
 {
-    static const char *op = "mm_cuda_qgemm_lora";
-    if (mm_ctx_failed(ctx))
+    static const char *op = "mm_qgemm_lora";
+    if (unusable(ctx, op))
         return -1;
     mm_device dev = mm_ctx_device(ctx);
     const int64_t R = q_x->shape[0], N = q_w->shape[0];
@@ -1008,11 +1022,11 @@ int mm_cuda_qgemm_lora(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm
     return mmk_qgemm_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, op, &e) : 0;
 }
 
-int mm_cuda_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,
-                            float eps, const mm_tensor *cos, const mm_tensor *sin, int rot)
+int mm_fused_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,
+                             float eps, const mm_tensor *cos, const mm_tensor *sin, int rot)
 {
-    static const char *op = "mm_cuda_qk_rmsnorm_rope";
-    if (mm_ctx_failed(ctx))
+    static const char *op = "mm_fused_qk_rmsnorm_rope";
+    if (unusable(ctx, op))
         return -1;
     const mm_tensor *qk[2] = {q, k};
     for (int i = 0; i < 2; i++) {
