@@ -79,6 +79,12 @@ typedef struct mm_request_input {
     double sigmas[MM_SIGMAS_MAX];
     const char *sparse; /* NULL: off */
     const char *cache;  /* NULL: off */
+    /* The adapters the front end knows (the catalogue a worker published,
+     * names as listed: "style.safetensors"); loras_known false when it
+     * cannot know them, and any well-formed name is taken. */
+    bool loras_known;
+    const char *const *known_loras;
+    int n_known_loras;
 } mm_request_input;
 
 void mm_request_input_init(mm_request_input *in);

@@ -220,14 +220,19 @@ int mm_rule_lora_name(const char *name, mm_error *err)
         return mm_fail(err, "is empty");
     if (n > MM_LORA_NAME_MAX)
         return mm_fail(err, "has %zu characters, more than %d", n, MM_LORA_NAME_MAX);
-    /* A name becomes part of a file name: no hidden or relative ones. */
-    if (name[0] == '.')
-        return mm_fail(err, "'%.40s' starts with '.'", name);
+    /* A name becomes a path under the adapter folder: each '/'-separated
+     * part non-empty and not hidden, so none climbs out ("..") or is absolute. */
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+        bool part_start = i == 0 || name[i - 1] == '/';
+        if (part_start && (c == '.' || c == '/'))
+            return mm_fail(err, "'%.40s' has a part starting with '%c'", name, c);
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-' || c == '/'))
             return mm_fail(err, "'%.40s' has the character '%c' at %zu", name, c > ' ' && c < 127 ? c : '?', i);
     }
+    if (name[n - 1] == '/')
+        return mm_fail(err, "'%.40s' ends with '/'", name);
     return 0;
 }
 

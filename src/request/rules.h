@@ -73,7 +73,9 @@ typedef enum mm_reference_kind { MM_REF_IMAGE, MM_REF_VIDEO, MM_REF_AUDIO } mm_r
 #define MM_ACCEPT_MODEL "\"minimax-h3\" (or \"minimax-h3-fl2va\" / \"minimax-h3-ref2va\", which pick the partition)"
 #define MM_ACCEPT_NUM_GENERATIONS "integer 1..4 (one generation each; a given seed counts up per generation)"
 #define MM_ACCEPT_LORAS "at most 8 adapters [{\"name\": NAME, \"strength\": S}], each name once"
-#define MM_ACCEPT_LORA_NAME "1..128 characters from a-z 0-9 . _ -, not starting with '.'"
+#define MM_ACCEPT_LORA_NAME \
+    "1..128 characters from A-Z a-z 0-9 . _ - /, a file of the adapter folder (sub-folders with '/'; no part " \
+    "starting with '.')"
 #define MM_ACCEPT_LORA_STRENGTH "a number -100..100 (default 1)"
 #define MM_ACCEPT_SAMPLER \
     "a preset name (1..64 characters from a-z 0-9 -) or 2..201 strictly decreasing sigmas in 0..1 ending at 0"

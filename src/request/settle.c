@@ -202,6 +202,36 @@ static int settle_output(const mm_request_input *in, mm_request *out, mm_request
     return 0;
 }
 
+/* A name of the catalogue, as given or with ".safetensors" added. */
+static bool lora_known(const mm_request_input *in, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; i < in->n_known_loras; i++) {
+        const char *k = in->known_loras[i];
+        if (strcmp(k, name) == 0 || (strncmp(k, name, n) == 0 && strcmp(k + n, ".safetensors") == 0))
+            return true;
+    }
+    return false;
+}
+
+/* "one of a, b, c" (as many as fit), or what to do when there are none. */
+static void known_loras_text(const mm_request_input *in, char *buf, size_t size)
+{
+    if (in->n_known_loras == 0) {
+        snprintf(buf, size, "none: the adapter folder ($MODELS_PATH/loras on the worker's host) is empty");
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, size, "one of ");
+    for (int i = 0; i < in->n_known_loras && n < size; i++) {
+        const char *sep = i ? ", " : "";
+        if (n + strlen(sep) + strlen(in->known_loras[i]) + 8 >= size) {
+            snprintf(buf + n, size - n, "%s...", sep);
+            return;
+        }
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, in->known_loras[i]);
+    }
+}
+
 static int settle_loras(const mm_request_input *in, mm_request *out, mm_request_error *e)
 {
     mm_error err = {{0}};
@@ -220,6 +250,11 @@ static int settle_loras(const mm_request_input *in, mm_request *out, mm_request_
         for (int k = 0; k < i; k++)
             if (strcmp(in->loras[k].name, l->name) == 0)
                 return mm_request_fail(e, field, MM_ACCEPT_LORAS, "repeats loras[%d]", k);
+        if (in->loras_known && !lora_known(in, l->name)) {
+            char known[sizeof e->accepted];
+            known_loras_text(in, known, sizeof known);
+            return mm_request_fail(e, field, known, "'%s' is not an adapter of $MODELS_PATH/loras", l->name);
+        }
         double strength = l->has_strength ? l->strength : 1.0;
         snprintf(field, sizeof field, "loras[%d].strength", i);
         if (mm_rule_lora_strength(strength, &err) < 0)

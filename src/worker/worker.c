@@ -21,10 +21,12 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "engine/lora_catalog.h"
 #include "media/poster.h"
 #include "media/probe.h"
 #include "store/db.h"
 #include "store/jobs.h"
+#include "store/loras.h"
 #include "store/migrate.h"
 
 /* Shared between the main thread (renders), the heartbeat thread (LISTENs
@@ -278,12 +280,13 @@ typedef enum job_end { JOB_DONE, JOB_ENGINE_DEAD } job_end;
 
 /* Messages are shown to every user of the web app, which must not learn where
  * the server keeps its files: paths under the outputs folder are written
- * relative to it ("uploads/<id>.png"), whether the engine was given the folder
- * as configured or resolved. */
-static void hide_outputs_dir(char *msg, const char *outputs)
+ * relative to it ("uploads/<id>.png"), adapters relative to their folder
+ * ("broken.safetensors"), whether the engine was given a folder as
+ * configured or resolved. */
+static void hide_dir(char *msg, const char *dir)
 {
     char resolved[PATH_MAX];
-    const char *forms[2] = {outputs, realpath(outputs, resolved)};
+    const char *forms[2] = {dir, dir ? realpath(dir, resolved) : NULL};
     for (int i = 0; i < 2; i++) {
         size_t n = forms[i] ? strlen(forms[i]) : 0;
         if (n == 0)
@@ -297,6 +300,13 @@ static void hide_outputs_dir(char *msg, const char *outputs)
     }
 }
 
+static void hide_server_dirs(char *msg, const mm_worker_options *o)
+{
+    char loras[1100];
+    hide_dir(msg, mm_lora_catalog_dir(o->engine.h3.checkpoints.models_path, loras, sizeof loras));
+    hide_dir(msg, o->outputs);
+}
+
 /* Stores the outcome, retrying through database trouble. publish (for
  * successes) runs while the store holds the row locked with the claim still
  * ours, so a clip is moved to its public name only while the job is ours,
@@ -307,7 +317,7 @@ static void finish(render_ctx *r, mm_job_outcome *out, mm_publish_fn publish, vo
     char shown[MM_ERROR_MAX], why[MM_ERROR_MAX];
     if (out->error_message) {
         snprintf(shown, sizeof shown, "%s", out->error_message);
-        hide_outputs_dir(shown, r->o->outputs);
+        hide_server_dirs(shown, r->o);
         out->error_message = shown;
     }
     mm_finish_result res = MM_FINISH_RETRY;
@@ -324,7 +334,7 @@ static void finish(render_ctx *r, mm_job_outcome *out, mm_publish_fn publish, vo
         if (res == MM_FINISH_PUBLISH_FAILED) {
             /* The clip cannot be made public: the job fails with why. */
             snprintf(why, sizeof why, "%s", err.msg);
-            hide_outputs_dir(why, r->o->outputs);
+            hide_server_dirs(why, r->o);
             out->status = "failed";
             out->result_path = out->poster_path = NULL;
             out->error_message = why;
@@ -435,6 +445,9 @@ typedef struct worker {
     const char *idle_message;
     pthread_t heartbeat;
     heartbeat_ctx hctx;
+    uint64_t loras_fingerprint; /* of the adapter folder last published */
+    bool loras_published;
+    double loras_checked;       /* when the folder was last looked at */
 } worker;
 
 static void job_begins(worker *w, const mm_job *job)
@@ -826,6 +839,34 @@ static bool claim_and_render(worker *w, double *last_prune, mm_error *err)
     return true;
 }
 
+/* The adapter catalogue for the API (GET /api/loras, enqueue's name check):
+ * published at start and again whenever the folder's files change, looked
+ * at between jobs at most once a second. */
+static void publish_loras(worker *w)
+{
+    if (w->loras_published && mm_clock_now() - w->loras_checked < 1.0)
+        return;
+    w->loras_checked = mm_clock_now();
+    const char *models = w->o->engine.h3.checkpoints.models_path;
+    uint64_t fp;
+    mm_error err = {{0}};
+    if (mm_lora_catalog_fingerprint(models, &fp, &err) < 0) {
+        mm_log("adapter folder: %s", err.msg);
+        return;
+    }
+    if (w->loras_published && fp == w->loras_fingerprint)
+        return;
+    json_t *list = NULL;
+    if (mm_lora_catalog_scan(models, &list, &err) < 0 || mm_store_loras_publish(w->db, w->id, list, &err) < 0) {
+        mm_log("adapter catalogue: %s", err.msg);
+    } else {
+        mm_log("adapter catalogue: %zu adapter(s) published", json_array_size(list));
+        w->loras_fingerprint = fp;
+        w->loras_published = true;
+    }
+    json_decref(list);
+}
+
 static void worker_loop(worker *w, mm_error *err)
 {
     double last_prune = 0;
@@ -845,6 +886,7 @@ static void worker_loop(worker *w, mm_error *err)
             }
             listening = true;
         }
+        publish_loras(w);
         if (!w->engine_ok)
             wait_for_work(w->db, 5);
         else if (!claim_and_render(w, &last_prune, err))
