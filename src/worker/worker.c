@@ -522,15 +522,10 @@ static void engine_sampler(const mm_request_sampler *s, mm_gen_request *req, req
     }
 }
 
-/* The stored step-cache setting through the engine's own parser (the text
- * the request rules store is one the CLI's --cache takes), checked against
- * the partition. */
+/* The stored step-cache setting, as settled, checked against the partition. */
 static int engine_cache(const mm_request *q, mm_gen_request *req, mm_error *err)
 {
-    char text[64];
-    mm_cache_format(&q->cache, text, sizeof text);
-    if (mm_step_cache_parse(text, &req->cache, err) < 0)
-        return mm_error_prefix(err, "cache %s", text);
+    req->cache = q->cache;
     return mm_step_cache_check(&req->cache, strcmp(q->partition, "ref2va") == 0, err);
 }
 
@@ -909,6 +904,7 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
             PQfinish(w.db);
         return -1;
     }
+    publish_loras(&w); /* before the worker says it is ready, so a first request is checked against it */
     engine_start(&w);
     worker_loop(&w, err);
 
