@@ -93,6 +93,7 @@ void mm_api_delete(mm_req *r, const char *id);
 void mm_api_upload(mm_req *r);
 void mm_api_upload_get(mm_req *r, const char *id);
 void mm_api_status(mm_req *r);
+void mm_api_loras(mm_req *r);
 void mm_api_settings_get(mm_req *r);
 void mm_api_settings_put(mm_req *r);
 void mm_api_docs(mm_req *r);
