@@ -148,9 +148,7 @@ static bool translate_target(mm_req *r, json_t *in, json_t *out)
                 mm_reply_error(r, 400, f, ACCEPT_TARGET, "must be an integer");
                 return false;
             }
-            char n[32];
-            snprintf(n, sizeof n, "%lld", (long long)json_integer_value(val));
-            json_object_set_new(out, "size", json_string(n));
+            json_object_set(out, "short_edge", val);
         } else if (strcmp(key, "aspect_ratio") == 0) {
             json_object_set(out, "aspect_ratio", val);
         } else if (strcmp(key, "duration_seconds") == 0) {
