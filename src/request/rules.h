@@ -6,7 +6,8 @@
  * Length: H3 renders 17n+5 frames at 24 fps. A frame count is snapped down to
  * that grid, a duration in seconds is converted at 24 fps and snapped up.
  * Canvas: width and height are multiples of 32, 32..2048 (a given off-grid
- * value is snapped to the nearest multiple, with a warning: 700 -> 704). 32 is
+ * value is snapped to the nearest multiple, with a warning: 700 -> 704; a
+ * value halfway between two goes down, 720 -> 704). 32 is
  * the model's real minimum: one DiT patch of 2x2 latents at the VAE's /16.
  * One given axis: the other follows the aspect of the first reference
  * image/video, else 16:9. "Size N" is a square N x N, as in the original

@@ -151,17 +151,17 @@ def first_frame_sets_the_canvas_aspect(env):
 @test
 def original_size_flags(env):
     """The original project's canvas flags: --size N is a square N x N even with a 16:9 first frame, and an
-    off-grid --width/--height snaps to the nearest multiple of 32 (80 -> 96, 48 -> 64; not down to 64x32)
+    off-grid --width/--height snaps to the nearest multiple of 32 (90 -> 96, 50 -> 64; not down to 64x32)
     with a warning naming the value used; 32 is accepted as the minimum."""
     out = env.out("square.mp4")
     ok(env.generate("-p", "a square card", "-i", env.media + "/first.png", "--size", "64", "--seed", "3", "-o", out,
                     *QUICK), "--size 64")
     check_clip(out, 64, 64, 22)
     out = env.out("nearest.mp4")
-    r = env.generate("-p", "a nearly square fox", "--width", "80", "--height", "48", "--seed", "3", "-o", out, *QUICK)
-    ok(r, "--width 80 --height 48")
+    r = env.generate("-p", "a nearly square fox", "--width", "90", "--height", "50", "--seed", "3", "-o", out, *QUICK)
+    ok(r, "--width 90 --height 50")
     check_clip(out, 96, 64, 22)
-    for axis, given, used in (("width", 80, 96), ("height", 48, 64)):
+    for axis, given, used in (("width", 90, 96), ("height", 50, 64)):
         check("warning: %s %d is off the 32-px grid; using %d" % (axis, given, used) in r.stderr,
               "no warning for %s %d: %s", axis, given, r.stderr)
     out = env.out("tiny.mp4")

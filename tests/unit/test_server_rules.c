@@ -54,7 +54,9 @@ static void test_dims_and_canvas(void)
                   strstr(notes.msg[0], "width 700 is off the 32-px grid; using 704"),
               "700 -> %d (the nearest multiple, not the one below)", v);
     MM_EXPECT(mm_rule_dim("height", 687, &v, &notes, &err) == 0 && v == 672, "687 -> %d", v);
-    MM_EXPECT(mm_rule_dim("height", 688, &v, &notes, &err) == 0 && v == 704, "688 -> %d (halfway goes up)", v);
+    MM_EXPECT(mm_rule_dim("height", 688, &v, &notes, &err) == 0 && v == 672, "688 -> %d (halfway goes down)", v);
+    MM_EXPECT(mm_rule_dim("height", 689, &v, &notes, &err) == 0 && v == 704, "689 -> %d", v);
+    MM_EXPECT(mm_rule_dim("height", 720, &v, &notes, &err) == 0 && v == 704, "720 -> %d", v);
     MM_EXPECT(mm_rule_dim("width", 2047, &v, &notes, &err) == 0 && v == 2048, "2047 -> %d", v);
     MM_EXPECT(mm_rule_dim("width", 32, &v, &notes, &err) == 0 && v == 32, "32, the minimum: %s", err.msg);
     MM_EXPECT(mm_rule_dim("width", 31, &v, &notes, &err) < 0 && strstr(err.msg, "below the minimum 32"),
