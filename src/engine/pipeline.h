@@ -50,6 +50,9 @@ typedef struct mm_pipeline_options {
     /* The DiT sequence-parallel over this many GPUs, starting at its placed
      * device (0/1: one GPU; src/parallel/sp_dit.h). */
     int gpus;
+    /* On-disk caches that outlive the process (the preview projections);
+     * NULL: nothing is kept. */
+    const char *cache_dir;
     /* One line per notable event (files found, weights loaded, fallbacks). */
     void (*log)(void *user, const char *line);
     void *log_user;
