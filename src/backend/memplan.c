@@ -57,6 +57,8 @@ static uint64_t dit_resident(const mm_memplan_sizes *s, int n, mm_memplan *p)
         slot = max2(slot, s->dit_block[b]);
         moved += s->dit_block[b];
     }
+    if (n)
+        slot += MM_MEMPLAN_SLOT_ROUNDING;
     p->streamed = n;
     p->slot_bytes = slot;
     p->stream_bytes = moved;

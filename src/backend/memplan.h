@@ -45,6 +45,10 @@
  * this): the caching allocator's rounding and fragmentation, cuBLASLt
  * workspaces and kernel scratch, none of which the sizes below include. */
 #define MM_MEMPLAN_MARGIN (1536ull << 20)
+/* A streaming slot is one allocation of a packed block (its tensors back to
+ * back, 256-byte aligned): at most the block's per-tensor sizes below plus
+ * the allocator's rounding of one allocation. */
+#define MM_MEMPLAN_SLOT_ROUNDING (2ull << 20)
 
 /* Device bytes of each part as loaded (not file sizes: the DiT's f16 AdaLN
  * projections are upcast to f32 on load). */
@@ -80,7 +84,7 @@ typedef struct mm_memplan {
     bool dit_freed;                /* the DiT's resident part freed after denoising */
     int streamed;                  /* DiT blocks streamed from pinned host memory */
     bool stream[MM_MEMPLAN_MAX_BLOCKS];
-    uint64_t slot_bytes;           /* one streaming slot (the largest streamed block); two are allocated */
+    uint64_t slot_bytes;           /* one streaming slot (the largest streamed block + MM_MEMPLAN_SLOT_ROUNDING); two */
     uint64_t stream_bytes;         /* host→device bytes per forward */
     uint64_t peak_denoise, peak_condition, peak_vae; /* each phase's peak on its GPU */
     uint64_t peak[2];              /* the largest phase peak per GPU */

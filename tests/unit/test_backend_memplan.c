@@ -74,6 +74,8 @@ static void check_plan(const mm_memplan_in *in, const mm_memplan *p, const char 
     }
     MM_EXPECT(streamed == p->streamed && (streamed == 0 || streamed >= 3), "%s: %d streamed (plan says %d)", what,
               streamed, p->streamed);
+    if (streamed)
+        slot += MM_MEMPLAN_SLOT_ROUNDING;
     MM_EXPECT(slot == p->slot_bytes, "%s: slot %llu vs %llu", what, (unsigned long long)slot,
               (unsigned long long)p->slot_bytes);
     dit += 2 * slot;

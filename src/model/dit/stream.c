@@ -14,7 +14,7 @@
 #include "model/dit/model.h"
 
 #define ARENA_ALIGN 256
-#define BLOCK_TENSORS 18
+#define BLOCK_TENSORS 22 /* 4 norms, 4 linears of 4 tensors, the AdaLN pair */
 
 typedef struct stream_slot {
     void *mem;  /* device memory of slot_bytes */
