@@ -204,14 +204,47 @@ static void broadcast_status(mm_sse_hub *h, PGconn *db)
     free(json);
 }
 
+/* A job's newest live preview in a batch: its NOTIFY payload less "kind". */
+#define BATCH_PREVIEWS 64
+typedef struct pending_preview {
+    char id[40];
+    long long seq;
+    char json[1024];
+} pending_preview;
+
 /* A batch of NOTIFYs, one entry per changed row (its newest seq). */
 typedef struct batch {
     pending_event ev[FLOOD_ROWS];
     int n;
+    pending_preview previews[BATCH_PREVIEWS]; /* the newest per job; more jobs than this wait for their next */
+    int n_previews;
     bool status;   /* a worker changed state */
     bool tokens;   /* access tokens changed */
     bool overflow; /* more rows than FLOOD_ROWS */
 } batch;
+
+static void take_preview(batch *b, const char *id, json_t *j)
+{
+    long long seq = json_integer_value(json_object_get(j, "seq"));
+    pending_preview *p = NULL;
+    for (int i = 0; i < b->n_previews && !p; i++)
+        if (strcmp(b->previews[i].id, id) == 0)
+            p = &b->previews[i];
+    if (!p && b->n_previews < BATCH_PREVIEWS)
+        p = &b->previews[b->n_previews++];
+    if (!p || (p->id[0] && seq <= p->seq))
+        return;
+    json_object_del(j, "kind");
+    char *text = json_dumps(j, JSON_COMPACT);
+    if (text && strlen(text) < sizeof p->json) {
+        snprintf(p->id, sizeof p->id, "%s", id);
+        p->seq = seq;
+        snprintf(p->json, sizeof p->json, "%s", text);
+    } else if (!p->id[0]) {
+        b->n_previews--; /* too large to relay: the payload is not ours */
+    }
+    free(text);
+}
 
 static void take_notifies(PGconn *db, batch *b)
 {
@@ -227,6 +260,8 @@ static void take_notifies(PGconn *db, batch *b)
             /* counting is all that is left to do */
         } else if (kind && strcmp(kind, "worker") == 0) {
             b->status = true;
+        } else if (kind && id && strcmp(kind, "preview") == 0) {
+            take_preview(b, id, j);
         } else if (kind && id) {
             char k = strcmp(kind, "deleted") == 0 ? 'd' : 'u';
             int found = -1;
@@ -267,10 +302,14 @@ static void take_during_snapshot(PGconn *db, const mm_store_row *rows, int n_row
     next->n = kept;
 }
 
-/* Sends a batch: the current snapshot of each updated row (one query) and
- * the deletions, in seq order. */
+/* Sends a batch: its live previews (first: a job that finished in the same
+ * batch ends after its last preview), then the current snapshot of each
+ * updated row (one query) and the deletions, in seq order. Previews carry
+ * no event id: they are not replayed on reconnect, the next one comes. */
 static void send_batch(mm_sse_hub *h, PGconn *db, batch *b, batch *next)
 {
+    for (int i = 0; i < b->n_previews; i++)
+        send_event(h, NULL, -1, "generation_preview", b->previews[i].json);
     if (b->n) {
         qsort(b->ev, (size_t)b->n, sizeof b->ev[0], cmp_event);
         const char **ids = malloc((size_t)b->n * sizeof *ids);
@@ -327,7 +366,10 @@ static void revalidate_streams(mm_sse_hub *h, PGconn *db)
         mm_log("events: ended %d stream(s) of revoked tokens", ended);
 }
 
-static bool batch_empty(const batch *b) { return !b->n && !b->status && !b->tokens && !b->overflow; }
+static bool batch_empty(const batch *b)
+{
+    return !b->n && !b->n_previews && !b->status && !b->tokens && !b->overflow;
+}
 
 /* The batch being gathered (hub thread only). The hub's own queries (the
  * snapshots below, the catch-ups, the status) read NOTIFYs that arrive

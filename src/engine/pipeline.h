@@ -54,6 +54,9 @@ typedef struct mm_pipeline_options {
     /* How those GPUs exchange (sp.ranks is set from gpus): the world and the
      * debugging knobs, which the commands take from MMH3_SP_* at start-up. */
     mm_sp_options sp;
+    /* On-disk caches that outlive the process (the preview projections);
+     * NULL: nothing is kept. */
+    const char *cache_dir;
     /* One line per notable event (files found, weights loaded, fallbacks). */
     void (*log)(void *user, const char *line);
     void *log_user;

@@ -68,6 +68,28 @@ int mm_cuda_event_record(mm_cuda_event *e, mm_error *err);
 /* Milliseconds between two recorded events (waits for the later one). */
 int mm_cuda_event_elapsed_ms(mm_cuda_event *start, mm_cuda_event *end, float *ms, mm_error *err);
 
+/* ---- uploads: host→device copies on a stream of their own ---- */
+/* Page-locked host memory (cudaHostAlloc), which copies read at full PCIe
+ * speed and asynchronously. */
+void *mm_cuda_host_alloc(size_t bytes, mm_error *err);
+void mm_cuda_host_free(void *p);
+/* A copy stream of `dev` with `slots` pairs of events: "ready" (the slot's
+ * copies are done) recorded on the copy stream, "free" (the compute work that
+ * read the slot is done) recorded on the compute stream. A copy into a slot
+ * waits for its "free" event; mm_cuda_upload_acquire makes the compute stream
+ * wait for its "ready" event. */
+typedef struct mm_cuda_upload mm_cuda_upload;
+mm_cuda_upload *mm_cuda_upload_create(int dev, int slots, mm_error *err);
+/* Waits for both streams, then frees the stream and the events. */
+void mm_cuda_upload_destroy(mm_cuda_upload *u);
+/* Queues src (pinned host) → dst (device) on the copy stream, after the
+ * slot's last use, and records the slot's "ready" event after it. */
+int mm_cuda_upload_copy(mm_cuda_upload *u, int slot, void *dst, const void *src, size_t bytes, mm_error *err);
+/* Work queued on the compute stream from now on waits for the slot's copies. */
+int mm_cuda_upload_acquire(mm_cuda_upload *u, int slot, mm_error *err);
+/* The compute work queued so far is the slot's last use. */
+int mm_cuda_upload_release(mm_cuda_upload *u, int slot, mm_error *err);
+
 /* ---- checks for `mmh3 check` ---- */
 /* backend/gpu.h's mm_gpu_check_kernels and mm_gpu_peer_probe. */
 int mm_cuda_check_kernels(int dev, char *summary, size_t summary_len, mm_error *err);

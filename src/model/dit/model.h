@@ -37,6 +37,11 @@ struct mm_dit {
     mm_tensor final_norm, final_adaln_w, final_adaln_b; /* bf16, f32, f32 */
     mm_linear video_out, audio_out;                     /* f32 heads (+ bias) */
     size_t device_bytes;
+    /* Residency (mm_dit_residency): CPU weights copied into allocations
+     * rather than viewed in the mapping; the streamed blocks (stream.c,
+     * NULL when every block is resident). */
+    bool own_cpu_weights;
+    struct mm_dit_stream *stream;
     /* SiLU(temb) of the full model on the table's grid (mm_dit_set_silu_grid):
      * what full-width AdaLN adapters read on the pruned base; host f32. */
     float *silu_grid;
@@ -180,6 +185,23 @@ struct mm_dit_request {
 /* weights.c */
 int mm_dit_weights_load(mm_dit *dit, mm_ctx *ctx, mm_error *err);
 void mm_dit_weights_free(mm_dit *dit);
+/* Main block `block` on the host through a CPU context: views into the
+ * mapping, the AdaLN projection upcast into owned host tensors. */
+int mm_dit_load_streamed_block(mm_dit *d, mm_ctx *cpu, int block, mm_dit_block_weights *out, mm_error *err);
+void mm_dit_block_weights_free(mm_dit_block_weights *bw);
+
+/* stream.c: main blocks kept in pinned host memory and copied into one of
+ * two device slots before they run (mm_dit_residency). setup packs them
+ * (after the resident weights are loaded); enter/leave bracket a block's
+ * run: enter makes d->blocks[block] the slot's copy (queuing the copy if the
+ * slot does not hold it yet) and leave restores the host copy and queues the
+ * next streamed block's copy into the other slot. No-ops for resident blocks. */
+bool mm_dit_block_streamed(const mm_dit *d, int block);
+int mm_dit_stream_init(mm_dit *d, const bool *stream, int n, mm_error *err); /* before the weights load */
+int mm_dit_stream_load(mm_dit *d, mm_error *err);                            /* after */
+void mm_dit_stream_free(mm_dit *d);
+int mm_dit_stream_enter(mm_dit *d, int block, mm_ctx *ctx);
+void mm_dit_stream_leave(mm_dit *d, int block, mm_ctx *ctx);
 
 /* linear.c: a linear layer in any stored format, the int8 codes of ConvRot
  * layers in the request's scratch. */
