@@ -37,7 +37,8 @@ L=/tmp/mmh3-ab/logs # the steps' logs (the tool returns few files: they come bac
 rm -rf /tmp/mmh3-ab && mkdir -p "$L" && tar -xzf .carry/ab-base.tar.gz -C /tmp/mmh3-ab
 note "base $(cat "$BASE/.ab-base" 2>/dev/null | cut -c1-12) against this tree ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 TARGETS="mmh3 bench/mmh3-bench-dit tests/unit/test_cuda_runtime tests/unit/test_cuda_ops tests/unit/test_cuda_kernels
-  tests/unit/test_backend_twins tests/unit/test_speed_attention tests/unit/test_speed_qgemm"
+  tests/unit/test_backend_twins tests/unit/test_speed_attention tests/unit/test_speed_qgemm tests/unit/test_cuda_lora
+  tests/unit/test_parallel_dit"
 cuda=yes arch="-gencode arch=compute_90a,code=sm_90a"
 [ "$dry" = 1 ] && cuda=no tests=0 TARGETS="mmh3 bench/mmh3-bench-dit" # CPU stand-in: no CUDA test programs
 
@@ -62,7 +63,8 @@ fi
 if [ "$tests" = 1 ]; then
   step "device tests (MMH3_REQUIRE_GPU=1 on the GPU)"
   req=1; [ "$dry" = 1 ] && req=0
-  for t in test_cuda_runtime test_cuda_ops test_cuda_kernels test_backend_twins test_speed_attention test_speed_qgemm; do
+  for t in test_cuda_runtime test_cuda_ops test_cuda_kernels test_backend_twins test_speed_attention test_speed_qgemm \
+    test_cuda_lora test_parallel_dit; do
     MMH3_REQUIRE_GPU=$req timeout 200 "$B/tests/unit/$t" >"$L/$t.txt" 2>&1
     rc=$?
     note "$t: $(grep -c '^PASS' "$L/$t.txt") passed, $(grep -c '^FAIL' "$L/$t.txt") failed (exit $rc)$(grep -m1 -E '^SKIP' "$L/$t.txt" | sed 's/^/; /')"
