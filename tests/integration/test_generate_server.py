@@ -246,6 +246,28 @@ def adapters_are_listed_and_applied_like_the_cli(s):
 
 
 @test
+def adapters_switch_per_job_without_touching_the_base(s):
+    """Jobs with adapter A, then B, then none, then A again on the one resident engine: each renders the
+    frames a job alone would (A again = A, none = the base's), so switching never changed a base weight and
+    a resident adapter is the one the file holds; the engine keeps both resident (GET /api/status)."""
+    make_adapter(s, "other.safetensors", 5)
+    catalogue(s, "other.safetensors")
+    req = small(seed=77, prompt="a lighthouse at dusk")
+    frames = {}
+    for key, loras in (("base", None), ("a", [{"name": "style"}]), ("b", [{"name": "other", "strength": -0.5}]),
+                       ("none", None), ("a_again", [{"name": "style"}])):
+        g = finish(s, s.enqueue(**req, **({"loras": loras} if loras else {}))["generation_id"])
+        check(g["status"] == "succeeded", "%s: %s", key, short(g))
+        frames[key] = decoded_frames(result_file(s, g))[0]
+    check(len({frames["base"], frames["a"], frames["b"]}) == 3, "A, B and the base are not three different clips")
+    check(frames["none"] == frames["base"], "after two adapters the base renders differently")
+    check(frames["a_again"] == frames["a"], "adapter A rendered differently after B")
+    st, body = s.get("/api/status")
+    loras = ((body["engine"].get("details") or {}).get("loras") or {})
+    check(loras.get("resident") == 2 and loras.get("bytes", 0) > 0, "resident adapters %r", loras)
+
+
+@test
 def unknown_adapter_names_are_refused_with_the_known_ones(s):
     catalogue(s, "style.safetensors")
     st, body = s.request("POST", "/api/ai/queue", small(loras=[{"name": "absent"}]))
