@@ -264,7 +264,8 @@ def adapters_switch_per_job_without_touching_the_base(s):
     check(frames["a_again"] == frames["a"], "adapter A rendered differently after B")
     st, body = s.get("/api/status")
     loras = ((body["engine"].get("details") or {}).get("loras") or {})
-    check(loras.get("resident") == 2 and loras.get("bytes", 0) > 0, "resident adapters %r", loras)
+    # (bytes may be 0 on the CPU, where an adapter's tensors are views of the mapped file)
+    check(loras.get("resident") == 2, "resident adapters %r", loras)
 
 
 @test
@@ -303,16 +304,18 @@ def a_malformed_adapter_fails_its_job_naming_the_file(s):
 @test
 def sampler_sparse_and_cache_reach_the_engine(s):
     """A sampler preset sets the forwards (turbo4: 4), a step cache that skips everything its guards allow
-    says which forwards it skipped, sparse attention reports a density per forward; all in the stored
-    timings."""
-    g = finish(s, s.enqueue(**small(steps=None, sampler="turbo4", cache="fbc:1", sparse="sol"))["generation_id"])
+    (the first and the last forward computed, at most 2 skipped in a row) says which forwards it skipped,
+    sparse attention reports a density per forward; all in the stored timings."""
+    g = finish(s, s.enqueue(**small(steps=None, sampler="turbo4", cache="fbc:1e9,warmup=1,max-cached=2",
+                                    sparse="sol"))["generation_id"])
     check(g["status"] == "succeeded", "job %s", short(g))
     t = g.get("timings") or {}
     check(g["total_steps"] == 4 and t.get("forwards") == 4, "forwards: total_steps %r, timings %r",
           g["total_steps"], t)
     sc = t.get("step_cache") or {}
-    check(sc.get("policy", "").startswith("fbc") and sc.get("forwards") == 4
-          and sc.get("skipped") == len(sc.get("skipped_forwards", [])), "step_cache %r", sc)
+    check(sc == {"policy": "fbc:1e+09,warmup=1,max-cached=2", "forwards": 4, "skipped": 2, "skipped_forwards": [2, 3]},
+          "step_cache %r", sc)
+    check(g["cache"] == "fbc:1e+09,warmup=1,max-cached=2", "stored cache %r", g["cache"])
     d = t.get("sparse_density")
     check(isinstance(d, list) and len(d) == 4 and all(0 < x <= 1 for x in d), "sparse_density %r", d)
 
