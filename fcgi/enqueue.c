@@ -48,6 +48,16 @@ static void reply_refused(mm_req *r, const mm_request_error *e)
     mm_reply_error(r, 400, e->field[0] ? e->field : NULL, accepted[0] ? accepted : NULL, "%s", message);
 }
 
+void mm_add_warning_header(mm_req *r, const mm_rule_notes *notes)
+{
+    char line[400] = "";
+    size_t w = 0;
+    for (int i = 0; notes && i < notes->n && w < sizeof line; i++)
+        w += (size_t)snprintf(line + w, sizeof line - w, "%s%s", i ? " | " : "", notes->msg[i]);
+    if (line[0])
+        mm_req_add_header(r, "X-MMH3-Warning: %s", line);
+}
+
 /* The adapter names a worker published, for a request that names adapters
  * (in->loras_known stays false until a worker has published a catalogue);
  * false after answering. */
@@ -92,7 +102,7 @@ static bool settle(mm_req *r, json_t *body, mm_request *q)
     return rc == 0;
 }
 
-int mm_enqueue_insert(mm_req *r, json_t *body, char **rows)
+int mm_enqueue_insert(mm_req *r, json_t *body, char **rows, mm_rule_notes *notes)
 {
     *rows = NULL;
     mm_request q;
@@ -102,6 +112,8 @@ int mm_enqueue_insert(mm_req *r, json_t *body, char **rows)
     if (!db)
         return -1;
     mm_error err = {{0}};
+    if (notes)
+        *notes = q.notes;
     if (mm_store_enqueue(db, &q, NULL, rows, &err) < 0) {
         mm_log("%s %s: %s", r->method, r->path, err.msg);
         mm_reply_error(r, 500, NULL, NULL, "the database refused the request (%s)", err.msg);

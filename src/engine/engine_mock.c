@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "engine/preview.h"
 #include "media/mp4_writer.h"
 #include "model/lora/lora.h"
 #include "model/sparse/sparse.h"
@@ -106,6 +107,43 @@ static void gradient_frame(uint8_t *rgb, int w, int h, int t, uint64_t seed)
             row[3 * x + 2] = (uint8_t)(((x + y) * 255 / (w + h) + 5 * t + b0) & 255);
         }
     }
+}
+
+/* The mock's preview: the clip's gradient at latent resolution, emerging
+ * from flat grey as the steps go (as a real one sharpens from noise), in
+ * the real engine's strip. A failure is the job's: nothing else can fail. */
+static int mock_preview(const mm_gen_request *req, run *r, int step, double *last, mm_error *err)
+{
+    const mm_gen_callbacks *cb = r->cb;
+    if (!cb || !cb->preview || !mm_preview_due(last, mm_clock_now(), cb->preview_interval_ms))
+        return 0;
+    const int w = req->width / 16 > 2 ? req->width / 16 : 2, h = req->height / 16 > 2 ? req->height / 16 : 2;
+    const int latents = req->frames < 5 ? 1 : (req->frames - 5) / 17 * 5 + 2;
+    const int shown = mm_preview_strip_frames(latents);
+    const double mix = (double)step / r->total_steps;
+    uint8_t *rgb = malloc((size_t)w * h * 3 * shown);
+    const uint8_t *frames[MM_PREVIEW_MAX_FRAMES];
+    if (!rgb)
+        return mm_fail(err, "mock engine: out of memory for a preview");
+    for (int i = 0; i < shown; i++) {
+        uint8_t *f = rgb + (size_t)w * h * 3 * i;
+        int t = (int)((int64_t)mm_preview_strip_pick(i, shown, latents) * req->frames / latents);
+        gradient_frame(f, w, h, t, req->seed);
+        for (int k = 0; k < w * h * 3; k++)
+            f[k] = (uint8_t)(128 + (f[k] - 128) * mix);
+        frames[i] = f;
+    }
+    mm_preview_image img;
+    int rc = mm_preview_encode_strip(frames, shown, w, h, &img, err);
+    free(rgb);
+    if (rc != 0)
+        return mm_error_prefix(err, "mock engine");
+    mm_preview pv = {.data = img.data, .size = img.size, .ext = "jpg", .mime = "image/jpeg", .step = step,
+                     .total_steps = r->total_steps, .frames = img.frames, .frame_width = img.frame_width,
+                     .frame_height = img.frame_height};
+    cb->preview(cb->user, &pv);
+    mm_preview_image_free(&img);
+    return 0;
 }
 
 static int write_clip(const mm_gen_request *req, run *r, mm_error *err)
@@ -258,9 +296,12 @@ static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_c
      * step count, as the real engine's does. */
     double per_step = 0.7 * T / (MM_STEPS_DEFAULT_MOCK - 1);
     report(&r, MM_STAGE_DENOISING, 0);
+    double last_preview = -1;
     for (int s = 1; s <= r.total_steps; s++) {
         if (nap(per_step, cb))
             goto cancel;
+        if (mock_preview(req, &r, s, &last_preview, err) != 0)
+            return -1;
         report(&r, MM_STAGE_DENOISING, s);
     }
     report(&r, MM_STAGE_DECODING_VIDEO, 0);

@@ -57,6 +57,8 @@ typedef struct mm_request_input {
     bool has_width, has_height;
     long long width, height;
     const char *size;         /* "WxH" or "N"; NULL: not given */
+    bool has_short_edge;
+    long long short_edge;
     const char *aspect_ratio; /* "W:H"; NULL: not given */
     bool has_steps;
     long long steps;
@@ -205,7 +207,8 @@ char *mm_request_sampler_json(const mm_request *r);
 
 /* The field list the API accepts, for "is not a field of this request". */
 #define MM_REQUEST_FIELDS                                                                                       \
-    "prompt, image_ids, last_image_id, frames, seconds, width, height, size, steps, seed, partition, no_audio, " \
+    "prompt, image_ids, last_image_id, frames, seconds, width, height, size, short_edge, steps, seed, partition, "   \
+    "no_audio, " \
     "fast, crf, preset, loras, sampler, sparse, cache, and from Oxen clients model, duration, aspect_ratio, "    \
     "num_generations, generate_audio"
 

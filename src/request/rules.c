@@ -71,7 +71,11 @@ int mm_rule_dim(const char *what, long long v, int *out, mm_rule_notes *notes, m
         return mm_fail(err, "%lld is below the minimum %d", v, MM_DIM_MIN);
     if (v > MM_DIM_MAX)
         return mm_fail(err, "%lld is above the maximum %d", v, MM_DIM_MAX);
-    int g = (int)(v / MM_DIM_GRID * MM_DIM_GRID);
+    /* Nearest, not down: 700 is closer to 704 than to 672. Halfway goes down,
+     * so 720 (720p) keeps the model's own 16:9 canvas, 1280x704. */
+    int g = (int)((v + MM_DIM_GRID / 2 - 1) / MM_DIM_GRID * MM_DIM_GRID);
+    if (g > MM_DIM_MAX)
+        g = MM_DIM_MAX;
     if (g != v)
         mm_notes_add(notes, "%s %lld is off the 32-px grid; using %d", what, v, g);
     *out = g;

@@ -46,7 +46,7 @@ static bool is_field_name(const char *s, size_t n)
                                         "duration", "width",    "height",        "size",     "aspect_ratio",
                                         "steps",   "seed",      "partition",     "model",    "num_generations",
                                         "no_audio", "generate_audio", "fast",    "crf",      "preset",
-                                        "loras",   "sampler",   "sparse",        "cache"};
+                                        "loras",   "sampler",   "sparse",        "cache",    "short_edge"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i]) == n && strncmp(s, names[i], n) == 0)
             return true;
@@ -124,8 +124,20 @@ static int settle_canvas_fields(const mm_request_input *in, mm_canvas_spec *spec
         return rule_fail(e, "width", MM_ACCEPT_DIM, &err);
     if (in->has_height && mm_rule_dim("height", in->height, &spec->height, &out->notes, &err) < 0)
         return rule_fail(e, "height", MM_ACCEPT_DIM, &err);
+    if (in->has_short_edge && (in->size || in->has_width || in->has_height))
+        return mm_request_fail(e, "short_edge", "{short_edge} alone, or {size}, or {width}/{height}",
+                               "cannot be given together with {%s}",
+                               in->size ? "size" : in->has_width ? "width" : "height");
+    if (in->has_short_edge && mm_rule_dim("short_edge", in->short_edge, &spec->short_edge, &out->notes, &err) < 0)
+        return rule_fail(e, "short_edge", MM_ACCEPT_SHORT_EDGE, &err);
     if (in->size && mm_rule_size(in->size, spec, &out->notes, &err) < 0)
         return rule_fail(e, "size", MM_ACCEPT_SIZE, &err);
+    /* "size N" is a square, as the original --size; an aspect ratio makes it
+     * the short edge at that aspect (Oxen's size + aspect_ratio). */
+    if (in->size && spec->short_edge && !in->aspect_ratio) {
+        spec->width = spec->height = spec->short_edge;
+        spec->short_edge = 0;
+    }
     if (in->aspect_ratio) {
         if (mm_rule_aspect_ratio(in->aspect_ratio, &aspect[0], &aspect[1], &err) < 0)
             return rule_fail(e, "aspect_ratio", MM_ACCEPT_ASPECT, &err);

@@ -28,6 +28,7 @@
 #include "store/jobs.h"
 #include "store/loras.h"
 #include "store/migrate.h"
+#include "worker/preview.h"
 
 /* Shared between the main thread (renders), the heartbeat thread (LISTENs
  * for cancels) and the signal handler. */
@@ -62,6 +63,7 @@ void mm_worker_options_defaults(mm_worker_options *o)
     o->lease_seconds = 30;
     o->poll_seconds = 2;
     o->outputs = "outputs";
+    o->preview_interval_ms = 500;
 }
 
 static void set_current(const char *id)
@@ -172,6 +174,7 @@ typedef struct render_ctx {
     double load_seconds;  /* loading the model before this job (first job only) */
     double last_write;
     bool db_trouble;
+    mm_job_preview *preview;
 } render_ctx;
 
 /* What the engine's timing table says beside the stage times: the forwards
@@ -260,6 +263,8 @@ static void on_progress(void *user, const mm_progress *p)
     snapshot[r->stage] += p->elapsed - r->stage_started;
     store_progress(r, mm_stage_name(p->stage), p->step, p->total_steps, snapshot);
 }
+
+static void on_preview(void *user, const mm_preview *pv) { mm_job_preview_publish(((render_ctx *)user)->preview, pv); }
 
 static bool on_should_cancel(void *user)
 {
@@ -636,7 +641,11 @@ static job_end run_job(worker *w, mm_job *job, int claim_rc, const mm_error *cla
     }
     mm_gen_request req;
     request_texts texts;
-    mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_should_cancel, .user = &r};
+    mm_job_preview preview;
+    mm_job_preview_begin(&preview, w->db, w->o->outputs, job, w->id);
+    r.preview = &preview;
+    mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_should_cancel, .user = &r,
+                           .preview = on_preview, .preview_interval_ms = w->o->preview_interval_ms};
     mm_gen_result res;
     memset(&res, 0, sizeof res);
     /* The engine's first report (encoding_prompt) is then a stage change and always stored. */
@@ -654,6 +663,7 @@ static job_end run_job(worker *w, mm_job *job, int claim_rc, const mm_error *cla
     out.peak_device_bytes = (long long)res.peak_device_bytes;
     publish_ctx pub = {.outputs = w->o->outputs, .id = job->id, .tmp_path = path, .rel = rel};
     conclude(w, &r, job, rc, &out, &err, &pub);
+    mm_job_preview_end(&preview);
     unlink(path); /* still here unless published */
     free(timings);
     free(pub.poster_rel);
@@ -751,6 +761,7 @@ static int worker_start(worker *w, mm_error *err)
     if (applied)
         mm_log("database schema: applied %d migration(s)", applied);
     sweep_attempt_files(w->db, w->gen_dir);
+    mm_worker_previews_sweep(w->db, w->o->outputs);
     if (mm_store_worker_register(w->db, w->id, w->host, (int)getpid(), w->o->engine_kind, err) < 0)
         return -1;
     mm_log("worker %s started (engine %s, outputs %s)", w->id, w->o->engine_kind, w->o->outputs);

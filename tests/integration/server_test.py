@@ -229,6 +229,56 @@ def enqueue_progress_over_sse_to_decodable_mp4(s):
 
 
 @test
+def live_previews_over_sse_then_the_clip(s):
+    """The mock engine's previews reach two real SSE streams as generation_preview
+    events (newer seq, later step), nginx serves each URL as a JPEG strip while the
+    job renders, and when it ends the file and its record are gone."""
+    ev, ev2 = Events(s.base), Events(s.base)
+    try:
+        g = s.enqueue(**small(steps=100))  # about 2.5 s of denoising with --mock-seconds 1: several previews
+        gid = g["generation_id"]
+        first = ev.wait(lambda e: e.get("event") == "generation_preview" and e["json"]["generation_id"] == gid,
+                        timeout=60, what="a preview")["json"]
+        check("id" not in first and first["url"].startswith("/api/files/previews/%s.jpg?seq=" % gid),
+              "preview event %r", first)
+        # 22 frames = 7 latent frames; a 128x96 canvas is 8x6 latents, 342x256 in the strip (341.3, even)
+        check((first["frames"], first["frame_width"], first["frame_height"]) == (7, 342, 256), "geometry %r", first)
+        st, body, headers = s.request("GET", first["url"], raw=True)
+        check(st == 200 and headers.get("content-type") == "image/jpeg" and body[:2] == b"\xff\xd8",
+              "the preview URL: %d %r", st, headers)
+        check(headers.get("cache-control") == "no-store", "previews are not cached: %r", headers)
+        jpg = os.path.join(s.work, "preview-%s.jpg" % gid)
+        with open(jpg, "wb") as f:
+            f.write(body)
+        v = [x for x in probe(jpg) if x["codec_type"] == "video"]
+        check(v and (v[0]["width"], v[0]["height"]) == (7 * 342, 256), "FFmpeg decodes the strip: %r", v)
+        st, _, _ = s.request("GET", first["url"], headers={"Host": "evil.example"}, raw=True)
+        check(st in (400, 403), "the guard runs before nginx serves it: %d for a foreign Host", st)
+        done = ev.wait(lambda e: e.get("event") == "generation_update" and e["json"]["generation_id"] == gid
+                       and e["json"]["status"] in TERMINAL, timeout=60, what="terminal update")
+        check(done["json"]["status"] == "succeeded", "ended %s", short(done["json"]))
+        for stream in (ev, ev2):
+            mine = stream.of(gid)
+            previews = [e["json"] for e in mine if e.get("event") == "generation_preview"]
+            check(len(previews) >= 3, "%d previews", len(previews))
+            seqs, steps = [p["seq"] for p in previews], [p["step"] for p in previews]
+            check(seqs == sorted(set(seqs)) and steps == sorted(set(steps)) and steps[-1] <= 99,
+                  "seq %r, steps %r", seqs, steps)
+            last = max(i for i, e in enumerate(mine) if e.get("event") == "generation_preview")
+            end = min(i for i, e in enumerate(mine) if e.get("event") == "generation_update"
+                      and e["json"]["status"] in TERMINAL)
+            check(last < end, "every preview comes before the job's end")
+        check(not os.path.exists(os.path.join(s.outputs, "previews", gid + ".jpg")), "the file is removed at the end")
+        st, _, _ = s.request("GET", first["url"], raw=True)
+        check(st == 404, "the preview URL after the end: %d", st)
+        check(s.psql("SELECT count(*) FROM generation_previews WHERE generation_id = '%s'" % gid) == "0",
+              "the record is removed at the end")
+    finally:
+        ev.close()
+        ev2.close()
+
+
+@test
 def no_audio_clip_has_no_audio_stream(s):
     g = s.enqueue(**small(no_audio=True))
     g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
@@ -250,10 +300,13 @@ def defaults_and_snapping_with_warnings(s):
     cases = [
         (dict(prompt="defaults"), dict(frames=124, width=1280, height=704, steps=28, partition="fl2va"), 0),
         (dict(prompt="off grid", frames=130, width=1000, height=700),
-         dict(frames=124, width=992, height=672), 3),
+         dict(frames=124, width=992, height=704), 3),
+        (dict(prompt="nearest", width=721, height=33), dict(width=736, height=32), 2),
+        (dict(prompt="halfway", width=1280, height=720), dict(width=1280, height=704), 1),
         (dict(prompt="seconds", seconds=5), dict(frames=124, seconds=5.167), 1),
         (dict(prompt="seconds 10", seconds=10), dict(frames=243), 1),
-        (dict(prompt="size N", size="768"), dict(width=1344, height=768), 0),
+        (dict(prompt="size N", size="768"), dict(width=768, height=768), 0),
+        (dict(prompt="short edge", short_edge=768), dict(width=1344, height=768), 0),
         (dict(prompt="size WxH", size="640x352"), dict(width=640, height=352), 0),
         (dict(prompt="width only", width=1024), dict(width=1024, height=576), 0),
     ]
@@ -306,7 +359,7 @@ def every_validation_error(s):
         ("frames and seconds", {"prompt": "x", "frames": 22, "seconds": 1}, "seconds"),
         ("seconds zero", {"prompt": "x", "seconds": 0}, "seconds"),
         ("seconds too long", {"prompt": "x", "seconds": 16}, "seconds"),
-        ("width small", {"prompt": "x", "width": 32}, "width"),
+        ("width small", {"prompt": "x", "width": 31}, "width"),
         ("height large", {"prompt": "x", "height": 4096}, "height"),
         ("width string", {"prompt": "x", "width": "512"}, "width"),
         ("size malformed", {"prompt": "x", "size": "huge"}, "size"),

@@ -29,7 +29,8 @@ def free_port():
 
 
 class Stack:
-    def __init__(self, build, mock_seconds=1.0, extra=(), work=None, listen_host="127.0.0.1", token=None):
+    def __init__(self, build, mock_seconds=1.0, extra=(), work=None, listen_host="127.0.0.1", token=None,
+                 host_port_flags=False):
         self.build = os.path.abspath(build)
         self.mmh3 = os.path.join(self.build, "mmh3")
         self.work = work or tempfile.mkdtemp(prefix="mmh3-server-test-")
@@ -44,6 +45,9 @@ class Stack:
         self.log_path = os.path.join(self.work, "serve-%d.log" % self.port)
         self.mock_seconds = mock_seconds
         self.extra = list(extra)
+        # The original project's --host/--port instead of --listen HOST:PORT.
+        self.listen_flags = (["--host", listen_host, "--port", str(self.port)] if host_port_flags
+                             else ["--listen", self.listen])
         self.proc = None
         self.workers = []
 
@@ -51,7 +55,7 @@ class Stack:
     def start(self, timeout=90, engine_ready=True):
         log = open(self.log_path, "ab")
         args = [self.mmh3, "serve", "--mock", "--mock-seconds", str(self.mock_seconds),
-                "--listen", self.listen, "--outputs", self.outputs, "--models-path", self.models] + self.extra
+                "--outputs", self.outputs, "--models-path", self.models] + self.listen_flags + self.extra
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         end = time.time() + timeout
         while time.time() < end:

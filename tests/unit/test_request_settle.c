@@ -159,8 +159,8 @@ static const both_ways cases[] = {
      "{\"prompt\":\"a portrait\",\"seed\":9,\"image_ids\":[\"" I720 "\",\"" V1920 "\"]}", NULL},
     {{"a song", {{"seed", "2"}}, {A1, I64}, 2},
      "{\"prompt\":\"a song\",\"seed\":2,\"image_ids\":[\"" A1 "\",\"" I64 "\"]}", NULL},
-    {{"colour bars", {{"size", "64"}, {"seed", "3"}}, .last_image = I240},
-     "{\"prompt\":\"colour bars\",\"size\":\"64\",\"seed\":3,\"last_image_id\":\"" I240 "\"}", NULL},
+    {{"colour bars", {{"height", "64"}, {"seed", "3"}}, .last_image = I240},
+     "{\"prompt\":\"colour bars\",\"height\":64,\"seed\":3,\"last_image_id\":\"" I240 "\"}", NULL},
     {{"cached", {{"sparse", "sol-attn"}, {"cache", "fbc:0.08"}, {"seed", "5"}}},
      "{\"prompt\":\"cached\",\"sparse\":\"sol-attn\",\"cache\":\"fbc:0.08\",\"seed\":5}", NULL},
     /* refused */
@@ -168,7 +168,7 @@ static const both_ways cases[] = {
     {{"x", {{"frames", "400"}}}, "{\"prompt\":\"x\",\"frames\":400}", "frames"},
     {{"x", {{"seconds", "40"}}}, "{\"prompt\":\"x\",\"seconds\":40}", "seconds"},
     {{"x", {{"seconds", "0"}}}, "{\"prompt\":\"x\",\"seconds\":0}", "seconds"},
-    {{"x", {{"width", "50"}}}, "{\"prompt\":\"x\",\"width\":50}", "width"},
+    {{"x", {{"width", "31"}}}, "{\"prompt\":\"x\",\"width\":31}", "width"},
     {{"x", {{"height", "4096"}}}, "{\"prompt\":\"x\",\"height\":4096}", "height"},
     {{"x", {{"size", "64y64"}}}, "{\"prompt\":\"x\",\"size\":\"64y64\"}", "size"},
     {{"x", {{"size", "99999999999999999999"}}}, "{\"prompt\":\"x\",\"size\":\"99999999999999999999\"}", "size"},
@@ -241,8 +241,8 @@ static void test_settled_values(void)
     MM_EXPECT(q.frames == 22 && q.width == 96 && q.height == 64 && q.notes.n == 3, "snapped: %d frames %dx%d, %d notes",
               q.frames, q.width, q.height, q.notes.n);
     MM_REQUIRE(settle_api(cases[3].api, &q, &e) == 0, "%s", e.message);
-    MM_EXPECT(q.width == 96 && q.height == 64 && strcmp(q.partition, "fl2va") == 0, "16:9 image, short edge 64: %dx%d",
-              q.width, q.height);
+    MM_EXPECT(q.width == 64 && q.height == 64 && strcmp(q.partition, "fl2va") == 0,
+              "size \"64\" is a square even with a 16:9 image: %dx%d", q.width, q.height);
     MM_REQUIRE(settle_api(cases[4].api, &q, &e) == 0, "%s", e.message);
     MM_EXPECT(q.width == 768 && q.height == 1344, "the first picture sets the aspect: %dx%d", q.width, q.height);
     MM_REQUIRE(settle_api(cases[5].api, &q, &e) == 0, "%s", e.message);
@@ -251,6 +251,17 @@ static void test_settled_values(void)
     MM_REQUIRE(settle_api(cases[6].api, &q, &e) == 0, "%s", e.message);
     MM_EXPECT(q.has_last_image && q.width == 96 && q.height == 64, "a last image alone sets the aspect: %dx%d",
               q.width, q.height);
+    MM_REQUIRE(settle_api(cases[1].api, &q, &e) == 0, "%s", e.message);
+    MM_EXPECT(q.width == 640 && q.height == 640, "size \"640\" is 640x640: %dx%d", q.width, q.height);
+    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"short_edge\":64,\"image_ids\":[\"" I320 "\"]}", &q, &e) == 0, "%s",
+               e.message);
+    MM_EXPECT(q.width == 96 && q.height == 64, "short_edge 64 with a 16:9 image: %dx%d", q.width, q.height);
+    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"width\":700,\"height\":33}", &q, &e) == 0, "%s", e.message);
+    MM_EXPECT(q.width == 704 && q.height == 32 && q.notes.n == 2, "700x33 -> %dx%d, %d notes", q.width, q.height,
+              q.notes.n);
+    MM_EXPECT(settle_api("{\"prompt\":\"x\",\"short_edge\":64,\"size\":\"64\"}", &q, &e) < 0 &&
+                  strcmp(e.field, "short_edge") == 0,
+              "short_edge with size: field '%s'", e.field);
     MM_REQUIRE(settle_api(cases[7].api, &q, &e) == 0, "%s", e.message);
     MM_EXPECT(strcmp(q.sparse, "sol-attn") == 0 && q.cache.kind == MM_STEP_CACHE_FBC && q.cache.threshold == 0.08,
               "sparse %s, cache %d:%g", q.sparse, q.cache.kind, q.cache.threshold);

@@ -7,6 +7,7 @@ import { posterUrl, referencesOf, resultUrl } from '../media.js';
 import { setRating } from '../actions.js';
 import { useQueueInfo } from '../queue.js';
 import { CheckIcon, RefThumb, ReuseIcon } from './bits.jsx';
+import LivePreview from './LivePreview.jsx';
 import { fewStepDetails } from '../params.js';
 
 /** The badge of a clip made with an adapter, a sampler preset or a speed choice: the first that applies. */
@@ -164,7 +165,8 @@ function Tile({ g, selected = false, selecting = false, tabIndex, onSelect, onFo
         {media ? (
           <TileMedia g={g} active={hot} />
         ) : (
-          <div className="tile-card">
+          <div className={`tile-card ${g.status === 'processing' ? 'has-preview' : ''}`}>
+            {g.status === 'processing' && <LivePreview id={g.generation_id} className="tile-preview" />}
             <p className="tile-prompt">{g.prompt}</p>
             {refs.length > 0 && (
               <div className="tile-refs">{refs.slice(0, 5).map((r) => <RefThumb key={r.id} r={r} small />)}</div>
