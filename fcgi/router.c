@@ -62,7 +62,9 @@ static bool is_public(const char *p)
 
 void mm_route(mm_req *r)
 {
-    const char *m = r->method, *p = r->path;
+    /* HEAD is answered as GET: nginx sends the headers and drops the body. */
+    bool head = is(r->method, "HEAD");
+    const char *m = head ? "GET" : r->method, *p = r->path;
     char id[64];
 
     if (!mm_guard(r, !is_public(p)))
@@ -72,7 +74,7 @@ void mm_route(mm_req *r)
         /* nginx's auth_request (files, uploads): the guard above was the check. */
         mm_api_auth_check(r);
     } else if (is(p, "/login")) {
-        if (is(m, "GET") || is(m, "HEAD"))
+        if (is(m, "GET"))
             mm_page_login(r);
         else
             not_allowed(r, "GET");
@@ -123,7 +125,9 @@ void mm_route(mm_req *r)
         else
             not_allowed(r, "GET");
     } else if (is(p, "/api/events")) {
-        if (is(m, "GET"))
+        if (head) /* the stream never ends: its headers alone */
+            mm_reply_text(r, 200, "text/event-stream", "", 0);
+        else if (is(m, "GET"))
             mm_api_events(r);
         else
             not_allowed(r, "GET");
@@ -150,7 +154,7 @@ void mm_route(mm_req *r)
         if (is(m, "POST")) {
             if (mm_limit_enqueue(r)) /* the same queue as POST /api/ai/queue, the same limits */
                 mm_api_video_create(r);
-        } else if (is(m, "GET") || is(m, "HEAD")) {
+        } else if (is(m, "GET")) {
             mm_api_video_list(r);
         } else {
             not_allowed(r, "GET, POST");
@@ -158,21 +162,21 @@ void mm_route(mm_req *r)
     } else if (match_video_content(p, id, sizeof id)) {
         if (!mm_is_uuid(id))
             mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
-        else if (is(m, "GET") || is(m, "HEAD"))
+        else if (is(m, "GET"))
             mm_api_video_content(r, id);
         else
             not_allowed(r, "GET");
     } else if (match_id(p, "/v1/videos/", id, sizeof id)) {
         if (!mm_is_uuid(id))
             mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
-        else if (is(m, "GET") || is(m, "HEAD"))
+        else if (is(m, "GET"))
             mm_api_video_get(r, id);
         else if (is(m, "DELETE"))
             mm_api_video_delete(r, id);
         else
             not_allowed(r, "GET, DELETE");
     } else if (is_docs(p)) {
-        if (is(m, "GET") || is(m, "HEAD"))
+        if (is(m, "GET"))
             mm_api_docs(r);
         else
             not_allowed(r, "GET");
