@@ -24,7 +24,7 @@ int mm_image_read(const char *path, const mm_media_limits *lim, mm_image *out, m
         lim = &defaults;
     }
     mm_input in;
-    if (mm_input_open_path(&in, path, lim->timeout_seconds, err) < 0)
+    if (mm_input_open_path(&in, path, lim, err) < 0)
         return -1;
     mm_media_info info;
     AVFrame *frame = av_frame_alloc();

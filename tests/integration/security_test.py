@@ -490,6 +490,60 @@ def oversized_and_malformed_uploads_refused(s):
     check(st == 200 and body["images"][0]["kind"] == "image", "a good upload: %d %r", st, body)
 
 
+def png_deep(width, height, bits=16):
+    """A real RGBA PNG of width x height at `bits` per channel, all zeros: a few hundred KB on disk for
+    8000x6000 at 16 bits, which decodes to 366 MiB."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+    ihdr = struct.pack(">IIBBBBB", width, height, bits, 6, 0, 0, 0)
+    row = b"\0" * (1 + width * 4 * bits // 8)
+    z = zlib.compressobj(9)
+    idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def fcgi_hwm_kib(s):
+    """The peak resident memory (VmHWM) of the mmh3-fcgi process, in KiB."""
+    with open(os.path.join(s.outputs, ".mmh3", "run", "fcgi.pid")) as f:
+        pid = int(f.read().split()[0])
+    with open("/proc/%d/status" % pid) as f:
+        return pid, next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+@test
+def deep_pictures_refused_from_their_header_with_memory_bounded(s):
+    """An 8000x6000 16-bit PNG (a few hundred KB that decode to 366 MiB) is refused from its header, naming the
+    engine's budget, and 8 of them uploaded at once leave mmh3-fcgi's peak memory where it was: nothing is
+    decoded. A 16-bit picture within the budget is still accepted."""
+    import threading
+    bomb = png_deep(8000, 6000)
+    check(len(bomb) < 1024 * 1024, "the crafted PNG is %d bytes", len(bomb))
+    pid, before = fcgi_hwm_kib(s)
+    results = []
+
+    def send():
+        results.append(s.upload([("deep.png", bomb)]))
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    check(len(results) == 8, "%d of 8 uploads answered", len(results))
+    for st, body in results:
+        msg = body["error"]["message"] if isinstance(body, dict) else str(body)[:200]
+        check(st == 400 and body["error"]["field"] == "files[0]" and "8000x6000" in msg and "16 bits per channel" in msg
+              and "refused before decoding" in msg and "33.6 megapixels" in msg, "%d %r", st, msg)
+    pid2, after = fcgi_hwm_kib(s)
+    check(pid2 == pid, "mmh3-fcgi was restarted (%d -> %d): it died under the uploads", pid, pid2)
+    check(after - before < 64 * 1024, "mmh3-fcgi's peak memory grew by %d MiB (VmHWM %d -> %d KiB)",
+          (after - before) // 1024, before, after)
+    st, body = s.upload([("deep-small.png", png_deep(512, 256))])
+    check(st == 200 and body["images"][0]["width"] == 512, "a 16-bit 512x256 PNG: %d %r", st, body)
+
+
 # ---------------------------------------------------------------- limits
 
 def drain_bucket(what, send, per_minute, allowed_status=None):
