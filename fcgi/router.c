@@ -60,8 +60,36 @@ static bool is_public(const char *p)
     return is(p, "/login") || is(p, "/api/login") || is(p, "/api/logout") || is(p, "/api/session") || is_docs(p);
 }
 
+/* nginx's error_page for a body over client_max_body_size lands here, after
+ * the guard: the original request's path is the one answered for. */
+static bool too_large_redirect(mm_req *r, char *original, size_t n)
+{
+    if (!is(r->path, "/_mmh3_413"))
+        return false;
+    const char *uri = mm_req_header(r, "REQUEST_URI");
+    snprintf(original, n, "%.*s", uri ? (int)strcspn(uri, "?") : 1, uri ? uri : "/");
+    r->path = original;
+    return true;
+}
+
+static void reply_too_large(mm_req *r)
+{
+    if (is(r->path, "/api/images"))
+        mm_reply_error(r, 413, NULL, "at most the server's upload limit in one request (mmh3 serve --upload-mb)",
+                       "the upload is larger than this server accepts (%zu MiB)", r->app->max_upload_bytes >> 20);
+    else
+        mm_reply_error(r, 413, NULL, "a JSON body of at most 1 MiB (uploads go to POST /api/images)",
+                       "the request body is larger than this server accepts");
+}
+
 void mm_route(mm_req *r)
 {
+    char original[2048];
+    if (too_large_redirect(r, original, sizeof original)) {
+        if (mm_guard(r, !is_public(r->path)))
+            reply_too_large(r);
+        return;
+    }
     /* HEAD is answered as GET: nginx sends the headers and drops the body. */
     bool head = is(r->method, "HEAD");
     const char *m = head ? "GET" : r->method, *p = r->path;

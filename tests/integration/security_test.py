@@ -490,6 +490,35 @@ def oversized_and_malformed_uploads_refused(s):
     check(st == 200 and body["images"][0]["kind"] == "image", "a good upload: %d %r", st, body)
 
 
+@test
+def nginx_answers_json_and_asks_for_the_token_before_the_size(s):
+    """A body over nginx's limit: an anonymous client gets 401 (not the limit), a token holder a JSON 413 (on
+    /v1 in OpenAI's shape); nginx's own other errors (a too-long URL, a missing file) are JSON too."""
+    big_json = b'{"prompt": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+    big_upload = b"\0" * ((UPLOAD_MB + 2) * 1024 * 1024)
+    cases = [("/api/ai/queue", big_json, "application/json"), ("/v1/videos", big_json, "application/json"),
+             ("/api/images", big_upload, "multipart/form-data; boundary=x")]
+    for path, body, ctype in cases:
+        st, resp, h = raw_request(s.base, "POST", path, {"Content-Type": ctype}, body)
+        check(st == 401 and h.get("content-type", "").startswith("application/json") and
+              (is_json_error(resp) or (isinstance(resp, dict) and resp.get("error", {}).get("message"))),
+              "anonymous oversize POST %s: %d %r %r", path, st, h.get("content-type"),
+              resp if isinstance(resp, dict) else (resp or b"")[:120])
+        st, resp, h = raw_request(s.base, "POST", path, {"Content-Type": ctype, "Authorization": "Bearer " + s.token},
+                                  body)
+        v1 = path.startswith("/v1/")
+        shaped = (isinstance(resp, dict) and resp.get("error", {}).get("type") == "invalid_request_error"
+                  and "larger than this server accepts" in resp["error"]["message"]) if v1 else \
+            (is_json_error(resp) and "larger than this server accepts" in resp["status_message"])
+        check(st == 413 and h.get("content-type", "").startswith("application/json") and shaped,
+              "oversize POST %s with a token: %d %r", path, st, resp if isinstance(resp, dict) else (resp or b"")[:120])
+    for path, want in (("/api/files/generations/" + "a" * 36 + ".mp4", 404), ("/api/files/nothing", 404),
+                       ("/api/status?" + "q" * 20000, (400, 414))):
+        st, resp, h = raw_request(s.base, "GET", path, {"Authorization": "Bearer " + s.token})
+        check(st in (want if isinstance(want, tuple) else (want,)) and is_json_error(resp),
+              "GET %s: %d %r", path[:60], st, resp if isinstance(resp, dict) else (resp or b"")[:120])
+
+
 def png_deep(width, height, bits=16):
     """A real RGBA PNG of width x height at `bits` per channel, all zeros: a few hundred KB on disk for
     8000x6000 at 16 bits, which decodes to 366 MiB."""
