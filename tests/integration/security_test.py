@@ -519,6 +519,33 @@ def nginx_answers_json_and_asks_for_the_token_before_the_size(s):
               "GET %s: %d %r", path[:60], st, resp if isinstance(resp, dict) else (resp or b"")[:120])
 
 
+@test
+def database_runs_as_its_own_account_and_logins_authenticate(s):
+    """The private PostgreSQL runs as an account of its own (as root: mmh3, never nobody, whose processes
+    include nginx's workers), and local logins authenticate (peer, mapped): the serving user gets in, a process
+    running as nobody does not, and no login rule trusts anyone."""
+    import pwd
+    with open(os.path.join(s.outputs, ".mmh3", "run", "postgres.pid")) as f:
+        pid = int(f.read().split()[0])
+    with open("/proc/%d/status" % pid) as f:
+        uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+    name = pwd.getpwuid(uid).pw_name
+    if os.geteuid() == 0:
+        check(name == "mmh3", "PostgreSQL runs as %s, not its own account mmh3", name)
+    else:
+        check(uid == os.geteuid(), "PostgreSQL runs as %s", name)
+    with open(os.path.join(s.outputs, ".mmh3", "pgdata", "pg_hba.conf")) as f:
+        rules = [ln.split() for ln in f if ln.strip() and not ln.startswith("#")]
+    check(rules and all(r[-2:] == ["peer", "map=mmh3"] or r[-1] == "reject" for r in rules), "pg_hba.conf: %r", rules)
+    check(s.psql("SELECT current_user") == "mmh3", "the serving user cannot log in")
+    if os.geteuid() != 0:
+        return
+    out = subprocess.run(["runuser", "-u", "nobody", "--", "psql", "-X", "-At", s.conninfo(), "-c",
+                          "SELECT count(*) FROM api_tokens"], capture_output=True, text=True, timeout=30)
+    check(out.returncode != 0 and not out.stdout.strip(), "a process running as nobody read the tokens: %d %r %r",
+          out.returncode, out.stdout, out.stderr)
+
+
 def png_deep(width, height, bits=16):
     """A real RGBA PNG of width x height at `bits` per channel, all zeros: a few hundred KB on disk for
     8000x6000 at 16 bits, which decodes to 366 MiB."""

@@ -124,6 +124,16 @@ def the_queue_view_reads_in_psql(s):
                       "WHERE table_name = 'queue'")
         check(cols == "id,status,stage,step,attempts,canvas,enqueued,started,completed,seconds,worker,prompt_head,"
                       "error", "columns %r", cols)
+        # mmh3 db: psql on the same database, found from the outputs folder, with the view to read.
+        out = subprocess.run([s.mmh3, "db", "--outputs", s.outputs, "-X", "-At", "-c",
+                              "SELECT status FROM queue WHERE id = '%s'" % g["generation_id"]],
+                             capture_output=True, text=True, timeout=30)
+        check(out.returncode == 0 and out.stdout.strip() in ("queued", "processing", "cancelled", "succeeded"),
+              "mmh3 db: %d %r %r", out.returncode, out.stdout, out.stderr)
+        out = subprocess.run([s.mmh3, "db", "--outputs", os.path.join(s.work, "no-such-outputs"), "-c", "SELECT 1"],
+                             capture_output=True, text=True, timeout=30)
+        check(out.returncode == 1 and "no running mmh3 serve" in out.stderr, "mmh3 db without a server: %d %r",
+              out.returncode, out.stderr)
     finally:
         s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
 
