@@ -76,6 +76,10 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
         {ALL, {"--gpus", NULL, MM_FLAG_INT, &p->gpus, "the DiT sequence-parallel over N GPUs from its device (H3: 1, 2, 4, 7, 8)",
                .arg = "N", .min = 1, .max = 64,
                .accepted = "1..64 GPUs dividing the DiT's head count (H3: 1, 2, 4, 7, 8)", .id = MM_EF_GPUS}},
+        {ALL, {"--peer-copy", NULL, MM_FLAG_TRUE, &p->peer_copy,
+               "copy GPU to GPU directly where `mmh3 check`'s probe of the pair passes (default: staged through "
+               "host memory; also $MMH3_PEER_COPY=1)",
+               .id = MM_EF_PEER_COPY}},
         {ALL, {"--ref-kv-cache", NULL, MM_FLAG_TRUE, &p->ref_kv_cache,
                "ref2va: reuse the reference rows' K/V after the first forward", .id = MM_EF_REF_KV}},
         {ALL, {"--no-ref-kv-cache", NULL, MM_FLAG_FALSE, &p->ref_kv_cache, "recompute them in every forward (the default)",
@@ -155,6 +159,12 @@ static const char *cache_dir_from_env(void)
 
 int mm_engine_flags_finish(mm_engine_options *o, mm_error *err)
 {
+    const char *peer = getenv("MMH3_PEER_COPY");
+    if (peer && *peer && strcmp(peer, "0") != 0 && strcmp(peer, "1") != 0)
+        return mm_fail(err, "MMH3_PEER_COPY=%s (environment): accepted: 1 (direct GPU copies where the probe "
+                            "passes), 0 or unset (staged through host memory)", peer);
+    if (peer && strcmp(peer, "1") == 0)
+        o->h3.peer_copy = true;
     if (edge_from_env("MMH3_REF_SHORT_EDGE", &o->h3.ref_image_short_edge, err) != 0 ||
         edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0 ||
         mm_sp_options_from_env(&o->h3.sp, err) != 0)

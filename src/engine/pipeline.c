@@ -179,6 +179,9 @@ int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error
     p->video_shift = read_shift(p->files[MM_COMP_CONFIG].path, "scheduler", PL_VIDEO_SHIFT);
     p->audio_shift = read_shift(p->files[MM_COMP_CONFIG].path, "audio_scheduler", PL_AUDIO_SHIFT);
 
+    /* Cross-GPU copies: staged through the host unless the user opted in. */
+    mm_transfer_set_policy(&(mm_transfer_policy){.peer_copy = o->peer_copy});
+
     /* Placement: the decision `mmh3 check` reports. */
     int n_gpus = mm_cuda_device_count();
     mm_placement_in pin = {.n_gpus = n_gpus, .device = o->device, .te_device = o->te_device};

@@ -33,6 +33,7 @@ typedef struct mm_pipeline_options {
     bool offload;                   /* text encoder + VAEs loaded for each request and freed after use */
     int threads;                    /* CPU workers (0 = one per core, or $MMH3_THREADS) */
     bool ref_kv_cache;              /* keep reference rows' K/V across forwards (ref2va) */
+    bool peer_copy;                 /* GPU->GPU copies direct where the pair's probe passed (else staged) */
     int ref_image_short_edge;       /* ref2va picture short edge (0 = the reference's 2048) */
     int ref_video_short_edge;       /* ref2va video canvas short edge (0 = 768, area capped like the target) */
     size_t prompt_cache_bytes;      /* in-memory prompt cache (0 = 256 MiB, SIZE_MAX = none) */
