@@ -50,6 +50,9 @@ typedef struct mm_pipeline_options {
     /* The DiT sequence-parallel over this many GPUs, starting at its placed
      * device (0/1: one GPU; src/parallel/sp_dit.h). */
     int gpus;
+    /* Opt-in, lossy: the video VAE decoder's block linears in int8 ConvRot
+     * (model/vae/vae.h int8_linears). */
+    bool vae_int8;
     /* On-disk caches that outlive the process (the preview projections);
      * NULL: nothing is kept. */
     const char *cache_dir;
