@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "store/db.h"
 #include "store/generations.h"
@@ -201,13 +202,6 @@ static void broadcast_status(mm_sse_hub *h, PGconn *db)
     }
     send_event(h, NULL, -1, "status_update", json);
     free(json);
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* A job's newest live preview in a batch: its NOTIFY payload less "kind". */
@@ -401,10 +395,10 @@ static void relay_notifies(mm_sse_hub *h, PGconn *db)
     carried = false;
     if (batch_empty(b))
         return;
-    double start = now_seconds();
+    double start = mm_clock_now();
     for (;;) {
         struct pollfd pfd = {.fd = PQsocket(db), .events = POLLIN};
-        if (now_seconds() - start > BATCH_SECONDS || poll(&pfd, 1, QUIET_MS) <= 0 || !PQconsumeInput(db))
+        if (mm_clock_now() - start > BATCH_SECONDS || poll(&pfd, 1, QUIET_MS) <= 0 || !PQconsumeInput(db))
             break;
         take_notifies(db, b);
     }
@@ -414,9 +408,9 @@ static void relay_notifies(mm_sse_hub *h, PGconn *db)
         if (!h->flooding)
             mm_log("events: more than %d rows changed at once; streams will get a resync", FLOOD_ROWS);
         h->flooding = true;
-        h->flood_seen = now_seconds();
+        h->flood_seen = mm_clock_now();
     } else if (h->flooding) {
-        h->flood_seen = now_seconds(); /* the flood's tail: covered by the resync */
+        h->flood_seen = mm_clock_now(); /* the flood's tail: covered by the resync */
     } else {
         send_batch(h, db, b, next);
     }
@@ -430,10 +424,10 @@ static void *hub_main(void *arg)
     mm_sse_hub *h = arg;
     PGconn *db = NULL;
     mm_error err = {{0}};
-    double next_ping = now_seconds() + HEARTBEAT_SECONDS, next_connect = 0;
+    double next_ping = mm_clock_now() + HEARTBEAT_SECONDS, next_connect = 0;
     bool complained = false;
     for (;;) {
-        if ((!db || PQstatus(db) != CONNECTION_OK) && now_seconds() >= next_connect) {
+        if ((!db || PQstatus(db) != CONNECTION_OK) && mm_clock_now() >= next_connect) {
             if (db)
                 PQfinish(db);
             db = NULL;
@@ -457,15 +451,15 @@ static void *hub_main(void *arg)
                 if (db)
                     PQfinish(db);
                 db = NULL;
-                next_connect = now_seconds() + 1;
+                next_connect = mm_clock_now() + 1;
             }
         }
         struct pollfd pfd[2] = {{.fd = h->wake[0], .events = POLLIN}, {.fd = db ? PQsocket(db) : -1, .events = POLLIN}};
-        double wait = next_ping - now_seconds();
+        double wait = next_ping - mm_clock_now();
         if (h->flooding && wait > 0.6)
             wait = 0.6;
-        if (!db && next_connect - now_seconds() < wait)
-            wait = next_connect - now_seconds();
+        if (!db && next_connect - mm_clock_now() < wait)
+            wait = next_connect - mm_clock_now();
         int timeout = wait > 0 && !carried ? (int)(wait * 1000) + 1 : 0;
         int k = poll(pfd, 2, timeout);
         if (k < 0 && errno != EINTR)
@@ -476,12 +470,12 @@ static void *hub_main(void *arg)
         bool readable = db && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP));
         if (db && PQstatus(db) == CONNECTION_OK && (!readable || PQconsumeInput(db)))
             relay_notifies(h, db);
-        if (h->flooding && now_seconds() - h->flood_seen > 0.5) {
+        if (h->flooding && mm_clock_now() - h->flood_seen > 0.5) {
             h->flooding = false;
             send_event(h, NULL, -1, "resync", "{}");
             mm_log("events: the flood is over; sent resync");
         }
-        if (now_seconds() >= next_ping) {
+        if (mm_clock_now() >= next_ping) {
             char ping[64];
             int len = snprintf(ping, sizeof ping, ": ping %lld\n\n", (long long)time(NULL));
             for (client **link = &h->clients; *link;) {
@@ -490,7 +484,7 @@ static void *hub_main(void *arg)
                 else
                     link = &(*link)->next;
             }
-            next_ping = now_seconds() + HEARTBEAT_SECONDS;
+            next_ping = mm_clock_now() + HEARTBEAT_SECONDS;
         }
     }
     return NULL;

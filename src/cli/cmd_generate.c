@@ -55,7 +55,7 @@ typedef struct lora_args {
 /* What the flags say, as given; the steps below check and settle it. */
 typedef struct gen_args {
     const char *prompt, *file, *out, *last_image, *partition;
-    const char *frames, *seconds, *width, *height, *size, *steps, *seed, *crf, *preset;
+    const char *frames, *seconds, *width, *height, *size, *short_edge, *steps, *seed, *crf, *preset;
     const char *frames_dir, *preview_dir, *dit_path, *cache, *sampler, *sigmas, *sparse;
     int preview_interval_ms;
     const char *refs[MM_MAX_REFERENCES + 1];
@@ -341,6 +341,8 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
         {"--height", NULL, MM_FLAG_STRING, &a->height, "the canvas height: " MM_ACCEPT_DIM, .arg = "H",
          .accepted = MM_ACCEPT_DIM},
         {"--size", NULL, MM_FLAG_STRING, &a->size, MM_ACCEPT_SIZE, .arg = "WxH|N", .accepted = MM_ACCEPT_SIZE},
+        {"--short-edge", NULL, MM_FLAG_STRING, &a->short_edge, MM_ACCEPT_SHORT_EDGE, .arg = "N",
+         .accepted = MM_ACCEPT_SHORT_EDGE},
         {"--steps", NULL, MM_FLAG_STRING, &a->steps, MM_ACCEPT_STEPS "; N grid points = N-1 forwards", .arg = "N",
          .accepted = MM_ACCEPT_STEPS},
         {"--sampler", NULL, MM_FLAG_STRING, &a->sampler, "a few-step schedule (docs/PIPELINE.md), or default",
@@ -349,8 +351,8 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
          "a custom σ list (strictly decreasing in [0, 1], ending at 0; the audio list defaults to the video one "
          "remapped to the audio shift)",
          .arg = "V0,...,0[;A0,...,0]"},
-        {"--seed", NULL, MM_FLAG_STRING, &a->seed, MM_ACCEPT_SEED " (default: drawn, printed)", .arg = "N",
-         .accepted = MM_ACCEPT_SEED},
+        {"--seed", NULL, MM_FLAG_STRING, &a->seed, MM_ACCEPT_SEED_NUMBER " (default: drawn, printed)", .arg = "N",
+         .accepted = MM_ACCEPT_SEED_NUMBER},
         {"--no-audio", NULL, MM_FLAG_TRUE, &a->no_audio, .help = "silent output (no audio stream)"},
         {"--fast", NULL, MM_FLAG_TRUE, &a->fast,
          .help = "fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)"},
@@ -459,7 +461,7 @@ static int read_prompt(const gen_args *a, char **buf, const char **prompt)
 
 /* ------------------------------------------------------- request policy */
 
-#define CLI_TEXT_FIELDS 10
+#define CLI_TEXT_FIELDS 11
 
 /* What the request was given as, for naming flags in messages. */
 typedef struct cli_request {
@@ -474,6 +476,7 @@ static const char *flag_of(void *user, const char *field)
     static const char *const flags[][2] = {
         {"frames", "--frames"},       {"seconds", "--seconds"},         {"width", "--width"},
         {"height", "--height"},       {"size", "--size"},               {"steps", "--steps"},
+        {"short_edge", "--short-edge"},
         {"seed", "--seed"},           {"crf", "--crf"},                 {"preset", "--preset"},
         {"partition", "--partition"}, {"no_audio", "--no-audio"},       {"image_ids", "-i/--audio"},
         {"last_image_id", "--last-image"}, {"prompt", "--prompt"},
@@ -564,7 +567,8 @@ static int settle_common(const gen_args *a, const char *prompt, mm_request *q, m
     cli_request cr = {.a = a,
                       .texts = {{"frames", a->frames}, {"seconds", a->seconds}, {"width", a->width},
                                 {"height", a->height}, {"size", a->size}, {"steps", a->steps}, {"seed", a->seed},
-                                {"crf", a->crf}, {"preset", a->preset}, {"partition", a->partition}}};
+                                {"crf", a->crf}, {"preset", a->preset}, {"partition", a->partition},
+                                {"short_edge", a->short_edge}}};
     mm_request_error re;
     for (int k = 0; k < CLI_TEXT_FIELDS; k++)
         if (cr.texts[k][1] && mm_request_input_set_text(&in, cr.texts[k][0], cr.texts[k][1], &re) != 0)

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "io/checkpoint.h"
+#include "parallel/sp_options.h"
 
 #define GEN MM_ENGINE_CMD_GENERATE
 #define WRK MM_ENGINE_CMD_WORKER
@@ -158,7 +159,8 @@ static const char *cache_dir_from_env(void)
 int mm_engine_flags_finish(mm_engine_options *o, mm_error *err)
 {
     if (edge_from_env("MMH3_REF_SHORT_EDGE", &o->h3.ref_image_short_edge, err) != 0 ||
-        edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0)
+        edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0 ||
+        mm_sp_options_from_env(&o->h3.sp, err) != 0)
         return -1;
     if (!o->h3.cache_dir)
         o->h3.cache_dir = cache_dir_from_env();

@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/timing.h"
 #include "io/checkpoint.h"
+#include "parallel/sp_options.h"
 
 typedef struct mm_pipeline_options {
     mm_checkpoint_opts checkpoints; /* overrides, $MODELS_PATH, downloads */
@@ -50,6 +51,9 @@ typedef struct mm_pipeline_options {
     /* The DiT sequence-parallel over this many GPUs, starting at its placed
      * device (0/1: one GPU; src/parallel/sp_dit.h). */
     int gpus;
+    /* How those GPUs exchange (sp.ranks is set from gpus): the world and the
+     * debugging knobs, which the commands take from MMH3_SP_* at start-up. */
+    mm_sp_options sp;
     /* Opt-in, lossy: the video VAE decoder's block linears in int8 ConvRot
      * (model/vae/vae.h int8_linears). */
     bool vae_int8;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_backend.h"
+#include "backend/gpu.h"
 #include "engine/pipeline_internal.h"
 #include "engine/pipeline_refkv.h"
 #include "io/safetensors.h"
@@ -431,9 +431,9 @@ static bool use_ref_kv(mm_pipeline *p, const mm_dit_config *cfg, const mm_dit_la
     size_t need = pl_refkv_bytes(cfg, l);
     if (d.kind != MM_DEVICE_CUDA)
         return true;
-    mm_cuda_device_info info;
+    mm_gpu_info info;
     mm_error e = {{0}};
-    if (mm_cuda_device_info_get(d.index, &info, &e) != 0 || info.free_bytes > need + ((size_t)8 << 30))
+    if (mm_gpu_info_get(d.index, &info, &e) != 0 || info.free_bytes > need + ((size_t)8 << 30))
         return true;
     pl_log(p, "reference KV cache: %.1f GiB needed, %.1f GiB free on the DiT's GPU; running without it",
            need / 1073741824.0, info.free_bytes / 1073741824.0);
