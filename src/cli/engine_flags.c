@@ -108,6 +108,9 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
                "fetch missing files from the Hugging Face hub", .id = MM_EF_DOWNLOAD}},
         {WRK | SRV, {"--preload", NULL, MM_FLAG_TRUE, &o->preload, "load the weights at start instead of on the first job",
                      .id = MM_EF_PRELOAD}},
+        {ALL, {"--vae-int8", NULL, MM_FLAG_TRUE, &p->vae_int8,
+               "lossy, opt-in: the video VAE decoder's block linears in int8 ConvRot (faster decode; docs/VAE.md)",
+               .id = MM_EF_VAE_INT8}},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0] && n < MM_ENGINE_FLAGS_MAX; i++)

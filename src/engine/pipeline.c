@@ -271,9 +271,13 @@ static int load_vaes(mm_pipeline *p, mm_timing *t, mm_error *err)
 {
     if (!p->vvae) {
         double t0 = mm_timing_now();
-        if (mm_video_vae_load(&p->vvae, p->files[MM_COMP_VIDEO_VAE].path, NULL, MM_VAE_BOTH, p->vae_ctx, err) != 0)
+        mm_video_vae_options vo;
+        mm_video_vae_options_release(&vo);
+        vo.int8_linears = p->o.vae_int8;
+        if (mm_video_vae_load(&p->vvae, p->files[MM_COMP_VIDEO_VAE].path, &vo, MM_VAE_BOTH, p->vae_ctx, err) != 0)
             return mm_error_prefix(err, "video VAE %s", p->files[MM_COMP_VIDEO_VAE].path);
-        mm_timing_add(t, MM_TG_LOADING, "load video VAE", mm_timing_now() - t0);
+        mm_timing_add(t, MM_TG_LOADING, p->o.vae_int8 ? "load video VAE (int8 decoder linears)" : "load video VAE",
+                      mm_timing_now() - t0);
     }
     if (!p->avae) {
         double t0 = mm_timing_now();

@@ -55,6 +55,9 @@ typedef struct mm_pipeline_options {
     /* How those GPUs exchange (sp.ranks is set from gpus): the world and the
      * debugging knobs, which the commands take from MMH3_SP_* at start-up. */
     mm_sp_options sp;
+    /* Opt-in, lossy: the video VAE decoder's block linears in int8 ConvRot
+     * (model/vae/vae.h int8_linears). */
+    bool vae_int8;
     /* On-disk caches that outlive the process (the preview projections);
      * NULL: nothing is kept. */
     const char *cache_dir;

@@ -139,6 +139,7 @@ typedef struct pl_job {
     /* live previews of this job (pipeline_preview.c) */
     bool preview_on;
     double preview_last, preview_seconds;
+    double preview_fit_seconds; /* making the projection in pl_preview_begin (a loading row of its own) */
 } pl_job;
 
 /* Loading on demand (pipeline.c). "Swapping": the text encoder and the VAEs
