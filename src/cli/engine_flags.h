@@ -45,6 +45,7 @@ enum {
     MM_EF_CONFIG,
     MM_EF_DOWNLOAD,
     MM_EF_PRELOAD,
+    MM_EF_VRAM_BUDGET,
     MM_EF_END
 };
 
