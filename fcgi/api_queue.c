@@ -56,11 +56,15 @@ void mm_api_enqueue(mm_req *r)
     if (!body)
         return;
     char *rows = NULL;
-    if (mm_enqueue_insert(r, body, &rows) == 0) {
+    mm_rule_notes notes = {0};
+    if (mm_enqueue_insert(r, body, &rows, &notes) == 0) {
+        /* Each generation object carries the notes as "warnings"; the header
+         * is for clients that read only headers. */
         size_t n = strlen(rows) + 32;
         char *out = malloc(n);
         if (out) {
             snprintf(out, n, "{\"generations\":%s}", rows);
+            mm_add_warning_header(r, &notes);
             mm_reply_raw_json(r, 200, out);
             free(out);
         } else {
@@ -242,30 +246,38 @@ static void remove_output(mm_req *r, const char *rel)
     unlink(path);
 }
 
-void mm_api_delete(mm_req *r, const char *id)
+int mm_queue_cancel_or_delete(mm_req *r, const char *id, mm_cancel_result *result)
 {
     PGconn *db = mm_req_db(r);
     if (!db)
-        return;
-    mm_cancel_result result;
+        return -1;
     char *result_path = NULL, *poster_path = NULL;
     mm_error err = {{0}};
-    if (mm_store_cancel_or_delete(db, id, &result, &result_path, &poster_path, &err) < 0) {
+    if (mm_store_cancel_or_delete(db, id, result, &result_path, &poster_path, &err) < 0) {
         db_failed(r, &err);
-        return;
+        return -1;
     }
-    static const char *const actions[] = {
-        [MM_CANCEL_CANCELLED] = "cancelled", [MM_CANCEL_CANCELLING] = "cancelling", [MM_CANCEL_DELETED] = "deleted"};
-    if (result == MM_CANCEL_NOT_FOUND) {
-        mm_reply_error(r, 404, NULL, NULL, "no generation has the id %s", id);
-    } else if (result == MM_CANCEL_BUSY) {
-        mm_reply_error(r, 409, NULL, NULL, "the generation kept changing state; try again");
-    } else {
+    if (*result == MM_CANCEL_DELETED) {
         remove_output(r, result_path);
         remove_output(r, poster_path);
-        mm_reply_json(r, 200,
-                      json_pack("{s:s, s:s, s:s}", "status", "success", "generation_id", id, "action", actions[result]));
     }
     free(result_path);
     free(poster_path);
+    return 0;
+}
+
+void mm_api_delete(mm_req *r, const char *id)
+{
+    mm_cancel_result result;
+    if (mm_queue_cancel_or_delete(r, id, &result) < 0)
+        return;
+    static const char *const actions[] = {
+        [MM_CANCEL_CANCELLED] = "cancelled", [MM_CANCEL_CANCELLING] = "cancelling", [MM_CANCEL_DELETED] = "deleted"};
+    if (result == MM_CANCEL_NOT_FOUND)
+        mm_reply_error(r, 404, NULL, NULL, "no generation has the id %s", id);
+    else if (result == MM_CANCEL_BUSY)
+        mm_reply_error(r, 409, NULL, NULL, "the generation kept changing state; try again");
+    else
+        mm_reply_json(r, 200,
+                      json_pack("{s:s, s:s, s:s}", "status", "success", "generation_id", id, "action", actions[result]));
 }

@@ -4,7 +4,11 @@
  *   POST /v1/videos                 {task, prompt, conditions, target{short_edge, aspect_ratio,
  *                                    duration_seconds}, seed} (JSON), or OpenAI's {model, prompt,
  *                                    seconds, size} (JSON or multipart/form-data) -> a video object
+ *   GET  /v1/videos                 a cursor page {object: "list", data, first_id, last_id, has_more}
+ *                                   (?limit=1..100, default 20; ?after=<id>; ?order=desc|asc)
  *   GET  /v1/videos/{id}            the video object (status queued|in_progress|completed|failed)
+ *   DELETE /v1/videos/{id}          removes the video (a queued one is cancelled first; a rendering
+ *                                   one answers 409 while it stops) -> {id, object: "video.deleted", deleted}
  *   GET  /v1/videos/{id}/content    the mp4 (?variant=thumbnail: the JPEG poster), served by nginx
  *                                   (X-Accel-Redirect to an internal location)
  *
@@ -12,7 +16,10 @@
  * and through /api/ai/queue. The request is translated into the body of
  * POST /api/ai/queue and goes through the same checks (fcgi/enqueue.c).
  * Conditions name uploads from POST /api/images (by id, or by their
- * /api/files/uploads/... URL); nothing is ever fetched from elsewhere.
+ * /api/files/uploads/... URL); nothing is ever fetched from elsewhere, and
+ * a condition's type must be the upload's kind. Errors on /v1 take OpenAI's
+ * shape (fcgi/http.c); values snapped to the model's grids are reported in
+ * the video object's "warnings" and an X-MMH3-Warning header.
  */
 #include "fcgi/app.h"
 
@@ -23,7 +30,9 @@
 
 #include "fcgi/enqueue.h"
 #include "fcgi/multipart.h"
+#include "request/request.h"
 #include "store/generations.h"
+#include "store/uploads.h"
 
 #define ACCEPT_TASK "\"t2va\", \"i2va\", \"fl2va\", \"l2va\" or \"ref2va\""
 #define ACCEPT_CONDITION                                                                                          \
@@ -31,7 +40,7 @@
     "\"image_id\", or \"url\": \"/api/files/uploads/<id>.<ext>\"), \"role\": optional \"first_frame\"|"           \
     "\"last_frame\"|\"reference\"}"
 #define ACCEPT_TARGET                                                                                             \
-    "{\"short_edge\": 64..2048, \"aspect_ratio\": \"W:H\", \"duration_seconds\": > 0} (each optional; or "       \
+    "{\"short_edge\": 32..2048, \"aspect_ratio\": \"W:H\", \"duration_seconds\": > 0} (each optional; or "       \
     "\"width\"/\"height\", \"frames\")"
 
 /* ---------------------------------------------------------------- create */
@@ -148,9 +157,7 @@ static bool translate_target(mm_req *r, json_t *in, json_t *out)
                 mm_reply_error(r, 400, f, ACCEPT_TARGET, "must be an integer");
                 return false;
             }
-            char n[32];
-            snprintf(n, sizeof n, "%lld", (long long)json_integer_value(val));
-            json_object_set_new(out, "size", json_string(n));
+            json_object_set(out, "short_edge", val);
         } else if (strcmp(key, "aspect_ratio") == 0) {
             json_object_set(out, "aspect_ratio", val);
         } else if (strcmp(key, "duration_seconds") == 0) {
@@ -269,6 +276,49 @@ static bool translate_conditions(mm_req *r, json_t *in, json_t *out)
 fail:
     json_decref(ids);
     return false;
+}
+
+/* A condition's declared type against its upload's kind (a picture sent as
+ * "video" would be used as a picture without a word otherwise); false after
+ * answering. Unknown uploads are left to the settle step, which names them. */
+static bool check_condition_kinds(mm_req *r, json_t *in)
+{
+    static const char *const kinds[] = {[MM_REF_IMAGE] = "image", [MM_REF_VIDEO] = "video", [MM_REF_AUDIO] = "audio"};
+    json_t *conds = json_object_get(in, "conditions");
+    mm_request_refs refs;
+    memset(&refs, 0, sizeof refs);
+    char ids[MM_MAX_REFERENCES + 1][40];
+    size_t at[MM_MAX_REFERENCES + 1];
+    for (size_t i = 0; i < json_array_size(conds) && refs.n_refs <= MM_MAX_REFERENCES; i++) {
+        json_t *c = json_array_get(conds, i);
+        if (!json_is_string(json_object_get(c, "type")) || !condition_upload(c, ids[refs.n_refs], 40))
+            continue;
+        at[refs.n_refs] = i;
+        refs.refs[refs.n_refs].source = ids[refs.n_refs];
+        refs.n_refs++;
+    }
+    if (refs.n_refs == 0)
+        return true;
+    PGconn *db = mm_req_db(r);
+    if (!db)
+        return false;
+    mm_error err = {{0}};
+    if (mm_store_uploads_lookup(db, &refs, &err) < 0) {
+        mm_reply_error(r, 500, NULL, NULL, "the database refused the request (%s)", err.msg);
+        return false;
+    }
+    for (int k = 0; k < refs.n_refs; k++) {
+        const char *type = json_string_value(json_object_get(json_array_get(conds, at[k]), "type"));
+        const char *kind = kinds[refs.refs[k].kind];
+        if (!refs.found[k] || strcmp(type, kind) == 0)
+            continue;
+        char f[64];
+        snprintf(f, sizeof f, "conditions[%zu].type", at[k]);
+        mm_reply_error(r, 400, f, "the kind of the upload it names (image, video or audio)",
+                       "is '%s', but upload %s is %s %s", type, ids[k], strcmp(kind, "image") == 0 ? "an" : "a", kind);
+        return false;
+    }
+    return true;
 }
 
 /* The /v1 request as the body of POST /api/ai/queue; NULL after answering
@@ -435,21 +485,98 @@ void mm_api_video_create(mm_req *r)
         return;
     }
     json_t *body = translate(r, in);
+    bool kinds_ok = body && check_condition_kinds(r, in);
     json_decref(in);
-    if (!body)
+    if (!body || !kinds_ok) {
+        json_decref(body);
         return;
+    }
     char *rows = NULL;
-    if (mm_enqueue_insert(r, body, &rows) == 0) {
+    mm_rule_notes notes = {0};
+    if (mm_enqueue_insert(r, body, &rows, &notes) == 0) {
         json_t *list = json_loads(rows, 0, NULL);
         json_t *g = json_array_get(list, 0);
-        if (g)
-            mm_reply_json(r, 200, video_json(g));
-        else
+        if (g) {
+            json_t *v = video_json(g);
+            json_object_set(v, "warnings", json_object_get(g, "warnings"));
+            mm_add_warning_header(r, &notes);
+            mm_reply_json(r, 200, v);
+        } else {
             mm_reply_error(r, 500, NULL, NULL, "the new video could not be read back");
+        }
         json_decref(list);
         free(rows);
     }
     json_decref(body);
+}
+
+/* ?limit=1..100 (default 20), ?after=<video id>, ?order=desc|asc (newest first by default). */
+void mm_api_video_list(mm_req *r)
+{
+    char limit_s[24] = "", after[64] = "", order[16] = "desc";
+    long limit = 20;
+    if (mm_req_query(r, "limit", limit_s, sizeof limit_s)) {
+        char *end;
+        limit = strtol(limit_s, &end, 10);
+        if (!limit_s[0] || *end || limit < 1 || limit > 100) {
+            mm_reply_error(r, 400, "limit", "an integer 1..100 (default 20)", "'%.20s' is out of range", limit_s);
+            return;
+        }
+    }
+    bool has_after = mm_req_query(r, "after", after, sizeof after);
+    if (has_after && !mm_is_uuid(after)) {
+        mm_reply_error(r, 400, "after", "the id of a video from an earlier page", "'%.40s' is not a video id", after);
+        return;
+    }
+    mm_req_query(r, "order", order, sizeof order);
+    if (strcmp(order, "desc") != 0 && strcmp(order, "asc") != 0) {
+        mm_reply_error(r, 400, "order", "desc (newest first, the default) or asc", "'%.10s' is not an order", order);
+        return;
+    }
+    PGconn *db = mm_req_db(r);
+    if (!db)
+        return;
+    char *text = NULL;
+    mm_error err = {{0}};
+    if (mm_store_list_after(db, has_after ? after : NULL, strcmp(order, "asc") == 0, limit, &text, &err) < 0) {
+        mm_reply_error(r, 500, NULL, NULL, "the database refused the request (%s)", err.msg);
+        return;
+    }
+    json_t *page = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    if (!page) {
+        mm_reply_error(r, 400, "after", "the id of a video from an earlier page", "no video has the id %s", after);
+        return;
+    }
+    json_t *data = json_array(), *g;
+    size_t i;
+    json_array_foreach(json_object_get(page, "generations"), i, g) json_array_append_new(data, video_json(g));
+    size_t n = json_array_size(data);
+    json_t *out = json_pack("{s:s, s:o, s:O}", "object", "list", "data", data, "has_more",
+                            json_object_get(page, "has_more"));
+    json_object_set(out, "first_id", n ? json_object_get(json_array_get(data, 0), "id") : json_null());
+    json_object_set(out, "last_id", n ? json_object_get(json_array_get(data, n - 1), "id") : json_null());
+    json_decref(page);
+    mm_reply_json(r, 200, out);
+}
+
+void mm_api_video_delete(mm_req *r, const char *id)
+{
+    mm_cancel_result result;
+    if (mm_queue_cancel_or_delete(r, id, &result) < 0)
+        return;
+    /* A queued video is only cancelled by the first pass; the second removes it. */
+    if (result == MM_CANCEL_CANCELLED && mm_queue_cancel_or_delete(r, id, &result) < 0)
+        return;
+    if (result == MM_CANCEL_NOT_FOUND)
+        mm_reply_error(r, 404, NULL, NULL, "no video has the id %s", id);
+    else if (result == MM_CANCEL_CANCELLING)
+        mm_reply_error(r, 409, NULL, "DELETE again once GET /v1/videos/{id} says failed (cancelled)",
+                       "the video is rendering; it is being cancelled and stops at the next step");
+    else if (result == MM_CANCEL_DELETED)
+        mm_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "video.deleted", "deleted", 1));
+    else
+        mm_reply_error(r, 409, NULL, NULL, "the video kept changing state; try again");
 }
 
 void mm_api_video_get(mm_req *r, const char *id)

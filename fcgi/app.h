@@ -31,6 +31,8 @@ typedef struct mm_app {
     double rate_upload;
     double rate_rewrite;
     long max_queued;           /* queued generations beyond which enqueue answers 429; 0 = unlimited */
+    const char *oxen_token;    /* MMH3_OXEN_TOKEN: the rewrite's key when none is stored, or NULL */
+    const char *oxen_remote;   /* MMH3_OXEN_REMOTE: the hub the rewrite calls, or NULL for the default */
 } mm_app;
 
 typedef struct mm_req {
@@ -64,7 +66,11 @@ bool mm_req_query(mm_req *r, const char *name, char *buf, size_t n);
 void mm_reply_json(mm_req *r, int status, json_t *body);          /* steals body */
 void mm_reply_raw_json(mm_req *r, int status, const char *text);   /* text is a JSON document */
 void mm_reply_text(mm_req *r, int status, const char *content_type, const char *text, size_t len);
-/* The API's error body: {status:"error", status_message, error:{field, message, accepted}}. */
+/* The API's error body: {status:"error", status_message, error:{field, message, accepted}};
+ * on /v1 OpenAI's {error:{message, type, param, code}} (message = the whole
+ * "field: problem; accepted: ..." line), which OpenAI's SDKs read. */
+bool mm_req_is_v1(const mm_req *r);
+json_t *mm_error_body(const mm_req *r, int status, const char *field, const char *accepted, const char *msg);
 void mm_reply_error(mm_req *r, int status, const char *field, const char *accepted, const char *fmt, ...)
     MM_PRINTF(5, 6);
 
@@ -91,6 +97,7 @@ void mm_api_delete(mm_req *r, const char *id);
 void mm_api_upload(mm_req *r);
 void mm_api_upload_get(mm_req *r, const char *id);
 void mm_api_status(mm_req *r);
+void mm_api_loras(mm_req *r);
 void mm_api_settings_get(mm_req *r);
 void mm_api_settings_put(mm_req *r);
 void mm_api_docs(mm_req *r);
@@ -98,6 +105,8 @@ void mm_api_events(mm_req *r);
 void mm_api_rewrite(mm_req *r);
 void mm_api_video_create(mm_req *r);
 void mm_api_video_get(mm_req *r, const char *id);
+void mm_api_video_list(mm_req *r);
+void mm_api_video_delete(mm_req *r, const char *id);
 void mm_api_video_content(mm_req *r, const char *id);
 
 /* Request safety in front of every route (guard.c): the Host allowlist,

@@ -221,18 +221,58 @@ void mm_reply_json(mm_req *r, int status, json_t *body)
     free(text);
 }
 
+bool mm_req_is_v1(const mm_req *r)
+{
+    return r->path && (strcmp(r->path, "/v1") == 0 || strncmp(r->path, "/v1/", 4) == 0);
+}
+
+/* OpenAI's error type and a code for an HTTP status. */
+static void openai_kind(int status, const char **type, const char **code)
+{
+    static const struct {
+        int status;
+        const char *type, *code;
+    } kinds[] = {{401, "authentication_error", "invalid_api_key"},
+                 {403, "permission_error", "forbidden"},
+                 {404, "invalid_request_error", "not_found"},
+                 {405, "invalid_request_error", "method_not_allowed"},
+                 {409, "invalid_request_error", "conflict"},
+                 {413, "invalid_request_error", "request_too_large"},
+                 {415, "invalid_request_error", "unsupported_media_type"},
+                 {429, "rate_limit_error", "rate_limit_exceeded"},
+                 {503, "server_error", "service_unavailable"}};
+    *type = status >= 500 ? "server_error" : "invalid_request_error";
+    *code = status >= 500 ? "server_error" : "invalid_value";
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i].status == status)
+            *type = kinds[i].type, *code = kinds[i].code;
+}
+
+json_t *mm_error_body(const mm_req *r, int status, const char *field, const char *accepted, const char *msg)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s%s%s%s%s", field ? field : "", field ? ": " : "", msg,
+             accepted ? "; accepted: " : "", accepted ? accepted : "");
+    if (!mm_req_is_v1(r))
+        return json_pack("{s:s, s:s, s:{s:s?, s:s, s:s?}}", "status", "error", "status_message", full, "error",
+                         "field", field, "message", msg, "accepted", accepted);
+    /* OpenAI's shape, which its SDKs read: the SDK shows error.message as the
+     * exception's text, so it carries the field and what is accepted too. */
+    const char *type, *code;
+    openai_kind(status, &type, &code);
+    return json_pack("{s:{s:s, s:s, s:s?, s:s, s:s?}}", "error", "message", full, "type", type, "param", field, "code",
+                     code, "accepted", accepted);
+}
+
 void mm_reply_error(mm_req *r, int status, const char *field, const char *accepted, const char *fmt, ...)
 {
-    char msg[2048], full[4096];
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    snprintf(full, sizeof full, "%s%s%s%s%s", field ? field : "", field ? ": " : "", msg,
-             accepted ? "; accepted: " : "", accepted ? accepted : "");
-    json_t *e = json_pack("{s:s, s:s, s:{s:s?, s:s, s:s?}}", "status", "error", "status_message", full, "error",
-                          "field", field, "message", msg, "accepted", accepted);
+    json_t *e = mm_error_body(r, status, field, accepted, msg);
     if (status >= 500)
-        mm_log("%s %s: %d %s", r->method, r->path, status, full);
+        mm_log("%s %s: %d %s%s%s", r->method, r->path, status, field ? field : "", field ? ": " : "", msg);
     mm_reply_json(r, status, e);
 }

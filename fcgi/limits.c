@@ -19,9 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "store/generations.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 #define BUCKETS 256
@@ -41,17 +41,10 @@ static limiter enqueue_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static limiter upload_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static limiter rewrite_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Takes one request from who's bucket; 0 when allowed, else the seconds until one is. */
 static double take(limiter *l, const char *who, double per_minute)
 {
-    double now = now_seconds(), rate = per_minute / 60.0, wait = 0;
+    double now = mm_clock_now(), rate = per_minute / 60.0, wait = 0;
     pthread_mutex_lock(&l->mu);
     bucket *b = NULL, *oldest = &l->b[0];
     for (int i = 0; i < BUCKETS && !b; i++) {
@@ -90,10 +83,15 @@ static void too_many(mm_req *r, const char *limit, int retry_after, const char *
     va_end(ap);
     snprintf(full, sizeof full, "%s; accepted: %s; retry in %d s", msg, accepted, retry_after);
     mm_req_add_header(r, "Retry-After: %d", retry_after);
-    mm_reply_json(r, 429,
-                  json_pack("{s:s, s:s, s:{s:n, s:s, s:s}, s:s, s:i}", "status", "error", "status_message", full,
-                            "error", "field", "message", msg, "accepted", accepted, "limit", limit, "retry_after",
-                            retry_after));
+    json_t *body = mm_error_body(r, 429, NULL, accepted, msg);
+    /* The line with the wait in it, where each shape keeps its whole line. */
+    if (mm_req_is_v1(r))
+        json_object_set_new(json_object_get(body, "error"), "message", json_string(full));
+    else
+        json_object_set_new(body, "status_message", json_string(full));
+    json_object_set_new(body, "limit", json_string(limit));
+    json_object_set_new(body, "retry_after", json_integer(retry_after));
+    mm_reply_json(r, 429, body);
 }
 
 static const char *who(mm_req *r)

@@ -132,6 +132,11 @@ void mm_route(mm_req *r)
             mm_api_status(r);
         else
             not_allowed(r, "GET");
+    } else if (is(p, "/api/loras")) {
+        if (is(m, "GET"))
+            mm_api_loras(r);
+        else
+            not_allowed(r, "GET");
     } else if (is(p, "/api/settings")) {
         if (is(m, "GET"))
             mm_api_settings_get(r);
@@ -150,8 +155,11 @@ void mm_route(mm_req *r)
         if (is(m, "POST")) {
             if (mm_limit_enqueue(r)) /* the same queue as POST /api/ai/queue, the same limits */
                 mm_api_video_create(r);
-        } else
-            not_allowed(r, "POST");
+        } else if (is(m, "GET") || is(m, "HEAD")) {
+            mm_api_video_list(r);
+        } else {
+            not_allowed(r, "GET, POST");
+        }
     } else if (match_video_content(p, id, sizeof id)) {
         if (!mm_is_uuid(id))
             mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
@@ -162,10 +170,12 @@ void mm_route(mm_req *r)
     } else if (match_id(p, "/v1/videos/", id, sizeof id)) {
         if (!mm_is_uuid(id))
             mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
-        else if (is(m, "GET"))
+        else if (is(m, "GET") || is(m, "HEAD"))
             mm_api_video_get(r, id);
+        else if (is(m, "DELETE"))
+            mm_api_video_delete(r, id);
         else
-            not_allowed(r, "GET");
+            not_allowed(r, "GET, DELETE");
     } else if (is_docs(p)) {
         if (is(m, "GET") || is(m, "HEAD"))
             mm_api_docs(r);

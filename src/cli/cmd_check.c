@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 
 #include "backend/device.h"
+#include "backend/fused.h"
+#include "backend/gpu.h"
 #include "backend/kernel_policy.h"
 #include "backend/placement.h"
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_speed.h"
 #include "parallel/nccl_lib.h"
 #include "parallel/transfer.h"
 #include "cli/check_loras.h"
@@ -192,9 +192,9 @@ static void choose_placement(const check_args *a, check_report *r)
     pin.vae_bytes = r->res[MM_COMP_VIDEO_VAE].rep.bytes + r->res[MM_COMP_AUDIO_VAE].rep.bytes;
     r->n_lines = r->n_gpus < 16 ? r->n_gpus : 16;
     for (int g = 0; g < r->n_lines; g++) {
-        mm_cuda_device_info info;
+        mm_gpu_info info;
         mm_error err = {{0}};
-        if (mm_cuda_device_info_get(g, &info, &err) == 0) {
+        if (mm_gpu_info_get(g, &info, &err) == 0) {
             pin.gpu_total[g] = info.total_bytes;
             char choice[160];
 #ifdef MMH3_CUDA_SM90A
@@ -267,7 +267,7 @@ static void check_kernels(check_report *r)
             mm_error err = {{0}};
             char summary[256] = "";
             size_t used = strlen(r->kernels);
-            if (mm_cuda_check_kernels(devs[k], summary, sizeof summary, &err) != 0) {
+            if (mm_gpu_check_kernels(devs[k], summary, sizeof summary, &err) != 0) {
                 snprintf(r->kernels, sizeof r->kernels, "%.500s", err.msg);
                 r->kernels_ok = false;
             } else {
@@ -281,7 +281,7 @@ static void check_kernels(check_report *r)
     mm_kernel_policy_describe(r->policy, r->policy_line, sizeof r->policy_line);
     r->failures += r->policy->n_problems;
     if (r->kernels_ok && r->placed && pl->dit.kind == MM_DEVICE_CUDA)
-        mm_cuda_speed_describe(pl->dit.index, r->paths, sizeof r->paths);
+        mm_dit_kernel_paths_describe(pl->dit, r->paths, sizeof r->paths);
 }
 
 /* Several GPUs: peer copies checked word by word (some machines return

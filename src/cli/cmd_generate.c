@@ -34,6 +34,7 @@
 #include "engine/engines.h"
 #include "engine/timing.h"
 #include "io/checkpoint.h"
+#include "media/image.h"
 #include "media/probe.h"
 #include "model/lora/lora.h"
 #include "model/sparse/sparse.h"
@@ -54,8 +55,9 @@ typedef struct lora_args {
 /* What the flags say, as given; the steps below check and settle it. */
 typedef struct gen_args {
     const char *prompt, *file, *out, *last_image, *partition;
-    const char *frames, *seconds, *width, *height, *size, *steps, *seed, *crf, *preset;
-    const char *frames_dir, *dit_path, *cache, *sampler, *sigmas, *sparse;
+    const char *frames, *seconds, *width, *height, *size, *short_edge, *steps, *seed, *crf, *preset;
+    const char *frames_dir, *preview_dir, *dit_path, *cache, *sampler, *sigmas, *sparse;
+    int preview_interval_ms;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs, verbosity;
@@ -231,7 +233,29 @@ static bool should_cancel(void *user)
 
 typedef struct cli_progress {
     mm_progress_view view;
+    const char *preview_dir; /* --preview-dir, or NULL */
+    int previews;            /* written there */
+    bool preview_failed;     /* said once; the render goes on */
 } cli_progress;
+
+/* --preview-dir: every preview the engine makes, as DIR/preview_NNN.EXT
+ * (NNN = forwards done), so the emerging clip can be looked at step by step. */
+static void on_preview(void *user, const mm_preview *pv)
+{
+    cli_progress *c = user;
+    char path[4096], line[4400];
+    mm_error err = {{0}};
+    int n = snprintf(path, sizeof path, "%s/preview_%03d.%s", c->preview_dir, pv->step, pv->ext);
+    if (n > 0 && (size_t)n < sizeof path && mm_file_write_atomic(path, pv->data, pv->size, &err) == 0) {
+        c->previews++;
+        return;
+    }
+    if (!c->preview_failed) {
+        snprintf(line, sizeof line, PROG ": warning: --preview-dir: %s", err.msg[0] ? err.msg : "path too long");
+        mm_progress_view_line(&c->view, line);
+    }
+    c->preview_failed = true;
+}
 
 static void on_progress(void *user, const mm_progress *p) { mm_progress_view_update(&((cli_progress *)user)->view, p); }
 static void on_stage(void *user, mm_stage s, int done, int total)
@@ -317,6 +341,8 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
         {"--height", NULL, MM_FLAG_STRING, &a->height, "the canvas height: " MM_ACCEPT_DIM, .arg = "H",
          .accepted = MM_ACCEPT_DIM},
         {"--size", NULL, MM_FLAG_STRING, &a->size, MM_ACCEPT_SIZE, .arg = "WxH|N", .accepted = MM_ACCEPT_SIZE},
+        {"--short-edge", NULL, MM_FLAG_STRING, &a->short_edge, MM_ACCEPT_SHORT_EDGE, .arg = "N",
+         .accepted = MM_ACCEPT_SHORT_EDGE},
         {"--steps", NULL, MM_FLAG_STRING, &a->steps, MM_ACCEPT_STEPS "; N grid points = N-1 forwards", .arg = "N",
          .accepted = MM_ACCEPT_STEPS},
         {"--sampler", NULL, MM_FLAG_STRING, &a->sampler, "a few-step schedule (docs/PIPELINE.md), or default",
@@ -325,8 +351,8 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
          "a custom σ list (strictly decreasing in [0, 1], ending at 0; the audio list defaults to the video one "
          "remapped to the audio shift)",
          .arg = "V0,...,0[;A0,...,0]"},
-        {"--seed", NULL, MM_FLAG_STRING, &a->seed, MM_ACCEPT_SEED " (default: drawn, printed)", .arg = "N",
-         .accepted = MM_ACCEPT_SEED},
+        {"--seed", NULL, MM_FLAG_STRING, &a->seed, MM_ACCEPT_SEED_NUMBER " (default: drawn, printed)", .arg = "N",
+         .accepted = MM_ACCEPT_SEED_NUMBER},
         {"--no-audio", NULL, MM_FLAG_TRUE, &a->no_audio, .help = "silent output (no audio stream)"},
         {"--fast", NULL, MM_FLAG_TRUE, &a->fast,
          .help = "fast mode: 8-bit attention on Hopper GPUs (int8 q·k, e4m3 p·v; exact elsewhere)"},
@@ -349,6 +375,13 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
          .accepted = MM_ACCEPT_PRESET},
         {"--frames-dir", NULL, MM_FLAG_STRING, &a->frames_dir, "also write every frame as DIR/frame_NNNNN.png",
          .arg = "DIR"},
+        {"--preview-dir", NULL, MM_FLAG_STRING, &a->preview_dir,
+         "write the live previews as DIR/preview_NNN.jpg (NNN = forwards done): the latent frames of the clean "
+         "estimate side by side, 256 px high",
+         .arg = "DIR"},
+        {"--preview-interval", NULL, MM_FLAG_INT, &a->preview_interval_ms,
+         "at most one preview per MS milliseconds (default 0: after every forward)", .arg = "MS", .min = 0,
+         .max = 3600000},
         {.kind = MM_FLAG_SECTION, .help = "devices and weights (the same flags as mmh3 worker and mmh3 serve)"},
         {.kind = MM_FLAG_GROUP, .rows = engine, .n_rows = n_engine},
         {"--dit-path", NULL, MM_FLAG_STRING, &a->dit_path, "the DiT file of this run's partition", .arg = "F"},
@@ -428,7 +461,7 @@ static int read_prompt(const gen_args *a, char **buf, const char **prompt)
 
 /* ------------------------------------------------------- request policy */
 
-#define CLI_TEXT_FIELDS 10
+#define CLI_TEXT_FIELDS 11
 
 /* What the request was given as, for naming flags in messages. */
 typedef struct cli_request {
@@ -443,6 +476,7 @@ static const char *flag_of(void *user, const char *field)
     static const char *const flags[][2] = {
         {"frames", "--frames"},       {"seconds", "--seconds"},         {"width", "--width"},
         {"height", "--height"},       {"size", "--size"},               {"steps", "--steps"},
+        {"short_edge", "--short-edge"},
         {"seed", "--seed"},           {"crf", "--crf"},                 {"preset", "--preset"},
         {"partition", "--partition"}, {"no_audio", "--no-audio"},       {"image_ids", "-i/--audio"},
         {"last_image_id", "--last-image"}, {"prompt", "--prompt"},
@@ -533,7 +567,8 @@ static int settle_common(const gen_args *a, const char *prompt, mm_request *q, m
     cli_request cr = {.a = a,
                       .texts = {{"frames", a->frames}, {"seconds", a->seconds}, {"width", a->width},
                                 {"height", a->height}, {"size", a->size}, {"steps", a->steps}, {"seed", a->seed},
-                                {"crf", a->crf}, {"preset", a->preset}, {"partition", a->partition}}};
+                                {"crf", a->crf}, {"preset", a->preset}, {"partition", a->partition},
+                                {"short_edge", a->short_edge}}};
     mm_request_error re;
     for (int k = 0; k < CLI_TEXT_FIELDS; k++)
         if (cr.texts[k][1] && mm_request_input_set_text(&in, cr.texts[k][0], cr.texts[k][1], &re) != 0)
@@ -684,6 +719,10 @@ static int prepare_output(const gen_args *a, const char *prompt, char *out_defau
         fprintf(stderr, PROG ": --frames-dir %s: cannot create it: %s\n", a->frames_dir, strerror(errno));
         return 1;
     }
+    if (a->preview_dir && mkdirs(a->preview_dir) != 0) {
+        fprintf(stderr, PROG ": --preview-dir %s: cannot create it: %s\n", a->preview_dir, strerror(errno));
+        return 1;
+    }
     return 0;
 }
 
@@ -750,6 +789,11 @@ static int render(gen_args *a, const mm_gen_request *req, cli_progress *view, do
     catch_interrupts(on_sigint);
     mm_gen_callbacks cb = {
         .progress = on_progress, .should_cancel = should_cancel, .user = view, .stage_progress = on_stage};
+    view->preview_dir = a->preview_dir;
+    if (a->preview_dir) {
+        cb.preview = on_preview;
+        cb.preview_interval_ms = a->preview_interval_ms;
+    }
     mm_gen_result res;
     memset(&res, 0, sizeof res);
     int grc = mm_engine_generate(engine, req, &cb, &res, &e);
@@ -773,6 +817,8 @@ static int render(gen_args *a, const mm_gen_request *req, cli_progress *view, do
         mm_timing_format(&res.timing, table, sizeof table);
         fprintf(stderr, "\n%s", table);
         fprintf(stderr, "placement: %s\n", res.placement);
+        if (a->preview_dir)
+            fprintf(stderr, "previews: %d in %s\n", view->previews, a->preview_dir);
     }
     printf("%s\n", req->out_path);
     return 0;
@@ -800,7 +846,7 @@ static int generate(gen_args *a, const char *prompt, double t_start)
     a->eo.h3.plan_frames = req.frames;
     if ((rc = check_loras(a, &req)) != 0)
         return rc;
-    cli_progress view;
+    cli_progress view = {0};
     show_plan(a, &req, &q.notes, &view, t_start);
     return render(a, &req, &view, t_start);
 }

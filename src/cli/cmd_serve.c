@@ -22,7 +22,52 @@
 typedef struct serve_args {
     mm_serve_options o;
     mm_engine_options eo;
+    const char *host; /* --host, the original project's spelling of --listen's host */
+    int port;         /* --port, of its port; 0 = not given */
+    bool listen_given;
+    char listen[300]; /* --listen composed from --host/--port */
 } serve_args;
+
+static int apply_listen(const mm_flag *f, char *v, mm_error *why)
+{
+    serve_args *s = f->target;
+    if (!*v)
+        return mm_fail(why, "is empty");
+    s->o.listen = v;
+    s->listen_given = true;
+    return 0;
+}
+
+static int apply_host(const mm_flag *f, char *v, mm_error *why)
+{
+    serve_args *s = f->target;
+    /* A name or an address; one colon is a port (IPv6 addresses have more). */
+    const char *colon = strchr(v, ':');
+    if (colon && !strchr(colon + 1, ':'))
+        return mm_fail(why, "carries a port; give it with --port, or use --listen HOST:PORT");
+    if (!*v || strlen(v) > 253 || strpbrk(v, " /[]\t"))
+        return mm_fail(why, "is not a host name or address");
+    s->host = v;
+    return 0;
+}
+
+/* --host H / --port P -> --listen H:P (IPv6 in brackets); the defaults of the
+ * part not given are --listen's (127.0.0.1, 8000), so the loopback default
+ * and the token rule off loopback stay as they are. */
+static int compose_listen(serve_args *s, mm_error *err)
+{
+    if (!s->host && !s->port)
+        return 0;
+    if (s->listen_given)
+        return mm_fail(err, "--listen cannot be given together with --host/--port; accepted: --listen HOST:PORT, or "
+                            "--host HOST and/or --port PORT");
+    const char *host = s->host ? s->host : "127.0.0.1";
+    int port = s->port ? s->port : 8000;
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(s->listen, sizeof s->listen, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+    s->o.listen = s->listen;
+    return 0;
+}
 
 static int apply_gpu_workers(const mm_flag *f, char *v, mm_error *why)
 {
@@ -73,8 +118,14 @@ static mm_flags_result parse_flags(serve_args *s, int argc, char **argv)
     mm_flag engine[MM_ENGINE_FLAGS_MAX];
     int n_engine = mm_engine_flags_rows(MM_ENGINE_CMD_SERVE, &s->eo, engine);
     const mm_flag rows[] = {
-        {"--listen", NULL, MM_FLAG_STRING, &o->listen, "address nginx listens on (default 127.0.0.1:8000)",
-         .arg = "ADDR"},
+        {"--listen", NULL, MM_FLAG_CUSTOM, s,
+         "address nginx listens on (default 127.0.0.1:8000, loopback only; access tokens are required on any "
+         "other address)",
+         .arg = "HOST:PORT", .apply = apply_listen},
+        {"--host", NULL, MM_FLAG_CUSTOM, s, "the host part of --listen (default 127.0.0.1; 0.0.0.0 = every address)",
+         .arg = "HOST", .apply = apply_host},
+        {"--port", NULL, MM_FLAG_INT, &s->port, "the port part of --listen (default 8000)", .arg = "PORT", .min = 1,
+         .max = 65535},
         {"--outputs", NULL, MM_FLAG_STRING, &o->outputs,
          "outputs folder: clips, uploads, and the private database (default ./outputs)", .arg = "DIR"},
         {"--db", NULL, MM_FLAG_STRING, &o->db_url, "use this PostgreSQL database instead of the private cluster",
@@ -170,7 +221,7 @@ static int check_oxen(void)
 
 int mm_cmd_serve(int argc, char **argv)
 {
-    serve_args s;
+    serve_args s = {0};
     mm_serve_options_defaults(&s.o);
     s.o.db_url = getenv("MMH3_DATABASE_URL"); /* the documented default of --db */
     if (s.o.db_url && !*s.o.db_url)
@@ -181,6 +232,10 @@ int mm_cmd_serve(int argc, char **argv)
     if (parsed != MM_FLAGS_RUN)
         return mm_flags_exit_status(parsed);
     mm_error err = {{0}};
+    if (compose_listen(&s, &err) < 0) {
+        fprintf(stderr, "mmh3 serve: %s\n", err.msg);
+        return 2;
+    }
     if (mm_engine_flags_finish(&s.eo, &err) < 0) {
         fprintf(stderr, "mmh3 serve: %s\n", err.msg);
         return 2;

@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "engine/timing.h"
 #include "io/checkpoint.h"
+#include "parallel/sp_options.h"
 
 typedef struct mm_pipeline_options {
     mm_checkpoint_opts checkpoints; /* overrides, $MODELS_PATH, downloads */
@@ -58,6 +59,12 @@ typedef struct mm_pipeline_options {
      * fits fails creation with the smallest one that would. */
     uint64_t vram_budget;
     int plan_width, plan_height, plan_frames;
+    /* How those GPUs exchange (sp.ranks is set from gpus): the world and the
+     * debugging knobs, which the commands take from MMH3_SP_* at start-up. */
+    mm_sp_options sp;
+    /* On-disk caches that outlive the process (the preview projections);
+     * NULL: nothing is kept. */
+    const char *cache_dir;
     /* One line per notable event (files found, weights loaded, fallbacks). */
     void (*log)(void *user, const char *line);
     void *log_user;

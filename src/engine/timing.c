@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,6 +109,26 @@ static double share(const mm_timing *t, double s)
     return t->wall > 0 ? 100.0 * s / t->wall : 0;
 }
 
+void mm_timing_duration(double seconds, char *buf, size_t n)
+{
+    /* Rounded to tenths first, so 119.96 s reads "2m 00.0s", not "1m 60.0s". */
+    double tenths = round(seconds * 10);
+    if (tenths < 600) {
+        snprintf(buf, n, "%.2fs", seconds);
+        return;
+    }
+    long long minutes = (long long)(tenths / 600);
+    snprintf(buf, n, "%lldm %04.1fs", minutes, (tenths - (double)minutes * 600) / 10);
+}
+
+/* One row: the name, the duration right-aligned, the share of the wall clock. */
+static void put_row(out *o, int indent, const char *name, double seconds, double share_pct)
+{
+    char d[32];
+    mm_timing_duration(seconds, d, sizeof d);
+    put(o, "%*s%-*s %10s %6.1f%%\n", indent, "", 36 - indent, name, d, share_pct);
+}
+
 int mm_timing_format(const mm_timing *t, char *buf, size_t n)
 {
     out o = {buf, n, 0};
@@ -121,12 +142,12 @@ int mm_timing_format(const mm_timing *t, char *buf, size_t n)
             total += unaccounted;
         for (int i = 0; i < t->n_rows; i++)
             if (t->rows[i].group == (mm_timing_group)g)
-                put(&o, "  %-34s %9.2fs %6.1f%%\n", t->rows[i].name, t->rows[i].seconds, share(t, t->rows[i].seconds));
+                put_row(&o, 2, t->rows[i].name, t->rows[i].seconds, share(t, t->rows[i].seconds));
         if (g == MM_TG_OVERHEAD && unaccounted > 0)
-            put(&o, "  %-34s %9.2fs %6.1f%%\n", "other (I/O, setup, transfers)", unaccounted, share(t, unaccounted));
-        put(&o, "%-36s %9.2fs %6.1f%%\n", group_names[g], total, share(t, total));
+            put_row(&o, 2, "other (I/O, setup, transfers)", unaccounted, share(t, unaccounted));
+        put_row(&o, 0, group_names[g], total, share(t, total));
     }
-    put(&o, "%-36s %9.2fs %6.1f%%\n", "total (wall clock)", t->wall, t->wall > 0 ? 100.0 : 0);
+    put_row(&o, 0, "total (wall clock)", t->wall, t->wall > 0 ? 100.0 : 0);
 
     double denoise = mm_timing_sum(t, "denoise");
     if (t->forwards > 0)

@@ -71,6 +71,9 @@ double mm_timing_group_total(const mm_timing *t, mm_timing_group g);
 double mm_timing_unaccounted(const mm_timing *t);
 /* Seconds in rows whose name starts with prefix (e.g. "denoise"). */
 double mm_timing_sum(const mm_timing *t, const char *prefix);
+/* A duration as the table prints it: "12.34s" under a minute, "Xm YY.Ys"
+ * (the original project's form, "2m 05.3s") from a minute on. */
+void mm_timing_duration(double seconds, char *buf, size_t n);
 /* The table: rows under their rollup, each with its share of the wall clock,
  * the unaccounted rest as overhead, then the derived figures (the forwards
  * a step cache skipped among them) and memory. */

@@ -7,7 +7,7 @@
  * GPU→GPU peer copy "successfully" and deliver zeros or stale data. So a
  * direct copy between two GPUs is used only after that ordered pair passed
  * the integrity probe (a pattern copied and read back word by word,
- * mm_cuda_peer_probe), run once per pair on first use and remembered for the
+ * mm_gpu_peer_probe), run once per pair on first use and remembered for the
  * life of the process; otherwise the copy is staged through host memory in
  * chunks. MMH3_PEER_COPY=0 forces staging, =1 skips the probe.
  */

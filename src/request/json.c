@@ -19,7 +19,7 @@ static bool known_field(const char *key)
     static const char *const fields[] = {"prompt",    "image_ids", "last_image_id", "frames",  "seconds",
                                          "width",     "height",    "size",          "steps",   "seed",
                                          "partition", "no_audio",  "fast",          "crf",     "preset",
-                                         "loras",     "sampler",   "sparse",        "cache",
+                                         "loras",     "sampler",   "sparse",        "cache",   "short_edge",
                                          /* Oxen.ai's QueueCreateRequest */
                                          "model",     "duration",  "aspect_ratio",  "num_generations",
                                          "generate_audio"};
@@ -199,7 +199,7 @@ int mm_request_input_extras_from_json(json_t *body, mm_request_input *in, mm_req
     if (sampler && !json_is_null(sampler) && get_sampler(sampler, in, e) < 0)
         return -1;
     if (get_string(body, "sparse", true, MM_ACCEPT_SPARSE, "must be a string", &in->sparse, e) < 0 ||
-        get_string(body, "cache", true, MM_ACCEPT_REQUEST_CACHE, "must be a string", &in->cache, e) < 0)
+        get_string(body, "cache", true, MM_ACCEPT_CACHE, "must be a string", &in->cache, e) < 0)
         return -1;
     return 0;
 }
@@ -214,6 +214,7 @@ static int get_numbers(json_t *body, mm_request_input *in, mm_request_error *e)
         get_int(body, "width", MM_ACCEPT_DIM, &in->has_width, &in->width, e) < 0 ||
         get_int(body, "height", MM_ACCEPT_DIM, &in->has_height, &in->height, e) < 0 ||
         get_string(body, "size", false, MM_ACCEPT_SIZE, "must be a string", &in->size, e) < 0 ||
+        get_int(body, "short_edge", MM_ACCEPT_SHORT_EDGE, &in->has_short_edge, &in->short_edge, e) < 0 ||
         get_string(body, "aspect_ratio", true, MM_ACCEPT_ASPECT, "must be a string", &in->aspect_ratio, e) < 0 ||
         get_int(body, "steps", MM_ACCEPT_STEPS, &in->has_steps, &in->steps, e) < 0 ||
         get_int_or_null(body, "seed", MM_ACCEPT_SEED, &in->has_seed, &in->seed, e) < 0 ||

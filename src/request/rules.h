@@ -5,11 +5,16 @@
  *
  * Length: H3 renders 17n+5 frames at 24 fps. A frame count is snapped down to
  * that grid, a duration in seconds is converted at 24 fps and snapped up.
- * Canvas: width and height are multiples of 32 (off-grid values are snapped
- * down with a warning). One given axis: the other follows the aspect of the
- * first reference image/video, else 16:9. "Size N" is a short edge. Nothing
- * given: 1280x704 without references; with one, short edge 768 at its aspect,
- * area capped at 1344x768.
+ * Canvas: width and height are multiples of 32, 32..2048 (a given off-grid
+ * value is snapped to the nearest multiple, with a warning: 700 -> 704; a
+ * value halfway between two goes down, 720 -> 704). 32 is
+ * the model's real minimum: one DiT patch of 2x2 latents at the VAE's /16.
+ * One given axis: the other follows the aspect of the first reference
+ * image/video, else 16:9. "Size N" is a square N x N, as in the original
+ * project's --size; with an aspect_ratio (Oxen's clients) N is the short edge,
+ * and "short edge N" (OpenAI-style clients' target.short_edge) is the short
+ * edge at the references' aspect. Nothing given: 1280x704 without references;
+ * with one, short edge 768 at its aspect, area capped at 1344x768.
  *
  * Each check fills err with the problem only ("3 is below the minimum 5");
  * the caller names the field and adds the matching MM_ACCEPT_* text.
@@ -27,7 +32,7 @@
 #define MM_FRAMES_MAX 362 /* 15 s, the top of H3's training range */
 #define MM_FRAMES_DEFAULT 124
 #define MM_DIM_GRID 32
-#define MM_DIM_MIN 64
+#define MM_DIM_MIN 32
 #define MM_DIM_MAX 2048
 #define MM_DEFAULT_WIDTH 1280
 #define MM_DEFAULT_HEIGHT 704
@@ -57,13 +62,16 @@ typedef enum mm_reference_kind { MM_REF_IMAGE, MM_REF_VIDEO, MM_REF_AUDIO } mm_r
 
 #define MM_ACCEPT_FRAMES "integer 5..362, snapped down to the 17n+5 grid (5, 22, 39, ..., 124, ..., 362)"
 #define MM_ACCEPT_SECONDS "number > 0 and <= 15.08, converted at 24 fps and snapped up to the 17n+5 grid"
-#define MM_ACCEPT_DIM "integer 64..2048, a multiple of 32 (off-grid values are snapped down)"
-#define MM_ACCEPT_SIZE "\"WxH\" (e.g. \"1344x768\") or \"N\" (short edge), each 64..2048"
+#define MM_ACCEPT_DIM "integer 32..2048, a multiple of 32 (off-grid values are snapped to the nearest, 700 -> 704)"
+#define MM_ACCEPT_SIZE \
+    "\"WxH\" (e.g. \"1344x768\") or \"N\" (a square NxN; with aspect_ratio the short edge), each 32..2048"
+#define MM_ACCEPT_SHORT_EDGE "integer 32..2048: the short edge, the long one from the reference's aspect or 16:9"
 #define MM_ACCEPT_STEPS "integer 2..200 (default 28)"
 #define MM_ACCEPT_CRF "integer 0..51 (default 18)"
 #define MM_ACCEPT_PRESET "one of ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, veryslow"
 #define MM_ACCEPT_PROMPT "string of 1..8000 characters, not only whitespace"
-#define MM_ACCEPT_SEED "integer 0..9007199254740991, or null for a drawn seed"
+#define MM_ACCEPT_SEED_NUMBER "integer 0..9007199254740991"
+#define MM_ACCEPT_SEED MM_ACCEPT_SEED_NUMBER ", or null for a drawn seed" /* JSON */
 #define MM_ACCEPT_PARTITION "\"fl2va\" or \"ref2va\""
 #define MM_ACCEPT_LORA                                                                                       \
     "an adapter in $MODELS_PATH/loras (name, \".safetensors\" optional) with an optional :STRENGTH, a number "  \
@@ -73,12 +81,13 @@ typedef enum mm_reference_kind { MM_REF_IMAGE, MM_REF_VIDEO, MM_REF_AUDIO } mm_r
 #define MM_ACCEPT_MODEL "\"minimax-h3\" (or \"minimax-h3-fl2va\" / \"minimax-h3-ref2va\", which pick the partition)"
 #define MM_ACCEPT_NUM_GENERATIONS "integer 1..4 (one generation each; a given seed counts up per generation)"
 #define MM_ACCEPT_LORAS "at most 8 adapters [{\"name\": NAME, \"strength\": S}], each name once"
-#define MM_ACCEPT_LORA_NAME "1..128 characters from a-z 0-9 . _ -, not starting with '.'"
+#define MM_ACCEPT_LORA_NAME \
+    "1..128 characters from A-Z a-z 0-9 . _ - /, a file of the adapter folder (sub-folders with '/'; no part " \
+    "starting with '.')"
 #define MM_ACCEPT_LORA_STRENGTH "a number -100..100 (default 1)"
 #define MM_ACCEPT_SAMPLER \
     "a preset name (1..64 characters from a-z 0-9 -) or 2..201 strictly decreasing sigmas in 0..1 ending at 0"
 #define MM_ACCEPT_SPARSE "\"off\" or a preset name (1..64 characters from a-z 0-9 -)"
-#define MM_ACCEPT_REQUEST_CACHE "\"off\", \"fbc\", \"fbc:T\", \"teacache\" or \"teacache:T\" with a threshold T > 0 and <= 1"
 
 /* Adjustments made to a request, reported back as warnings. */
 #define MM_NOTES_MAX 8
@@ -97,7 +106,8 @@ int mm_frames_snap_up(int frames);
 int mm_rule_frames(long long frames, int *out, mm_rule_notes *notes, mm_error *err);
 /* seconds -> frames: x24, snapped up. */
 int mm_rule_seconds(double seconds, int *out, mm_rule_notes *notes, mm_error *err);
-/* One axis as requested -> on the 32-px grid; `what` names it in the note. */
+/* One axis as requested -> the nearest value on the 32-px grid; `what` names
+ * it in the note. */
 int mm_rule_dim(const char *what, long long v, int *out, mm_rule_notes *notes, mm_error *err);
 int mm_rule_steps(long long steps, int *out, mm_error *err);
 int mm_rule_crf(long long crf, int *out, mm_error *err);
@@ -107,7 +117,7 @@ int mm_rule_prompt(const char *prompt, size_t len, mm_error *err);
 
 typedef struct mm_canvas_spec {
     int width, height;         /* on the grid (mm_rule_dim), 0 = not given */
-    int short_edge;            /* "size N", on the grid, 0 = not given */
+    int short_edge;            /* on the grid, 0 = not given */
     int ref_width, ref_height; /* first reference image/video, 0 = none */
 } mm_canvas_spec;
 
@@ -117,7 +127,9 @@ typedef struct mm_canvas_spec {
  * given axis at that aspect), e.g. 16:9 -> 1344x768, 9:16 -> 768x1344. */
 int mm_rule_aspect_ratio(const char *ratio, int *aspect_w, int *aspect_h, mm_error *err);
 
-/* "WxH" or "N" -> spec fields (validated and snapped like width/height). */
+/* "WxH" -> spec width and height, "N" -> spec short_edge (the caller makes
+ * it a square unless an aspect ratio is given); each validated and snapped
+ * like width/height. */
 int mm_rule_size(const char *size, mm_canvas_spec *spec, mm_rule_notes *notes, mm_error *err);
 /* The final canvas. Never fails for grid values in range. */
 void mm_canvas_resolve(const mm_canvas_spec *spec, int *width, int *height);
@@ -130,18 +142,6 @@ int mm_rule_preset_name(const char *name, mm_error *err);
 /* A custom sigma list: 2..201 values in [0, 1], strictly decreasing, the last 0. */
 int mm_rule_sigmas(const double *sigmas, int n, mm_error *err);
 
-/* Step caching: off, first-block cache or TeaCache, with an optional
- * threshold (0 = the method's own default). */
-typedef enum mm_cache_kind { MM_CACHE_OFF, MM_CACHE_FBC, MM_CACHE_TEACACHE } mm_cache_kind;
-typedef struct mm_cache_spec {
-    mm_cache_kind kind;
-    double threshold;
-} mm_cache_spec;
-
-/* "off" | "fbc[:T]" | "teacache[:T]" -> spec. */
-int mm_rule_cache(const char *text, mm_cache_spec *out, mm_error *err);
-/* The spec in the form mm_rule_cache reads back ("off", "fbc", "fbc:0.08"). */
-void mm_cache_format(const mm_cache_spec *c, char *buf, size_t n);
 /* The shortest "%g" text that reads back as exactly v (0.08 -> "0.08"). */
 void mm_number_shortest(double v, char *buf, size_t n);
 

@@ -41,14 +41,15 @@ static const text_field fields[] = {
     {"width", T_INTEGER, MM_ACCEPT_DIM, AT(has_width), AT(width)},
     {"height", T_INTEGER, MM_ACCEPT_DIM, AT(has_height), AT(height)},
     {"size", T_STRING, MM_ACCEPT_SIZE, NONE, AT(size)},
+    {"short_edge", T_INTEGER, MM_ACCEPT_SHORT_EDGE, AT(has_short_edge), AT(short_edge)},
     {"aspect_ratio", T_STRING, MM_ACCEPT_ASPECT, NONE, AT(aspect_ratio)},
     {"steps", T_INTEGER, MM_ACCEPT_STEPS, AT(has_steps), AT(steps)},
-    {"seed", T_INTEGER, MM_ACCEPT_SEED, AT(has_seed), AT(seed)},
+    {"seed", T_INTEGER, MM_ACCEPT_SEED_NUMBER, AT(has_seed), AT(seed)},
     {"crf", T_INTEGER, MM_ACCEPT_CRF, AT(has_crf), AT(crf)},
     {"preset", T_STRING, MM_ACCEPT_PRESET, NONE, AT(preset)},
     {"partition", T_STRING, MM_ACCEPT_PARTITION, NONE, AT(partition)},
     {"sparse", T_STRING, MM_ACCEPT_SPARSE, NONE, AT(sparse)},
-    {"cache", T_STRING, MM_ACCEPT_REQUEST_CACHE, NONE, AT(cache)},
+    {"cache", T_STRING, MM_ACCEPT_CACHE, NONE, AT(cache)},
 };
 
 int mm_request_input_set_text(mm_request_input *in, const char *field, const char *text, mm_request_error *err)

@@ -173,6 +173,31 @@ int mm_store_list(PGconn *c, const mm_store_list_query *q, char **json, mm_error
     return rc < 0 ? -1 : first_text(r, json, err);
 }
 
+/* The page's rows plus one, so has_more needs no count; the cursor row is
+ * looked up once, and a missing one gives no row at all. */
+#define LIST_AFTER(CMP, DIR)                                                                                    \
+    "WITH cursor AS (SELECT enqueued_at, id FROM generations WHERE $1::uuid IS NOT NULL AND id = $1::uuid),"    \
+    " page AS ("                                                                                                \
+    "  SELECT g.id, g.enqueued_at FROM generations g"                                                           \
+    "   WHERE $1::uuid IS NULL OR (g.enqueued_at, g.id) " CMP " (SELECT enqueued_at, id FROM cursor)"             \
+    "   ORDER BY g.enqueued_at " DIR ", g.id " DIR " LIMIT $2::int + 1)"                                          \
+    " SELECT json_build_object("                                                                                \
+    "   'has_more', (SELECT count(*) FROM page) > $2::int,"                                                     \
+    "   'generations', COALESCE((SELECT json_agg(generation_json(g) ORDER BY g.enqueued_at " DIR ", g.id " DIR ")" \
+    "     FROM generations g JOIN (SELECT id FROM page ORDER BY enqueued_at " DIR ", id " DIR " LIMIT $2::int) p"   \
+    "     USING (id)), '[]'::json))::text"                                                                       \
+    " WHERE $1::uuid IS NULL OR EXISTS (SELECT 1 FROM cursor)"
+
+int mm_store_list_after(PGconn *c, const char *after, bool ascending, long limit, char **json, mm_error *err)
+{
+    mm_db_num n = mm_db_int(limit);
+    const char *p[] = {after, n.s};
+    PGresult *r;
+    if (mm_db_query(c, ascending ? LIST_AFTER(">", "ASC") : LIST_AFTER("<", "DESC"), 2, p, &r, err) < 0)
+        return -1;
+    return first_text(r, json, err);
+}
+
 int mm_store_status_json(PGconn *c, const char *version, double lease_seconds, char **json, mm_error *err)
 {
     char lease[32];

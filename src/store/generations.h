@@ -46,6 +46,12 @@ typedef struct mm_store_list_query {
 /* {"count", "generations"}, newest first. */
 int mm_store_list(PGconn *c, const mm_store_list_query *q, char **json, mm_error *err);
 
+/* A cursor page for GET /v1/videos: up to limit generations enqueued after
+ * (ascending) or before (descending) the one with the id `after` (NULL: from
+ * the start), as {"generations": [...], "has_more": bool}. *json is NULL
+ * when `after` names no generation. */
+int mm_store_list_after(PGconn *c, const char *after, bool ascending, long limit, char **json, mm_error *err);
+
 /* GET /api/status's document. */
 int mm_store_status_json(PGconn *c, const char *version, double lease_seconds, char **json, mm_error *err);
 /* Generations waiting. */

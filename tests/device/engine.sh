@@ -12,6 +12,11 @@
 #            .carry/minimax-h3
 #   (t2v)    mmh3 generate 1344x768, 124 frames, 28 steps (STEPS=N to change), seed 1, through the
 #            real CLI: its progress lines and the timing table; the mp4 checked from its boxes
+#   (fewstep) few-step clips as the few-step issue measures them: 1344x768x124 t2va with a random
+#            rank-128 adapter on every block in the released layout (mmh3-gen-tiny lora --full, native
+#            spelling), --sampler turbo8-768p and turbo4-768p, fast and exact (FEWSTEP_MODES, default
+#            "8:fast 4:fast 8:exact"); each run's timing table, and the clip's wall time without the
+#            load stages (the weights-resident figure)
 #   (ref2va) a ref2va render (a 1920x1080 picture, a 1 s clip with sound, a 3 s audio clip; the
 #            released 2048-px picture rule), without and with --ref-kv-cache (REF_STEPS grid
 #            points, default 5): per-step times, the speed-up, the rel_l2 of the final latents
@@ -136,6 +141,41 @@ if want t2v; then
   else
     note "FAIL: t2v generate (exit $rc; see $OUT/engine_t2v.txt)"; status=1
   fi
+fi
+
+if want fewstep; then
+  ADAPTER=/tmp/mmh3-lora-r128-native.safetensors lora_gen=(--full); [ "$dry" = 1 ] && lora_gen=(--layers 2 --hidden 256 --heads 2 --ffn 512 --text-dim 256)
+  if [ ! -s "$ADAPTER" ]; then
+    step "(fewstep) a random rank-128 adapter on every block -> $ADAPTER"
+    timeout 120 "$B/mmh3-gen-tiny" lora "${lora_gen[@]}" --rank 128 --alpha 8 --gain 0.05 --spelling native \
+      --out "$ADAPTER" >/dev/null || { note "FAIL: writing the adapter"; status=1; }
+  fi
+  for m in ${FEWSTEP_MODES:-8:fast 4:fast 8:exact}; do
+    n=${m%%:*} mode=${m#*:} fast=(); [ "$mode" = fast ] && fast=(--fast)
+    name=few${n}_$mode
+    gen_run "$name" 240 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
+      --size "$SIZE" --frames "$FRAMES" --sampler "turbo$n-768p" --lora "$ADAPTER:1" "${fast[@]}" --seed 1 \
+      -o "/tmp/engine_$name.mp4"
+    rc=$?
+    if [ "$rc" = 0 ]; then
+      note "$name: $(figure 'total (wall clock)' "$name")"
+      for k in 'per step:' 'denoise (DiT' 'decode video' 'decode audio' 'encode prompt' 'mux video' 'load DiT' \
+        'load text encoder' 'load video VAE' 'load audio VAE' 'LoRA' 'peak memory'; do
+        l=$(figure "$k" "$name"); [ -n "$l" ] && note "  $l"
+      done
+      # the weights-resident wall time: the clip's total less the table's loading group
+      awk -v name="$name" '
+        function secs(   i) { for (i = 1; i <= NF; i++) { if ($i ~ /^[0-9]+m$/ && $(i + 1) ~ /^[0-9.]+s$/) return $i * 60 + $(i + 1);
+                              if ($i ~ /^[0-9.]+s$/) return $i + 0 } return "" }
+        /total \(wall clock\)/ { tot = secs() }
+        /^loading / { ld = secs() }
+        END { if (tot != "") printf "RESULT fewstep %s total_s %.2f load_s %.2f resident_s %.2f\n", name, tot, ld, tot - ld }' \
+        "$OUT/engine_$name.txt" | tee -a "$OUT/engine_$name.txt" | while read -r l; do note "$l"; done
+    else
+      note "FAIL: $name generate (exit $rc; see $OUT/engine_$name.txt)"; status=1
+    fi
+    rm -f "/tmp/engine_$name.mp4"
+  done
 fi
 
 if want ref2va; then

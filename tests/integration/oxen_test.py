@@ -353,7 +353,15 @@ def v1_videos_conditions_and_openai_form(c):
                 {"prompt": "x", "target": {"fps": 30}},
                 {"prompt": "x", "negative_prompt": "blurry"}):
         st, body = c.s.request("POST", "/v1/videos", bad)
-        check(st == 400 and body["error"]["message"], "%r -> %d %r", bad, st, body)
+        check(st == 400 and body["error"]["message"] and body["error"]["type"] == "invalid_request_error"
+              and "param" in body["error"] and "status" not in body, "%r -> %d %r (OpenAI's error shape)", bad, st,
+              body)
+    # A condition whose type is not the upload's kind is refused, naming it.
+    st, body = c.s.request("POST", "/v1/videos", {"task": "ref2va", "prompt": "x",
+                                                   "conditions": [{"type": "video", "upload_id": img["image_id"]}]})
+    check(st == 400 and body["error"]["param"] == "conditions[0].type"
+          and "is 'video', but upload %s is an image" % img["image_id"] in body["error"]["message"],
+          "a picture sent as a video: %d %r", st, body)
     # OpenAI's SDK form: multipart text fields, seconds as a string, size WxH.
     boundary = "oxentest%d" % int(time.time())
     fields = {"model": "minimax-h3", "prompt": "an openai-style request", "seconds": "1", "size": "320x192",
@@ -559,7 +567,7 @@ def responses_match_the_openapi_document(c):
     st, settings = c.s.get("/api/settings")
     st, err = c.s.request("POST", "/v1/videos", {"prompt": "x", "task": "nope"})
     cases = [("Generation", mirrored[0]), ("Generation", failed[0]), ("Generation", claimed[0]), ("Video", video),
-             ("Settings", settings), ("Error", err)]
+             ("Settings", settings), ("OpenAIError", err)]
     problems = []
     for name, value in cases:
         problems += schema_errors(doc, {"$ref": "#/components/schemas/" + name}, value, name)

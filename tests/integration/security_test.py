@@ -609,16 +609,24 @@ def secrets_never_returned_or_logged(s):
 
 @test
 def serve_requires_tokens_beyond_loopback(s):
-    """Listening on every interface turns tokens on by itself, and --auth off is refused there."""
-    out = subprocess.run([s.mmh3, "serve", "--mock", "--listen", "0.0.0.0:%d" % (s.port + 7), "--auth", "off",
-                          "--outputs", os.path.join(s.work, "never")], capture_output=True, text=True, timeout=60)
-    check(out.returncode != 0 and "loopback" in out.stderr and not os.path.exists(os.path.join(s.work, "never",
-                                                                                                ".mmh3", "pgdata")),
-          "--auth off on 0.0.0.0: %d %r", out.returncode, out.stderr[-300:])
+    """Listening on every interface turns tokens on by itself, and --auth off is refused there; the original
+    project's --host/--port spell the same address as --listen HOST:PORT and obey the same rules."""
+    never = os.path.join(s.work, "never")
+    for flags in (["--listen", "0.0.0.0:%d" % (s.port + 7)], ["--host", "0.0.0.0", "--port", str(s.port + 7)]):
+        out = subprocess.run([s.mmh3, "serve", "--mock", "--auth", "off", "--outputs", never] + flags,
+                             capture_output=True, text=True, timeout=60)
+        check(out.returncode != 0 and "would listen on 0.0.0.0:%d, beyond loopback" % (s.port + 7) in out.stderr
+              and not os.path.exists(os.path.join(never, ".mmh3", "pgdata")),
+              "--auth off with %s: %d %r", flags, out.returncode, out.stderr[-300:])
+    for flags, why in ((["--listen", "127.0.0.1:1", "--port", "2"], "cannot be given together with --host/--port"),
+                       (["--host", "127.0.0.1:80"], "carries a port"), (["--port", "70000"], "--port 70000")):
+        out = subprocess.run([s.mmh3, "serve", "--mock", "--outputs", never] + flags, capture_output=True, text=True,
+                             timeout=60)
+        check(out.returncode == 2 and why in out.stderr, "%s: %d %r", flags, out.returncode, out.stderr[-300:])
     import tempfile
     work = tempfile.mkdtemp(prefix="mmh3-anyif-", dir=s.work)
     os.chmod(work, 0o755)
-    b = Stack(s.build, work=work, listen_host="0.0.0.0", token=s.token,
+    b = Stack(s.build, work=work, listen_host="0.0.0.0", token=s.token, host_port_flags=True,
               extra=["--db", s.conninfo(), "--no-worker"])
     try:
         b.start()

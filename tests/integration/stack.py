@@ -29,12 +29,15 @@ def free_port():
 
 
 class Stack:
-    def __init__(self, build, mock_seconds=1.0, extra=(), work=None, listen_host="127.0.0.1", token=None):
+    def __init__(self, build, mock_seconds=1.0, extra=(), work=None, listen_host="127.0.0.1", token=None,
+                 host_port_flags=False):
         self.build = os.path.abspath(build)
         self.mmh3 = os.path.join(self.build, "mmh3")
         self.work = work or tempfile.mkdtemp(prefix="mmh3-server-test-")
         os.chmod(self.work, 0o755)
         self.outputs = os.path.join(self.work, "outputs")
+        # The worker's adapter folder is <models>/loras: the test's own, never the host's.
+        self.models = os.path.join(self.work, "models")
         self.port = free_port()
         self.listen = "%s:%d" % (listen_host, self.port)
         self.base = "127.0.0.1:%d" % self.port
@@ -42,6 +45,9 @@ class Stack:
         self.log_path = os.path.join(self.work, "serve-%d.log" % self.port)
         self.mock_seconds = mock_seconds
         self.extra = list(extra)
+        # The original project's --host/--port instead of --listen HOST:PORT.
+        self.listen_flags = (["--host", listen_host, "--port", str(self.port)] if host_port_flags
+                             else ["--listen", self.listen])
         self.proc = None
         self.workers = []
 
@@ -49,7 +55,7 @@ class Stack:
     def start(self, timeout=90, engine_ready=True):
         log = open(self.log_path, "ab")
         args = [self.mmh3, "serve", "--mock", "--mock-seconds", str(self.mock_seconds),
-                "--listen", self.listen, "--outputs", self.outputs] + self.extra
+                "--outputs", self.outputs, "--models-path", self.models] + self.listen_flags + self.extra
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         end = time.time() + timeout
         while time.time() < end:
@@ -120,7 +126,8 @@ class Stack:
         self.n_started = getattr(self, "n_started", 0) + 1
         log_path = os.path.join(self.work, "worker-%d.log" % self.n_started)
         with open(log_path, "ab") as log:
-            w = subprocess.Popen([self.mmh3, "worker", "--outputs", self.outputs] + list(args),
+            w = subprocess.Popen([self.mmh3, "worker", "--outputs", self.outputs, "--models-path", self.models]
+                                 + list(args),
                                  stdout=log, stderr=subprocess.STDOUT, env=env)
         w.log_path = log_path
         self.workers.append(w)

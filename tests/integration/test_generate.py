@@ -49,6 +49,8 @@ class Env:
         self.work = work
         self.models = os.path.join(work, "models")
         self.media = os.path.join(work, "media")
+        # the engine's on-disk caches (preview projections) stay in the run's folder
+        os.environ["MMH3_CACHE_DIR"] = os.path.join(work, "cache")
 
     def generate(self, *args, models=True, timeout=300, device=True):
         cmd = [self.mmh3, "generate"] + list(args)
@@ -124,11 +126,11 @@ def make_media(env):
 # ------------------------------------------------------------ renders
 
 def canvas_for(w, h, short):
-    """request_rules: short edge N at the reference's aspect, snapped down to 32."""
+    """request_rules: short edge N at the reference's aspect, the derived edge snapped down to 32."""
     a = w / h
     if a >= 1:
-        return max(64, int(short * a / 32) * 32), short
-    return short, max(64, int(short / a / 32) * 32)
+        return max(32, int(short * a / 32) * 32), short
+    return short, max(32, int(short / a / 32) * 32)
 
 
 @test
@@ -142,16 +144,37 @@ def t2v_clip_has_size_frames_and_audio(env):
 @test
 def first_frame_sets_the_canvas_aspect(env):
     out = env.out("first.mp4")
-    r = env.generate("-p", "the test card comes alive", "-i", env.media + "/first.png", "--size", "64", "--seed",
+    r = env.generate("-p", "the test card comes alive", "-i", env.media + "/first.png", "--short-edge", "64", "--seed",
                      "3", "-o", out, *QUICK)
     ok(r, "first frame")
     check_clip(out, *canvas_for(320, 180, 64), 22)
 
 
 @test
+def original_size_flags(env):
+    """The original project's canvas flags: --size N is a square N x N even with a 16:9 first frame, and an
+    off-grid --width/--height snaps to the nearest multiple of 32 (90 -> 96, 50 -> 64; not down to 64x32)
+    with a warning naming the value used; 32 is accepted as the minimum."""
+    out = env.out("square.mp4")
+    ok(env.generate("-p", "a square card", "-i", env.media + "/first.png", "--size", "64", "--seed", "3", "-o", out,
+                    *QUICK), "--size 64")
+    check_clip(out, 64, 64, 22)
+    out = env.out("nearest.mp4")
+    r = env.generate("-p", "a nearly square fox", "--width", "90", "--height", "50", "--seed", "3", "-o", out, *QUICK)
+    ok(r, "--width 90 --height 50")
+    check_clip(out, 96, 64, 22)
+    for axis, given, used in (("width", 90, 96), ("height", 50, 64)):
+        check("warning: %s %d is off the 32-px grid; using %d" % (axis, given, used) in r.stderr,
+              "no warning for %s %d: %s", axis, given, r.stderr)
+    out = env.out("tiny.mp4")
+    ok(env.generate("-p", "the smallest canvas", "--size", "32", "--seed", "3", "-o", out, *QUICK), "--size 32")
+    check_clip(out, 32, 32, 22)
+
+
+@test
 def last_frame_only(env):
     out = env.out("last.mp4")
-    r = env.generate("-p", "colour bars fade in", "--last-image", env.media + "/last.jpg", "--size", "64", "--seed",
+    r = env.generate("-p", "colour bars fade in", "--last-image", env.media + "/last.jpg", "--short-edge", "64", "--seed",
                      "3", "-o", out, *QUICK)
     ok(r, "last frame")
     check_clip(out, *canvas_for(240, 160, 64), 22)
@@ -161,7 +184,7 @@ def last_frame_only(env):
 def first_and_last_frames(env):
     out = env.out("first_last.mp4")
     r = env.generate("-p", "from the test card to colour bars", "-i", env.media + "/first.png", "--last-image",
-                     env.media + "/last.jpg", "--size", "64", "--frames", "39", "--steps", "3", "--preset",
+                     env.media + "/last.jpg", "--short-edge", "64", "--frames", "39", "--steps", "3", "--preset",
                      "ultrafast", "--plain", "--seed", "5", "-o", out, "--dump-layout", env.out("fl.layout"))
     ok(r, "first + last")
     check_clip(out, *canvas_for(320, 180, 64), 39)
@@ -346,6 +369,28 @@ def frames_dir_and_default_output_name(env):
 
 
 @test
+def preview_dir_gets_a_strip_per_forward_that_ffmpeg_decodes(env):
+    d = env.out("previews")
+    r = env.generate("-p", "Watch it emerge", "--size", "96x64", "--seed", "4", "--preview-dir", d,
+                     "-o", env.out("previews.mp4"), "-v", *QUICK)
+    ok(r, "--preview-dir")
+    names = sorted(os.listdir(d))
+    check(names == ["preview_001.jpg", "preview_002.jpg"], "one preview per forward (3 steps = 2): %r", names)
+    for n in names:
+        v, _ = probe(os.path.join(d, n))
+        # 22 frames = 7 latent frames of 6x4 latents, each 384x256 in the strip
+        check((v["width"], v["height"]) == (7 * 384, 256), "%s decodes as %sx%s", n, v["width"], v["height"])
+    check("previews: 2 in " + d in r.stderr, "the summary line: %s", r.stderr[-600:])
+    check("previews: projection fitted" in r.stderr, "the first run fits: %s", r.stderr[-1500:])
+    check(any(f.startswith("preview-") for f in os.listdir(os.path.join(env.work, "cache"))), "and caches it")
+    r = env.generate("-p", "Watch it emerge", "--size", "96x64", "--seed", "4", "--preview-dir", d,
+                     "--preview-interval", "3600000", "-o", env.out("previews2.mp4"), "-v", *QUICK)
+    ok(r, "--preview-interval")
+    check("previews: projection from" in r.stderr and "previews: 1 in" in r.stderr,
+          "the next run loads the projection and keeps to the interval: %s", r.stderr[-1500:])
+
+
+@test
 def gpus_sequence_parallel_renders_the_same_frames(env):
     """--gpus N: the DiT split over N ranks (CPU ranks with --device cpu; GPUs on
     a GPU host) renders exactly the frames of the one-device DiT (docs/MULTIGPU.md)."""
@@ -370,7 +415,7 @@ def gpus_sequence_parallel_renders_the_same_frames(env):
 def fl2va_video_expands_to_four_pictures(env):
     lay_path = env.out("fl2va_video.layout")
     out = env.out("fl2va_video.mp4")
-    r = env.generate("-p", "continue the clip", "-i", env.media + "/clip.mp4", "--size", "64", "--seed", "4", "-o",
+    r = env.generate("-p", "continue the clip", "-i", env.media + "/clip.mp4", "--short-edge", "64", "--seed", "4", "-o",
                      out, "--dump-layout", lay_path, *QUICK)
     ok(r, "fl2va with a video")
     lay = read_safetensors(lay_path)
@@ -454,9 +499,10 @@ def timing_table_adds_up(env):
     ok(r, "timing")
     rows = {}
     for line in r.stderr.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[-1].endswith("%") and parts[-2].endswith("s"):
-            rows[" ".join(parts[:-2])] = float(parts[-2][:-1])
+        # "12.34s" or, from a minute on, "2m 05.3s"
+        m = re.match(r"^\s*(.+?)\s+(?:(\d+)m )?(\d+\.\d+)s\s+\d+\.\d%$", line)
+        if m:
+            rows[m.group(1)] = 60 * int(m.group(2) or 0) + float(m.group(3))
     total = rows.get("total (wall clock)")
     check(total, "no total row in %s", r.stderr[-1200:])
     groups = sum(rows.get(g, 0) for g in ("loading", "inference", "encode", "overhead"))
@@ -524,7 +570,7 @@ BAD = [
     (["-p", "a", "--frames", "3"], "--frames 3"),
     (["-p", "a", "--frames", "abc"], "--frames abc"),
     (["-p", "a", "--seconds", "40"], "--seconds 40"),
-    (["-p", "a", "--width", "50"], "--width 50"),
+    (["-p", "a", "--width", "31"], "--width 31: 31 is below the minimum 32"),
     (["-p", "a", "--size", "64y64"], "--size 64y64"),
     (["-p", "a", "--steps", "1"], "--steps 1"),
     (["-p", "a", "--crf", "99"], "--crf 99"),
@@ -741,7 +787,7 @@ def ref_short_edges_from_flags_or_the_environment_agree(env):
     """MMH3_REF_SHORT_EDGE / MMH3_REF_VIDEO_SHORT_EDGE stand in for the flags:
     the same ref2va request packs the same layout either way."""
     base = ["-p", "a card and a clip", "-i", env.media + "/first.png", "-i", env.media + "/clip.mp4",
-            "--partition", "ref2va", "--size", "64", "--seed", "8"] + QUICK
+            "--partition", "ref2va", "--short-edge", "64", "--seed", "8"] + QUICK
     a, b = env.out("edge_flags.layout"), env.out("edge_env.layout")
     ok(env.generate(*base, "--ref-short-edge", "64", "--ref-video-short-edge", "64", "--dump-layout", a,
                     "-o", env.out("edge_flags.mp4")), "flags")
@@ -876,7 +922,7 @@ def ref2va_image_video_audio_layout_and_clip(env):
     out = env.out("ref2va.mp4")
     r = env.generate("-p", "a fox, a test card and a tone", "-i", env.media + "/first.png", "-i",
                      env.media + "/clip.mp4", "--audio", env.media + "/tone.wav", "--ref-short-edge", "64",
-                     "--ref-video-short-edge", "64", "--size", "64", "--seed", "21", "-o", out, "--dump-layout",
+                     "--ref-video-short-edge", "64", "--short-edge", "64", "--seed", "21", "-o", out, "--dump-layout",
                      lay_path, "-v", *QUICK)
     ok(r, "ref2va")
     check("ref2va" in r.stderr.splitlines()[0], "partition: %s", r.stderr.splitlines()[0])
@@ -927,7 +973,7 @@ def ref2va_image_video_audio_layout_and_clip(env):
 def ref2va_with_the_reference_kv_cache(env):
     out = env.out("ref2va_kv.mp4")
     r = env.generate("-p", "a card, kept", "-i", env.media + "/first.png", "--audio", env.media + "/tone.wav",
-                     "--ref-short-edge", "64", "--size", "64", "--seed", "21", "--ref-kv-cache", "-v", "-o", out,
+                     "--ref-short-edge", "64", "--short-edge", "64", "--seed", "21", "--ref-kv-cache", "-v", "-o", out,
                      *QUICK)
     ok(r, "--ref-kv-cache")
     check("reference KV cache:" in r.stderr and "pinned rows kept" in r.stderr, "the cache was not used: %s",

@@ -50,6 +50,28 @@ static void test_rows_accumulate_and_roll_up_to_wall(void)
     MM_EXPECT(strstr(buf, "megapixel-frames/s: 1.200"), "24 MP-frames in 20 s\n%s", buf);
 }
 
+static void test_durations_over_a_minute_read_as_minutes(void)
+{
+    static const struct {
+        double s;
+        const char *text;
+    } cases[] = {{0.5, "0.50s"},        {59.94, "59.94s"},      {60, "1m 00.0s"},     {125.34, "2m 05.3s"},
+                 {119.96, "2m 00.0s"},  {3725.0, "62m 05.0s"}};
+    char d[32];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mm_timing_duration(cases[i].s, d, sizeof d);
+        MM_EXPECT(strcmp(d, cases[i].text) == 0, "%g s -> '%s', '%s' expected", cases[i].s, d, cases[i].text);
+    }
+    mm_timing t = {0};
+    mm_timing_add(&t, MM_TG_INFERENCE, "denoise (DiT forwards)", 125.34);
+    t.wall = 130.0;
+    char buf[4096];
+    mm_timing_format(&t, buf, sizeof buf);
+    MM_EXPECT(strstr(buf, "denoise (DiT forwards)") && strstr(buf, "  2m 05.3s   96.4%"), "a row over a minute\n%s",
+              buf);
+    MM_EXPECT(strstr(buf, "total (wall clock)") && strstr(buf, "  2m 10.0s  100.0%"), "the total\n%s", buf);
+}
+
 static void test_memory_keeps_the_peak_per_device(void)
 {
     mm_timing t = {0};
@@ -159,6 +181,7 @@ static void test_reference_canvases(void)
 int main(void)
 {
     MM_RUN(test_rows_accumulate_and_roll_up_to_wall);
+    MM_RUN(test_durations_over_a_minute_read_as_minutes);
     MM_RUN(test_memory_keeps_the_peak_per_device);
     MM_RUN(test_full_table_does_not_overflow);
     MM_RUN(test_step_cache_line);

@@ -38,7 +38,7 @@ static void test_defaults(void)
     MM_EXPECT(q.seed_drawn && q.count == 1 && q.n_refs == 0 && !q.has_last_image, "a drawn seed, no refs");
     MM_EXPECT(strcmp(q.partition, "fl2va") == 0, "partition %s", q.partition);
     MM_EXPECT(q.n_loras == 0 && q.sampler.kind == MM_SAMPLER_DEFAULT && strcmp(q.sparse, "off") == 0 &&
-                  q.cache.kind == MM_CACHE_OFF,
+                  q.cache.kind == MM_STEP_CACHE_OFF,
               "the few-step fields are off");
 }
 
@@ -50,13 +50,16 @@ static void test_snapping(void)
                    "\"no_audio\":true,\"crf\":23,\"preset\":\"fast\",\"steps\":40}",
                    &q, &e) == 0,
                "%s", e.message);
-    MM_EXPECT(q.frames == 124 && q.width == 992 && q.height == 672, "%d %dx%d", q.frames, q.width, q.height);
+    MM_EXPECT(q.frames == 124 && q.width == 992 && q.height == 704, "%d %dx%d (700 is nearest 704)", q.frames, q.width,
+              q.height);
     MM_EXPECT(q.notes.n == 3, "3 warnings, got %d", q.notes.n);
     MM_EXPECT(!q.seed_drawn && q.seeds[0] == 7 && q.no_audio && q.crf == 23 && q.steps == 40, "values");
     MM_EXPECT(strcmp(q.partition, "ref2va") == 0 && strcmp(q.preset, "fast") == 0, "partition, preset");
     MM_REQUIRE(try("{\"prompt\":\"x\",\"seconds\":5}", &q, &e) == 0, "%s", e.message);
     MM_EXPECT(q.frames == 124, "5 s -> %d", q.frames);
     MM_REQUIRE(try("{\"prompt\":\"x\",\"size\":\"768\"}", &q, &e) == 0, "%s", e.message);
+    MM_EXPECT(q.width == 768 && q.height == 768, "size 768 is a square -> %dx%d", q.width, q.height);
+    MM_REQUIRE(try("{\"prompt\":\"x\",\"short_edge\":768}", &q, &e) == 0, "%s", e.message);
     MM_EXPECT(q.width == 1344 && q.height == 768, "short edge 768 -> %dx%d", q.width, q.height);
 }
 

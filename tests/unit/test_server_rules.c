@@ -49,7 +49,18 @@ static void test_dims_and_canvas(void)
     mm_error err = {{0}};
     int v = 0, w, h;
     MM_EXPECT(mm_rule_dim("width", 1000, &v, &notes, &err) == 0 && v == 992 && notes.n == 1, "1000 -> %d", v);
-    MM_EXPECT(mm_rule_dim("width", 32, &v, &notes, &err) < 0, "32 is below the minimum");
+    notes.n = 0;
+    MM_EXPECT(mm_rule_dim("width", 700, &v, &notes, &err) == 0 && v == 704 && notes.n == 1 &&
+                  strstr(notes.msg[0], "width 700 is off the 32-px grid; using 704"),
+              "700 -> %d (the nearest multiple, not the one below)", v);
+    MM_EXPECT(mm_rule_dim("height", 687, &v, &notes, &err) == 0 && v == 672, "687 -> %d", v);
+    MM_EXPECT(mm_rule_dim("height", 688, &v, &notes, &err) == 0 && v == 672, "688 -> %d (halfway goes down)", v);
+    MM_EXPECT(mm_rule_dim("height", 689, &v, &notes, &err) == 0 && v == 704, "689 -> %d", v);
+    MM_EXPECT(mm_rule_dim("height", 720, &v, &notes, &err) == 0 && v == 704, "720 -> %d", v);
+    MM_EXPECT(mm_rule_dim("width", 2047, &v, &notes, &err) == 0 && v == 2048, "2047 -> %d", v);
+    MM_EXPECT(mm_rule_dim("width", 32, &v, &notes, &err) == 0 && v == 32, "32, the minimum: %s", err.msg);
+    MM_EXPECT(mm_rule_dim("width", 31, &v, &notes, &err) < 0 && strstr(err.msg, "below the minimum 32"),
+              "31 is below the minimum: %s", err.msg);
     MM_EXPECT(mm_rule_dim("width", 2080, &v, &notes, &err) < 0, "2080 is above the maximum");
 
     mm_canvas_spec s = {0};
@@ -71,9 +82,11 @@ static void test_dims_and_canvas(void)
     mm_canvas_resolve(&s, &w, &h);
     MM_EXPECT(w == 768 && h == 768, "height only, square reference %dx%d", w, h);
     s = (mm_canvas_spec){0};
-    MM_EXPECT(mm_rule_size("768", &s, &notes, &err) == 0, "%s", err.msg);
+    MM_EXPECT(mm_rule_size("768", &s, &notes, &err) == 0 && s.short_edge == 768 && !s.width && !s.height,
+              "size 768 is one edge, made square or short by the caller: %s", err.msg);
+    s = (mm_canvas_spec){.short_edge = 768};
     mm_canvas_resolve(&s, &w, &h);
-    MM_EXPECT(w == 1344 && h == 768, "size 768 %dx%d", w, h);
+    MM_EXPECT(w == 1344 && h == 768, "short edge 768 %dx%d", w, h);
     s = (mm_canvas_spec){0};
     MM_EXPECT(mm_rule_size("640x360", &s, &notes, &err) == 0, "%s", err.msg);
     mm_canvas_resolve(&s, &w, &h);

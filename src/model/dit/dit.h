@@ -195,7 +195,7 @@ size_t mm_dit_request_step_cache_bytes(const mm_dit_request *req);
  * portable (backend/kernel_policy.h: MMH3_KERNELS=portable). On Hopper the
  * attention runs the FA3-style kernel and the int8 linears the GEMM with
  * the fused epilogue, each once its first-use self-check passes
- * (backend/cuda/cuda_speed.h: mm_cuda_speed_paths_get). Fast mode: int8 q·k
+ * (backend/fused.h: mm_dit_kernel_paths_get). Fast mode: int8 q·k
  * + e4m3 p·v attention where the GPU has it (its error budget:
  * docs/PERFORMANCE.md), exact elsewhere or with MMH3_DIT_FAST=off. */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);

@@ -3,7 +3,7 @@
 #ifndef MMH3_MODEL_DIT_MODEL_H
 #define MMH3_MODEL_DIT_MODEL_H
 
-#include "backend/cuda/cuda_speed.h"
+#include "backend/fused.h"
 #include "backend/sparse_attn.h"
 #include "formats/linear.h"
 #include "io/safetensors.h"
@@ -96,7 +96,7 @@ typedef struct mm_dit_lora_list {
 
 /* One main-block linear's pieces stacked for the Hopper GEMM's fused branch
  * (dit_block_cuda.c): u = h·a_allᵀ in one GEMM, then B·u on the GEMM's f32
- * accumulators (backend/cuda/cuda_fused.h: mm_cuda_qgemm_lora). */
+ * accumulators (backend/fused.h: mm_qgemm_lora). */
 typedef struct mm_dit_lora_fused {
     mm_tensor a_all; /* [Rk, in] bf16: bf16(s·A) of every piece, stacked (Rk: their ranks, padded to 64) */
     mm_tensor b_all; /* [out, Rk] bf16: each piece's B at its rows and columns, zeros elsewhere */
@@ -161,7 +161,7 @@ struct mm_dit_request {
     /* dit_block_cuda.c */
     bool cuda_path;        /* main blocks through the fused CUDA kernels */
     bool fast;             /* fast-mode attention where the GPU runs it */
-    mm_cuda_speed_paths paths; /* which Hopper kernels run (backend/cuda/cuda_speed.h) */
+    mm_dit_kernel_paths paths; /* which Hopper kernels run (backend/fused.h) */
     bool paths_fast;       /* paths were chosen with fast mode's self-check */
     mm_dit_profile profile; /* stage marks of one block (benchmarks) */
     mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */

@@ -174,7 +174,8 @@ int mm_lora_list(const char *models_path, char ***names, int *n, mm_error *err)
         mm_lora_list_free(l.v, l.n);
         return -1;
     }
-    qsort(l.v, (size_t)l.n, sizeof *l.v, name_cmp);
+    if (l.n > 1) /* qsort's base must not be NULL, even for zero elements */
+        qsort(l.v, (size_t)l.n, sizeof *l.v, name_cmp);
     *names = l.v;
     *n = l.n;
     return 0;
