@@ -149,7 +149,10 @@ if want t2v; then
 fi
 
 if want fewstep; then
-  ADAPTER=/tmp/mmh3-lora-r128-native.safetensors lora_gen=(--full); [ "$dry" = 1 ] && lora_gen=(--layers 2 --hidden 256 --heads 2 --ffn 512 --text-dim 256)
+  # the full-size adapter lora.sh writes too (same flags); dry runs: the stand-in DiT's default shape
+  ADAPTER=/tmp/mmh3-lora-r128-native.safetensors lora_gen=(--full)
+  [ "$dry" = 1 ] && ADAPTER=$M/loras/fewstep-r128.safetensors lora_gen=()
+  mkdir -p "$(dirname "$ADAPTER")"
   if [ ! -s "$ADAPTER" ]; then
     step "(fewstep) a random rank-128 adapter on every block -> $ADAPTER"
     timeout 120 "$B/mmh3-gen-tiny" lora "${lora_gen[@]}" --rank 128 --alpha 8 --gain 0.05 --spelling native \
@@ -165,7 +168,7 @@ if want fewstep; then
     if [ "$rc" = 0 ]; then
       note "$name: $(figure 'total (wall clock)' "$name")"
       for k in 'per step:' 'denoise (DiT' 'decode video' 'decode audio' 'encode prompt' 'mux video' 'load DiT' \
-        'load text encoder' 'load video VAE' 'load audio VAE' 'LoRA' 'peak memory'; do
+        'load text encoder' 'load video VAE' 'load audio VAE' 'LoRA adapters' 'peak memory'; do
         l=$(figure "$k" "$name"); [ -n "$l" ] && note "  $l"
       done
       # the weights-resident wall time: the clip's total less the table's loading group
