@@ -125,6 +125,8 @@ static int run(const char *ckpt, mm_ctx *ctx0, int N, int cpu_threads, bench_in 
         mm_sp_options_defaults(&o);
         o.ranks = N;
         o.cpu_threads = cpu_threads;
+        if (mm_sp_options_from_env(&o, err) != 0)
+            return -1;
         if (mm_sp_dit_load(&sp, ckpt, ctx0, &o, NULL, err) != 0)
             return -1;
         mm_sp_dit_describe(sp, desc, desc_len);

@@ -152,7 +152,7 @@ int main(int argc, char **argv)
 
     /* dense, as the DiT runs it: fa3 exact and fast (its self-checks first) */
     double dense_ms[2] = {NAN, NAN};
-    mm_cuda_speed_paths paths;
+    mm_dit_kernel_paths paths;
     mm_cuda_speed_paths_get(0, true, &paths);
     for (int m = 0; m < 2; m++) {
         const bool run = m == 0 ? paths.fa3 : paths.fast_fa3;

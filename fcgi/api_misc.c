@@ -1,4 +1,4 @@
-/* GET /api/status, GET/PUT /api/settings, GET /docs. */
+/* GET /api/status, GET /api/loras, GET/PUT /api/settings, GET /docs. */
 #include "config.h"
 
 #include "fcgi/app.h"
@@ -10,6 +10,7 @@
 
 #include "oxen/rewrite_prompt.h"
 #include "store/generations.h"
+#include "store/loras.h"
 #include "store/settings.h"
 
 extern const char mm_openapi_json[]; /* fcgi/openapi.json, compiled in */
@@ -27,6 +28,23 @@ void mm_api_status(mm_req *r)
     char *json = NULL;
     mm_error err = {{0}};
     if (mm_store_status_json(db, PACKAGE_VERSION, r->app->lease_seconds, &json, &err) < 0) {
+        mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
+        return;
+    }
+    mm_reply_raw_json(r, 200, json);
+    free(json);
+}
+
+/* The adapters a worker found in its $MODELS_PATH/loras (the API cannot
+ * read the folder: it links nothing of the engine). */
+void mm_api_loras(mm_req *r)
+{
+    PGconn *db = mm_req_db(r);
+    if (!db)
+        return;
+    char *json = NULL;
+    mm_error err = {{0}};
+    if (mm_store_loras_json(db, &json, &err) < 0) {
         mm_reply_error(r, 500, NULL, NULL, "%s", err.msg);
         return;
     }

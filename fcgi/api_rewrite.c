@@ -53,7 +53,8 @@ static char *setting_text(json_t *values, const char *key)
     return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 }
 
-static int load_settings(PGconn *db, rewrite_settings *s, mm_error *err)
+/* The rewrite's settings; fallback_key (the environment's, read at start-up) when none is stored. */
+static int load_settings(PGconn *db, const char *fallback_key, rewrite_settings *s, mm_error *err)
 {
     memset(s, 0, sizeof *s);
     static const char *const keys[] = {"oxen_api_key", "rewrite_enabled", "rewrite_model", "rewrite_system_prompt"};
@@ -67,9 +68,8 @@ static int load_settings(PGconn *db, rewrite_settings *s, mm_error *err)
     s->model = setting_text(values, "rewrite_model");
     s->system = setting_text(values, "rewrite_system_prompt");
     json_decref(values);
-    const char *env_key = getenv("MMH3_OXEN_TOKEN");
-    if (!s->key && env_key && *env_key)
-        s->key = strdup(env_key);
+    if (!s->key && fallback_key)
+        s->key = strdup(fallback_key);
     if (!s->model)
         s->model = strdup(MM_REWRITE_MODEL_DEFAULT);
     return 0;
@@ -138,7 +138,7 @@ void mm_api_rewrite(mm_req *r)
     PGconn *db = mm_req_db(r);
     if (!db)
         goto done;
-    if (load_settings(db, &set, &err) < 0) {
+    if (load_settings(db, r->app->oxen_token, &set, &err) < 0) {
         mm_reply_error(r, 500, NULL, NULL, "reading the settings: %s", err.msg);
         goto done;
     }
@@ -161,9 +161,9 @@ void mm_api_rewrite(mm_req *r)
                        "no Oxen API key is stored; the rewrite runs on the Oxen hub with your key");
         goto done;
     }
-    const char *remote = getenv("MMH3_OXEN_REMOTE");
+    const char *remote = r->app->oxen_remote;
     mm_oxen_client client;
-    if (mm_oxen_client_init(&client, remote && *remote ? remote : MM_OXEN_DEFAULT_HUB, set.key, &err) < 0) {
+    if (mm_oxen_client_init(&client, remote ? remote : MM_OXEN_DEFAULT_HUB, set.key, &err) < 0) {
         mm_reply_error(r, 500, NULL, NULL, "the server's Oxen configuration is wrong: %s", err.msg);
         goto done;
     }

@@ -31,6 +31,8 @@ typedef struct mm_app {
     double rate_upload;
     double rate_rewrite;
     long max_queued;           /* queued generations beyond which enqueue answers 429; 0 = unlimited */
+    const char *oxen_token;    /* MMH3_OXEN_TOKEN: the rewrite's key when none is stored, or NULL */
+    const char *oxen_remote;   /* MMH3_OXEN_REMOTE: the hub the rewrite calls, or NULL for the default */
 } mm_app;
 
 typedef struct mm_req {
@@ -95,6 +97,7 @@ void mm_api_delete(mm_req *r, const char *id);
 void mm_api_upload(mm_req *r);
 void mm_api_upload_get(mm_req *r, const char *id);
 void mm_api_status(mm_req *r);
+void mm_api_loras(mm_req *r);
 void mm_api_settings_get(mm_req *r);
 void mm_api_settings_put(mm_req *r);
 void mm_api_docs(mm_req *r);

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "auth/tokens.h"
 #include "store/tokens.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 #define CACHE_SECONDS 10
@@ -39,13 +39,6 @@ static int n_entries;
 static double loaded_at = -1e9;
 static atomic_bool stale = true;
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void mm_auth_invalidate(void)
 {
     atomic_store(&stale, true);
@@ -54,7 +47,7 @@ void mm_auth_invalidate(void)
 /* Under mu. */
 static int reload(PGconn *db, mm_error *err)
 {
-    double began = now_seconds(); /* what is read is at least as new as this */
+    double began = mm_clock_now(); /* what is read is at least as new as this */
     atomic_store(&stale, false);
     mm_store_token_row *rows = NULL;
     int n = 0;
@@ -95,9 +88,9 @@ int mm_auth_refresh(PGconn *db, mm_error *err)
 
 int mm_auth_lookup(PGconn *db, const unsigned char digest[32], char *name, size_t n, mm_error *err)
 {
-    double asked = now_seconds();
+    double asked = mm_clock_now();
     pthread_mutex_lock(&mu);
-    if ((atomic_load(&stale) || now_seconds() - loaded_at > CACHE_SECONDS) && reload(db, err) < 0) {
+    if ((atomic_load(&stale) || mm_clock_now() - loaded_at > CACHE_SECONDS) && reload(db, err) < 0) {
         pthread_mutex_unlock(&mu);
         return -1;
     }
@@ -125,8 +118,8 @@ int mm_auth_lookup(PGconn *db, const unsigned char digest[32], char *name, size_
     if (found >= 0) {
         snprintf(name, n, "%s", entries[found].name);
         snprintf(who, sizeof who, "%s", entries[found].name);
-        if (now_seconds() - entries[found].marked > MARK_USED_SECONDS) {
-            entries[found].marked = now_seconds();
+        if (mm_clock_now() - entries[found].marked > MARK_USED_SECONDS) {
+            entries[found].marked = mm_clock_now();
             mark = true;
         }
     }

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "request/request.h"
 #include "store/jobs.h"
+#include "store/loras.h"
 #include "store/uploads.h"
 
 typedef struct lookup {
@@ -57,22 +58,56 @@ void mm_add_warning_header(mm_req *r, const mm_rule_notes *notes)
         mm_req_add_header(r, "X-MMH3-Warning: %s", line);
 }
 
-int mm_enqueue_insert(mm_req *r, json_t *body, char **rows, mm_rule_notes *notes)
+/* The adapter names a worker published, for a request that names adapters
+ * (in->loras_known stays false until a worker has published a catalogue);
+ * false after answering. */
+static bool known_loras(mm_req *r, mm_request_input *in, char ***names, int *n)
 {
-    *rows = NULL;
+    if (in->n_loras == 0)
+        return true;
+    PGconn *db = mm_req_db(r);
+    if (!db)
+        return false;
+    mm_error err = {{0}};
+    bool published = false;
+    if (mm_store_lora_names(db, &published, names, n, &err) < 0) {
+        mm_log("%s %s: %s", r->method, r->path, err.msg);
+        mm_reply_error(r, 500, NULL, NULL, "the database refused the request (%s)", err.msg);
+        return false;
+    }
+    in->loras_known = published;
+    in->known_loras = (const char *const *)*names;
+    in->n_known_loras = *n;
+    return true;
+}
+
+/* The body as a settled request, or false after answering. */
+static bool settle(mm_req *r, json_t *body, mm_request *q)
+{
     mm_request_input in;
     mm_request_error e;
     if (mm_request_input_from_json(body, &in, &e) < 0) {
         reply_refused(r, &e);
-        return -1;
+        return false;
     }
-    mm_request q;
+    char **names = NULL;
+    int n = 0;
+    if (!known_loras(r, &in, &names, &n))
+        return false;
     lookup l = {.r = r};
-    if (mm_request_settle(&in, resolve_uploads, &l, &q, &e) < 0) {
-        if (!l.answered)
-            reply_refused(r, &e);
+    int rc = mm_request_settle(&in, resolve_uploads, &l, q, &e);
+    if (rc < 0 && !l.answered)
+        reply_refused(r, &e);
+    mm_store_lora_names_free(names, n);
+    return rc == 0;
+}
+
+int mm_enqueue_insert(mm_req *r, json_t *body, char **rows, mm_rule_notes *notes)
+{
+    *rows = NULL;
+    mm_request q;
+    if (!settle(r, body, &q))
         return -1;
-    }
     PGconn *db = mm_req_db(r);
     if (!db)
         return -1;

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "store/db.h"
 #include "store/generations.h"
@@ -203,21 +204,47 @@ static void broadcast_status(mm_sse_hub *h, PGconn *db)
     free(json);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+/* A job's newest live preview in a batch: its NOTIFY payload less "kind". */
+#define BATCH_PREVIEWS 64
+typedef struct pending_preview {
+    char id[40];
+    long long seq;
+    char json[1024];
+} pending_preview;
 
 /* A batch of NOTIFYs, one entry per changed row (its newest seq). */
 typedef struct batch {
     pending_event ev[FLOOD_ROWS];
     int n;
+    pending_preview previews[BATCH_PREVIEWS]; /* the newest per job; more jobs than this wait for their next */
+    int n_previews;
     bool status;   /* a worker changed state */
     bool tokens;   /* access tokens changed */
     bool overflow; /* more rows than FLOOD_ROWS */
 } batch;
+
+static void take_preview(batch *b, const char *id, json_t *j)
+{
+    long long seq = json_integer_value(json_object_get(j, "seq"));
+    pending_preview *p = NULL;
+    for (int i = 0; i < b->n_previews && !p; i++)
+        if (strcmp(b->previews[i].id, id) == 0)
+            p = &b->previews[i];
+    if (!p && b->n_previews < BATCH_PREVIEWS)
+        p = &b->previews[b->n_previews++];
+    if (!p || (p->id[0] && seq <= p->seq))
+        return;
+    json_object_del(j, "kind");
+    char *text = json_dumps(j, JSON_COMPACT);
+    if (text && strlen(text) < sizeof p->json) {
+        snprintf(p->id, sizeof p->id, "%s", id);
+        p->seq = seq;
+        snprintf(p->json, sizeof p->json, "%s", text);
+    } else if (!p->id[0]) {
+        b->n_previews--; /* too large to relay: the payload is not ours */
+    }
+    free(text);
+}
 
 static void take_notifies(PGconn *db, batch *b)
 {
@@ -233,6 +260,8 @@ static void take_notifies(PGconn *db, batch *b)
             /* counting is all that is left to do */
         } else if (kind && strcmp(kind, "worker") == 0) {
             b->status = true;
+        } else if (kind && id && strcmp(kind, "preview") == 0) {
+            take_preview(b, id, j);
         } else if (kind && id) {
             char k = strcmp(kind, "deleted") == 0 ? 'd' : 'u';
             int found = -1;
@@ -273,10 +302,14 @@ static void take_during_snapshot(PGconn *db, const mm_store_row *rows, int n_row
     next->n = kept;
 }
 
-/* Sends a batch: the current snapshot of each updated row (one query) and
- * the deletions, in seq order. */
+/* Sends a batch: its live previews (first: a job that finished in the same
+ * batch ends after its last preview), then the current snapshot of each
+ * updated row (one query) and the deletions, in seq order. Previews carry
+ * no event id: they are not replayed on reconnect, the next one comes. */
 static void send_batch(mm_sse_hub *h, PGconn *db, batch *b, batch *next)
 {
+    for (int i = 0; i < b->n_previews; i++)
+        send_event(h, NULL, -1, "generation_preview", b->previews[i].json);
     if (b->n) {
         qsort(b->ev, (size_t)b->n, sizeof b->ev[0], cmp_event);
         const char **ids = malloc((size_t)b->n * sizeof *ids);
@@ -333,7 +366,10 @@ static void revalidate_streams(mm_sse_hub *h, PGconn *db)
         mm_log("events: ended %d stream(s) of revoked tokens", ended);
 }
 
-static bool batch_empty(const batch *b) { return !b->n && !b->status && !b->tokens && !b->overflow; }
+static bool batch_empty(const batch *b)
+{
+    return !b->n && !b->n_previews && !b->status && !b->tokens && !b->overflow;
+}
 
 /* The batch being gathered (hub thread only). The hub's own queries (the
  * snapshots below, the catch-ups, the status) read NOTIFYs that arrive
@@ -359,10 +395,10 @@ static void relay_notifies(mm_sse_hub *h, PGconn *db)
     carried = false;
     if (batch_empty(b))
         return;
-    double start = now_seconds();
+    double start = mm_clock_now();
     for (;;) {
         struct pollfd pfd = {.fd = PQsocket(db), .events = POLLIN};
-        if (now_seconds() - start > BATCH_SECONDS || poll(&pfd, 1, QUIET_MS) <= 0 || !PQconsumeInput(db))
+        if (mm_clock_now() - start > BATCH_SECONDS || poll(&pfd, 1, QUIET_MS) <= 0 || !PQconsumeInput(db))
             break;
         take_notifies(db, b);
     }
@@ -372,9 +408,9 @@ static void relay_notifies(mm_sse_hub *h, PGconn *db)
         if (!h->flooding)
             mm_log("events: more than %d rows changed at once; streams will get a resync", FLOOD_ROWS);
         h->flooding = true;
-        h->flood_seen = now_seconds();
+        h->flood_seen = mm_clock_now();
     } else if (h->flooding) {
-        h->flood_seen = now_seconds(); /* the flood's tail: covered by the resync */
+        h->flood_seen = mm_clock_now(); /* the flood's tail: covered by the resync */
     } else {
         send_batch(h, db, b, next);
     }
@@ -388,10 +424,10 @@ static void *hub_main(void *arg)
     mm_sse_hub *h = arg;
     PGconn *db = NULL;
     mm_error err = {{0}};
-    double next_ping = now_seconds() + HEARTBEAT_SECONDS, next_connect = 0;
+    double next_ping = mm_clock_now() + HEARTBEAT_SECONDS, next_connect = 0;
     bool complained = false;
     for (;;) {
-        if ((!db || PQstatus(db) != CONNECTION_OK) && now_seconds() >= next_connect) {
+        if ((!db || PQstatus(db) != CONNECTION_OK) && mm_clock_now() >= next_connect) {
             if (db)
                 PQfinish(db);
             db = NULL;
@@ -415,15 +451,15 @@ static void *hub_main(void *arg)
                 if (db)
                     PQfinish(db);
                 db = NULL;
-                next_connect = now_seconds() + 1;
+                next_connect = mm_clock_now() + 1;
             }
         }
         struct pollfd pfd[2] = {{.fd = h->wake[0], .events = POLLIN}, {.fd = db ? PQsocket(db) : -1, .events = POLLIN}};
-        double wait = next_ping - now_seconds();
+        double wait = next_ping - mm_clock_now();
         if (h->flooding && wait > 0.6)
             wait = 0.6;
-        if (!db && next_connect - now_seconds() < wait)
-            wait = next_connect - now_seconds();
+        if (!db && next_connect - mm_clock_now() < wait)
+            wait = next_connect - mm_clock_now();
         int timeout = wait > 0 && !carried ? (int)(wait * 1000) + 1 : 0;
         int k = poll(pfd, 2, timeout);
         if (k < 0 && errno != EINTR)
@@ -434,12 +470,12 @@ static void *hub_main(void *arg)
         bool readable = db && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP));
         if (db && PQstatus(db) == CONNECTION_OK && (!readable || PQconsumeInput(db)))
             relay_notifies(h, db);
-        if (h->flooding && now_seconds() - h->flood_seen > 0.5) {
+        if (h->flooding && mm_clock_now() - h->flood_seen > 0.5) {
             h->flooding = false;
             send_event(h, NULL, -1, "resync", "{}");
             mm_log("events: the flood is over; sent resync");
         }
-        if (now_seconds() >= next_ping) {
+        if (mm_clock_now() >= next_ping) {
             char ping[64];
             int len = snprintf(ping, sizeof ping, ": ping %lld\n\n", (long long)time(NULL));
             for (client **link = &h->clients; *link;) {
@@ -448,7 +484,7 @@ static void *hub_main(void *arg)
                 else
                     link = &(*link)->next;
             }
-            next_ping = now_seconds() + HEARTBEAT_SECONDS;
+            next_ping = mm_clock_now() + HEARTBEAT_SECONDS;
         }
     }
     return NULL;

@@ -19,9 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "store/generations.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 #define BUCKETS 256
@@ -41,17 +41,10 @@ static limiter enqueue_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static limiter upload_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static limiter rewrite_limiter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Takes one request from who's bucket; 0 when allowed, else the seconds until one is. */
 static double take(limiter *l, const char *who, double per_minute)
 {
-    double now = now_seconds(), rate = per_minute / 60.0, wait = 0;
+    double now = mm_clock_now(), rate = per_minute / 60.0, wait = 0;
     pthread_mutex_lock(&l->mu);
     bucket *b = NULL, *oldest = &l->b[0];
     for (int i = 0; i < BUCKETS && !b; i++) {

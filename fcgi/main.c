@@ -183,6 +183,11 @@ static void sweep_upload_leftovers(const char *uploads)
 
 /* ---------------------------------------------------------------- steps of main */
 
+static const char *nonempty(const char *s)
+{
+    return s && *s ? s : NULL;
+}
+
 typedef struct fcgi_config {
     const char *listen_addr; /* NULL: the inherited socket, fd 0 */
     const char *db;          /* --db, or NULL */
@@ -205,6 +210,8 @@ static int read_config(int argc, char **argv, fcgi_config *cfg)
     app.rate_rewrite = 30;
     double max_queued = 1000;
     allow_hosts(getenv("MMH3_ALLOWED_HOSTS"));
+    app.oxen_token = nonempty(getenv("MMH3_OXEN_TOKEN"));
+    app.oxen_remote = nonempty(getenv("MMH3_OXEN_REMOTE"));
     enum {
         O_LISTEN = 256, O_THREADS, O_DB, O_OUTPUTS, O_LEASE, O_UPLOAD, O_AUTH, O_ALLOW_HOST, O_COOKIE_SECURE,
         O_RATE_ENQUEUE, O_RATE_UPLOAD, O_RATE_REWRITE, O_MAX_QUEUED

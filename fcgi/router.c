@@ -164,6 +164,11 @@ void mm_route(mm_req *r)
             mm_api_status(r);
         else
             not_allowed(r, "GET");
+    } else if (is(p, "/api/loras")) {
+        if (is(m, "GET"))
+            mm_api_loras(r);
+        else
+            not_allowed(r, "GET");
     } else if (is(p, "/api/settings")) {
         if (is(m, "GET"))
             mm_api_settings_get(r);

@@ -372,6 +372,126 @@ extern "C" int mm_cuda_event_elapsed_ms(mm_cuda_event *start, mm_cuda_event *end
     return 0;
 }
 
+
+/* ---------------------------------------------------------------- uploads */
+
+extern "C" void *mm_cuda_host_alloc(size_t bytes, mm_error *err)
+{
+    void *p = nullptr;
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        mm_fail(err, "pinning %s of host memory: %s", mib(bytes).c_str(), cudaGetErrorString(e));
+        return nullptr;
+    }
+    return p;
+}
+
+extern "C" void mm_cuda_host_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+#define MM_UPLOAD_MAX_SLOTS 8
+struct mm_cuda_upload {
+    int dev;
+    int slots;
+    cudaStream_t copy;
+    cudaEvent_t ready[MM_UPLOAD_MAX_SLOTS], released[MM_UPLOAD_MAX_SLOTS];
+};
+
+extern "C" void mm_cuda_upload_destroy(mm_cuda_upload *u)
+{
+    if (!u)
+        return;
+    cudaSetDevice(u->dev);
+    if (u->copy)
+        cudaStreamSynchronize(u->copy);
+    if (cudaStream_t s = (cudaStream_t)mm_cuda_stream(u->dev))
+        cudaStreamSynchronize(s);
+    for (int i = 0; i < u->slots; i++) {
+        if (u->ready[i])
+            cudaEventDestroy(u->ready[i]);
+        if (u->released[i])
+            cudaEventDestroy(u->released[i]);
+    }
+    if (u->copy)
+        cudaStreamDestroy(u->copy);
+    delete u;
+}
+
+extern "C" mm_cuda_upload *mm_cuda_upload_create(int dev, int slots, mm_error *err)
+{
+    if (!stream_of(dev, err))
+        return nullptr;
+    if (slots < 1 || slots > MM_UPLOAD_MAX_SLOTS) {
+        mm_fail(err, "an upload queue has 1..%d slots, not %d", MM_UPLOAD_MAX_SLOTS, slots);
+        return nullptr;
+    }
+    mm_cuda_upload *u = new mm_cuda_upload{};
+    u->dev = dev;
+    u->slots = slots;
+    cudaError_t e = cudaSetDevice(dev);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&u->copy, cudaStreamNonBlocking);
+    for (int i = 0; i < slots && e == cudaSuccess; i++) {
+        e = cudaEventCreateWithFlags(&u->ready[i], cudaEventDisableTiming);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&u->released[i], cudaEventDisableTiming);
+        /* Recorded once so that the first copy into the slot has an event to wait for. */
+        if (e == cudaSuccess)
+            e = cudaEventRecord(u->released[i], u->copy);
+    }
+    if (e != cudaSuccess) {
+        mmk_cuda_fail(err, e, "creating the upload stream");
+        mm_cuda_upload_destroy(u);
+        return nullptr;
+    }
+    return u;
+}
+
+static int upload_slot(const mm_cuda_upload *u, int slot, mm_error *err)
+{
+    if (slot < 0 || slot >= u->slots)
+        return mm_fail(err, "upload slot %d of %d", slot, u->slots);
+    MMK_TRY(cudaSetDevice(u->dev), err, "cudaSetDevice");
+    return 0;
+}
+
+extern "C" int mm_cuda_upload_copy(mm_cuda_upload *u, int slot, void *dst, const void *src, size_t bytes,
+                                   mm_error *err)
+{
+    if (upload_slot(u, slot, err))
+        return -1;
+    MMK_TRY(cudaStreamWaitEvent(u->copy, u->released[slot], 0), err, "ordering a copy after the slot's last use");
+    MMK_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, u->copy), err, "queuing a host→device copy");
+    MMK_TRY(cudaEventRecord(u->ready[slot], u->copy), err, "recording a copy's end");
+    return 0;
+}
+
+extern "C" int mm_cuda_upload_acquire(mm_cuda_upload *u, int slot, mm_error *err)
+{
+    if (upload_slot(u, slot, err))
+        return -1;
+    cudaStream_t s = stream_of(u->dev, err);
+    if (!s)
+        return -1;
+    MMK_TRY(cudaStreamWaitEvent(s, u->ready[slot], 0), err, "ordering compute after a copy");
+    return 0;
+}
+
+extern "C" int mm_cuda_upload_release(mm_cuda_upload *u, int slot, mm_error *err)
+{
+    if (upload_slot(u, slot, err))
+        return -1;
+    cudaStream_t s = stream_of(u->dev, err);
+    if (!s)
+        return -1;
+    MMK_TRY(cudaEventRecord(u->released[slot], s), err, "recording a slot's last use");
+    return 0;
+}
+
 /* ---------------------------------------------------------------- mmk runtime */
 
 /* The kernel policy: written once before any work (mmk_policy_set), read

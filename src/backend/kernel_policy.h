@@ -5,7 +5,7 @@
  * mm_kernel_policy_parse), installed before the first context exists and
  * read from there on: by the CPU contexts (the worker count), the CUDA
  * backend and its kernels (kernels/mmk.h: mmk_policy), the DiT's fused
- * block (backend/cuda/cuda_speed.h). `mmh3 check` prints it.
+ * block (backend/fused.h). `mmh3 check` prints it.
  *
  * The environment has three knobs; everything else in the struct is for
  * tests and benchmarks, which set fields and install the result:

@@ -11,20 +11,22 @@
 #include <sys/stat.h>
 
 #include "backend/device.h"
+#include "backend/fused.h"
+#include "backend/gpu.h"
 #include "backend/kernel_policy.h"
 #include "backend/placement.h"
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_speed.h"
 #include "parallel/nccl_lib.h"
 #include "parallel/transfer.h"
 #include "cli/check_loras.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/clock.h"
+#include "engine/memory_plan.h"
 #include "io/checkpoint.h"
 #include "io/inspect.h"
 #include "io/safetensors.h"
 #include "model/dit/config.h"
+#include "request/rules.h"
 
 typedef struct file_result {
     bool found, ok, optional;
@@ -64,7 +66,7 @@ static void progress(void *user, const char *what, uint64_t have, uint64_t total
 /* What the flags say. */
 typedef struct check_args {
     mm_checkpoint_opts o;
-    const char *partition, *device, *te_device, *dit_path;
+    const char *partition, *device, *te_device, *dit_path, *vram_budget;
     bool json;
 } check_args;
 
@@ -91,6 +93,9 @@ static mm_flags_result parse_flags(check_args *a, int argc, char **argv)
          .help = "fetch missing files from the Hugging Face hub"},
         {"--device", NULL, MM_FLAG_STRING, &a->device, "as for generate", .arg = "auto|cpu|cuda:N"},
         {"--te-device", NULL, MM_FLAG_STRING, &a->te_device, "as for generate", .arg = "auto|cpu|cuda:N"},
+        {"--vram-budget", NULL, MM_FLAG_STRING, &a->vram_budget,
+         "device memory per GPU the plan may use (default: free minus 1.5 GiB; without a GPU: plan for one such GPU)",
+         .arg = "GiB"},
         {"--json", NULL, MM_FLAG_TRUE, &a->json, .help = "one JSON object on stdout instead of the report"},
         {"--help", "-h", MM_FLAG_HELP, NULL, .help = "this text"},
     };
@@ -125,6 +130,8 @@ typedef struct check_report {
     char policy_line[256];
     char peer[600], nccl[600];
     int peer_failed;
+    char plan[700];        /* the memory plan's summary, or why there is none */
+    bool plan_failed;
     mm_dit_config dit_cfg; /* the found DiT's, for the adapters' listing */
     bool have_dit_cfg;
     double ms;
@@ -185,9 +192,9 @@ static void choose_placement(const check_args *a, check_report *r)
     pin.vae_bytes = r->res[MM_COMP_VIDEO_VAE].rep.bytes + r->res[MM_COMP_AUDIO_VAE].rep.bytes;
     r->n_lines = r->n_gpus < 16 ? r->n_gpus : 16;
     for (int g = 0; g < r->n_lines; g++) {
-        mm_cuda_device_info info;
+        mm_gpu_info info;
         mm_error err = {{0}};
-        if (mm_cuda_device_info_get(g, &info, &err) == 0) {
+        if (mm_gpu_info_get(g, &info, &err) == 0) {
             pin.gpu_total[g] = info.total_bytes;
             snprintf(r->gpu_lines[g], sizeof r->gpu_lines[g], "cuda:%d %.120s, %.1f GiB (%.1f free), compute %d.%d, %d SMs",
                      g, info.name, info.total_bytes / 1073741824.0, info.free_bytes / 1073741824.0, info.cc_major,
@@ -199,6 +206,40 @@ static void choose_placement(const check_args *a, check_report *r)
     }
     r->placed = mm_placement_choose(&pin, &r->pl, &r->perr) == 0;
     r->failures += !r->placed;
+}
+
+/* The memory plan for the GPUs found (or one GPU of the budget on a host
+ * without any) and the default clip. */
+static void plan_memory(const check_args *a, check_report *r)
+{
+    mm_error err = {{0}};
+    uint64_t budget = 0;
+    mm_memplan_sizes s;
+    mm_memplan p;
+    const file_result *res = r->res;
+    const bool pinned_cpu = a->device && strcmp(a->device, "cpu") == 0;
+    int gpus = r->n_gpus > 2 ? 2 : r->n_gpus;
+    if (a->vram_budget && mm_memplan_parse_budget(a->vram_budget, &budget, &err) != 0) {
+        snprintf(r->plan, sizeof r->plan, "%.690s", err.msg);
+        r->plan_failed = true;
+    } else if (pinned_cpu || (!gpus && !budget)) {
+        snprintf(r->plan, sizeof r->plan, "none: %s", pinned_cpu ? "--device cpu" : "no GPU (--vram-budget GiB plans for one)");
+    } else if (!res[r->used].ok || !res[MM_COMP_TEXT_ENCODER].ok || !res[MM_COMP_VIDEO_VAE].ok ||
+               !res[MM_COMP_AUDIO_VAE].ok) {
+        snprintf(r->plan, sizeof r->plan, "none: a model file is missing (above)");
+    } else if (mm_plan_sizes(res[r->used].where.path, res[MM_COMP_TEXT_ENCODER].where.path,
+                             res[MM_COMP_VIDEO_VAE].where.path, res[MM_COMP_AUDIO_VAE].where.path, NULL, &s,
+                             &err) != 0 ||
+               (gpus ? mm_plan_for_host(gpus, budget, &s, &p, &err)
+                     : mm_memplan_choose(&(mm_memplan_in){.n_gpus = 1, .budget = budget, .s = s}, &p, NULL, &err)) !=
+                   0) {
+        snprintf(r->plan, sizeof r->plan, "%.690s", err.msg);
+        r->plan_failed = true;
+    } else {
+        snprintf(r->plan, sizeof r->plan, "%s%.560s", gpus ? "" : "(no GPU found: for one GPU of the budget) ",
+                 p.summary);
+    }
+    r->failures += r->plan_failed;
 }
 
 /* The CUDA kernels verified on the devices the placement uses, and which
@@ -219,7 +260,7 @@ static void check_kernels(check_report *r)
             mm_error err = {{0}};
             char summary[256] = "";
             size_t used = strlen(r->kernels);
-            if (mm_cuda_check_kernels(devs[k], summary, sizeof summary, &err) != 0) {
+            if (mm_gpu_check_kernels(devs[k], summary, sizeof summary, &err) != 0) {
                 snprintf(r->kernels, sizeof r->kernels, "%.500s", err.msg);
                 r->kernels_ok = false;
             } else {
@@ -233,7 +274,7 @@ static void check_kernels(check_report *r)
     mm_kernel_policy_describe(r->policy, r->policy_line, sizeof r->policy_line);
     r->failures += r->policy->n_problems;
     if (r->kernels_ok && r->placed && pl->dit.kind == MM_DEVICE_CUDA)
-        mm_cuda_speed_describe(pl->dit.index, r->paths, sizeof r->paths);
+        mm_dit_kernel_paths_describe(pl->dit, r->paths, sizeof r->paths);
 }
 
 /* Several GPUs: peer copies checked word by word (some machines return
@@ -276,6 +317,7 @@ static void print_json(const mm_checkpoint_opts *o, const check_report *r)
     json_object_set_new(root, "placement", json_string(r->placed ? r->pl.summary : r->perr.msg));
     json_object_set_new(root, "kernels", json_string(r->kernels));
     json_object_set_new(root, "kernel_policy", json_string(r->policy_line));
+    json_object_set_new(root, "memory_plan", json_string(r->plan));
     json_t *problems = json_array();
     for (int i = 0; i < r->policy->n_problems; i++)
         json_array_append_new(problems, json_string(r->policy->problems[i]));
@@ -356,6 +398,14 @@ static void print_devices(const check_report *r)
         printf("  %s\n  %s\n", r->pl.summary, r->pl.reason);
     else
         printf("  FAIL  %s\n", r->perr.msg);
+    printf("memory plan (%d x %d, %d frames)\n  %s", MM_DEFAULT_WIDTH, MM_DEFAULT_HEIGHT, MM_FRAMES_DEFAULT,
+           r->plan_failed ? "FAIL  " : "");
+    for (const char *c = r->plan; *c; c++) {
+        putchar(*c);
+        if (*c == '\n')
+            fputs("  ", stdout);
+    }
+    putchar('\n');
 }
 
 int mm_cmd_check(int argc, char **argv)
@@ -380,6 +430,7 @@ int mm_cmd_check(int argc, char **argv)
         inspect_file(&a.o, (mm_component)c, r);
     check_consistency(r);
     choose_placement(&a, r);
+    plan_memory(&a, r);
     check_kernels(r);
     check_multi_gpu(r);
     const file_result *dit = &r->res[r->used];

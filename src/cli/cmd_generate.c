@@ -34,6 +34,7 @@
 #include "engine/engines.h"
 #include "engine/timing.h"
 #include "io/checkpoint.h"
+#include "media/image.h"
 #include "media/probe.h"
 #include "model/lora/lora.h"
 #include "model/sparse/sparse.h"
@@ -55,7 +56,8 @@ typedef struct lora_args {
 typedef struct gen_args {
     const char *prompt, *file, *out, *last_image, *partition;
     const char *frames, *seconds, *width, *height, *size, *short_edge, *steps, *seed, *crf, *preset;
-    const char *frames_dir, *dit_path, *cache, *sampler, *sigmas, *sparse;
+    const char *frames_dir, *preview_dir, *dit_path, *cache, *sampler, *sigmas, *sparse;
+    int preview_interval_ms;
     const char *refs[MM_MAX_REFERENCES + 1];
     bool ref_is_audio[MM_MAX_REFERENCES + 1];
     int n_refs, verbosity;
@@ -231,7 +233,29 @@ static bool should_cancel(void *user)
 
 typedef struct cli_progress {
     mm_progress_view view;
+    const char *preview_dir; /* --preview-dir, or NULL */
+    int previews;            /* written there */
+    bool preview_failed;     /* said once; the render goes on */
 } cli_progress;
+
+/* --preview-dir: every preview the engine makes, as DIR/preview_NNN.EXT
+ * (NNN = forwards done), so the emerging clip can be looked at step by step. */
+static void on_preview(void *user, const mm_preview *pv)
+{
+    cli_progress *c = user;
+    char path[4096], line[4400];
+    mm_error err = {{0}};
+    int n = snprintf(path, sizeof path, "%s/preview_%03d.%s", c->preview_dir, pv->step, pv->ext);
+    if (n > 0 && (size_t)n < sizeof path && mm_file_write_atomic(path, pv->data, pv->size, &err) == 0) {
+        c->previews++;
+        return;
+    }
+    if (!c->preview_failed) {
+        snprintf(line, sizeof line, PROG ": warning: --preview-dir: %s", err.msg[0] ? err.msg : "path too long");
+        mm_progress_view_line(&c->view, line);
+    }
+    c->preview_failed = true;
+}
 
 static void on_progress(void *user, const mm_progress *p) { mm_progress_view_update(&((cli_progress *)user)->view, p); }
 static void on_stage(void *user, mm_stage s, int done, int total)
@@ -351,6 +375,13 @@ static mm_flags_result parse_flags(gen_args *a, int argc, char **argv)
          .accepted = MM_ACCEPT_PRESET},
         {"--frames-dir", NULL, MM_FLAG_STRING, &a->frames_dir, "also write every frame as DIR/frame_NNNNN.png",
          .arg = "DIR"},
+        {"--preview-dir", NULL, MM_FLAG_STRING, &a->preview_dir,
+         "write the live previews as DIR/preview_NNN.jpg (NNN = forwards done): the latent frames of the clean "
+         "estimate side by side, 256 px high",
+         .arg = "DIR"},
+        {"--preview-interval", NULL, MM_FLAG_INT, &a->preview_interval_ms,
+         "at most one preview per MS milliseconds (default 0: after every forward)", .arg = "MS", .min = 0,
+         .max = 3600000},
         {.kind = MM_FLAG_SECTION, .help = "devices and weights (the same flags as mmh3 worker and mmh3 serve)"},
         {.kind = MM_FLAG_GROUP, .rows = engine, .n_rows = n_engine},
         {"--dit-path", NULL, MM_FLAG_STRING, &a->dit_path, "the DiT file of this run's partition", .arg = "F"},
@@ -688,6 +719,10 @@ static int prepare_output(const gen_args *a, const char *prompt, char *out_defau
         fprintf(stderr, PROG ": --frames-dir %s: cannot create it: %s\n", a->frames_dir, strerror(errno));
         return 1;
     }
+    if (a->preview_dir && mkdirs(a->preview_dir) != 0) {
+        fprintf(stderr, PROG ": --preview-dir %s: cannot create it: %s\n", a->preview_dir, strerror(errno));
+        return 1;
+    }
     return 0;
 }
 
@@ -754,6 +789,11 @@ static int render(gen_args *a, const mm_gen_request *req, cli_progress *view, do
     catch_interrupts(on_sigint);
     mm_gen_callbacks cb = {
         .progress = on_progress, .should_cancel = should_cancel, .user = view, .stage_progress = on_stage};
+    view->preview_dir = a->preview_dir;
+    if (a->preview_dir) {
+        cb.preview = on_preview;
+        cb.preview_interval_ms = a->preview_interval_ms;
+    }
     mm_gen_result res;
     memset(&res, 0, sizeof res);
     int grc = mm_engine_generate(engine, req, &cb, &res, &e);
@@ -777,6 +817,8 @@ static int render(gen_args *a, const mm_gen_request *req, cli_progress *view, do
         mm_timing_format(&res.timing, table, sizeof table);
         fprintf(stderr, "\n%s", table);
         fprintf(stderr, "placement: %s\n", res.placement);
+        if (a->preview_dir)
+            fprintf(stderr, "previews: %d in %s\n", view->previews, a->preview_dir);
     }
     printf("%s\n", req->out_path);
     return 0;
@@ -800,7 +842,7 @@ static int generate(gen_args *a, const char *prompt, double t_start)
     req.frames_dir = a->frames_dir;
     if ((rc = check_loras(a, &req)) != 0)
         return rc;
-    cli_progress view;
+    cli_progress view = {0};
     show_plan(a, &req, &q.notes, &view, t_start);
     return render(a, &req, &view, t_start);
 }

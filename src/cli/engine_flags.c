@@ -1,11 +1,13 @@
 /* The engine flags' rows and their rules (engine_flags.h). */
 #include "cli/engine_flags.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/tensor.h"
 #include "io/checkpoint.h"
+#include "parallel/sp_options.h"
 
 #define GEN MM_ENGINE_CMD_GENERATE
 #define WRK MM_ENGINE_CMD_WORKER
@@ -137,6 +139,24 @@ static int edge_from_env(const char *name, int *edge, mm_error *err)
     return 0;
 }
 
+/* The engine's on-disk cache folder: $MMH3_CACHE_DIR, else
+ * $XDG_CACHE_HOME/mmh3, else ~/.cache/mmh3 (none without a home). */
+static const char *cache_dir_from_env(void)
+{
+    static char dir[4096];
+    const char *own = getenv("MMH3_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (own && *own)
+        n = snprintf(dir, sizeof dir, "%s", own);
+    else if (xdg && *xdg)
+        n = snprintf(dir, sizeof dir, "%s/mmh3", xdg);
+    else if (home && *home)
+        n = snprintf(dir, sizeof dir, "%s/.cache/mmh3", home);
+    else
+        return NULL;
+    return n > 0 && (size_t)n < sizeof dir ? dir : NULL;
+}
+
 int mm_engine_flags_finish(mm_engine_options *o, mm_error *err)
 {
     const char *peer = getenv("MMH3_PEER_COPY");
@@ -146,7 +166,10 @@ int mm_engine_flags_finish(mm_engine_options *o, mm_error *err)
     if (peer && strcmp(peer, "1") == 0)
         o->h3.peer_copy = true;
     if (edge_from_env("MMH3_REF_SHORT_EDGE", &o->h3.ref_image_short_edge, err) != 0 ||
-        edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0)
+        edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0 ||
+        mm_sp_options_from_env(&o->h3.sp, err) != 0)
         return -1;
+    if (!o->h3.cache_dir)
+        o->h3.cache_dir = cache_dir_from_env();
     return 0;
 }

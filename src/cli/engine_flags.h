@@ -64,7 +64,8 @@ static inline bool mm_engine_flags_owns(int id) { return id >= MM_EF_FIRST && id
 const char *mm_engine_flags_worker_name(int id);
 
 /* After the flags: what the environment gives for flags not given
- * (MMH3_REF_SHORT_EDGE, MMH3_REF_VIDEO_SHORT_EDGE), checked like the flags. */
+ * (MMH3_REF_SHORT_EDGE, MMH3_REF_VIDEO_SHORT_EDGE), checked like the flags,
+ * and the engine's cache folder (MMH3_CACHE_DIR, XDG_CACHE_HOME, HOME). */
 int mm_engine_flags_finish(mm_engine_options *o, mm_error *err);
 
 #endif

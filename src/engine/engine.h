@@ -81,6 +81,20 @@ typedef struct mm_progress {
     double elapsed;  /* seconds since generate() began */
 } mm_progress;
 
+/* A live preview: the clean estimate after a forward (x0 = x + σ·v) as one
+ * small encoded picture, its latent frames side by side left to right
+ * (engine/preview.h makes it). */
+typedef struct mm_preview {
+    const uint8_t *data; /* the encoded picture, valid during the call */
+    size_t size;
+    const char *ext;     /* "jpg" */
+    const char *mime;    /* "image/jpeg" */
+    int step;            /* forwards done (1..total_steps) */
+    int total_steps;
+    int frames;          /* pictures in the strip */
+    int frame_width, frame_height; /* one picture; the strip is frames·frame_width wide */
+} mm_preview;
+
 typedef struct mm_gen_callbacks {
     /* Called at every stage change and after every forward. */
     void (*progress)(void *user, const mm_progress *p);
@@ -90,6 +104,11 @@ typedef struct mm_gen_callbacks {
     /* Optional: finer progress inside a stage (frames decoded of all, ...)
      * for progress bars; `progress` keeps step = 0 outside denoising. */
     void (*stage_progress)(void *user, mm_stage stage, int done, int total);
+    /* Optional: a preview after a forward, at most one per
+     * preview_interval_ms (0: after every forward); called before that
+     * forward's progress. Engines that cannot make one skip it and log why. */
+    void (*preview)(void *user, const mm_preview *p);
+    int preview_interval_ms;
 } mm_gen_callbacks;
 
 typedef struct mm_gen_result {

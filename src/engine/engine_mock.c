@@ -3,12 +3,17 @@
  * progress and cancel behaviour, scaled to about opt->mock_seconds per job at the default 28 steps)
  * and writes a real mp4 through the product's mp4 writer: a gradient that
  * depends on the seed and moves with the frame index, and a sine tone per
- * channel, honouring width/height/frames/seed/no_audio/crf/preset. Chosen
- * only explicitly (--mock); never a silent fallback for the real engine.
+ * channel, honouring width/height/frames/seed/no_audio/crf/preset. The
+ * few-step fields are read as the real engine reads them: adapters resolved
+ * and opened (a missing or malformed one fails the job with the same
+ * message), the sampler's schedule sets the forwards, sparse and cache
+ * settings are parsed; none of them changes the pattern. Chosen only
+ * explicitly (--mock); never a silent fallback for the real engine.
  */
 #include "engine/engines.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +22,11 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "engine/preview.h"
 #include "media/mp4_writer.h"
+#include "model/lora/lora.h"
+#include "model/sparse/sparse.h"
+#include "sampler/schedule.h"
 
 #define MOCK_AUDIO_RATE 32000
 #define MOCK_FPS 24
@@ -100,6 +109,43 @@ static void gradient_frame(uint8_t *rgb, int w, int h, int t, uint64_t seed)
     }
 }
 
+/* The mock's preview: the clip's gradient at latent resolution, emerging
+ * from flat grey as the steps go (as a real one sharpens from noise), in
+ * the real engine's strip. A failure is the job's: nothing else can fail. */
+static int mock_preview(const mm_gen_request *req, run *r, int step, double *last, mm_error *err)
+{
+    const mm_gen_callbacks *cb = r->cb;
+    if (!cb || !cb->preview || !mm_preview_due(last, mm_clock_now(), cb->preview_interval_ms))
+        return 0;
+    const int w = req->width / 16 > 2 ? req->width / 16 : 2, h = req->height / 16 > 2 ? req->height / 16 : 2;
+    const int latents = req->frames < 5 ? 1 : (req->frames - 5) / 17 * 5 + 2;
+    const int shown = mm_preview_strip_frames(latents);
+    const double mix = (double)step / r->total_steps;
+    uint8_t *rgb = malloc((size_t)w * h * 3 * shown);
+    const uint8_t *frames[MM_PREVIEW_MAX_FRAMES];
+    if (!rgb)
+        return mm_fail(err, "mock engine: out of memory for a preview");
+    for (int i = 0; i < shown; i++) {
+        uint8_t *f = rgb + (size_t)w * h * 3 * i;
+        int t = (int)((int64_t)mm_preview_strip_pick(i, shown, latents) * req->frames / latents);
+        gradient_frame(f, w, h, t, req->seed);
+        for (int k = 0; k < w * h * 3; k++)
+            f[k] = (uint8_t)(128 + (f[k] - 128) * mix);
+        frames[i] = f;
+    }
+    mm_preview_image img;
+    int rc = mm_preview_encode_strip(frames, shown, w, h, &img, err);
+    free(rgb);
+    if (rc != 0)
+        return mm_error_prefix(err, "mock engine");
+    mm_preview pv = {.data = img.data, .size = img.size, .ext = "jpg", .mime = "image/jpeg", .step = step,
+                     .total_steps = r->total_steps, .frames = img.frames, .frame_width = img.frame_width,
+                     .frame_height = img.frame_height};
+    cb->preview(cb->user, &pv);
+    mm_preview_image_free(&img);
+    return 0;
+}
+
 static int write_clip(const mm_gen_request *req, run *r, mm_error *err)
 {
     mm_mp4_options o = {
@@ -156,6 +202,61 @@ static int write_clip(const mm_gen_request *req, run *r, mm_error *err)
     return mm_mp4_writer_close(w, err);
 }
 
+static void mock_log(const mock_engine *m, const char *fmt, ...) MM_PRINTF(2, 3);
+static void mock_log(const mock_engine *m, const char *fmt, ...)
+{
+    if (!m->opt.h3.log)
+        return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    m->opt.h3.log(m->opt.h3.log_user, line);
+}
+
+/* Each adapter by name, as the real engine finds it (header and keys read,
+ * the tensors not), reported in the log. */
+static int mock_loras(const mock_engine *m, const mm_gen_request *req, mm_error *err)
+{
+    for (int i = 0; i < req->n_loras; i++) {
+        const mm_gen_lora *g = &req->loras[i];
+        char path[2048];
+        mm_lora *l = NULL;
+        mm_lora_open_opts o = {.header_only = true};
+        if (mm_rule_lora_strength(g->strength, err) != 0 ||
+            mm_lora_resolve(g->name ? g->name : "", m->opt.h3.checkpoints.models_path, m->opt.h3.lora_paths, path,
+                            sizeof path, err) != 0 ||
+            mm_lora_open(&l, path, &o, err) != 0)
+            return mm_error_prefix(err, "LoRA %d (%s)", i + 1, g->name ? g->name : "no name");
+        mock_log(m, "mock engine: LoRA %s (strength %g): %s, rank %d, alpha %g", l->name, (double)g->strength,
+                 l->summary.family, l->summary.rank_max, (double)l->summary.alpha_max);
+        mm_lora_free(l);
+    }
+    return 0;
+}
+
+/* The forwards the request's schedule runs (sampler, sigmas or steps), and
+ * its sparse and step-cache settings checked by the engine's parsers. */
+static int mock_schedule(const mock_engine *m, const mm_gen_request *req, int *forwards, mm_error *err)
+{
+    mm_schedule s;
+    if (mm_schedule_resolve(req->sigmas, req->sampler, req->steps, 12.0f, 3.0f, &s, err) != 0)
+        return -1;
+    *forwards = mm_schedule_forwards(&s);
+    mm_schedule_free(&s);
+    mm_sparse_config sc;
+    if (req->sparse && mm_sparse_config_parse(req->sparse, &sc, err) != 0)
+        return mm_error_prefix(err, "sparse %s", req->sparse);
+    if (mm_step_cache_check(&req->cache, req->partition && strcmp(req->partition, "ref2va") == 0, err) != 0)
+        return -1;
+    char cache[64];
+    mm_step_cache_name(&req->cache, cache, sizeof cache);
+    mock_log(m, "mock engine: %d forwards, sparse %s, cache %s", *forwards, req->sparse ? req->sparse : "off",
+             cache);
+    return 0;
+}
+
 static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_callbacks *cb, mm_gen_result *res,
                          mm_error *err)
 {
@@ -168,11 +269,12 @@ static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_c
     if (req->frames < 1 || req->steps < 2)
         return mm_fail(err, "mock engine: %d frames / %d steps; need >= 1 frame and >= 2 steps", req->frames,
                        req->steps);
-    if (mock_load(e, err) < 0)
+    int forwards = 0;
+    if (mock_load(e, err) < 0 || mock_loras(m, req, err) < 0 || mock_schedule(m, req, &forwards, err) < 0)
         return -1;
 
     double T = m->opt.mock_seconds > 0 ? m->opt.mock_seconds : 5.0;
-    run r = {.cb = cb, .res = res, .t0 = mm_clock_now(), .stage = MM_STAGE_ENCODING_PROMPT, .total_steps = req->steps - 1};
+    run r = {.cb = cb, .res = res, .t0 = mm_clock_now(), .stage = MM_STAGE_ENCODING_PROMPT, .total_steps = forwards};
     r.stage_t0 = r.t0;
     int rc = 0;
 
@@ -194,9 +296,12 @@ static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_c
      * step count, as the real engine's does. */
     double per_step = 0.7 * T / (MM_STEPS_DEFAULT_MOCK - 1);
     report(&r, MM_STAGE_DENOISING, 0);
+    double last_preview = -1;
     for (int s = 1; s <= r.total_steps; s++) {
         if (nap(per_step, cb))
             goto cancel;
+        if (mock_preview(req, &r, s, &last_preview, err) != 0)
+            return -1;
         report(&r, MM_STAGE_DENOISING, s);
     }
     report(&r, MM_STAGE_DECODING_VIDEO, 0);
@@ -216,6 +321,7 @@ static int mock_generate(mm_engine *e, const mm_gen_request *req, const mm_gen_c
     report(&r, MM_STAGE_WRITING, 0);
     res->total_seconds = mm_clock_now() - r.t0;
     snprintf(res->placement, sizeof res->placement, "mock=cpu");
+    res->timing.forwards = forwards;
     m->jobs++;
     return 0;
 cancel:

@@ -12,8 +12,8 @@
 
 #include <jansson.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
+#include "backend/gpu.h"
 #include "engine/pipeline_internal.h"
 #include "request/request.h"
 #include "model/vae/vae.h"
@@ -23,6 +23,7 @@
 void mm_pipeline_options_defaults(mm_pipeline_options *o)
 {
     memset(o, 0, sizeof *o);
+    mm_sp_options_defaults(&o->sp);
 }
 
 void pl_log(const mm_pipeline *p, const char *fmt, ...)
@@ -185,9 +186,9 @@ int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error
     int n_gpus = mm_cuda_device_count();
     mm_placement_in pin = {.n_gpus = n_gpus, .device = o->device, .te_device = o->te_device};
     for (int g = 0; g < n_gpus && g < 16; g++) {
-        mm_cuda_device_info info;
+        mm_gpu_info info;
         mm_error e = {{0}};
-        if (mm_cuda_device_info_get(g, &info, &e) == 0)
+        if (mm_gpu_info_get(g, &info, &e) == 0)
             pin.gpu_total[g] = info.total_bytes;
     }
     pin.dit_bytes = file_bytes(p->files[p->have[MM_COMP_DIT_FL2VA] ? MM_COMP_DIT_FL2VA : MM_COMP_DIT_REF2VA].path);
@@ -309,8 +310,7 @@ int pl_load_dit(mm_pipeline *p, int part, mm_timing *t, mm_error *err)
     double t0 = mm_timing_now();
     if (p->o.gpus > 1) {
         /* Sequence parallel: one replica per GPU (src/parallel/sp_dit.h). */
-        mm_sp_options so;
-        mm_sp_options_defaults(&so);
+        mm_sp_options so = p->o.sp;
         so.ranks = p->o.gpus;
         if (mm_sp_dit_load(&p->sp[part], p->files[c].path, p->dit_ctx, &so, NULL, err) != 0)
             return mm_error_prefix(err, "DiT %s over %d GPUs", p->files[c].path, p->o.gpus);
@@ -635,14 +635,14 @@ int mm_pipeline_status_json(mm_pipeline *p, char *buf, size_t n)
                 json_object_set_new(m, "peak_rss_bytes", json_integer((json_int_t)ru.ru_maxrss * 1024));
         } else {
             mm_memory_stats ms;
-            mm_cuda_device_info info;
+            mm_gpu_info info;
             mm_error e = {{0}};
             if (mm_device_memory_stats(d, &ms) == 0) {
                 json_object_set_new(m, "in_use_bytes", json_integer((json_int_t)ms.in_use));
                 json_object_set_new(m, "peak_bytes", json_integer((json_int_t)ms.peak));
                 json_object_set_new(m, "reserved_bytes", json_integer((json_int_t)ms.reserved));
             }
-            if (mm_cuda_device_info_get(d.index, &info, &e) == 0) {
+            if (mm_gpu_info_get(d.index, &info, &e) == 0) {
                 json_object_set_new(m, "total_bytes", json_integer((json_int_t)info.total_bytes));
                 json_object_set_new(m, "free_bytes", json_integer((json_int_t)info.free_bytes));
             }

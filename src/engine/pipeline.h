@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/timing.h"
 #include "io/checkpoint.h"
+#include "parallel/sp_options.h"
 
 typedef struct mm_pipeline_options {
     mm_checkpoint_opts checkpoints; /* overrides, $MODELS_PATH, downloads */
@@ -51,6 +52,12 @@ typedef struct mm_pipeline_options {
     /* The DiT sequence-parallel over this many GPUs, starting at its placed
      * device (0/1: one GPU; src/parallel/sp_dit.h). */
     int gpus;
+    /* How those GPUs exchange (sp.ranks is set from gpus): the world and the
+     * debugging knobs, which the commands take from MMH3_SP_* at start-up. */
+    mm_sp_options sp;
+    /* On-disk caches that outlive the process (the preview projections);
+     * NULL: nothing is kept. */
+    const char *cache_dir;
     /* One line per notable event (files found, weights loaded, fallbacks). */
     void (*log)(void *user, const char *line);
     void *log_user;

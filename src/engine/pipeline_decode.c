@@ -258,6 +258,7 @@ int pl_decode(pl_job *j, mm_error *err)
     pl_report(j, MM_STAGE_DECODING_VIDEO, 0, 0);
     if (pl_ensure_vaes(p, j->t, err) != 0)
         return -1;
+    pl_preview_fit_late(j);
     mm_mp4_options mo;
     mm_mp4_options_defaults(&mo, j->width, j->height);
     mo.crf = j->req->crf;

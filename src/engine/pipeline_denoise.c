@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_backend.h"
+#include "backend/gpu.h"
 #include "engine/pipeline_internal.h"
 #include "engine/pipeline_refkv.h"
 #include "io/safetensors.h"
@@ -351,12 +351,9 @@ static int velocity_cached(loop_state *s, int step, float t_video, float t_audio
     return mm_ctx_sync(s->ctx, err);
 }
 
-static int velocity(void *user, int step, float t_video, float t_audio, const mm_flow_stream *video,
-                    const mm_flow_stream *audio, float *v_video, float *v_audio, mm_error *err)
+static int velocity_full(loop_state *s, int step, float t_video, float t_audio, const mm_flow_stream *video,
+                         const mm_flow_stream *audio, float *v_video, float *v_audio, mm_error *err)
 {
-    loop_state *s = user;
-    if (s->kv && step > 0)
-        return velocity_cached(s, step, t_video, t_audio, video, audio, v_video, v_audio, err);
     if (s->kv)
         pl_refkv_begin_forward(s->kv);
     mm_dit_row_timesteps(&s->j->layout, t_video, t_audio, PL_CONDITION_T, s->row_t);
@@ -379,6 +376,20 @@ static int velocity(void *user, int step, float t_video, float t_audio, const mm
     mm_copy(s->ctx, &ov, &s->vv);
     mm_copy(s->ctx, &oa, &s->va);
     return mm_ctx_sync(s->ctx, err);
+}
+
+/* One forward (the reduced layout after the first where the reference KV
+ * cache holds the pinned rows), then the live preview when one is due: it
+ * needs this forward's rows and velocities, which the Euler step replaces. */
+static int velocity(void *user, int step, float t_video, float t_audio, const mm_flow_stream *video,
+                    const mm_flow_stream *audio, float *v_video, float *v_audio, mm_error *err)
+{
+    loop_state *s = user;
+    int rc = s->kv && step > 0 ? velocity_cached(s, step, t_video, t_audio, video, audio, v_video, v_audio, err)
+                               : velocity_full(s, step, t_video, t_audio, video, audio, v_video, v_audio, err);
+    if (rc == 0)
+        pl_preview_forward(s->j, step, t_video, video->rows, video->n_rows, video->cond_rows, v_video);
+    return rc;
 }
 
 static void on_progress(void *user, int done, int total)
@@ -420,9 +431,9 @@ static bool use_ref_kv(mm_pipeline *p, const mm_dit_config *cfg, const mm_dit_la
     size_t need = pl_refkv_bytes(cfg, l);
     if (d.kind != MM_DEVICE_CUDA)
         return true;
-    mm_cuda_device_info info;
+    mm_gpu_info info;
     mm_error e = {{0}};
-    if (mm_cuda_device_info_get(d.index, &info, &e) != 0 || info.free_bytes > need + ((size_t)8 << 30))
+    if (mm_gpu_info_get(d.index, &info, &e) != 0 || info.free_bytes > need + ((size_t)8 << 30))
         return true;
     pl_log(p, "reference KV cache: %.1f GiB needed, %.1f GiB free on the DiT's GPU; running without it",
            need / 1073741824.0, info.free_bytes / 1073741824.0);
@@ -463,6 +474,7 @@ int pl_denoise(pl_job *j, mm_error *err)
         goto done;
     if (p->o.layout_dump && dump_layout(j, sv, sa, err) != 0)
         goto done;
+    pl_preview_begin(j);
     const mm_dit_layout *l = &j->layout;
     mm_device dd = mm_ctx_device(p->dit_ctx);
     if (text_rows->device.kind != dd.kind || text_rows->device.index != dd.index) {
@@ -535,7 +547,9 @@ int pl_denoise(pl_job *j, mm_error *err)
     mm_flow_stream astream = {j->audio_rows, l->audio_rows, l->cond_audio_rows, aw, sa};
     mm_flow_callbacks fcb = {.progress = on_progress, .should_cancel = on_cancel, .user = &s};
     rc = mm_flow_sample(&vstream, &astream, velocity, &s, &fcb, err);
-    mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0);
+    mm_timing_add(j->t, MM_TG_INFERENCE, "denoise (DiT forwards)", mm_timing_now() - t0 - j->preview_seconds);
+    if (j->preview_seconds > 0)
+        mm_timing_add(j->t, MM_TG_OVERHEAD, "live previews", j->preview_seconds);
     report_step_cache(&s);
     if (rc == 0 && p->o.latents_dump) {
         const char *names[] = {"video_rows", "audio_rows"};

@@ -10,6 +10,7 @@
 #include "backend/ops.h"
 #include "backend/placement.h"
 #include "engine/pipeline.h"
+#include "engine/preview.h"
 #include "model/dit/dit.h"
 #include "model/lora/lora.h"
 #include "model/text/conditioner.h"
@@ -58,6 +59,9 @@ struct mm_pipeline {
     pl_ref_cache *ref_cache;
     mm_lora_cache *lora_cache; /* adapters resident between jobs (pipeline_lora.c; made on first use) */
     float video_shift, audio_shift;
+    /* live previews: the video VAE's projection (pipeline_preview.c) */
+    mm_preview_projection preview;
+    int preview_state; /* 0: not made yet, 1: ready, -1: failed (no previews in this process) */
     /* what status_json reports (written under status_lock) */
     pthread_mutex_t status_lock;
     int jobs;
@@ -132,6 +136,9 @@ typedef struct pl_job {
     int n_loras;
     double t0, stage_t0;
     mm_stage stage;
+    /* live previews of this job (pipeline_preview.c) */
+    bool preview_on;
+    double preview_last, preview_seconds;
 } pl_job;
 
 /* Loading on demand (pipeline.c). "Swapping": the text encoder and the VAEs
@@ -185,6 +192,17 @@ int pl_denoise(pl_job *j, mm_error *err);
  * (j->lora_uses), and back. */
 int pl_loras_acquire(pl_job *j, mm_error *err);
 void pl_loras_release(pl_job *j);
+
+/* pipeline_preview.c: live previews of the clean estimate. begin decides
+ * whether this job makes them (a callback, a projection: loaded from the
+ * cache or fitted now while the video VAE is resident); forward makes one
+ * when due from the rows and velocities of a forward at t_video; fit_late
+ * fits once the VAE is loaded where it was not resident at begin. A preview
+ * that fails is logged and the job goes on without previews. */
+void pl_preview_begin(pl_job *j);
+void pl_preview_forward(pl_job *j, int step, float t_video, const float *rows, int64_t n_rows, int64_t cond_rows,
+                        const float *v_video);
+void pl_preview_fit_late(pl_job *j);
 
 /* pipeline_decode.c: latents → frames and waveform → mp4. */
 int pl_decode(pl_job *j, mm_error *err);

@@ -33,6 +33,15 @@ void mm_image_free(mm_image *img);
 int mm_image_write(const char *path, const uint8_t *rgb, int width, int height, int stride, int quality,
                    mm_error *err);
 
+/* The same encode into memory: type "png", "jpg"/"jpeg" or "webp"; *data
+ * is malloc'ed and owned by the caller. */
+int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height, int stride, int quality,
+                    uint8_t **data, size_t *size, mm_error *err);
+
+/* Writes n bytes to "<path>.part", fsyncs and renames it onto path, so a
+ * reader sees the old file or the new one, never a part. */
+int mm_file_write_atomic(const char *path, const uint8_t *data, size_t n, mm_error *err);
+
 /* The PNG frame dump (--frames-dir): writes <dir>/frame_<index, 5 digits>.png. */
 int mm_frames_dir_write(const char *dir, int index, const uint8_t *rgb, int width, int height, int stride,
                         mm_error *err);

@@ -40,55 +40,33 @@ static const still_format *format_for(const char *path)
     return NULL;
 }
 
-static int write_file_atomic(const char *path, const uint8_t *data, size_t n, mm_error *err)
-{
-    size_t len = strlen(path);
-    char *part = malloc(len + 6);
-    if (!part)
-        return mm_fail(err, "out of memory");
-    snprintf(part, len + 6, "%s.part", path);
-    int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        mm_fail_errno(err, "creating %s", part);
-        free(part);
-        return -1;
-    }
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, data + done, n - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            mm_fail_errno(err, "writing %s", part);
-            close(fd);
-            unlink(part);
-            free(part);
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) < 0 || close(fd) < 0) {
-        mm_fail_errno(err, "writing %s", part);
-        unlink(part);
-        free(part);
-        return -1;
-    }
-    if (rename(part, path) < 0) {
-        mm_fail_errno(err, "renaming %s into place", part);
-        unlink(part);
-        free(part);
-        return -1;
-    }
-    free(part);
-    return 0;
-}
-
 int mm_image_write(const char *path, const uint8_t *rgb, int width, int height, int stride, int quality,
                    mm_error *err)
 {
     const still_format *fmt = format_for(path);
     if (!fmt)
         return mm_fail(err, "%s: unknown image type: name it .png, .jpg, .jpeg or .webp", path);
+    uint8_t *out = NULL;
+    size_t out_n = 0;
+    if (mm_image_encode(fmt->ext, rgb, width, height, stride, quality, &out, &out_n, err) != 0)
+        return mm_error_prefix(err, "%s", path);
+    int rc = mm_file_write_atomic(path, out, out_n, err);
+    free(out);
+    return rc;
+}
+
+int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height, int stride, int quality,
+                    uint8_t **data, size_t *size, mm_error *err)
+{
+    const still_format *fmt = NULL;
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0] && !fmt; i++)
+        if (!strcasecmp(type, formats[i].ext))
+            fmt = &formats[i];
+    *data = NULL;
+    *size = 0;
+    if (!fmt)
+        return mm_fail(err, "unknown image type '%s': accepted: png, jpg, jpeg, webp", type);
+    const char *path = fmt->ext; /* names the picture in the messages below */
     if (width <= 0 || height <= 0 || stride < 3 * width)
         return mm_fail(err, "%s: bad picture geometry %dx%d (stride %d)", path, width, height, stride);
     if (quality <= 0)
@@ -167,7 +145,10 @@ int mm_image_write(const char *path, const uint8_t *rgb, int width, int height, 
         mm_fail(err, "%s: the %s encoder produced nothing", path, fmt->encoder);
         goto done;
     }
-    rc = write_file_atomic(path, out, out_n, err);
+    *data = out;
+    *size = out_n;
+    out = NULL;
+    rc = 0;
 done:
     free(out);
     sws_freeContext(sws);

@@ -99,6 +99,15 @@ int mm_image_write(const char *path, const uint8_t *rgb, int width, int height, 
     return no_ffmpeg(err);
 }
 
+int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height, int stride, int quality,
+                    uint8_t **data, size_t *size, mm_error *err)
+{
+    (void)type, (void)rgb, (void)width, (void)height, (void)stride, (void)quality;
+    *data = NULL;
+    *size = 0;
+    return no_ffmpeg(err);
+}
+
 int mm_frames_dir_write(const char *dir, int index, const uint8_t *rgb, int width, int height, int stride,
                         mm_error *err)
 {

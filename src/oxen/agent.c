@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "oxen/remote.h"
 #include "store/db.h"
@@ -15,13 +16,6 @@
 #include "store/settings.h"
 
 static mm_oxen_agent *agent; /* the running one, or NULL */
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* NaN (which the checks refuse) for anything but a number. */
 static double number_or_nan(const char *s)
@@ -150,8 +144,8 @@ static void one_round(mm_oxen_agent *a)
         return; /* another worker's agent is writing to the hub */
     /* Claims a killed worker left half done: at start, then at the poll's pace
      * (a hub that is down is not asked every second). */
-    if (now_seconds() >= a->next_resume && !atomic_load(&a->quit)) {
-        a->next_resume = now_seconds() + (a->poll_seconds > 0 ? a->poll_seconds : 10);
+    if (mm_clock_now() >= a->next_resume && !atomic_load(&a->quit)) {
+        a->next_resume = mm_clock_now() + (a->poll_seconds > 0 ? a->poll_seconds : 10);
         if (mm_oxen_claims_resume(a, &err) < 0)
             mm_oxen_complain(a, err.msg);
     }
@@ -162,8 +156,8 @@ static void one_round(mm_oxen_agent *a)
             break;
         }
     }
-    if (a->poll_seconds > 0 && now_seconds() >= a->next_poll && !atomic_load(&a->quit)) {
-        a->next_poll = now_seconds() + a->poll_seconds;
+    if (a->poll_seconds > 0 && mm_clock_now() >= a->next_poll && !atomic_load(&a->quit)) {
+        a->next_poll = mm_clock_now() + a->poll_seconds;
         if (locally_idle(a) && mm_oxen_claim_poll(a, &err) < 0)
             mm_oxen_complain(a, err.msg);
         /* A claimed job waits in the queue now; its mirror work comes next round. */
@@ -195,8 +189,8 @@ static void *agent_main(void *arg)
         /* Woken by the hooks; else a short nap (mirror work can appear from
          * other workers' renders too), bounded by the next poll. */
         double nap = 1.0;
-        if (a->poll_seconds > 0 && a->next_poll - now_seconds() < nap)
-            nap = a->next_poll - now_seconds();
+        if (a->poll_seconds > 0 && a->next_poll - mm_clock_now() < nap)
+            nap = a->next_poll - mm_clock_now();
         if (nap > 0.01)
             wait_wake(a, nap);
     }
@@ -236,7 +230,7 @@ int mm_oxen_agent_start(const mm_oxen_options *o, const char *db_url, const char
     a->outputs = strdup(outputs);
     a->worker_id = strdup(worker_id);
     a->poll_seconds = o->poll_seconds;
-    a->next_poll = now_seconds() + (o->poll_seconds > 1 ? 1 : o->poll_seconds);
+    a->next_poll = mm_clock_now() + (o->poll_seconds > 1 ? 1 : o->poll_seconds);
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cond, NULL);
     if (pthread_create(&a->thread, NULL, agent_main, a) != 0) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
+#include "backend/gpu.h"
 #include "parallel/nccl_lib.h"
 #include "parallel/transfer.h"
 
@@ -125,7 +125,7 @@ int mm_world_join_nccl(mm_world **out, const char *id_hex, int n, int rank, int 
     w->multi_process = true;
     w->comms[0] = (mm_comm){.world = w, .rank = rank, .device = mm_cuda(device)};
     /* ncclCommInitRank works on the calling thread's current device. */
-    if (mm_cuda_make_current(device, err) != 0 || mm_nccl_load(&w->nc, err) != 0 ||
+    if (mm_gpu_make_current(device, err) != 0 || mm_nccl_load(&w->nc, err) != 0 ||
         mm_nccl_check(w->nc, w->nc->comm_init_rank(&w->comms[0].nccl, n, id, rank), err, "ncclCommInitRank") != 0) {
         mm_world_destroy(w);
         return mm_error_prefix(err, "joining an NCCL group of %d as rank %d", n, rank);

@@ -42,6 +42,8 @@ struct mm_sp_dit {
     bool quit;
     rank_job job;
     void *job_arg;
+    double abort_seconds; /* mm_sp_options.abort_seconds, its default applied */
+    bool exchange_self;
     bool broken; /* a failure left ranks out of step: the group must be rebuilt */
     char broken_why[300];
 };
@@ -75,13 +77,6 @@ struct mm_sp_request {
     bool fast;          /* for job_set_fast */
 };
 
-void mm_sp_options_defaults(mm_sp_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->ranks = 1;
-    o->world = -1;
-}
-
 /* ------------------------------------------------------------ rank threads */
 
 static void *rank_main(void *arg)
@@ -108,13 +103,6 @@ static void *rank_main(void *arg)
     }
     pthread_mutex_unlock(&sp->mu);
     return NULL;
-}
-
-static double abort_grace_seconds(void)
-{
-    const char *e = getenv("MMH3_SP_ABORT_SECONDS");
-    double s = e ? atof(e) : 0;
-    return s > 0 ? s : 60;
 }
 
 /* Runs job on every rank (rank 0 on this thread) and waits for all. When a
@@ -158,7 +146,7 @@ static int run_all(mm_sp_dit *sp, rank_job job, void *arg, bool exchanges, mm_er
         if (failed && exchanges && !aborted) {
             if (first_fail.tv_sec == 0)
                 first_fail = now;
-            else if ((double)(now.tv_sec - first_fail.tv_sec) > abort_grace_seconds()) {
+            else if ((double)(now.tv_sec - first_fail.tv_sec) > sp->abort_seconds) {
                 aborted = true;
                 pthread_mutex_unlock(&sp->mu);
                 mm_world_abort(sp->world, "a rank failed and the others were left waiting");
@@ -199,11 +187,6 @@ static int job_load(rank_state *rs, void *arg)
 
 static int pick_world(const mm_sp_options *o, const mm_device *devs, int n)
 {
-    const char *e = getenv("MMH3_SP_WORLD");
-    if (e && strcmp(e, "host") == 0)
-        return MM_WORLD_HOST;
-    if (e && strcmp(e, "nccl") == 0)
-        return MM_WORLD_NCCL;
     if (o->world >= 0)
         return o->world;
     for (int r = 0; r < n; r++) {
@@ -249,13 +232,15 @@ int mm_sp_dit_load(mm_sp_dit **out, const char *path, mm_ctx *ctx0, const mm_sp_
     sp->n = n;
     sp->path = path;
     sp->ov = ov;
+    sp->abort_seconds = o.abort_seconds > 0 ? o.abort_seconds : 60;
+    sp->exchange_self = o.exchange_self;
     pthread_mutex_init(&sp->mu, NULL);
     pthread_cond_init(&sp->cv_job, NULL);
     pthread_cond_init(&sp->cv_done, NULL);
 
     int kind = pick_world(&o, devs, n);
     if (mm_world_create(&sp->world, (mm_world_kind)kind, n, devs, err) != 0) {
-        if (o.world >= 0 || getenv("MMH3_SP_WORLD")) {
+        if (o.world >= 0) {
             mm_sp_dit_free(sp);
             return -1;
         }
@@ -459,7 +444,8 @@ static int job_begin(rank_state *rs, void *arg)
         mm_tensor_alloc(&text_loc, dev, MM_BF16, 2, MM_SHAPE(nt, c->hidden), err) != 0)
         goto out;
     mm_gather_rows(ctx, &text_loc, &refined, &sel);
-    if (mm_ctx_sync(ctx, err) != 0 || mm_ulysses_create(&rr->u, rs->comm, &q->split, c->head_dim, MM_BF16, err) != 0)
+    if (mm_ctx_sync(ctx, err) != 0 ||
+        mm_ulysses_create(&rr->u, rs->comm, &q->split, c->head_dim, MM_BF16, q->sp->exchange_self, err) != 0)
         goto out;
     rr->comm = rs->comm;
     rr->n_ranks = q->sp->n;

@@ -18,7 +18,7 @@
  * Each rank's attention share runs its request's own SDPA (mm_dit_sdpa: FA3
  * on Hopper, fast mode when set), the kernel the plain forward runs.
  * N = 1 is the plain forward: no exchange, no staging (the caller's tensors
- * go straight in); MMH3_SP_EXCHANGE_SELF=1 keeps the pack / exchange with
+ * go straight in); mm_sp_options.exchange_self keeps the pack / exchange with
  * itself / unpack steps, which is how one GPU checks that path against the
  * plain forward (parallel/ulysses.h).
  *
@@ -35,15 +35,8 @@
 #include "core/error.h"
 #include "model/dit/dit.h"
 #include "parallel/comm.h"
+#include "parallel/sp_options.h"
 
-typedef struct mm_sp_options {
-    int ranks;                /* N >= 1 */
-    const mm_device *devices; /* [N], or NULL: rank r on cuda:(d0 + r) for ctx0 on cuda:d0; CPU ctx0: all CPU */
-    int world;                /* -1 = auto (NCCL for distinct GPUs when it loads, else the host world), or an mm_world_kind */
-    int cpu_threads;          /* CPU ranks: workers each (0 = $MMH3_THREADS or cores / N, at least 1) */
-} mm_sp_options;
-
-void mm_sp_options_defaults(mm_sp_options *o);
 
 typedef struct mm_sp_dit mm_sp_dit;
 typedef struct mm_sp_request mm_sp_request;

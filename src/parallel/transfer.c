@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/device.h"
+#include "backend/gpu.h"
 #include "core/dtype.h"
 
 #define MAX_GPUS 64
@@ -48,7 +48,7 @@ int mm_transfer_probe(int src, int dst, size_t bytes, mm_peer_result *out, mm_er
         return mm_fail(err, "peer probe: GPUs %d and %d out of range", src, dst);
     mm_error perr = {{0}};
     double gbps = 0;
-    if (mm_cuda_peer_probe(src, dst, bytes ? bytes : (size_t)64 << 20, &gbps, &perr) == 0) {
+    if (mm_gpu_peer_probe(src, dst, bytes ? bytes : (size_t)64 << 20, &gbps, &perr) == 0) {
         out->ok = true;
         out->gbps = gbps;
     } else {

@@ -11,7 +11,7 @@
  * the user opted in (mm_transfer_policy.peer_copy: `--peer-copy`, or
  * MMH3_PEER_COPY=1, read once by the command line) AND that ordered pair
  * passed the integrity probe (a pattern copied and read back word by word,
- * mm_cuda_peer_probe, as `mmh3 check` runs it), run once per pair on first
+ * mm_gpu_peer_probe, as `mmh3 check` runs it), run once per pair on first
  * use and remembered for the life of the process.
  */
 #ifndef MMH3_PARALLEL_TRANSFER_H

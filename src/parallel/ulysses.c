@@ -24,14 +24,8 @@ struct mm_ulysses {
     void *mark_user;
 };
 
-static bool env_is_1(const char *name)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, "1") == 0;
-}
-
 int mm_ulysses_create(mm_ulysses **out, mm_comm *comm, const mm_sp_split *split, int head_dim, mm_dtype dtype,
-                      mm_error *err)
+                      bool exchange_self, mm_error *err)
 {
     *out = NULL;
     if (mm_comm_size(comm) != split->ranks)
@@ -48,7 +42,7 @@ int mm_ulysses_create(mm_ulysses **out, mm_comm *comm, const mm_sp_split *split,
     u->hd = (int64_t)split->heads_per_rank * head_dim;
     const mm_device dev = mm_comm_device(comm);
     const int64_t N = split->ranks, S = split->rows;
-    u->exchange = N > 1 || env_is_1("MMH3_SP_EXCHANGE_SELF");
+    u->exchange = N > 1 || exchange_self;
     if (!u->exchange) {
         *out = u;
         return 0;

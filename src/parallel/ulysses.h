@@ -19,12 +19,13 @@
  *
  * One rank (N = 1) has nothing to exchange: the hook is then just the SDPA
  * on the caller's views, with no buffers, copies or messages (the plain
- * forward, bit for bit). MMH3_SP_EXCHANGE_SELF=1 keeps steps 1-5 at N = 1,
+ * forward, bit for bit). exchange_self keeps steps 1-5 at N = 1,
  * so that one GPU can still check the pack/exchange/unpack path.
  */
 #ifndef MMH3_PARALLEL_ULYSSES_H
 #define MMH3_PARALLEL_ULYSSES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "backend/ops.h"
@@ -37,7 +38,7 @@ typedef struct mm_ulysses mm_ulysses;
 /* Buffers and message plans for one request on one rank (dtype: that of
  * q/k/v, bf16 in the DiT). */
 int mm_ulysses_create(mm_ulysses **out, mm_comm *comm, const mm_sp_split *split, int head_dim, mm_dtype dtype,
-                      mm_error *err);
+                      bool exchange_self, mm_error *err);
 void mm_ulysses_free(mm_ulysses *u);
 size_t mm_ulysses_bytes(const mm_ulysses *u);
 

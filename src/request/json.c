@@ -199,7 +199,7 @@ int mm_request_input_extras_from_json(json_t *body, mm_request_input *in, mm_req
     if (sampler && !json_is_null(sampler) && get_sampler(sampler, in, e) < 0)
         return -1;
     if (get_string(body, "sparse", true, MM_ACCEPT_SPARSE, "must be a string", &in->sparse, e) < 0 ||
-        get_string(body, "cache", true, MM_ACCEPT_REQUEST_CACHE, "must be a string", &in->cache, e) < 0)
+        get_string(body, "cache", true, MM_ACCEPT_CACHE, "must be a string", &in->cache, e) < 0)
         return -1;
     return 0;
 }

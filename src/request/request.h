@@ -30,6 +30,7 @@
 
 #include "core/error.h"
 #include "request/rules.h"
+#include "request/step_cache.h"
 
 /* ---------------------------------------------------------------- as given */
 
@@ -81,6 +82,12 @@ typedef struct mm_request_input {
     double sigmas[MM_SIGMAS_MAX];
     const char *sparse; /* NULL: off */
     const char *cache;  /* NULL: off */
+    /* The adapters the front end knows (the catalogue a worker published,
+     * names as listed: "style.safetensors"); loras_known false when it
+     * cannot know them, and any well-formed name is taken. */
+    bool loras_known;
+    const char *const *known_loras;
+    int n_known_loras;
 } mm_request_input;
 
 void mm_request_input_init(mm_request_input *in);
@@ -153,12 +160,14 @@ typedef struct mm_request {
     bool no_audio, fast;
     int crf;
     char preset[16];
-    /* Settled and stored; the engine does not use them yet. */
+    /* The few-step fields: adapters by name (resolved by the worker's
+     * engine), the sampler (a preset sets steps), sparse attention and the
+     * step cache. */
     int n_loras;
     mm_request_lora loras[MM_LORAS_MAX];
     mm_request_sampler sampler;
     char sparse[MM_PRESET_NAME_MAX + 1]; /* "off" or a preset name */
-    mm_cache_spec cache;
+    mm_step_cache_config cache; /* off when zeroed */
     mm_rule_notes notes; /* adjustments made (snapped values), reported as warnings */
 } mm_request;
 
@@ -191,7 +200,8 @@ int mm_request_input_extras_from_json(json_t *object, mm_request_input *in, mm_r
 int mm_request_input_set_text(mm_request_input *in, const char *field, const char *text, mm_request_error *err);
 
 /* The few-step fields as stored: JSON texts the caller frees (sampler: NULL
- * for the default), and the cache setting's text. */
+ * for the default); the cache setting is stored as mm_step_cache_name's text,
+ * which parses back to the same configuration. */
 char *mm_request_loras_json(const mm_request *r);
 char *mm_request_sampler_json(const mm_request *r);
 

@@ -224,14 +224,19 @@ int mm_rule_lora_name(const char *name, mm_error *err)
         return mm_fail(err, "is empty");
     if (n > MM_LORA_NAME_MAX)
         return mm_fail(err, "has %zu characters, more than %d", n, MM_LORA_NAME_MAX);
-    /* A name becomes part of a file name: no hidden or relative ones. */
-    if (name[0] == '.')
-        return mm_fail(err, "'%.40s' starts with '.'", name);
+    /* A name becomes a path under the adapter folder: each '/'-separated
+     * part non-empty and not hidden, so none climbs out ("..") or is absolute. */
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+        bool part_start = i == 0 || name[i - 1] == '/';
+        if (part_start && (c == '.' || c == '/'))
+            return mm_fail(err, "'%.40s' has a part starting with '%c'", name, c);
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-' || c == '/'))
             return mm_fail(err, "'%.40s' has the character '%c' at %zu", name, c > ' ' && c < 127 ? c : '?', i);
     }
+    if (name[n - 1] == '/')
+        return mm_fail(err, "'%.40s' ends with '/'", name);
     return 0;
 }
 
@@ -270,49 +275,6 @@ int mm_rule_sigmas(const double *sigmas, int n, mm_error *err)
     if (sigmas[n - 1] != 0)
         return mm_fail(err, "ends at %g, not 0", sigmas[n - 1]);
     return 0;
-}
-
-int mm_rule_cache(const char *text, mm_cache_spec *out, mm_error *err)
-{
-    static const struct {
-        const char *name;
-        mm_cache_kind kind;
-    } methods[] = {{"fbc", MM_CACHE_FBC}, {"teacache", MM_CACHE_TEACACHE}};
-    memset(out, 0, sizeof *out);
-    if (strcmp(text, "off") == 0)
-        return 0;
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
-        size_t n = strlen(methods[i].name);
-        if (strncmp(text, methods[i].name, n) != 0 || (text[n] != '\0' && text[n] != ':'))
-            continue;
-        out->kind = methods[i].kind;
-        if (text[n] == '\0')
-            return 0;
-        const char *t = text + n + 1;
-        char *end;
-        errno = 0;
-        double v = strtod(t, &end);
-        /* Digits only: no "inf", "nan" or hex floats. */
-        if (!*t || *end || errno || strspn(t, "0123456789.eE+-") != strlen(t))
-            return mm_fail(err, "'%.40s' has no number after '%s:'", text, methods[i].name);
-        if (!(v > 0 && v <= 1))
-            return mm_fail(err, "threshold %g is outside (0, 1]", v);
-        out->threshold = v;
-        return 0;
-    }
-    return mm_fail(err, "'%.40s' is not a step-cache setting", text);
-}
-
-void mm_cache_format(const mm_cache_spec *c, char *buf, size_t n)
-{
-    const char *name = c->kind == MM_CACHE_FBC ? "fbc" : c->kind == MM_CACHE_TEACACHE ? "teacache" : "off";
-    if (c->kind == MM_CACHE_OFF || c->threshold <= 0) {
-        snprintf(buf, n, "%s", name);
-        return;
-    }
-    char t[32];
-    mm_number_shortest(c->threshold, t, sizeof t);
-    snprintf(buf, n, "%s:%s", name, t);
 }
 
 void mm_number_shortest(double v, char *buf, size_t n)

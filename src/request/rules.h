@@ -81,12 +81,13 @@ typedef enum mm_reference_kind { MM_REF_IMAGE, MM_REF_VIDEO, MM_REF_AUDIO } mm_r
 #define MM_ACCEPT_MODEL "\"minimax-h3\" (or \"minimax-h3-fl2va\" / \"minimax-h3-ref2va\", which pick the partition)"
 #define MM_ACCEPT_NUM_GENERATIONS "integer 1..4 (one generation each; a given seed counts up per generation)"
 #define MM_ACCEPT_LORAS "at most 8 adapters [{\"name\": NAME, \"strength\": S}], each name once"
-#define MM_ACCEPT_LORA_NAME "1..128 characters from a-z 0-9 . _ -, not starting with '.'"
+#define MM_ACCEPT_LORA_NAME \
+    "1..128 characters from A-Z a-z 0-9 . _ - /, a file of the adapter folder (sub-folders with '/'; no part " \
+    "starting with '.')"
 #define MM_ACCEPT_LORA_STRENGTH "a number -100..100 (default 1)"
 #define MM_ACCEPT_SAMPLER \
     "a preset name (1..64 characters from a-z 0-9 -) or 2..201 strictly decreasing sigmas in 0..1 ending at 0"
 #define MM_ACCEPT_SPARSE "\"off\" or a preset name (1..64 characters from a-z 0-9 -)"
-#define MM_ACCEPT_REQUEST_CACHE "\"off\", \"fbc\", \"fbc:T\", \"teacache\" or \"teacache:T\" with a threshold T > 0 and <= 1"
 
 /* Adjustments made to a request, reported back as warnings. */
 #define MM_NOTES_MAX 8
@@ -141,18 +142,6 @@ int mm_rule_preset_name(const char *name, mm_error *err);
 /* A custom sigma list: 2..201 values in [0, 1], strictly decreasing, the last 0. */
 int mm_rule_sigmas(const double *sigmas, int n, mm_error *err);
 
-/* Step caching: off, first-block cache or TeaCache, with an optional
- * threshold (0 = the method's own default). */
-typedef enum mm_cache_kind { MM_CACHE_OFF, MM_CACHE_FBC, MM_CACHE_TEACACHE } mm_cache_kind;
-typedef struct mm_cache_spec {
-    mm_cache_kind kind;
-    double threshold;
-} mm_cache_spec;
-
-/* "off" | "fbc[:T]" | "teacache[:T]" -> spec. */
-int mm_rule_cache(const char *text, mm_cache_spec *out, mm_error *err);
-/* The spec in the form mm_rule_cache reads back ("off", "fbc", "fbc:0.08"). */
-void mm_cache_format(const mm_cache_spec *c, char *buf, size_t n);
 /* The shortest "%g" text that reads back as exactly v (0.08 -> "0.08"). */
 void mm_number_shortest(double v, char *buf, size_t n);
 

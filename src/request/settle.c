@@ -11,6 +11,8 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "request/sampler_presets.h"
+
 #define ACCEPT_LAST_IMAGE "a still image, with {partition} fl2va"
 
 void mm_request_input_init(mm_request_input *in)
@@ -214,6 +216,36 @@ static int settle_output(const mm_request_input *in, mm_request *out, mm_request
     return 0;
 }
 
+/* A name of the catalogue, as given or with ".safetensors" added. */
+static bool lora_known(const mm_request_input *in, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; i < in->n_known_loras; i++) {
+        const char *k = in->known_loras[i];
+        if (strcmp(k, name) == 0 || (strncmp(k, name, n) == 0 && strcmp(k + n, ".safetensors") == 0))
+            return true;
+    }
+    return false;
+}
+
+/* "one of a, b, c" (as many as fit), or what to do when there are none. */
+static void known_loras_text(const mm_request_input *in, char *buf, size_t size)
+{
+    if (in->n_known_loras == 0) {
+        snprintf(buf, size, "none: the adapter folder ($MODELS_PATH/loras on the worker's host) is empty");
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, size, "one of ");
+    for (int i = 0; i < in->n_known_loras && n < size; i++) {
+        const char *sep = i ? ", " : "";
+        if (n + strlen(sep) + strlen(in->known_loras[i]) + 8 >= size) {
+            snprintf(buf + n, size - n, "%s...", sep);
+            return;
+        }
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, in->known_loras[i]);
+    }
+}
+
 static int settle_loras(const mm_request_input *in, mm_request *out, mm_request_error *e)
 {
     mm_error err = {{0}};
@@ -232,6 +264,11 @@ static int settle_loras(const mm_request_input *in, mm_request *out, mm_request_
         for (int k = 0; k < i; k++)
             if (strcmp(in->loras[k].name, l->name) == 0)
                 return mm_request_fail(e, field, MM_ACCEPT_LORAS, "repeats loras[%d]", k);
+        if (in->loras_known && !lora_known(in, l->name)) {
+            char known[sizeof e->accepted];
+            known_loras_text(in, known, sizeof known);
+            return mm_request_fail(e, field, known, "'%s' is not an adapter of $MODELS_PATH/loras", l->name);
+        }
         double strength = l->has_strength ? l->strength : 1.0;
         snprintf(field, sizeof field, "loras[%d].strength", i);
         if (mm_rule_lora_strength(strength, &err) < 0)
@@ -243,26 +280,61 @@ static int settle_loras(const mm_request_input *in, mm_request *out, mm_request_
     return 0;
 }
 
+/* "default, turbo4, ... (docs/PIPELINE.md), or ..." for the sampler's refusals. */
+static void sampler_accepted(char *buf, size_t n)
+{
+    char names[512];
+    mm_sampler_preset_names(names, sizeof names);
+    snprintf(buf, n, "a preset: default, %s; or 2..201 strictly decreasing sigmas in 0..1 ending at 0", names);
+}
+
+/* The sampler by the presets' own table (the CLI's --sampler reads the same):
+ * a preset or a sigma list fixes the forwards, so it sets steps and excludes
+ * a given one; steps given beside adapters keep the release grid, as
+ * `mmh3 generate --steps` does, rather than an adapter's own sampler. */
+static int settle_sampler(const mm_request_input *in, mm_request *out, mm_request_error *e)
+{
+    mm_error err = {{0}};
+    char accepted[768];
+    memset(&out->sampler, 0, sizeof out->sampler);
+    out->sampler.kind = in->sampler_kind;
+    bool schedule = in->sampler_kind == MM_SAMPLER_SIGMAS ||
+                    (in->sampler_kind == MM_SAMPLER_PRESET && strcmp(in->sampler_preset, "default") != 0);
+    if (schedule && in->has_steps)
+        return mm_request_fail(e, "steps", "steps or a sampler, not both",
+                               "is given with {sampler}, which fixes the forwards; give one");
+    if (in->sampler_kind == MM_SAMPLER_PRESET) {
+        const mm_sampler_preset *p = NULL;
+        sampler_accepted(accepted, sizeof accepted);
+        if (mm_rule_preset_name(in->sampler_preset, &err) < 0)
+            return rule_fail(e, "sampler", accepted, &err);
+        if (strcmp(in->sampler_preset, "default") != 0 && mm_sampler_preset_find(in->sampler_preset, &p, &err) < 0)
+            return rule_fail(e, "sampler", accepted, &err);
+        snprintf(out->sampler.preset, sizeof out->sampler.preset, "%s", in->sampler_preset);
+        if (p)
+            out->steps = mm_sampler_preset_forwards(p) + 1;
+    } else if (in->sampler_kind == MM_SAMPLER_SIGMAS) {
+        sampler_accepted(accepted, sizeof accepted);
+        if (in->n_sigmas > MM_SIGMAS_MAX)
+            return mm_request_fail(e, "sampler", accepted, "has %d sigmas, not %d..%d", in->n_sigmas, MM_SIGMAS_MIN,
+                                   MM_SIGMAS_MAX);
+        if (mm_rule_sigmas(in->sigmas, in->n_sigmas, &err) < 0)
+            return rule_fail(e, "sampler", accepted, &err);
+        out->sampler.n_sigmas = in->n_sigmas;
+        memcpy(out->sampler.sigmas, in->sigmas, (size_t)in->n_sigmas * sizeof in->sigmas[0]);
+        out->steps = in->n_sigmas;
+    } else if (in->has_steps && in->n_loras > 0) {
+        out->sampler.kind = MM_SAMPLER_PRESET;
+        snprintf(out->sampler.preset, sizeof out->sampler.preset, "default");
+    }
+    return 0;
+}
+
 int mm_request_settle_extras(const mm_request_input *in, mm_request *out, mm_request_error *e)
 {
     mm_error err = {{0}};
-    if (settle_loras(in, out, e) < 0)
+    if (settle_loras(in, out, e) < 0 || settle_sampler(in, out, e) < 0)
         return -1;
-    memset(&out->sampler, 0, sizeof out->sampler);
-    out->sampler.kind = in->sampler_kind;
-    if (in->sampler_kind == MM_SAMPLER_PRESET) {
-        if (mm_rule_preset_name(in->sampler_preset, &err) < 0)
-            return rule_fail(e, "sampler", MM_ACCEPT_SAMPLER, &err);
-        snprintf(out->sampler.preset, sizeof out->sampler.preset, "%s", in->sampler_preset);
-    } else if (in->sampler_kind == MM_SAMPLER_SIGMAS) {
-        if (in->n_sigmas > MM_SIGMAS_MAX)
-            return mm_request_fail(e, "sampler", MM_ACCEPT_SAMPLER, "has %d sigmas, not %d..%d", in->n_sigmas,
-                                   MM_SIGMAS_MIN, MM_SIGMAS_MAX);
-        if (mm_rule_sigmas(in->sigmas, in->n_sigmas, &err) < 0)
-            return rule_fail(e, "sampler", MM_ACCEPT_SAMPLER, &err);
-        out->sampler.n_sigmas = in->n_sigmas;
-        memcpy(out->sampler.sigmas, in->sigmas, (size_t)in->n_sigmas * sizeof in->sigmas[0]);
-    }
     snprintf(out->sparse, sizeof out->sparse, "off");
     if (in->sparse && strcmp(in->sparse, "off") != 0) {
         if (mm_rule_preset_name(in->sparse, &err) < 0)
@@ -270,8 +342,8 @@ int mm_request_settle_extras(const mm_request_input *in, mm_request *out, mm_req
         snprintf(out->sparse, sizeof out->sparse, "%s", in->sparse);
     }
     memset(&out->cache, 0, sizeof out->cache);
-    if (in->cache && mm_rule_cache(in->cache, &out->cache, &err) < 0)
-        return rule_fail(e, "cache", MM_ACCEPT_REQUEST_CACHE, &err);
+    if (in->cache && mm_step_cache_parse(in->cache, &out->cache, &err) < 0)
+        return rule_fail(e, "cache", MM_ACCEPT_CACHE, &err);
     return 0;
 }
 
@@ -389,6 +461,9 @@ int mm_request_settle(const mm_request_input *in, mm_request_resolve_fn resolve,
         return -1;
     if (!out->partition[0])
         snprintf(out->partition, sizeof out->partition, "fl2va");
+    mm_error err = {{0}};
+    if (mm_step_cache_check(&out->cache, strcmp(out->partition, "ref2va") == 0, &err) < 0)
+        return rule_fail(e, "cache", MM_ACCEPT_CACHE, &err);
     settle_canvas(in, spec, aspect, out);
     settle_seeds(in, out);
     return 0;

@@ -49,7 +49,7 @@ static const text_field fields[] = {
     {"preset", T_STRING, MM_ACCEPT_PRESET, NONE, AT(preset)},
     {"partition", T_STRING, MM_ACCEPT_PARTITION, NONE, AT(partition)},
     {"sparse", T_STRING, MM_ACCEPT_SPARSE, NONE, AT(sparse)},
-    {"cache", T_STRING, MM_ACCEPT_REQUEST_CACHE, NONE, AT(cache)},
+    {"cache", T_STRING, MM_ACCEPT_CACHE, NONE, AT(cache)},
 };
 
 int mm_request_input_set_text(mm_request_input *in, const char *field, const char *text, mm_request_error *err)

@@ -7,78 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ presets */
+#include "request/sampler_presets.h"
 
-typedef enum grid_kind {
-    GRID_LINSPACE, /* b = linspace(1, 0, forwards + 1) */
-    GRID_BASE,     /* b = the listed base grid (0 included) */
-    GRID_TLIST,    /* b = t / 1000 for the listed noise timesteps, then the terminal 0 */
-} grid_kind;
-
-typedef struct preset {
-    const char *name, *about;
-    grid_kind kind;
-    int forwards;          /* GRID_LINSPACE */
-    const double *values;  /* GRID_BASE / GRID_TLIST */
-    int n_values;
-    double video_shift, audio_shift;
-    int pdd_fine;          /* > 0: PDD bank over this many fine steps */
-    bool endpoint;         /* HyperFlow's endpoint time */
-} preset;
-
-/* fewstep.md §7.3 (HYF schedule.py), §8.1, §8.2, §9. */
-static const double hyperflow_base[] = {1.0, 0.931506, 0.839236, 0.703462, 0.5, 0.296538, 0.160764, 0.068494, 0.0};
-static const double fasth3_4_t[] = {999, 749, 500, 250};
-static const double fasth3_8_t[] = {999, 874, 749, 624, 500, 375, 250, 125};
-static const double flashgen_base[] = {1.0, 0.7, 0.4, 0.15, 0.0};
-
-#define LIST(a) a, (int)(sizeof a / sizeof a[0])
-
-static const preset presets[] = {
-    {"turbo4", "LightX2V Turbo 4-step (v0.1 fl2v, ref2v v0.1): 4 forwards, shift 12/3", GRID_LINSPACE, 4, NULL, 0,
-     12, 3, 0, false},
-    {"turbo4-768p", "LightX2V Turbo 4-step 768p (v1.0, v1.1, v1.2): 4 forwards, shift 6/3", GRID_LINSPACE, 4, NULL,
-     0, 6, 3, 0, false},
-    {"turbo8", "LightX2V Turbo 8-step (v1.0, 544p): 8 forwards, shift 12/3", GRID_LINSPACE, 8, NULL, 0, 12, 3, 0,
-     false},
-    {"turbo8-768p", "LightX2V Turbo 8-step 768p (fl2v v1.0 768p, ref2v 8-step): 8 forwards, shift 6/3",
-     GRID_LINSPACE, 8, NULL, 0, 6, 3, 0, false},
-    {"larry4", "Larry's Turbo at 4 forwards (audio weak at 4): shift 12/3", GRID_LINSPACE, 4, NULL, 0, 12, 3, 0,
-     false},
-    {"larry6", "Larry's Turbo at 6 forwards: shift 12/3", GRID_LINSPACE, 6, NULL, 0, 12, 3, 0, false},
-    {"larry8", "Larry's Turbo at 8 forwards (recommended): shift 12/3", GRID_LINSPACE, 8, NULL, 0, 12, 3, 0, false},
-    {"pdd8", "PDD Acc8: 8 forwards, shift 12/3, output head blended from the 32-head bank per step", GRID_LINSPACE,
-     8, NULL, 0, 12, 3, 32, false},
-    {"pdd4", "PDD Acc at 4 forwards (reported poor): shift 12/3, 8 bank heads per step", GRID_LINSPACE, 4, NULL, 0,
-     12, 3, 32, false},
-    {"hyperflow8", "HyperFlow: 8 forwards on its own base grid, shift 12/3, endpoint time per step", GRID_BASE, 0,
-     LIST(hyperflow_base), 12, 3, 0, true},
-    {"fasth3-4", "FastH3 4-step: t-list 999,749,500,250, shift 12/3", GRID_TLIST, 0, LIST(fasth3_4_t), 12, 3, 0,
-     false},
-    {"fasth3-8", "FastH3 8-step V2: t-list 999,874,...,125, video shift 10, audio 3", GRID_TLIST, 0,
-     LIST(fasth3_8_t), 10, 3, 0, false},
-    {"flashgen4", "FlashGen 4-step: base grid 1,0.7,0.4,0.15,0, shift 12/3", GRID_BASE, 0, LIST(flashgen_base), 12,
-     3, 0, false},
-};
-#define N_PRESETS (sizeof presets / sizeof presets[0])
+/* ------------------------------------------------------------ presets
+ * The table is request/sampler_presets.c's (the API checks names with it). */
 
 const char *mm_schedule_preset_at(size_t i, const char **about)
 {
-    if (i >= N_PRESETS)
-        return NULL;
-    if (about)
-        *about = presets[i].about;
-    return presets[i].name;
+    const mm_sampler_preset *p = mm_sampler_preset_at(i);
+    if (p && about)
+        *about = p->about;
+    return p ? p->name : NULL;
 }
 
 const char *mm_schedule_preset_names(void)
 {
     static char names[512];
-    if (!names[0]) {
-        size_t n = 0;
-        for (size_t i = 0; i < N_PRESETS; i++)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", presets[i].name);
-    }
+    if (!names[0])
+        mm_sampler_preset_names(names, sizeof names);
     return names;
 }
 
@@ -180,20 +126,20 @@ static int from_base(mm_schedule *s, const double *b, int n, double vs, double a
     return finish(s, v, a, n, err);
 }
 
-static int build_preset(const preset *p, mm_schedule *s, mm_error *err)
+static int build_preset(const mm_sampler_preset *p, mm_schedule *s, mm_error *err)
 {
     double b[MM_SCHEDULE_MAX_POINTS];
     int n = 0;
     switch (p->kind) {
-    case GRID_LINSPACE:
+    case MM_GRID_LINSPACE:
         for (int i = 0; i <= p->forwards; i++)
             b[n++] = (double)(p->forwards - i) / p->forwards;
         break;
-    case GRID_BASE:
+    case MM_GRID_BASE:
         for (int i = 0; i < p->n_values; i++)
             b[n++] = p->values[i];
         break;
-    case GRID_TLIST:
+    case MM_GRID_TLIST:
         for (int i = 0; i < p->n_values; i++)
             b[n++] = p->values[i] / 1000.0;
         b[n++] = 0.0;
@@ -214,14 +160,13 @@ static int build_preset(const preset *p, mm_schedule *s, mm_error *err)
 int mm_schedule_preset(const char *name, mm_schedule *out, mm_error *err)
 {
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < N_PRESETS; i++)
-        if (strcmp(presets[i].name, name) == 0) {
-            if (build_preset(&presets[i], out, err) != 0)
-                return mm_error_prefix(err, "sampler %s", name);
-            snprintf(out->origin, sizeof out->origin, "sampler %s", name);
-            return 0;
-        }
-    return mm_fail(err, "unknown sampler '%s'; accepted: default, %s", name, mm_schedule_preset_names());
+    const mm_sampler_preset *p;
+    if (mm_sampler_preset_find(name, &p, err) != 0)
+        return -1;
+    if (build_preset(p, out, err) != 0)
+        return mm_error_prefix(err, "sampler %s", name);
+    snprintf(out->origin, sizeof out->origin, "sampler %s", name);
+    return 0;
 }
 
 int mm_schedule_default(int steps, float video_shift, float audio_shift, mm_schedule *out, mm_error *err)

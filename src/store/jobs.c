@@ -45,9 +45,9 @@ static const char insert_generation[] =
 static int insert_rows(PGconn *c, const mm_request *r, const mm_store_hub_job *hub, char **rows, size_t *len,
                        mm_error *err)
 {
-    char refs[(MM_MAX_REFERENCES + 1) * 38 + 4], cache[48];
+    char refs[(MM_MAX_REFERENCES + 1) * 38 + 4], cache[128];
     uuid_array(r, refs, sizeof refs);
-    mm_cache_format(&r->cache, cache, sizeof cache);
+    mm_step_cache_name(&r->cache, cache, sizeof cache);
     mm_db_num frames = mm_db_int(r->frames), w = mm_db_int(r->width), h = mm_db_int(r->height),
               steps = mm_db_int(r->steps), crf = mm_db_int(r->crf);
     char *warnings = notes_json(&r->notes), *loras = mm_request_loras_json(r), *sampler = mm_request_sampler_json(r);

@@ -21,11 +21,14 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "engine/lora_catalog.h"
 #include "media/poster.h"
 #include "media/probe.h"
 #include "store/db.h"
 #include "store/jobs.h"
+#include "store/loras.h"
 #include "store/migrate.h"
+#include "worker/preview.h"
 
 /* Shared between the main thread (renders), the heartbeat thread (LISTENs
  * for cancels) and the signal handler. */
@@ -60,6 +63,7 @@ void mm_worker_options_defaults(mm_worker_options *o)
     o->lease_seconds = 30;
     o->poll_seconds = 2;
     o->outputs = "outputs";
+    o->preview_interval_ms = 500;
 }
 
 static void set_current(const char *id)
@@ -171,14 +175,43 @@ typedef struct render_ctx {
     int steps_done;       /* the last denoising step reported */
     double last_write;
     bool db_trouble;
+    mm_job_preview *preview;
 } render_ctx;
 
-static char *timings_json(const double *seconds)
+/* What the engine's timing table says beside the stage times: the forwards
+ * run, the attention density of each (sparse attention) and the forwards a
+ * step cache skipped. */
+static void timing_extras(json_t *t, const mm_timing *tm)
+{
+    if (tm->forwards > 0)
+        json_object_set_new(t, "forwards", json_integer(tm->forwards));
+    if (tm->n_density > 0) {
+        json_t *d = json_array();
+        for (int i = 0; i < tm->n_density; i++)
+            json_array_append_new(d, json_real(round(tm->density[i] * 10000) / 10000));
+        json_object_set_new(t, "sparse_density", d);
+    }
+    const mm_step_cache_summary *sc = &tm->step_cache;
+    if (sc->policy[0]) {
+        json_t *skipped = json_array();
+        for (int i = 0; i < sc->forwards && i < MM_STEP_CACHE_MAX_FORWARDS; i++)
+            if (mm_step_cache_skipped(sc->skipped_bits, i))
+                json_array_append_new(skipped, json_integer(i + 1));
+        json_object_set_new(t, "step_cache",
+                            json_pack("{s:s, s:i, s:i, s:o}", "policy", sc->policy, "forwards", sc->forwards,
+                                      "skipped", sc->skipped, "skipped_forwards", skipped));
+    }
+}
+
+/* The stage times (and, for a finished render, the engine's extras). */
+static char *timings_json(const double *seconds, const mm_timing *tm)
 {
     json_t *t = json_object();
     for (int s = MM_STAGE_LOADING; s < MM_STAGE_COUNT; s++)
         if (seconds[s] > 0)
             json_object_set_new(t, mm_stage_name((mm_stage)s), json_real(round(seconds[s] * 1000) / 1000));
+    if (tm)
+        timing_extras(t, tm);
     char *out = json_dumps(t, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(t);
     return out;
@@ -187,7 +220,7 @@ static char *timings_json(const double *seconds)
 static void store_progress(render_ctx *r, const char *stage, int step, int total, const double *seconds)
 {
     mm_error err = {{0}};
-    char *timings = timings_json(seconds);
+    char *timings = timings_json(seconds, NULL);
     bool cancel = false, lost = false;
     if (mm_db_ensure(r->db, &err) == 0 && r->db_trouble) {
         /* A new session: make the claim point at it before recovery sweeps
@@ -237,6 +270,8 @@ static void on_progress(void *user, const mm_progress *p)
     store_progress(r, mm_stage_name(p->stage), step, p->total_steps, snapshot);
 }
 
+static void on_preview(void *user, const mm_preview *pv) { mm_job_preview_publish(((render_ctx *)user)->preview, pv); }
+
 static bool on_should_cancel(void *user)
 {
     (void)user;
@@ -256,12 +291,13 @@ typedef enum job_end { JOB_DONE, JOB_ENGINE_DEAD } job_end;
 
 /* Messages are shown to every user of the web app, which must not learn where
  * the server keeps its files: paths under the outputs folder are written
- * relative to it ("uploads/<id>.png"), whether the engine was given the folder
- * as configured or resolved. */
-static void hide_outputs_dir(char *msg, const char *outputs)
+ * relative to it ("uploads/<id>.png"), adapters relative to their folder
+ * ("broken.safetensors"), whether the engine was given a folder as
+ * configured or resolved. */
+static void hide_dir(char *msg, const char *dir)
 {
     char resolved[PATH_MAX];
-    const char *forms[2] = {outputs, realpath(outputs, resolved)};
+    const char *forms[2] = {dir, dir ? realpath(dir, resolved) : NULL};
     for (int i = 0; i < 2; i++) {
         size_t n = forms[i] ? strlen(forms[i]) : 0;
         if (n == 0)
@@ -275,6 +311,13 @@ static void hide_outputs_dir(char *msg, const char *outputs)
     }
 }
 
+static void hide_server_dirs(char *msg, const mm_worker_options *o)
+{
+    char loras[1100];
+    hide_dir(msg, mm_lora_catalog_dir(o->engine.h3.checkpoints.models_path, loras, sizeof loras));
+    hide_dir(msg, o->outputs);
+}
+
 /* Stores the outcome, retrying through database trouble. publish (for
  * successes) runs while the store holds the row locked with the claim still
  * ours, so a clip is moved to its public name only while the job is ours,
@@ -285,7 +328,7 @@ static void finish(render_ctx *r, mm_job_outcome *out, mm_publish_fn publish, vo
     char shown[MM_ERROR_MAX], why[MM_ERROR_MAX];
     if (out->error_message) {
         snprintf(shown, sizeof shown, "%s", out->error_message);
-        hide_outputs_dir(shown, r->o->outputs);
+        hide_server_dirs(shown, r->o);
         out->error_message = shown;
     }
     mm_finish_result res = MM_FINISH_RETRY;
@@ -302,7 +345,7 @@ static void finish(render_ctx *r, mm_job_outcome *out, mm_publish_fn publish, vo
         if (res == MM_FINISH_PUBLISH_FAILED) {
             /* The clip cannot be made public: the job fails with why. */
             snprintf(why, sizeof why, "%s", err.msg);
-            hide_outputs_dir(why, r->o->outputs);
+            hide_server_dirs(why, r->o);
             out->status = "failed";
             out->result_path = out->poster_path = NULL;
             out->error_message = why;
@@ -406,12 +449,16 @@ typedef struct worker {
     PGconn *db;
     char host[256], id[320];
     char gen_dir[4096];       /* <outputs>/generations */
+    mm_engine_options engine_opts; /* the caller's, with the log wired to the worker's */
     mm_engine *engine;
     bool loaded, engine_ok;
     mm_error engine_err;      /* why the engine cannot start or load */
     const char *idle_message;
     pthread_t heartbeat;
     heartbeat_ctx hctx;
+    uint64_t loras_fingerprint; /* of the adapter folder last published */
+    bool loras_published;
+    double loras_checked;       /* when the folder was last looked at */
 } worker;
 
 static void job_begins(worker *w, const mm_job *job)
@@ -462,11 +509,45 @@ static bool load_engine(worker *w, render_ctx *r, mm_job *job)
     return true;
 }
 
-/* The stored job as the engine's request, writing to out_path. */
-static mm_gen_request engine_request(const mm_job *job, const char *out_path)
+/* What the engine request points into beside the job: the sigma list as
+ * text. */
+typedef struct request_texts {
+    char sigmas[MM_SIGMAS_MAX * 24];
+} request_texts;
+
+/* The stored sampler as the engine's: a preset by name, a custom list as the
+ * text the CLI's --sigmas takes, or none (the release grid, unless an
+ * adapter names its own sampler). */
+static void engine_sampler(const mm_request_sampler *s, mm_gen_request *req, request_texts *t)
+{
+    if (s->kind == MM_SAMPLER_PRESET) {
+        req->sampler = s->preset;
+    } else if (s->kind == MM_SAMPLER_SIGMAS) {
+        size_t n = 0;
+        for (int i = 0; i < s->n_sigmas && n + 24 < sizeof t->sigmas; i++) {
+            char num[24];
+            mm_number_shortest(s->sigmas[i], num, sizeof num);
+            n += (size_t)snprintf(t->sigmas + n, sizeof t->sigmas - n, "%s%s", i ? "," : "", num);
+        }
+        req->sigmas = t->sigmas;
+    }
+}
+
+/* The stored step-cache setting, as settled, checked against the partition. */
+static int engine_cache(const mm_request *q, mm_gen_request *req, mm_error *err)
+{
+    req->cache = q->cache;
+    return mm_step_cache_check(&req->cache, strcmp(q->partition, "ref2va") == 0, err);
+}
+
+/* The stored job as the engine's request, writing to out_path: everything
+ * it asked for, the few-step fields included (adapters by name, resolved by
+ * the engine under $MODELS_PATH/loras). */
+static int engine_request(const mm_job *job, const char *out_path, mm_gen_request *req, request_texts *t,
+                          mm_error *err)
 {
     const mm_request *q = &job->req;
-    mm_gen_request req = {
+    *req = (mm_gen_request){
         .prompt = q->prompt,
         .n_references = q->n_refs,
         .last_image_path = job->last_image_path,
@@ -481,10 +562,14 @@ static mm_gen_request engine_request(const mm_job *job, const char *out_path)
         .crf = q->crf,
         .preset = q->preset,
         .out_path = out_path,
+        .sparse = strcmp(q->sparse, "off") != 0 ? q->sparse : NULL,
     };
     for (int i = 0; i < q->n_refs; i++)
-        req.references[i] = (mm_reference){.kind = q->refs[i].kind, .path = job->ref_path[i]};
-    return req;
+        req->references[i] = (mm_reference){.kind = q->refs[i].kind, .path = job->ref_path[i]};
+    for (int i = 0; i < q->n_loras && i < MM_GEN_MAX_LORAS; i++)
+        req->loras[req->n_loras++] = (mm_gen_lora){.name = q->loras[i].name, .strength = (float)q->loras[i].strength};
+    engine_sampler(&q->sampler, req, t);
+    return engine_cache(q, req, err);
 }
 
 /* The engine's own stage times win; the progress reports fill gaps. */
@@ -498,7 +583,7 @@ static char *outcome_timings(const render_ctx *r, int rc, const mm_gen_result *r
         if (res->stage_seconds[s] > 0)
             seconds[s] = res->stage_seconds[s];
     seconds[MM_STAGE_LOADING] = r->load_seconds;
-    return timings_json(seconds);
+    return timings_json(seconds, rc == 0 ? &res->timing : NULL);
 }
 
 /* Stores how the render ended: a success (published), a cancel, a failure,
@@ -553,15 +638,22 @@ static job_end run_job(worker *w, mm_job *job, int claim_rc, const mm_error *cla
         job_ends(w, job);
         return JOB_ENGINE_DEAD;
     }
-    mm_gen_request req = engine_request(job, path);
-    mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_should_cancel, .user = &r};
+    mm_gen_request req;
+    request_texts texts;
+    mm_job_preview preview;
+    mm_job_preview_begin(&preview, w->db, w->o->outputs, job, w->id);
+    r.preview = &preview;
+    mm_gen_callbacks cb = {.progress = on_progress, .should_cancel = on_should_cancel, .user = &r,
+                           .preview = on_preview, .preview_interval_ms = w->o->preview_interval_ms};
     mm_gen_result res;
     memset(&res, 0, sizeof res);
     /* The engine's first report (encoding_prompt) is then a stage change and always stored. */
     r.stage = MM_STAGE_QUEUED;
     r.stage_started = 0;
     mm_error err = {{0}};
-    int rc = mm_engine_generate(w->engine, &req, &cb, &res, &err);
+    int rc = engine_request(job, path, &req, &texts, &err);
+    if (rc == 0)
+        rc = mm_engine_generate(w->engine, &req, &cb, &res, &err);
 
     char *timings = outcome_timings(&r, rc, &res);
     out.timings_json = timings;
@@ -570,6 +662,7 @@ static job_end run_job(worker *w, mm_job *job, int claim_rc, const mm_error *cla
     out.peak_device_bytes = (long long)res.peak_device_bytes;
     publish_ctx pub = {.outputs = w->o->outputs, .id = job->id, .tmp_path = path, .rel = rel};
     conclude(w, &r, job, rc, &out, &err, &pub);
+    mm_job_preview_end(&preview);
     unlink(path); /* still here unless published */
     free(timings);
     free(pub.poster_rel);
@@ -667,6 +760,7 @@ static int worker_start(worker *w, mm_error *err)
     if (applied)
         mm_log("database schema: applied %d migration(s)", applied);
     sweep_attempt_files(w->db, w->gen_dir);
+    mm_worker_previews_sweep(w->db, w->o->outputs);
     if (mm_store_worker_register(w->db, w->id, w->host, (int)getpid(), w->o->engine_kind, err) < 0)
         return -1;
     mm_log("worker %s started (engine %s, outputs %s)", w->id, w->o->engine_kind, w->o->outputs);
@@ -684,6 +778,13 @@ static int worker_start(worker *w, mm_error *err)
     return 0;
 }
 
+/* The engine's notable events (files found, adapters loaded) in the worker's log. */
+static void engine_log(void *user, const char *line)
+{
+    (void)user;
+    mm_log("%s", line);
+}
+
 /* The engine is created at start (and loaded with --preload); when it cannot
  * start, the worker says why and leaves the jobs to others. */
 static void engine_start(worker *w)
@@ -693,7 +794,10 @@ static void engine_start(worker *w)
                           ? "mock engine: FFmpeg test pattern, no model weights are used"
                           : "ready";
     w->engine_ok = true;
-    if (mm_engine_create(w->o->engine_kind, &w->o->engine, &w->engine, &w->engine_err) < 0) {
+    w->engine_opts = w->o->engine;
+    if (!w->engine_opts.h3.log)
+        w->engine_opts.h3.log = engine_log;
+    if (mm_engine_create(w->o->engine_kind, &w->engine_opts, &w->engine, &w->engine_err) < 0) {
         w->engine_ok = false;
     } else if (w->o->engine.preload) {
         mm_store_worker_set_state(w->db, w->id, "loading", "loading the model", NULL, NULL, &err);
@@ -747,6 +851,34 @@ static bool claim_and_render(worker *w, double *last_prune, mm_error *err)
     return true;
 }
 
+/* The adapter catalogue for the API (GET /api/loras, enqueue's name check):
+ * published at start and again whenever the folder's files change, looked
+ * at between jobs at most once a second. */
+static void publish_loras(worker *w)
+{
+    if (w->loras_published && mm_clock_now() - w->loras_checked < 1.0)
+        return;
+    w->loras_checked = mm_clock_now();
+    const char *models = w->o->engine.h3.checkpoints.models_path;
+    uint64_t fp;
+    mm_error err = {{0}};
+    if (mm_lora_catalog_fingerprint(models, &fp, &err) < 0) {
+        mm_log("adapter folder: %s", err.msg);
+        return;
+    }
+    if (w->loras_published && fp == w->loras_fingerprint)
+        return;
+    json_t *list = NULL;
+    if (mm_lora_catalog_scan(models, &list, &err) < 0 || mm_store_loras_publish(w->db, w->id, list, &err) < 0) {
+        mm_log("adapter catalogue: %s", err.msg);
+    } else {
+        mm_log("adapter catalogue: %zu adapter(s) published", json_array_size(list));
+        w->loras_fingerprint = fp;
+        w->loras_published = true;
+    }
+    json_decref(list);
+}
+
 static void worker_loop(worker *w, mm_error *err)
 {
     double last_prune = 0;
@@ -766,6 +898,7 @@ static void worker_loop(worker *w, mm_error *err)
             }
             listening = true;
         }
+        publish_loras(w);
         if (!w->engine_ok)
             wait_for_work(w->db, 5);
         else if (!claim_and_render(w, &last_prune, err))
@@ -788,6 +921,7 @@ int mm_worker_run(const mm_worker_options *o, mm_error *err)
             PQfinish(w.db);
         return -1;
     }
+    publish_loras(&w); /* before the worker says it is ready, so a first request is checked against it */
     engine_start(&w);
     worker_loop(&w, err);
 

@@ -35,6 +35,7 @@ typedef struct mm_worker_options {
     double lease_seconds;    /* a worker silent this long is presumed dead (30) */
     double poll_seconds;     /* idle re-check interval besides NOTIFY wake-ups (2) */
     const char *name;        /* worker id; default host:pid:random */
+    int preview_interval_ms; /* live previews at most this often (500) */
     mm_worker_hooks hooks;
 } mm_worker_options;
 

@@ -214,6 +214,59 @@ test('approve in one tab and see the check appear in the other tabs', async ({ p
   }
 });
 
+test('live previews arrive and update in a running tile, its lightbox and a second tab, then the clip takes over', async ({ page, context }) => {
+  await openGallery(page);
+  const second = await context.newPage(); // same browser: the events are relayed to it
+  try {
+    await openGallery(second);
+    // 60 steps: about 6 s of denoising with the stack's --mock-seconds 4, a preview every 500 ms
+    const g = await enqueue({ prompt: `${unique('aurora')} over a fjord`, steps: 60 });
+    const id = g.generation_id;
+    const preview = (p) => tile(p, id).locator('[data-testid=live-preview]');
+    for (const [name, p] of [['this tab', page], ['second tab', second]]) {
+      await preview(p).waitFor({ timeout: 90_000 });
+      const first = Number(await preview(p).getAttribute('data-seq'));
+      await until(`a newer preview in the ${name}`, async () => Number(await preview(p).getAttribute('data-seq')) > first, 20_000, 100);
+    }
+    // The picture is the strip the server made: the browser decodes it at frames × frame width.
+    const strip = await preview(page).evaluate(async (el) => {
+      const url = getComputedStyle(el).backgroundImage.replace(/^url\("?|"?\)$/g, '');
+      const img = new Image();
+      img.src = url;
+      await img.decode();
+      return { url, w: img.naturalWidth, h: img.naturalHeight, frames: Number(el.dataset.frames) };
+    });
+    // SMALL: 39 frames = 12 latent frames of 20x12 latents, each 426x256 (426.7 made even: 428)
+    if (!strip.url.includes(`/api/files/previews/${id}.jpg?seq=`) || strip.frames !== 12 || strip.w !== 12 * 428 || strip.h !== 256) {
+      throw new Error(`the preview strip: ${JSON.stringify(strip)}`);
+    }
+    // Animated: the tile steps through the strip's frames.
+    const shown = new Set();
+    await until('the tile to show several of the frames', async () => {
+      shown.add(await preview(page).getAttribute('data-frame'));
+      return shown.size >= 3;
+    }, 10_000, 40);
+    // The lightbox of the running job shows it too, updating.
+    await tile(page, id).locator('[data-testid=tile-link]').click();
+    const lb = page.locator('[data-testid=lightbox] [data-testid=live-preview]');
+    await lb.waitFor({ timeout: 10_000 });
+    const lbFirst = Number(await lb.getAttribute('data-seq'));
+    await until('a newer preview in the lightbox', async () => Number(await lb.getAttribute('data-seq')) > lbFirst, 20_000, 100);
+    await page.screenshot({ path: path.join(outDir, 'live-preview-lightbox.png') });
+    // Then the real clip replaces the preview in the lightbox and in both tabs' tiles.
+    await settled(id);
+    await page.locator('[data-testid=lightbox] [data-testid=player-video]').waitFor({ timeout: 15_000 });
+    if (await lb.count()) throw new Error('the lightbox still shows the preview after the clip arrived');
+    await page.keyboard.press('Escape');
+    for (const [name, p] of [['this tab', page], ['second tab', second]]) {
+      await until(`the clip in the ${name}'s tile`, async () => (await tile(p, id).getAttribute('data-status')) === 'succeeded' &&
+        (await preview(p).count()) === 0 && (await tile(p, id).locator('[data-testid=tile-video]').count()) === 1, 15_000);
+    }
+  } finally {
+    await second.close();
+  }
+}, { timeout: 180_000 });
+
 test('open a lightbox and step frames with the keyboard', async ({ page }) => {
   const g = await enqueue({ prompt: `${unique('metronome')} ticking`, frames: 39 });
   await settled(g.generation_id);

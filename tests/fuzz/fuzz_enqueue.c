@@ -40,7 +40,7 @@ static void check_settled(const mm_request *q)
         (q->sampler.n_sigmas < MM_SIGMAS_MIN || q->sampler.n_sigmas > MM_SIGMAS_MAX ||
          q->sampler.sigmas[q->sampler.n_sigmas - 1] != 0))
         abort();
-    if (q->cache.kind != MM_CACHE_OFF && (q->cache.threshold < 0 || q->cache.threshold > 1))
+    if (q->cache.kind != MM_STEP_CACHE_OFF && !(q->cache.threshold >= 0))
         abort();
     free(mm_request_loras_json(q));
     free(mm_request_sampler_json(q));

@@ -43,7 +43,7 @@ def small(**kw):
     """A quick render: tiny canvas, few frames and steps, fast encoder."""
     req = dict(prompt="a small test clip", frames=22, width=128, height=96, steps=8, preset="ultrafast")
     req.update(kw)
-    return req
+    return {k: v for k, v in req.items() if v is not None}  # None leaves a field out
 
 
 def probe(path):
@@ -300,6 +300,56 @@ def enqueue_progress_over_sse_to_decodable_mp4(s):
 
 
 @test
+def live_previews_over_sse_then_the_clip(s):
+    """The mock engine's previews reach two real SSE streams as generation_preview
+    events (newer seq, later step), nginx serves each URL as a JPEG strip while the
+    job renders, and when it ends the file and its record are gone."""
+    ev, ev2 = Events(s.base), Events(s.base)
+    try:
+        g = s.enqueue(**small(steps=100))  # about 2.5 s of denoising with --mock-seconds 1: several previews
+        gid = g["generation_id"]
+        first = ev.wait(lambda e: e.get("event") == "generation_preview" and e["json"]["generation_id"] == gid,
+                        timeout=60, what="a preview")["json"]
+        check("id" not in first and first["url"].startswith("/api/files/previews/%s.jpg?seq=" % gid),
+              "preview event %r", first)
+        # 22 frames = 7 latent frames; a 128x96 canvas is 8x6 latents, 342x256 in the strip (341.3, even)
+        check((first["frames"], first["frame_width"], first["frame_height"]) == (7, 342, 256), "geometry %r", first)
+        st, body, headers = s.request("GET", first["url"], raw=True)
+        check(st == 200 and headers.get("content-type") == "image/jpeg" and body[:2] == b"\xff\xd8",
+              "the preview URL: %d %r", st, headers)
+        check(headers.get("cache-control") == "no-store", "previews are not cached: %r", headers)
+        jpg = os.path.join(s.work, "preview-%s.jpg" % gid)
+        with open(jpg, "wb") as f:
+            f.write(body)
+        v = [x for x in probe(jpg) if x["codec_type"] == "video"]
+        check(v and (v[0]["width"], v[0]["height"]) == (7 * 342, 256), "FFmpeg decodes the strip: %r", v)
+        st, _, _ = s.request("GET", first["url"], headers={"Host": "evil.example"}, raw=True)
+        check(st in (400, 403), "the guard runs before nginx serves it: %d for a foreign Host", st)
+        done = ev.wait(lambda e: e.get("event") == "generation_update" and e["json"]["generation_id"] == gid
+                       and e["json"]["status"] in TERMINAL, timeout=60, what="terminal update")
+        check(done["json"]["status"] == "succeeded", "ended %s", short(done["json"]))
+        for stream in (ev, ev2):
+            mine = stream.of(gid)
+            previews = [e["json"] for e in mine if e.get("event") == "generation_preview"]
+            check(len(previews) >= 3, "%d previews", len(previews))
+            seqs, steps = [p["seq"] for p in previews], [p["step"] for p in previews]
+            check(seqs == sorted(set(seqs)) and steps == sorted(set(steps)) and steps[-1] <= 99,
+                  "seq %r, steps %r", seqs, steps)
+            last = max(i for i, e in enumerate(mine) if e.get("event") == "generation_preview")
+            end = min(i for i, e in enumerate(mine) if e.get("event") == "generation_update"
+                      and e["json"]["status"] in TERMINAL)
+            check(last < end, "every preview comes before the job's end")
+        check(not os.path.exists(os.path.join(s.outputs, "previews", gid + ".jpg")), "the file is removed at the end")
+        st, _, _ = s.request("GET", first["url"], raw=True)
+        check(st == 404, "the preview URL after the end: %d", st)
+        check(s.psql("SELECT count(*) FROM generation_previews WHERE generation_id = '%s'" % gid) == "0",
+              "the record is removed at the end")
+    finally:
+        ev.close()
+        ev2.close()
+
+
+@test
 def no_audio_clip_has_no_audio_stream(s):
     g = s.enqueue(**small(no_audio=True))
     g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, what="the end")
@@ -449,42 +499,104 @@ def every_validation_error(s):
             check([r["image_id"] for r in g["references"]] == body["image_ids"], "references in request order")
 
 
+def make_adapters(s, *names):
+    """Tiny real adapters (the project's generator) in the stack's adapter folder, once GET /api/loras lists them."""
+    folder = os.path.join(s.models, "loras")
+    os.makedirs(folder, exist_ok=True)
+    for i, name in enumerate(names):
+        path = os.path.join(folder, name + ".safetensors")
+        if not os.path.exists(path):
+            subprocess.run([os.path.join(s.build, "mmh3-gen-tiny"), "lora", "--seed", str(i + 1), "--rank", "4",
+                            "--out", path], check=True, capture_output=True)
+    end = time.time() + 20
+    while True:
+        st, body = s.get("/api/loras")
+        listed = [e["name"] for e in body.get("loras", [])]
+        if all(n + ".safetensors" in listed for n in names):
+            return body
+        check(time.time() < end, "GET /api/loras never listed %r: %r", names, body)
+        time.sleep(0.2)
+
+
 @test
 def few_step_fields_are_settled_and_stored(s):
-    """loras, sampler, sparse and cache: checked like every field, stored with
-    the request, shown in the generation object and read back by the worker
-    (which renders the job), and a bad one stores nothing."""
+    """loras, sampler, sparse and cache: checked like every field (the sampler by the presets' table, the cache
+    by the step cache's own parser, adapter names against the worker's catalogue), stored with the request,
+    shown in the generation object and read back by the worker (which renders the job; the mock engine opens
+    the adapters), and a bad one stores nothing."""
+    make_adapters(s, "lightx2v-turbo.8step", "pdd_acc8")
     body = small(prompt="few-step fields", loras=[{"name": "lightx2v-turbo.8step", "strength": 0.75},
                                                  {"name": "pdd_acc8"}],
-                 sampler=[1, 0.9375, 0.6, 0.1, 0], sparse="sol-attn", cache="fbc:0.08")
+                 sampler=[1, 0.9375, 0.6, 0.1, 0], sparse="sol-attn", cache="fbc:0.08", steps=None)
     st, resp = s.request("POST", "/api/ai/queue", body)
     check(st == 200, "refused: %d %r", st, resp)
     g = resp["generations"][0]
     check(g["loras"] == [{"name": "lightx2v-turbo.8step", "strength": 0.75}, {"name": "pdd_acc8", "strength": 1}],
           "loras %r", g["loras"])
-    check(g["sampler"] == [1, 0.9375, 0.6, 0.1, 0] and g["sparse"] == "sol-attn" and g["cache"] == "fbc:0.08",
-          "sampler %r sparse %r cache %r", g["sampler"], g["sparse"], g["cache"])
+    check(g["sampler"] == [1, 0.9375, 0.6, 0.1, 0] and g["sparse"] == "sol-attn" and g["cache"] == "fbc:0.08"
+          and g["steps"] == 5, "sampler %r sparse %r cache %r steps %r", g["sampler"], g["sparse"], g["cache"],
+          g["steps"])
     check(s.psql("SELECT sampler::text || ' ' || sparse || ' ' || cache FROM generations WHERE id = '%s'"
                  % g["generation_id"]) == "[1, 0.9375, 0.6, 0.1, 0] sol-attn fbc:0.08", "stored columns")
     g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, timeout=60, what="the render")
-    check(g["status"] == "succeeded", "the worker read the job back and rendered it: %s", short(g))
-    st, resp = s.request("POST", "/api/ai/queue", small(prompt="defaults of the few-step fields", sampler="turbo-8"))
+    # the mock engine parses the sparse preset as the real one does: "sol-attn" is none of them
+    check(g["status"] == "failed" and "sol-attn" in (g.get("error_message") or ""),
+          "the worker read the job back and its engine refused the sparse preset: %s", short(g))
+    body["sparse"] = "sol"
+    st, resp = s.request("POST", "/api/ai/queue", body)
+    g = s.wait_for(resp["generations"][0]["generation_id"], lambda g: g["status"] in TERMINAL, timeout=60,
+                   what="the render")
+    check(g["status"] == "succeeded" and g["total_steps"] == 4 and (g.get("timings") or {}).get("forwards") == 4,
+          "the worker rendered the sigma list's 4 forwards: %s", short(g))
+    st, resp = s.request("POST", "/api/ai/queue", small(prompt="defaults of the few-step fields", sampler="turbo8",
+                                                       steps=None))
     check(st == 200, "refused: %d %r", st, resp)
     g = resp["generations"][0]
-    check(g["loras"] == [] and g["sampler"] == "turbo-8" and g["sparse"] == "off" and g["cache"] == "off",
-          "defaults %r", {k: g[k] for k in ("loras", "sampler", "sparse", "cache")})
+    check(g["loras"] == [] and g["sampler"] == "turbo8" and g["steps"] == 9 and g["sparse"] == "off"
+          and g["cache"] == "off", "defaults %r", {k: g[k] for k in ("loras", "sampler", "steps", "sparse", "cache")})
     s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
-    bad = [({"loras": [{"name": "Turbo"}]}, "loras[0].name"), ({"loras": [{"name": "t", "strength": 150}]},
-                                                                "loras[0].strength"),
-           ({"loras": [{"name": "a%d" % i} for i in range(9)]}, "loras"), ({"sampler": [1, 0.5]}, "sampler"),
-           ({"sampler": [1, 1, 0]}, "sampler"), ({"sparse": "Sol"}, "sparse"), ({"cache": "fbc:0"}, "cache"),
-           ({"cache": "teacache:1.5"}, "cache")]
-    for extra, field in bad:
+    st, resp = s.request("POST", "/api/ai/queue", small(prompt="fbc alone", cache="fbc", steps=None))
+    check(st == 200 and resp["generations"][0]["cache"] == "fbc:high", "bare fbc is stored as its preset: %d %r",
+          st, resp)
+    s.request("DELETE", "/api/ai/queue/" + resp["generations"][0]["generation_id"])
+    bad = [({"loras": [{"name": "Turbo"}]}, "loras[0].name", "pdd_acc8.safetensors"),
+           ({"loras": [{"name": "../t"}]}, "loras[0].name", "'.'"),
+           ({"loras": [{"name": "pdd_acc8", "strength": 150}]}, "loras[0].strength", "-100..100"),
+           ({"loras": [{"name": "a%d" % i} for i in range(9)]}, "loras", "8"),
+           ({"sampler": [1, 0.5]}, "sampler", "ending at 0"), ({"sampler": [1, 1, 0]}, "sampler", "decreasing"),
+           ({"sampler": "turbo-8"}, "sampler", "turbo8"), ({"sampler": "turbo8", "steps": 9}, "steps", "not both"),
+           ({"sparse": "Sol"}, "sparse", "preset"), ({"cache": "fbc:-1"}, "cache", "warmup=N"),
+           ({"cache": "lru"}, "cache", "teacache"),
+           ({"cache": "teacache", "partition": "ref2va"}, "cache", "fbc")]
+    for extra, field, accepted in bad:
         st, resp = s.request("POST", "/api/ai/queue", dict(prompt="a bad few-step field", **extra))
-        check(st == 400 and resp["error"]["field"] == field and resp["error"]["accepted"], "%r -> %d %r", extra,
-              st, resp)
+        check(st == 400 and resp["error"]["field"] == field and accepted in resp["error"]["accepted"] + " " +
+              resp["error"]["message"], "%r -> %d %r", extra, st, resp)
     check(int(s.psql("SELECT count(*) FROM generations WHERE prompt = 'a bad few-step field'")) == 0,
           "a refused request was stored")
+
+
+@test
+def adapter_catalogue_follows_the_folder(s):
+    """GET /api/loras: what the worker found, with what each header says; a file added to the folder appears
+    without a restart, a removed one goes, and a name that is not listed is refused with the listed ones."""
+    body = make_adapters(s, "pdd_acc8")
+    check(body["published"] is True and isinstance(body.get("published_at"), int), "catalogue %r", body)
+    entry = next(e for e in body["loras"] if e["name"] == "pdd_acc8.safetensors")
+    check(entry["family"] and entry["rank"] == 4 and entry["bytes"] > 0 and entry.get("error") is None,
+          "entry %r", entry)
+    make_adapters(s, "style_late")
+    os.unlink(os.path.join(s.models, "loras", "style_late.safetensors"))
+    end = time.time() + 20
+    while "style_late.safetensors" in [e["name"] for e in s.get("/api/loras")[1]["loras"]]:
+        check(time.time() < end, "a removed adapter stayed listed")
+        time.sleep(0.2)
+    st, resp = s.request("POST", "/api/ai/queue", small(prompt="an unlisted adapter",
+                                                       loras=[{"name": "style_late"}]))
+    check(st == 400 and resp["error"]["field"] == "loras[0].name" and "pdd_acc8.safetensors" in
+          resp["error"]["accepted"], "%d %r", st, resp)
+    st, resp = s.request("POST", "/api/loras", {})
+    check(st == 405, "POST /api/loras -> %d", st)
 
 
 # ---------------------------------------------------------------- cancel, delete, rating

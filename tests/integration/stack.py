@@ -36,6 +36,8 @@ class Stack:
         self.work = work or tempfile.mkdtemp(prefix="mmh3-server-test-")
         os.chmod(self.work, 0o755)
         self.outputs = os.path.join(self.work, "outputs")
+        # The worker's adapter folder is <models>/loras: the test's own, never the host's.
+        self.models = os.path.join(self.work, "models")
         self.port = free_port()
         self.listen = "%s:%d" % (listen_host, self.port)
         self.base = "127.0.0.1:%d" % self.port
@@ -53,7 +55,7 @@ class Stack:
     def start(self, timeout=90, engine_ready=True):
         log = open(self.log_path, "ab")
         args = [self.mmh3, "serve", "--mock", "--mock-seconds", str(self.mock_seconds),
-                "--outputs", self.outputs] + self.listen_flags + self.extra
+                "--outputs", self.outputs, "--models-path", self.models] + self.listen_flags + self.extra
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         end = time.time() + timeout
         while time.time() < end:
@@ -124,7 +126,8 @@ class Stack:
         self.n_started = getattr(self, "n_started", 0) + 1
         log_path = os.path.join(self.work, "worker-%d.log" % self.n_started)
         with open(log_path, "ab") as log:
-            w = subprocess.Popen([self.mmh3, "worker", "--outputs", self.outputs] + list(args),
+            w = subprocess.Popen([self.mmh3, "worker", "--outputs", self.outputs, "--models-path", self.models]
+                                 + list(args),
                                  stdout=log, stderr=subprocess.STDOUT, env=env)
         w.log_path = log_path
         self.workers.append(w)

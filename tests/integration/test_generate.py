@@ -49,6 +49,8 @@ class Env:
         self.work = work
         self.models = os.path.join(work, "models")
         self.media = os.path.join(work, "media")
+        # the engine's on-disk caches (preview projections) stay in the run's folder
+        os.environ["MMH3_CACHE_DIR"] = os.path.join(work, "cache")
 
     def generate(self, *args, models=True, timeout=300, device=True):
         cmd = [self.mmh3, "generate"] + list(args)
@@ -364,6 +366,28 @@ def frames_dir_and_default_output_name(env):
     path = r.stdout.strip().splitlines()[-1]
     check(path.startswith("outputs/") and path.endswith("-frames-please.mp4"), "default output %r", path)
     check_clip(os.path.join(env.work, path), 64, 64, 22)
+
+
+@test
+def preview_dir_gets_a_strip_per_forward_that_ffmpeg_decodes(env):
+    d = env.out("previews")
+    r = env.generate("-p", "Watch it emerge", "--size", "96x64", "--seed", "4", "--preview-dir", d,
+                     "-o", env.out("previews.mp4"), "-v", *QUICK)
+    ok(r, "--preview-dir")
+    names = sorted(os.listdir(d))
+    check(names == ["preview_001.jpg", "preview_002.jpg"], "one preview per forward (3 steps = 2): %r", names)
+    for n in names:
+        v, _ = probe(os.path.join(d, n))
+        # 22 frames = 7 latent frames of 6x4 latents, each 384x256 in the strip
+        check((v["width"], v["height"]) == (7 * 384, 256), "%s decodes as %sx%s", n, v["width"], v["height"])
+    check("previews: 2 in " + d in r.stderr, "the summary line: %s", r.stderr[-600:])
+    check("previews: projection fitted" in r.stderr, "the first run fits: %s", r.stderr[-1500:])
+    check(any(f.startswith("preview-") for f in os.listdir(os.path.join(env.work, "cache"))), "and caches it")
+    r = env.generate("-p", "Watch it emerge", "--size", "96x64", "--seed", "4", "--preview-dir", d,
+                     "--preview-interval", "3600000", "-o", env.out("previews2.mp4"), "-v", *QUICK)
+    ok(r, "--preview-interval")
+    check("previews: projection from" in r.stderr and "previews: 1 in" in r.stderr,
+          "the next run loads the projection and keeps to the interval: %s", r.stderr[-1500:])
 
 
 @test

@@ -16,6 +16,7 @@ keeps serving; ref2va with an image, a video with sound and an audio clip.
 Prints one "PASS name" / "FAIL name: why" line per test.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ import traceback
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stack import Stack, short  # noqa: E402
-from test_generate import check, make_media, probe  # noqa: E402
+from test_generate import check, make_media, probe, write_safetensors  # noqa: E402
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 TESTS = []
@@ -73,9 +74,10 @@ class RealStack(Stack):
 
 
 def small(**kw):
+    """A quick request; a keyword given as None leaves that field out."""
     req = dict(prompt="a small real render", frames=22, width=64, height=64, steps=3, preset="ultrafast")
     req.update(kw)
-    return req
+    return {k: v for k, v in req.items() if v is not None}
 
 
 def result_file(s, g):
@@ -184,6 +186,115 @@ def ref2va_image_video_with_sound_and_audio(s):
     check((v["width"], v["height"], int(v["nb_read_frames"])) == (96, 64, 22) and a is not None, "clip %r %r", v, a)
 
 
+def decoded_frames(path):
+    """The clip's video decoded to raw RGB (FFmpeg reading what we wrote), and its audio as raw PCM."""
+    def raw(*sel):
+        r = subprocess.run(["ffmpeg", "-v", "error", "-i", path, *sel, "-"], capture_output=True)
+        check(r.returncode == 0, "ffmpeg could not decode %s: %s", path, r.stderr[-300:])
+        return r.stdout
+    return raw("-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "rgb24"), raw("-map", "0:a:0?", "-f", "s16le")
+
+
+def make_adapter(s, name, seed):
+    """A tiny random adapter for the tiny DiT (the project's generator), in the adapter folder."""
+    r = subprocess.run([os.path.join(s.build, "mmh3-gen-tiny"), "lora", "--seed", str(seed), "--rank", "8",
+                        "--alpha", "4", "--gain", "0.5", "--out", os.path.join(s.models, "loras", name)],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "mmh3-gen-tiny lora: %s", r.stderr)
+
+
+def catalogue(s, want=None, timeout=20):
+    """GET /api/loras once it lists `want` (a name), or at once."""
+    end = time.time() + timeout
+    while True:
+        st, body = s.get("/api/loras")
+        check(st == 200, "GET /api/loras -> %d %r", st, body)
+        names = [e["name"] for e in body["loras"]]
+        if want is None or want in names or time.time() > end:
+            return body, names
+        time.sleep(0.3)
+
+
+@test
+def adapters_are_listed_and_applied_like_the_cli(s):
+    """A tiny real adapter through POST /api/ai/queue: GET /api/loras lists it with what its header says; the
+    clip differs from the same seed without it and decodes to the same frames and samples as
+    `mmh3 generate --lora` for the same request on the same engine flags."""
+    body, names = catalogue(s, "style.safetensors")
+    check(body["published"] is True and "style.safetensors" in names, "the catalogue %r", body)
+    entry = next(e for e in body["loras"] if e["name"] == "style.safetensors")
+    check(entry["family"] == "generic" and entry["rank"] == 8 and entry["alpha"] == 4 and not entry.get("error")
+          and entry["bytes"] == os.path.getsize(os.path.join(s.models, "loras", "style.safetensors")),
+          "the entry %r", entry)
+    req = small(seed=31, prompt="an ink painting of a fox")
+    plain = finish(s, s.enqueue(**req)["generation_id"])
+    styled = finish(s, s.enqueue(**req, loras=[{"name": "style", "strength": 0.75}])["generation_id"])
+    check(plain["status"] == "succeeded" and styled["status"] == "succeeded", "jobs %s / %s", short(plain),
+          short(styled))
+    check(styled["loras"] == [{"name": "style", "strength": 0.75}], "stored loras %r", styled["loras"])
+    served = decoded_frames(result_file(s, styled))
+    check(served[0] != decoded_frames(result_file(s, plain))[0], "the adapter did not change the frames")
+    out = os.path.join(s.work, "cli_style.mp4")
+    cmd = [s.mmh3, "generate", "-p", req["prompt"], "--seed", "31", "--frames", "22", "--size", "64x64",
+           "--steps", "3", "--preset", "ultrafast", "--lora", "style:0.75", "--plain", "-o", out] + engine_args(s.models)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, "mmh3 generate --lora: %s", r.stderr[-600:])
+    cli = decoded_frames(out)
+    check(cli[0] == served[0], "the server's frames differ from the CLI's (%d vs %d bytes)", len(served[0]),
+          len(cli[0]))
+    check(cli[1] == served[1], "the server's audio differs from the CLI's")
+
+
+@test
+def unknown_adapter_names_are_refused_with_the_known_ones(s):
+    catalogue(s, "style.safetensors")
+    st, body = s.request("POST", "/api/ai/queue", small(loras=[{"name": "absent"}]))
+    check(st == 400, "absent adapter -> %d %r", st, body)
+    text = json.dumps(body)
+    for needle in ("loras[0].name", "absent", "style.safetensors"):
+        check(needle in text, "the refusal lacks %r: %s", needle, text)
+    st, body = s.request("POST", "/api/ai/queue", small(loras=[{"name": "../dit"}]))
+    check(st == 400 and "loras[0].name" in json.dumps(body), "a name that climbs out -> %d %r", st, body)
+
+
+@test
+def a_malformed_adapter_fails_its_job_naming_the_file(s):
+    """A file the catalogue lists with its problem; a job naming it fails with a message naming the file and
+    the key (not where the server keeps it), and the worker goes on."""
+    path = os.path.join(s.models, "loras", "broken.safetensors")
+    write_safetensors(path, {"blocks.0.attn.wobble.lora_A.weight": ([2, 2], [0.0] * 4)})
+    body, _ = catalogue(s, "broken.safetensors")
+    entry = next(e for e in body["loras"] if e["name"] == "broken.safetensors")
+    check("blocks.0.attn.wobble" in (entry.get("error") or ""), "the catalogue's entry %r", entry)
+    check(s.models not in json.dumps(body), "the catalogue shows the server's folders: %r", body)
+    g = finish(s, s.enqueue(**small(loras=[{"name": "broken"}]))["generation_id"])
+    msg = g.get("error_message") or ""
+    check(g["status"] == "failed" and "broken.safetensors" in msg and "blocks.0.attn.wobble.lora_A.weight" in msg,
+          "job %s", short(g))
+    check(s.models not in msg, "the message shows the server's folders: %s", msg)
+    os.unlink(path)
+    body, names = catalogue(s)
+    g = finish(s, s.enqueue(**small(prompt="after a bad adapter"))["generation_id"])
+    check(g["status"] == "succeeded", "next job %s", short(g))
+
+
+@test
+def sampler_sparse_and_cache_reach_the_engine(s):
+    """A sampler preset sets the forwards (turbo4: 4), a step cache that skips everything its guards allow
+    says which forwards it skipped, sparse attention reports a density per forward; all in the stored
+    timings."""
+    g = finish(s, s.enqueue(**small(steps=None, sampler="turbo4", cache="fbc:1", sparse="sol"))["generation_id"])
+    check(g["status"] == "succeeded", "job %s", short(g))
+    t = g.get("timings") or {}
+    check(g["total_steps"] == 4 and t.get("forwards") == 4, "forwards: total_steps %r, timings %r",
+          g["total_steps"], t)
+    sc = t.get("step_cache") or {}
+    check(sc.get("policy", "").startswith("fbc") and sc.get("forwards") == 4
+          and sc.get("skipped") == len(sc.get("skipped_forwards", [])), "step_cache %r", sc)
+    d = t.get("sparse_density")
+    check(isinstance(d, list) and len(d) == 4 and all(0 < x <= 1 for x in d), "sparse_density %r", d)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("MMH3_BUILD", "build"))
@@ -203,6 +314,8 @@ def main():
         return 1
     s = RealStack(build, models)
     s.work = work
+    os.makedirs(os.path.join(models, "loras"), exist_ok=True)
+    make_adapter(s, "style.safetensors", 3)
 
     class M:
         pass

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/fused.h"
 #include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "test_backend_util.h"
@@ -907,6 +908,34 @@ static void test_sticky_errors(void)
     mm_tensor_free(&i8);
 }
 
+/* backend/fused.h off CUDA: the kernels never fit, the fused passes and
+ * kernels refuse the context by name (so a caller that forgot the CUDA
+ * path's condition learns it), and the paths name the portable ops. */
+static void test_fused_ops_refuse_a_cpu_context(void)
+{
+    mm_tensor x = tb_rand(MM_BF16, 2, MM_SHAPE(4, 256), 1.0), gu = tb_rand(MM_BF16, 2, MM_SHAPE(4, 512), 1.0);
+    mm_tensor q = tb_zeros(MM_I8, 2, MM_SHAPE(4, 256)), s = tb_zeros(MM_F32, 1, MM_SHAPE(4));
+    MM_EXPECT(!mm_qgemm_fits(ctx, &x, &q, &q) && !mm_qgemm_lora_ready(ctx), "the int8 GEMM fits a CPU context");
+    MM_EXPECT(mm_fused_swiglu_convrot(ctx, &q, &s, NULL, &gu) == -1 && strstr(ctx_msg(), "mm_fused_swiglu_convrot") &&
+                  strstr(ctx_msg(), "CUDA context only") && strstr(ctx_msg(), "cpu"),
+              "%s", ctx_msg());
+    mm_ctx_clear_error(ctx);
+    MM_EXPECT(mm_qgemm(ctx, &x, &q, &s, &q, &s, NULL, NULL) == -1 && strstr(ctx_msg(), "mm_qgemm"), "%s", ctx_msg());
+    mm_ctx_clear_error(ctx);
+    mm_dit_kernel_paths p;
+    mm_dit_kernel_paths_get(mm_cpu(), true, &p);
+    MM_EXPECT(!p.fa3 && !p.fast_fa3 && !p.qgemm && strstr(p.attention, "mm_attention") &&
+                  strstr(p.gemm, "mm_gemm_i8_scaled"),
+              "%s | %s | %s", p.attention, p.fast, p.gemm);
+    char line[300];
+    mm_dit_kernel_paths_describe(mm_cpu(), line, sizeof line);
+    MM_EXPECT(strstr(line, "cpu") && strstr(line, "portable"), "%s", line);
+    mm_tensor_free(&x);
+    mm_tensor_free(&gu);
+    mm_tensor_free(&q);
+    mm_tensor_free(&s);
+}
+
 static void test_threads_bitwise_equal(void)
 {
     mm_error e = {{0}};
@@ -1000,6 +1029,7 @@ int main(void)
     MM_RUN(test_snake);
     MM_RUN(test_int8_gemm_and_quantize);
     MM_RUN(test_sticky_errors);
+    MM_RUN(test_fused_ops_refuse_a_cpu_context);
     MM_RUN(test_threads_bitwise_equal);
     MM_RUN(test_threads_from_the_environment);
     mm_ctx_destroy(ctx);

@@ -353,6 +353,116 @@ static void test_step_cache_through_the_pipeline(void)
     mm_engine_destroy(e);
 }
 
+typedef struct preview_watch {
+    int n, steps[16], frames, frame_width, frame_height, decoded, sized;
+    int last_forward; /* progress seen before each preview */
+    bool before_progress;
+    uint8_t *first, *last;
+    size_t first_size, last_size;
+    watch *w;
+} preview_watch;
+
+static void on_preview(void *user, const mm_preview *pv)
+{
+    preview_watch *p = user;
+    if (p->n < 16)
+        p->steps[p->n] = pv->step;
+    p->n++;
+    p->before_progress = p->w->last_step == pv->step - 1;
+    p->frames = pv->frames;
+    p->frame_width = pv->frame_width;
+    p->frame_height = pv->frame_height;
+    char path[600];
+    snprintf(path, sizeof path, "%s/preview.%s", dir, pv->ext);
+    mm_error err = {{0}};
+    mm_image img;
+    if (mm_file_write_atomic(path, pv->data, pv->size, &err) == 0 && mm_image_read(path, NULL, &img, &err) == 0) {
+        p->decoded++;
+        p->sized += img.width == pv->frames * pv->frame_width && img.height == pv->frame_height;
+        mm_image_free(&img);
+    }
+    uint8_t **keep = p->first ? &p->last : &p->first;
+    size_t *size = p->first ? &p->last_size : &p->first_size;
+    free(*keep);
+    *keep = malloc(pv->size);
+    if (*keep)
+        memcpy(*keep, pv->data, pv->size);
+    *size = pv->size;
+}
+
+static void on_progress_for_preview(void *user, const mm_progress *p)
+{
+    on_progress(((preview_watch *)user)->w, p);
+}
+
+/* Previews after every forward (or as the interval allows), JPEG strips
+ * FFmpeg decodes, each one before that forward's progress; the projection
+ * fitted once and cached, a second engine loading it from the cache. */
+static void test_previews_follow_the_steps(void)
+{
+    char out[512], cache[512], cmd[1200];
+    snprintf(out, sizeof out, "%s/preview.mp4", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    mm_engine_options o;
+    mm_engine_options_defaults(&o);
+    char models[512];
+    snprintf(models, sizeof models, "%s/models", dir);
+    o.h3.checkpoints.models_path = models;
+    o.h3.device = "cpu";
+    o.h3.log = on_log;
+    o.h3.cache_dir = cache;
+    mm_engine *e = NULL;
+    mm_error err = {{0}};
+    MM_REQUIRE(mm_engine_create("h3", &o, &e, &err) == 0, "%s", err.msg);
+    watch w = {0};
+    preview_watch pw = {.w = &w};
+    mm_gen_callbacks cb = {.progress = on_progress_for_preview, .user = &pw, .preview = on_preview};
+    mm_gen_request r = request(out, 21);
+    r.steps = 4; /* 3 forwards */
+    mm_gen_result res;
+    memset(&res, 0, sizeof res);
+    log_text[0] = '\0';
+    MM_REQUIRE(mm_engine_generate(e, &r, &cb, &res, &err) == 0, "%s", err.msg);
+    MM_EXPECT(pw.n == 3 && pw.steps[0] == 1 && pw.steps[2] == 3, "one preview per forward: %d (%d..%d)", pw.n,
+              pw.steps[0], pw.steps[2]);
+    MM_EXPECT(pw.before_progress, "a forward's preview comes before its progress");
+    MM_EXPECT(pw.decoded == 3 && pw.sized == 3, "FFmpeg decodes each as a strip of its stated size: %d, %d",
+              pw.decoded, pw.sized);
+    MM_EXPECT(pw.frames == 7 && pw.frame_width == 256 && pw.frame_height == 256,
+              "22 frames = 7 latent frames of 256x256: %d of %dx%d", pw.frames, pw.frame_width, pw.frame_height);
+    MM_EXPECT(pw.first && pw.last && (pw.first_size != pw.last_size || memcmp(pw.first, pw.last, pw.last_size) != 0),
+              "the estimate changes between the first and the last forward");
+    MM_EXPECT(strstr(log_text, "previews: projection fitted"), "fitted on first use:\n%s", log_text);
+    char table[4096];
+    res.timing.wall = res.total_seconds;
+    mm_timing_format(&res.timing, table, sizeof table);
+    MM_EXPECT(strstr(table, "live previews"), "their time has its own row:\n%s", table);
+    snprintf(cmd, sizeof cmd, "ls '%s'/preview-*.txt >/dev/null 2>&1", cache);
+    MM_EXPECT(system(cmd) == 0, "the projection is cached in %s", cache);
+
+    /* an interval longer than the job: the first forward's preview only */
+    memset(&w, 0, sizeof w);
+    pw.n = 0;
+    cb.preview_interval_ms = 3600000;
+    log_text[0] = '\0';
+    MM_REQUIRE(mm_engine_generate(e, &r, &cb, &res, &err) == 0, "%s", err.msg);
+    MM_EXPECT(pw.n == 1 && pw.steps[0] == 1, "rate limited: %d previews", pw.n);
+    MM_EXPECT(!strstr(log_text, "previews: projection"), "no second fit:\n%s", log_text);
+    mm_engine_destroy(e);
+
+    /* a new process (here: engine) finds the projection in the cache */
+    MM_REQUIRE(mm_engine_create("h3", &o, &e, &err) == 0, "%s", err.msg);
+    pw.n = 0;
+    cb.preview_interval_ms = 0;
+    log_text[0] = '\0';
+    MM_REQUIRE(mm_engine_generate(e, &r, &cb, &res, &err) == 0, "%s", err.msg);
+    MM_EXPECT(pw.n == 3 && strstr(log_text, "previews: projection from") && !strstr(log_text, "fitted"),
+              "loaded from the cache: %d previews\n%s", pw.n, log_text);
+    mm_engine_destroy(e);
+    free(pw.first);
+    free(pw.last);
+}
+
 int main(void)
 {
     mm_media_set_verbose(0);
@@ -392,6 +502,7 @@ int main(void)
     MM_RUN(test_sparse_job_reports_density_per_step);
     MM_RUN(test_cancel_stops_at_the_next_forward);
     MM_RUN(test_step_cache_through_the_pipeline);
+    MM_RUN(test_previews_follow_the_steps);
     mm_engine_destroy(engine);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -33,6 +33,9 @@ typedef struct outputs {
 } outputs;
 
 /* One plain forward (N = 0) or a sequence-parallel one over N ranks. */
+/* mm_sp_options.exchange_self of the sequence-parallel loads forward_on makes. */
+static bool sp_exchange_self;
+
 static int forward_on(mm_ctx *ctx, const char *ckpt, const mm_dit_layout *l, const float *row_t, const mm_tensor *video,
                    const mm_tensor *audio, const mm_tensor *text, int N, int repeats, outputs *o, mm_error *err)
 {
@@ -48,6 +51,7 @@ static int forward_on(mm_ctx *ctx, const char *ckpt, const mm_dit_layout *l, con
         mm_sp_options_defaults(&opt);
         opt.ranks = N;
         opt.cpu_threads = 1;
+        opt.exchange_self = sp_exchange_self;
         if (mm_sp_dit_load(&sp, ckpt, ctx, &opt, NULL, err) != 0)
             return -1;
         c = mm_sp_dit_config(sp);
@@ -161,13 +165,13 @@ static void check_case(const char *name, const int *ranks, int n_ranks)
 }
 
 static void test_t2va_over_1_2_4_ranks(void) { check_case("t2va_step0", (const int[]){1, 2, 4}, 3); }
-/* One rank runs the plain forward behind the hook; MMH3_SP_EXCHANGE_SELF=1
- * keeps its pack / exchange with itself / unpack, which must agree too. */
+/* One rank runs the plain forward behind the hook; exchange_self keeps its
+ * pack / exchange with itself / unpack, which must agree too. */
 static void test_one_rank_exchanging_with_itself(void)
 {
-    setenv("MMH3_SP_EXCHANGE_SELF", "1", 1);
+    sp_exchange_self = true;
     check_case("t2va_step0", (const int[]){1}, 1);
-    unsetenv("MMH3_SP_EXCHANGE_SELF");
+    sp_exchange_self = false;
 }
 /* One rank stages nothing: rows that are not on rank 0's device (here host
  * rows tagged as a GPU's) are refused by name instead of being handed to the
@@ -213,6 +217,41 @@ static void test_one_rank_refuses_rows_on_another_device(void)
 }
 static void test_fl2va_over_2_and_4_ranks(void) { check_case("fl2va_firstlast_step5", (const int[]){2, 4}, 2); }
 static void test_ref2va_over_4_ranks(void) { check_case("ref2va_step4", (const int[]){4}, 1); }
+
+/* The commands' start-up reader of MMH3_SP_*: each value lands in its field,
+ * unset or empty leaves the field alone, and a bad value names what is
+ * accepted. */
+static void test_sp_options_from_the_environment(void)
+{
+    mm_sp_options o;
+    mm_sp_options_defaults(&o);
+    mm_error err = {{0}};
+    unsetenv("MMH3_SP_WORLD");
+    unsetenv("MMH3_SP_ABORT_SECONDS");
+    setenv("MMH3_SP_EXCHANGE_SELF", "", 1);
+    MM_EXPECT(mm_sp_options_from_env(&o, &err) == 0 && o.world == -1 && o.abort_seconds == 0 && !o.exchange_self,
+              "unset: %s, world %d", err.msg, o.world);
+    setenv("MMH3_SP_WORLD", "host", 1);
+    setenv("MMH3_SP_ABORT_SECONDS", "2.5", 1);
+    setenv("MMH3_SP_EXCHANGE_SELF", "1", 1);
+    MM_EXPECT(mm_sp_options_from_env(&o, &err) == 0 && o.world == MM_WORLD_HOST && o.abort_seconds == 2.5 &&
+                  o.exchange_self,
+              "set: %s, world %d, abort %g", err.msg, o.world, o.abort_seconds);
+    setenv("MMH3_SP_WORLD", "nccl", 1);
+    MM_EXPECT(mm_sp_options_from_env(&o, &err) == 0 && o.world == MM_WORLD_NCCL, "nccl: world %d", o.world);
+    const char *bad[][2] = {{"MMH3_SP_WORLD", "mpi"}, {"MMH3_SP_ABORT_SECONDS", "0"},
+                            {"MMH3_SP_ABORT_SECONDS", "10s"}, {"MMH3_SP_EXCHANGE_SELF", "yes"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsetenv("MMH3_SP_WORLD");
+        unsetenv("MMH3_SP_ABORT_SECONDS");
+        unsetenv("MMH3_SP_EXCHANGE_SELF");
+        setenv(bad[i][0], bad[i][1], 1);
+        memset(&err, 0, sizeof err);
+        MM_EXPECT(mm_sp_options_from_env(&o, &err) != 0 && strstr(err.msg, bad[i][0]) && strstr(err.msg, "accepted"),
+                  "%s=%s: rc 0 or no plain message (%s)", bad[i][0], bad[i][1], err.msg);
+        unsetenv(bad[i][0]);
+    }
+}
 
 static void test_ranks_that_do_not_divide_the_heads_are_refused(void)
 {
@@ -415,7 +454,7 @@ static void test_step_cache_ranks_on_gpus(void)
 
 /* On the GPU host: the same decomposition over the GPUs there, against the
  * plain CUDA forward and the kit. N = 1 twice: as it runs (the plain forward
- * behind the hook) and with MMH3_SP_EXCHANGE_SELF=1 (pack, NCCL exchange with
+ * behind the hook) and with exchange_self (pack, NCCL exchange with
  * itself, unpack), so that one GPU checks the exchange path too. Skipped
  * without a GPU (a failure with MMH3_REQUIRE_GPU=1). */
 static void test_gpus_equal_the_plain_cuda_forward(void)
@@ -441,11 +480,9 @@ static void test_gpus_equal_the_plain_cuda_forward(void)
             if (N > gpus)
                 continue;
             o.v = NULL;
-            if (self)
-                setenv("MMH3_SP_EXCHANGE_SELF", "1", 1);
+            sp_exchange_self = self;
             const int rc = forward_on(g, kit_ckpt, &f.l, f.row_t, &f.video, &f.audio, &f.text, N, 2, &o, &err);
-            if (self)
-                unsetenv("MMH3_SP_EXCHANGE_SELF");
+            sp_exchange_self = false;
             MM_EXPECT(rc == 0, "%s over %d GPU(s)%s: %s", names[c], N, self ? " (exchange with itself)" : "",
                       err.msg);
             if (!o.v)
@@ -492,6 +529,7 @@ int main(void)
     MM_RUN(test_one_rank_refuses_rows_on_another_device);
     MM_RUN(test_fl2va_over_2_and_4_ranks);
     MM_RUN(test_ref2va_over_4_ranks);
+    MM_RUN(test_sp_options_from_the_environment);
     MM_RUN(test_ranks_that_do_not_divide_the_heads_are_refused);
     MM_RUN(test_eight_ranks_on_an_eight_head_model);
     MM_RUN(test_step_cache_decides_alike_on_every_rank);

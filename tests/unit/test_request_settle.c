@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "request/request.h"
+#include "request/sampler_presets.h"
 #include "test.h"
 
 /* ---------------------------------------------------------------- the two front ends */
@@ -122,7 +123,7 @@ static bool same_request(const mm_request *a, const mm_request *b, char *why, si
          (unsigned long long)b->seeds[0]);
     DIFF(a->no_audio != b->no_audio || a->fast != b->fast, "no_audio/fast");
     DIFF(strcmp(a->sparse, b->sparse) != 0, "sparse %s vs %s", a->sparse, b->sparse);
-    DIFF(a->cache.kind != b->cache.kind || a->cache.threshold != b->cache.threshold, "cache");
+    DIFF(memcmp(&a->cache, &b->cache, sizeof a->cache) != 0, "cache");
     DIFF(a->n_loras != b->n_loras || a->sampler.kind != b->sampler.kind, "loras/sampler");
     DIFF(a->notes.n != b->notes.n, "%d vs %d warnings", a->notes.n, b->notes.n);
     for (int i = 0; i < a->notes.n; i++)
@@ -196,7 +197,9 @@ static const both_ways cases[] = {
      "image_ids"},
     {{"x", {{"seed", "1"}}, {"10000000-0000-4000-8000-00000000dead"}, 1},
      "{\"prompt\":\"x\",\"seed\":1,\"image_ids\":[\"10000000-0000-4000-8000-00000000dead\"]}", "image_ids[0]"},
-    {{"x", {{"cache", "fbc:2"}}}, "{\"prompt\":\"x\",\"cache\":\"fbc:2\"}", "cache"},
+    {{"x", {{"cache", "fbc:-2"}}}, "{\"prompt\":\"x\",\"cache\":\"fbc:-2\"}", "cache"},
+    {{"x", {{"cache", "teacache"}, {"partition", "ref2va"}}}, "{\"prompt\":\"x\",\"cache\":\"teacache\",\"partition\":\"ref2va\"}",
+     "cache"},
     {{"x", {{"cache", "lru"}}}, "{\"prompt\":\"x\",\"cache\":\"lru\"}", "cache"},
     {{"x", {{"sparse", "Sol Attn"}}}, "{\"prompt\":\"x\",\"sparse\":\"Sol Attn\"}", "sparse"},
 };
@@ -260,7 +263,7 @@ static void test_settled_values(void)
                   strcmp(e.field, "short_edge") == 0,
               "short_edge with size: field '%s'", e.field);
     MM_REQUIRE(settle_api(cases[7].api, &q, &e) == 0, "%s", e.message);
-    MM_EXPECT(strcmp(q.sparse, "sol-attn") == 0 && q.cache.kind == MM_CACHE_FBC && q.cache.threshold == 0.08,
+    MM_EXPECT(strcmp(q.sparse, "sol-attn") == 0 && q.cache.kind == MM_STEP_CACHE_FBC && q.cache.threshold == 0.08,
               "sparse %s, cache %d:%g", q.sparse, q.cache.kind, q.cache.threshold);
 }
 
@@ -315,9 +318,15 @@ static void test_loras(void)
     char body[400];
     snprintf(body, sizeof body, "{\"prompt\":\"x\",\"loras\":[{\"name\":\"%s\"}]}", long_name);
     expect_refused(body, "loras[0].name");
-    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"Turbo\"}]}", "loras[0].name");
+    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"Turbo 8\"}]}", "loras[0].name");
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"..\"}]}", "loras[0].name");
-    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a/b\"}]}", "loras[0].name");
+    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a/../b\"}]}", "loras[0].name");
+    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"/etc/x\"}]}", "loras[0].name");
+    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a//b\"}]}", "loras[0].name");
+    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a/\"}]}", "loras[0].name");
+    expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a/.hidden\"}]}", "loras[0].name");
+    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"loras\":[{\"name\":\"Style/Ink_v2.safetensors\"}]}", &q, &e) == 0,
+               "a sub-folder and capitals: %s", e.message);
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"\"}]}", "loras[0].name");
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"strength\":1}]}", "loras[0].name");
     expect_refused("{\"prompt\":\"x\",\"loras\":[{\"name\":\"a\"},{\"name\":\"a\"}]}", "loras[1].name");
@@ -331,17 +340,79 @@ static void test_loras(void)
                    "loras");
 }
 
+/* The adapters a worker published: a name is one of them, with or without ".safetensors". */
+static void test_known_loras(void)
+{
+    static const char *const known[] = {"pdd_acc8.safetensors", "style/ink.safetensors"};
+    static const char *const bodies[] = {"{\"prompt\":\"x\",\"loras\":[{\"name\":\"pdd_acc8\"}]}",
+                                         "{\"prompt\":\"x\",\"loras\":[{\"name\":\"style/ink.safetensors\"}]}",
+                                         "{\"prompt\":\"x\",\"loras\":[{\"name\":\"pdd\"}]}",
+                                         "{\"prompt\":\"x\",\"loras\":[{\"name\":\"ink\"}]}"};
+    for (int i = 0; i < 4; i++) {
+        json_t *j = json_loads(bodies[i], 0, NULL);
+        mm_request_input in;
+        mm_request_error e;
+        mm_request q;
+        MM_REQUIRE(j && mm_request_input_from_json(j, &in, &e) == 0, "%s", bodies[i]);
+        in.loras_known = true;
+        in.known_loras = known;
+        in.n_known_loras = 2;
+        int rc = mm_request_settle(&in, NULL, NULL, &q, &e);
+        if (i < 2)
+            MM_EXPECT(rc == 0, "%s refused: %s", bodies[i], e.message);
+        else
+            MM_EXPECT(rc < 0 && strcmp(e.field, "loras[0].name") == 0 &&
+                          strcmp(e.accepted, "one of pdd_acc8.safetensors, style/ink.safetensors") == 0 &&
+                          strstr(e.message, "is not an adapter"),
+                      "%s: rc %d, %s: %s (accepted %s)", bodies[i], rc, e.field, e.message, e.accepted);
+        in.n_known_loras = 0;
+        rc = mm_request_settle(&in, NULL, NULL, &q, &e);
+        MM_EXPECT(rc < 0 && strstr(e.accepted, "empty"), "%s with an empty catalogue: rc %d (%s)", bodies[i], rc,
+                  e.accepted);
+        in.loras_known = false;
+        MM_EXPECT(mm_request_settle(&in, NULL, NULL, &q, &e) == 0, "%s without a catalogue: %s", bodies[i],
+                  e.message);
+        json_decref(j);
+    }
+}
+
 static void test_sampler(void)
 {
     mm_request q;
     mm_request_error e;
-    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"sampler\":\"turbo-8\"}", &q, &e) == 0, "%s", e.message);
-    MM_EXPECT(q.sampler.kind == MM_SAMPLER_PRESET && strcmp(q.sampler.preset, "turbo-8") == 0, "preset");
+    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"sampler\":\"turbo8\"}", &q, &e) == 0, "%s", e.message);
+    MM_EXPECT(q.sampler.kind == MM_SAMPLER_PRESET && strcmp(q.sampler.preset, "turbo8") == 0 && q.steps == 9,
+              "a preset sets the steps: %s, %d", q.sampler.preset, q.steps);
     char *stored = mm_request_sampler_json(&q);
-    MM_EXPECT(stored && strcmp(stored, "\"turbo-8\"") == 0, "stored as %s", stored ? stored : "(null)");
+    MM_EXPECT(stored && strcmp(stored, "\"turbo8\"") == 0, "stored as %s", stored ? stored : "(null)");
     free(stored);
+    /* every preset of the table, at its own forwards; the CLI's schedules are built from the same table */
+    for (size_t i = 0; mm_sampler_preset_at(i); i++) {
+        const mm_sampler_preset *p = mm_sampler_preset_at(i);
+        char body[160];
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"sampler\":\"%s\"}", p->name);
+        MM_EXPECT(settle_api(body, &q, &e) == 0 && q.steps == mm_sampler_preset_forwards(p) + 1, "%s: %s, steps %d",
+                  p->name, e.message, q.steps);
+    }
+    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"sampler\":\"default\",\"steps\":12}", &q, &e) == 0, "%s",
+               e.message);
+    MM_EXPECT(q.steps == 12, "default keeps the steps given");
+    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"steps\":12,\"loras\":[{\"name\":\"t\"}]}", &q, &e) == 0, "%s",
+               e.message);
+    MM_EXPECT(q.sampler.kind == MM_SAMPLER_PRESET && strcmp(q.sampler.preset, "default") == 0 && q.steps == 12,
+              "steps beside adapters keep the release grid");
+    MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"loras\":[{\"name\":\"t\"}]}", &q, &e) == 0, "%s", e.message);
+    MM_EXPECT(q.sampler.kind == MM_SAMPLER_DEFAULT, "adapters alone leave the sampler to them");
+    mm_error err = {{0}};
+    MM_EXPECT(settle_api("{\"prompt\":\"x\",\"sampler\":\"turbo-8\"}", &q, &e) < 0 &&
+                  mm_sampler_preset_find("turbo-8", &(const mm_sampler_preset *){NULL}, &err) < 0 &&
+                  strcmp(e.message, err.msg) == 0 && strstr(e.message, "turbo8") && strcmp(e.field, "sampler") == 0,
+              "an unknown preset, in the presets' own words: %s / %s", e.message, err.msg);
+    expect_refused("{\"prompt\":\"x\",\"sampler\":\"turbo8\",\"steps\":9}", "steps");
+    expect_refused("{\"prompt\":\"x\",\"sampler\":[1,0.5,0],\"steps\":3}", "steps");
     MM_REQUIRE(settle_api("{\"prompt\":\"x\",\"sampler\":[1,0.9375,0.6,0.1,0]}", &q, &e) == 0, "%s", e.message);
-    MM_EXPECT(q.sampler.kind == MM_SAMPLER_SIGMAS && q.sampler.n_sigmas == 5 && q.sampler.sigmas[1] == 0.9375,
+    MM_EXPECT(q.sampler.kind == MM_SAMPLER_SIGMAS && q.sampler.n_sigmas == 5 && q.sampler.sigmas[1] == 0.9375 &&
+                  q.steps == 5,
               "sigmas");
     stored = mm_request_sampler_json(&q);
     MM_EXPECT(stored && strcmp(stored, "[1,0.9375,0.6,0.1,0]") == 0, "stored as %s", stored ? stored : "(null)");
@@ -372,33 +443,41 @@ static void test_sampler(void)
 
 static void test_sparse_and_cache(void)
 {
+    /* The step cache's own parser: what it accepts is stored as its name, which reads back the same. */
     static const struct {
-        const char *cache;
-        mm_cache_kind kind;
-        double threshold;
-        const char *stored;
-    } ok[] = {{"off", MM_CACHE_OFF, 0, "off"},
-              {"fbc", MM_CACHE_FBC, 0, "fbc"},
-              {"fbc:0.08", MM_CACHE_FBC, 0.08, "fbc:0.08"},
-              {"fbc:1", MM_CACHE_FBC, 1, "fbc:1"},
-              {"teacache", MM_CACHE_TEACACHE, 0, "teacache"},
-              {"teacache:0.1", MM_CACHE_TEACACHE, 0.1, "teacache:0.1"},
-              {"teacache:5e-2", MM_CACHE_TEACACHE, 0.05, "teacache:0.05"}};
+        const char *cache, *stored;
+    } ok[] = {{"off", "off"},           {"fbc", "fbc:high"},         {"fbc:0.08", "fbc:0.08"},
+              {"fbc:1", "fbc:1"},       {"fbc:0", "fbc:0"},          {"fbc:medium,warmup=6", "fbc:medium,warmup=6"},
+              {"teacache", "teacache:vllm"}, {"teacache:0.1", "teacache:0.1"}, {"teacache:5e-2", "teacache:0.05"}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        mm_cache_spec c;
+        char body[160], name[128];
+        mm_request q, back;
+        mm_request_error e;
+        mm_step_cache_config c;
         mm_error err = {{0}};
-        char text[48];
-        MM_EXPECT(mm_rule_cache(ok[i].cache, &c, &err) == 0, "%s refused: %s", ok[i].cache, err.msg);
-        mm_cache_format(&c, text, sizeof text);
-        MM_EXPECT(c.kind == ok[i].kind && c.threshold == ok[i].threshold && strcmp(text, ok[i].stored) == 0,
-                  "%s -> %d %g '%s'", ok[i].cache, c.kind, c.threshold, text);
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"cache\":\"%s\"}", ok[i].cache);
+        MM_EXPECT(settle_api(body, &q, &e) == 0, "%s refused: %s", ok[i].cache, e.message);
+        MM_EXPECT(mm_step_cache_parse(ok[i].cache, &c, &err) == 0 && memcmp(&c, &q.cache, sizeof c) == 0,
+                  "%s: settled as the parser reads it", ok[i].cache);
+        mm_step_cache_name(&q.cache, name, sizeof name);
+        MM_EXPECT(strcmp(name, ok[i].stored) == 0, "%s stored as '%s'", ok[i].cache, name);
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"cache\":\"%s\"}", name);
+        MM_EXPECT(settle_api(body, &back, &e) == 0 && memcmp(&back.cache, &q.cache, sizeof c) == 0,
+                  "%s reads back as itself", name);
     }
-    static const char *const bad[] = {"fbc:0", "fbc:1.5", "fbc:-0.1", "fbc:", "fbc:abc", "fbcx", "FBC", "on",
-                                      "teacache:inf", "teacache:nan", "fbc:0x1p-3", "fbc:0.1:2", ""};
+    static const char *const bad[] = {"fbc:1.5x", "fbc:-0.1", "fbc:", "fbc:abc", "fbcx", "FBC", "on",
+                                      "teacache:inf", "teacache:nan", "fbc:0.1:2", "", "fbc,warmup=-1", "off,final=1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char body[128];
+        mm_request q;
+        mm_request_error e;
+        mm_step_cache_config c;
+        mm_error err = {{0}};
         snprintf(body, sizeof body, "{\"prompt\":\"x\",\"cache\":\"%s\"}", bad[i]);
         expect_refused(body, "cache");
+        MM_EXPECT(settle_api(body, &q, &e) < 0 && mm_step_cache_parse(bad[i], &c, &err) < 0 &&
+                      strcmp(e.message, err.msg) == 0 && strcmp(e.accepted, MM_ACCEPT_CACHE) == 0,
+                  "%s: the parser's words (%s / %s)", bad[i], e.message, err.msg);
     }
     mm_request q;
     mm_request_error e;
@@ -418,8 +497,8 @@ static void test_stored_round_trip(void)
                           "\"sampler\":[1,0.75,0.5,0.25,0],\"sparse\":\"vsa\",\"cache\":\"teacache:0.1\"}",
                           &q, &e) == 0,
                "%s", e.message);
-    char *loras = mm_request_loras_json(&q), *sampler = mm_request_sampler_json(&q), cache[48];
-    mm_cache_format(&q.cache, cache, sizeof cache);
+    char *loras = mm_request_loras_json(&q), *sampler = mm_request_sampler_json(&q), cache[128];
+    mm_step_cache_name(&q.cache, cache, sizeof cache);
     json_t *o = json_pack("{s:o, s:o, s:s, s:s}", "loras", json_loads(loras, 0, NULL), "sampler",
                           json_loads(sampler, JSON_DECODE_ANY, NULL), "sparse", q.sparse, "cache", cache);
     mm_request_input in;
@@ -429,7 +508,7 @@ static void test_stored_round_trip(void)
               "read back: %s", e.message);
     MM_EXPECT(back.n_loras == 1 && back.loras[0].strength == 0.3 && back.sampler.n_sigmas == 5 &&
                   back.sampler.sigmas[3] == 0.25 && strcmp(back.sparse, "vsa") == 0 &&
-                  back.cache.kind == MM_CACHE_TEACACHE && back.cache.threshold == 0.1,
+                  memcmp(&back.cache, &q.cache, sizeof q.cache) == 0,
               "the same fields");
     json_decref(o);
     free(loras), free(sampler);
@@ -479,6 +558,7 @@ int main(void)
     MM_RUN(test_settled_values);
     MM_RUN(test_seeds);
     MM_RUN(test_loras);
+    MM_RUN(test_known_loras);
     MM_RUN(test_sampler);
     MM_RUN(test_sparse_and_cache);
     MM_RUN(test_stored_round_trip);

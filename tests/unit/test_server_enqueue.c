@@ -38,7 +38,7 @@ static void test_defaults(void)
     MM_EXPECT(q.seed_drawn && q.count == 1 && q.n_refs == 0 && !q.has_last_image, "a drawn seed, no refs");
     MM_EXPECT(strcmp(q.partition, "fl2va") == 0, "partition %s", q.partition);
     MM_EXPECT(q.n_loras == 0 && q.sampler.kind == MM_SAMPLER_DEFAULT && strcmp(q.sparse, "off") == 0 &&
-                  q.cache.kind == MM_CACHE_OFF,
+                  q.cache.kind == MM_STEP_CACHE_OFF,
               "the few-step fields are off");
 }
 

@@ -422,7 +422,7 @@ static void test_policy_defaults_and_portable(void)
     mm_kernel_policy pol;
     mm_kernel_policy_defaults(&pol);
     mm_kernel_policy_install(&pol);
-    mm_cuda_speed_paths p;
+    mm_dit_kernel_paths p;
     mm_cuda_speed_paths_get(0, true, &p);
     printf("  default: attention %s | fast %s | gemm %s\n", p.attention, p.fast, p.gemm);
     MM_EXPECT(p.fa3 && strstr(p.attention, "self-check") && strstr(p.attention, "192-key"), "exact attention: %s",

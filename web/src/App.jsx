@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 import { store, useGallery } from './store.js';
 import { EventHub } from './sse.js';
+import { previews } from './previews.js';
 import { useRoute } from './router.js';
 import Header from './components/Header.jsx';
 import Gallery from './components/Gallery.jsx';
@@ -35,6 +36,8 @@ export default function App({ hubFactory = () => new EventHub() }) {
   useEffect(() => {
     const hub = hubFactory();
     const offEvents = hub.subscribe((msg) => {
+      previews.onEvent(msg);
+      if (msg.event === 'generation_preview') return;
       if (msg.event === 'status_update' && msg.data && typeof msg.data === 'object') { setStatus(msg.data); queueInfo.setStatus(msg.data); return; }
       const id = msg.data && typeof msg.data === 'object' ? msg.data.generation_id : null;
       queueInfo.onEvent(msg, id ? store.byId.get(id) : null);

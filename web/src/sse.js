@@ -72,7 +72,7 @@ export async function postSSE(path, body, onEvent, { signal } = {}) {
   parser.end();
 }
 
-const EVENT_TYPES = ['generation_update', 'generation_deleted', 'status_update', 'resync'];
+const EVENT_TYPES = ['generation_update', 'generation_deleted', 'generation_preview', 'status_update', 'resync'];
 
 /** After a refused stream: to the login page when the server wants a token we no longer have. */
 export async function checkSession(fetchFn = typeof fetch !== 'undefined' ? fetch : null, loc) {

@@ -27,28 +27,14 @@
 extern "C" {
 #endif
 
+#include "backend/gpu.h"
 #include "core/error.h"
-
-/* mm_cuda_device_info_get() and mm_cuda_check_kernels() exist (here and in
- * the no-CUDA stub); `mmh3 check` keys on this. */
-#define MM_CUDA_DEVICE_INFO_API 1
 
 /* Usable CUDA devices (0 without CUDA, without a driver, or without GPUs). */
 int mm_cuda_count(void);
 
-typedef struct mm_cuda_device_info {
-    int index;
-    char name[256];
-    int cc_major, cc_minor;   /* compute capability, 9.0 on Hopper */
-    int sm_count;
-    size_t total_bytes;       /* device memory */
-    size_t free_bytes;        /* free right now, as the driver sees it */
-    size_t l2_bytes;
-    size_t smem_per_block_optin; /* largest dynamic shared memory a block may ask for */
-    int clock_khz, mem_clock_khz, mem_bus_bits;
-    int driver_version, runtime_version; /* e.g. 13000 */
-    char pci_bus_id[32];
-} mm_cuda_device_info;
+/* backend/gpu.h's description of a GPU, which this backend fills. */
+typedef mm_gpu_info mm_cuda_device_info;
 
 int mm_cuda_device_info_get(int dev, mm_cuda_device_info *out, mm_error *err);
 
@@ -71,8 +57,7 @@ void *mm_cuda_stream(int dev);
 /* Waits for everything queued on the device's compute stream; reports any
  * error a kernel raised asynchronously. */
 int mm_cuda_sync(int dev, mm_error *err);
-/* Makes `dev` the calling thread's current device (for libraries that work
- * on the current device, e.g. NCCL's ncclCommInitRank). */
+/* backend/gpu.h's mm_gpu_make_current. */
 int mm_cuda_make_current(int dev, mm_error *err);
 
 typedef struct mm_cuda_event mm_cuda_event;
@@ -83,16 +68,31 @@ int mm_cuda_event_record(mm_cuda_event *e, mm_error *err);
 /* Milliseconds between two recorded events (waits for the later one). */
 int mm_cuda_event_elapsed_ms(mm_cuda_event *start, mm_cuda_event *end, float *ms, mm_error *err);
 
+/* ---- uploads: host→device copies on a stream of their own ---- */
+/* Page-locked host memory (cudaHostAlloc), which copies read at full PCIe
+ * speed and asynchronously. */
+void *mm_cuda_host_alloc(size_t bytes, mm_error *err);
+void mm_cuda_host_free(void *p);
+/* A copy stream of `dev` with `slots` pairs of events: "ready" (the slot's
+ * copies are done) recorded on the copy stream, "free" (the compute work that
+ * read the slot is done) recorded on the compute stream. A copy into a slot
+ * waits for its "free" event; mm_cuda_upload_acquire makes the compute stream
+ * wait for its "ready" event. */
+typedef struct mm_cuda_upload mm_cuda_upload;
+mm_cuda_upload *mm_cuda_upload_create(int dev, int slots, mm_error *err);
+/* Waits for both streams, then frees the stream and the events. */
+void mm_cuda_upload_destroy(mm_cuda_upload *u);
+/* Queues src (pinned host) → dst (device) on the copy stream, after the
+ * slot's last use, and records the slot's "ready" event after it. */
+int mm_cuda_upload_copy(mm_cuda_upload *u, int slot, void *dst, const void *src, size_t bytes, mm_error *err);
+/* Work queued on the compute stream from now on waits for the slot's copies. */
+int mm_cuda_upload_acquire(mm_cuda_upload *u, int slot, mm_error *err);
+/* The compute work queued so far is the slot's last use. */
+int mm_cuda_upload_release(mm_cuda_upload *u, int slot, mm_error *err);
+
 /* ---- checks for `mmh3 check` ---- */
-/* Verifies that every kernel of this build has machine code (or PTX the
- * driver can compile) for the device's architecture; kernels that need a
- * newer architecture than the device's are reported as optional, never
- * as missing. Writes a one-line summary into `summary` (may be NULL). Fails,
- * naming the missing kernels, when a required one is absent. */
+/* backend/gpu.h's mm_gpu_check_kernels and mm_gpu_peer_probe. */
 int mm_cuda_check_kernels(int dev, char *summary, size_t summary_len, mm_error *err);
-/* Copies a pattern of `bytes` from src to dst (GPU to GPU, through peer
- * access where the hardware has it) and back, and verifies every byte.
- * src == dst is allowed (a device-local round trip). Reports the copy rate. */
 int mm_cuda_peer_probe(int src, int dst, size_t bytes, double *gbps, mm_error *err);
 
 #ifdef __cplusplus

@@ -126,7 +126,7 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
 
 /* ------------------------------------------------------------------ policy */
 
-void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
+void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_dit_kernel_paths *out)
 {
     memset(out, 0, sizeof *out);
     const mm_kernel_policy *policy = mm_kernel_policy_get();
@@ -183,7 +183,7 @@ const char *mm_cuda_attention_path(int dev) { return mmk_attention_path(dev); }
 
 void mm_cuda_speed_describe(int dev, char *out, size_t n)
 {
-    mm_cuda_speed_paths p;
+    mm_dit_kernel_paths p;
     mm_cuda_speed_paths_get(dev, true, &p);
     snprintf(out, n, "cuda:%d mm_attention %s | DiT attention %s | fast mode %s | int8 GEMM %s", dev,
              mmk_attention_path(dev), p.attention, p.fast, p.gemm);

@@ -34,7 +34,7 @@ int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tens
     return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)");
 }
 
-void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_cuda_speed_paths *out)
+void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_dit_kernel_paths *out)
 {
     (void)dev, (void)want_fast;
     memset(out, 0, sizeof *out);

@@ -113,6 +113,38 @@ int mm_cuda_peer_probe(int src, int dst, size_t bytes, double *gbps, mm_error *e
         *gbps = 0;
     return no_cuda(err);
 }
+void *mm_cuda_host_alloc(size_t bytes, mm_error *err)
+{
+    (void)bytes;
+    no_cuda(err);
+    return NULL;
+}
+void mm_cuda_host_free(void *p) { (void)p; }
+mm_cuda_upload *mm_cuda_upload_create(int dev, int slots, mm_error *err)
+{
+    (void)dev;
+    (void)slots;
+    no_cuda(err);
+    return NULL;
+}
+void mm_cuda_upload_destroy(mm_cuda_upload *u) { (void)u; }
+int mm_cuda_upload_copy(mm_cuda_upload *u, int slot, void *dst, const void *src, size_t bytes, mm_error *err)
+{
+    (void)u, (void)slot, (void)dst, (void)src, (void)bytes;
+    return no_cuda(err);
+}
+int mm_cuda_upload_acquire(mm_cuda_upload *u, int slot, mm_error *err)
+{
+    (void)u, (void)slot;
+    return no_cuda(err);
+}
+int mm_cuda_upload_release(mm_cuda_upload *u, int slot, mm_error *err)
+{
+    (void)u, (void)slot;
+    return no_cuda(err);
+}
+
 #else
 typedef int mm_cuda_stub_unused; /* ISO C forbids an empty translation unit */
+
 #endif

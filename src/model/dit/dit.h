@@ -21,7 +21,9 @@
 #ifndef MMH3_MODEL_DIT_DIT_H
 #define MMH3_MODEL_DIT_DIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -38,8 +40,37 @@ typedef struct mm_dit_request mm_dit_request;
 int mm_dit_load(mm_dit **out, const char *path, mm_ctx *ctx, const mm_dit_config_overrides *ov, mm_error *err);
 void mm_dit_free(mm_dit *dit);
 const mm_dit_config *mm_dit_get_config(const mm_dit *dit);
-/* Device bytes the weights occupy (0 on the CPU, where they stay mapped). */
+/* Device bytes the weights occupy, as the allocator hands them out (0 on
+ * the CPU, where they stay mapped, unless own_cpu_weights). */
 size_t mm_dit_weight_bytes(const mm_dit *dit);
+
+/* Where the main blocks live (backend/memplan.h decides it). Streamed
+ * blocks stay in pinned host memory and are copied into one of two device
+ * slots just before they run, the next one's copy overlapping the current
+ * block (stream.c); the forward computes the same bits either way. */
+typedef struct mm_dit_residency {
+    const bool *stream; /* [n = layers]: blocks to stream (block 0 may not); NULL: none */
+    int n;
+    /* CPU only: every resident weight copied into allocated memory instead
+     * of viewed in the file's mapping, so that the CPU's accounting (and a
+     * simulated device, backend/device.h) sees the weights as a GPU would. */
+    bool own_cpu_weights;
+} mm_dit_residency;
+int mm_dit_load_ex(mm_dit **out, const char *path, mm_ctx *ctx, const mm_dit_config_overrides *ov,
+                   const mm_dit_residency *res, mm_error *err);
+int mm_dit_streamed_blocks(const mm_dit *dit);
+
+/* Sizes for the memory plan, from the checkpoint's header (no weights
+ * read): the device bytes mm_dit_load would allocate outside the main
+ * blocks (*fixed) and for each block (block[0..layers), at most max_blocks),
+ * each tensor rounded as the allocator rounds it; and the configuration. */
+int mm_dit_file_sizes(const char *path, uint64_t *fixed, uint64_t *block, int max_blocks, mm_dit_config *cfg,
+                      mm_error *err);
+/* The device bytes mm_dit_request_begin allocates for a request of `rows`
+ * rows, `text_rows` of them text, on a GPU (cuda: the fused block's extra
+ * table) or the simulated CPU device: the workspace, the layout's tables
+ * and the refined text, each rounded as the allocator rounds it. */
+uint64_t mm_dit_request_bytes_for(const mm_dit_config *c, int64_t rows, int64_t text_rows, bool cuda);
 
 /* Intermediates for bring-up and conformance: called with a tensor on the
  * compute device that is only valid during the call. Names follow the kit:
@@ -164,7 +195,7 @@ size_t mm_dit_request_step_cache_bytes(const mm_dit_request *req);
  * portable (backend/kernel_policy.h: MMH3_KERNELS=portable). On Hopper the
  * attention runs the FA3-style kernel and the int8 linears the GEMM with
  * the fused epilogue, each once its first-use self-check passes
- * (backend/cuda/cuda_speed.h: mm_cuda_speed_paths_get). Fast mode: int8 q·k
+ * (backend/fused.h: mm_dit_kernel_paths_get). Fast mode: int8 q·k
  * + e4m3 p·v attention where the GPU has it (its error budget:
  * docs/PERFORMANCE.md), exact elsewhere or with MMH3_DIT_FAST=off. */
 void mm_dit_request_set_fast(mm_dit_request *req, bool fast);

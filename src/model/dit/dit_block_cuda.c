@@ -1,6 +1,6 @@
 /* One main block on a CUDA context: the composition of block.c,
  * attention.c and linear.c, with the memory-bound glue fused into the
- * kernels of backend/cuda/cuda_fused.h so that the bf16 intermediates the
+ * passes of backend/fused.h so that the bf16 intermediates the
  * composition writes and reads again (h, y, glu) never exist:
  *
  *   q8, s  = quant(rot(RMSNorm1(x)·(1 + scale_msa) + shift_msa))      one pass
@@ -14,7 +14,7 @@
  *   q8, s  = quant(rot(silu(gate)·up))                                one pass
  *   x     += gate_mlp · (int8 GEMM (q8, W_fc2) · s · s_w)
  *
- * Each fused kernel rounds where the composition rounds (cuda_fused.h), so
+ * Each fused kernel rounds where the composition rounds (backend/fused.h), so
  * the block computes the same function; the conformance kit on CUDA runs
  * this path. Everything is queued on the context's stream: no host
  * synchronization and no allocation besides the caching allocator's reuse.
@@ -23,8 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_fused.h"
-#include "backend/cuda/cuda_speed.h"
+#include "backend/fused.h"
 #include "backend/kernel_policy.h"
 #include "model/dit/model.h"
 
@@ -46,12 +45,12 @@ bool mm_dit_cuda_path_applies(const mm_dit_request *r)
     return true;
 }
 
-/* Which Hopper kernels this request runs (backend/cuda/cuda_speed.h: the
+/* Which Hopper kernels this request runs (backend/fused.h: the
  * kernel policy and the first-use self-checks decide there); fast mode's
  * self-check runs only once a request asks for fast mode. */
 static void choose_paths(mm_dit_request *r)
 {
-    mm_cuda_speed_paths_get(mm_ctx_device(r->ctx).index, r->fast, &r->paths);
+    mm_dit_kernel_paths_get(mm_ctx_device(r->ctx), r->fast, &r->paths);
     r->paths_fast = r->fast;
 }
 
@@ -98,8 +97,8 @@ static int fa3_mode(const mm_dit_request *r, bool cross)
 static int sdpa(mm_dit_request *r, mm_tensor *o, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
 {
     const int mode = r->cuda_path ? fa3_mode(r, q->shape[0] != k->shape[0]) : -1;
-    if (mode >= 0 && mm_cuda_fa3_fits(r->ctx, o, q, k, v))
-        return mm_cuda_attention_fa3(r->ctx, o, q, k, v, 0.0f, (mm_fa3_mode)mode);
+    if (mode >= 0 && mm_fa3_fits(r->ctx, o, q, k, v))
+        return mm_attention_fa3(r->ctx, o, q, k, v, 0.0f, (mm_fa3_mode)mode);
     return mm_attention(r->ctx, o, q, k, v, NULL);
 }
 
@@ -122,7 +121,7 @@ static const char *kind(const mm_dit_request *r, bool cross)
     mm_tensor qh = mm_tensor_unflatten(&q3, 1, 2, head), kh = mm_tensor_unflatten(&k3, 1, 2, head);
     mm_tensor vh = mm_tensor_unflatten(&v3, 1, 2, head), oh = mm_tensor_unflatten(&o2, 1, 2, head);
     const int mode = fa3_mode(r, cross);
-    const bool fits = mm_cuda_fa3_fits(r->ctx, &oh, &qh, &kh, &vh);
+    const bool fits = mm_fa3_fits(r->ctx, &oh, &qh, &kh, &vh);
     if (mode == MM_FA3_FAST && fits)
         return "fa3-i8-e4m3 (fast)";
     if (mode == MM_FA3_EXACT && fits)
@@ -164,15 +163,15 @@ static void qlinear(mm_dit_request *r, mm_tensor *y, const mm_tensor *q, const m
     mm_ctx *ctx = r->ctx;
     const mm_tensor *idx = &r->ws.adaln_idx;
     if (add) {
-        mm_cuda_gemm_i8_scaled_add(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, gate16 ? idx : NULL, add);
+        mm_fused_gemm_i8_scaled_add(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, gate16 ? idx : NULL, add);
         return;
     }
-    if (r->paths.qgemm && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
-        mm_cuda_qgemm(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? idx : NULL);
+    if (r->paths.qgemm && mm_qgemm_fits(ctx, y, q, &w->weight)) {
+        mm_qgemm(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? idx : NULL);
         return;
     }
     if (gate16)
-        mm_cuda_gemm_i8_scaled_gated(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, idx);
+        mm_fused_gemm_i8_scaled_gated(ctx, y, q, s, &w->weight, &w->weight_scale, gate16, idx);
     else
         mm_gemm_i8_scaled(ctx, y, q, s, &w->weight, &w->weight_scale, NULL);
 }
@@ -235,7 +234,7 @@ const char *mm_dit_lora_path(const mm_dit_request *r)
 
 int mm_dit_cuda_lora_setup(mm_dit_request *r, mm_error *err)
 {
-    if (!r->cuda_path || !r->lora || !r->paths.qgemm || !mm_cuda_qgemm_lora_ready(r->ctx))
+    if (!r->cuda_path || !r->lora || !r->paths.qgemm || !mm_qgemm_lora_ready(r->ctx))
         return 0;
     const mm_dit_config *c = &r->dit->cfg;
     r->lora_fused = calloc((size_t)c->layers * 4, sizeof *r->lora_fused);
@@ -286,13 +285,13 @@ static void qlinear_lora(mm_dit_request *r, int block, int which, mm_tensor *y, 
     }
     mm_ctx *ctx = r->ctx;
     const mm_dit_lora_fused *f = r->lora_fused ? &r->lora_fused[block * 4 + which] : NULL;
-    if (f && f->a_all.data && mm_cuda_qgemm_fits(ctx, y, q, &w->weight)) {
+    if (f && f->a_all.data && mm_qgemm_fits(ctx, y, q, &w->weight)) {
         mm_tensor u = mm_tensor_wrap(r->lora_uall.data, r->lora_uall.device, MM_BF16, 2,
                                      MM_SHAPE(x->shape[0], f->a_all.shape[0]));
         mm_tensor at = mm_tensor_transpose(&f->a_all, 0, 1);
         mm_gemm(ctx, &u, x, &at, NULL, 1.0f, 0.0f);
-        mm_cuda_qgemm_lora(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? &r->ws.adaln_idx : NULL, &u,
-                           &f->b_all, &f->mask);
+        mm_qgemm_lora(ctx, y, q, s, &w->weight, &w->weight_scale, gate32, gate32 ? &r->ws.adaln_idx : NULL, &u,
+                      &f->b_all, &f->mask);
         return;
     }
     mm_tensor delta;
@@ -347,12 +346,12 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_tensor h = mm_dit_rows(&ws->h, S), glu = mm_dit_rows(&ws->glu, S);
 
     mark(r, block, "norm1 + modulation + ConvRot quant");
-    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, lq ? &h : NULL, &ws->x, &bw->norm1, c->norm_eps, &scale_msa,
-                                     &shift_msa, idx);
+    mm_fused_rmsnorm_modulate_convrot(ctx, &q8h, &s8, lq ? &h : NULL, &ws->x, &bw->norm1, c->norm_eps, &scale_msa,
+                                      &shift_msa, idx);
     mark(r, block, "qkv int8 GEMM");
     qlinear_lora(r, block, MM_DIT_QKV, &qkv, &q8h, &s8, qkv_w, NULL, NULL, &h);
     mark(r, block, "q/k norm + RoPE");
-    mm_cuda_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
+    mm_fused_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
     mark(r, block, mm_dit_sparse_applies(r) ? "sparse routing" : "attention");
     attention(r, block, &o, &q, &k, &v);
     mark(r, block, "attn ConvRot quant");
@@ -360,12 +359,12 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mark(r, block, "out int8 GEMM + gated residual");
     qlinear_lora(r, block, MM_DIT_OUT, &ws->x, &q8a, &s8, out_w, &gate_msa32, &gate_msa, &o2);
     mark(r, block, "norm2 + modulation + ConvRot quant");
-    mm_cuda_rmsnorm_modulate_convrot(ctx, &q8h, &s8, l1 ? &h : NULL, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp,
-                                     &shift_mlp, idx);
+    mm_fused_rmsnorm_modulate_convrot(ctx, &q8h, &s8, l1 ? &h : NULL, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp,
+                                      &shift_mlp, idx);
     mark(r, block, "fc1 int8 GEMM");
     qlinear_lora(r, block, MM_DIT_FC1, &fc1, &q8h, &s8, fc1_w, NULL, NULL, &h);
     mark(r, block, "SwiGLU + ConvRot quant");
-    mm_cuda_swiglu_convrot(ctx, &q8f, &s8, l2 ? &glu : NULL, &fc1);
+    mm_fused_swiglu_convrot(ctx, &q8f, &s8, l2 ? &glu : NULL, &fc1);
     mark(r, block, "fc2 int8 GEMM + gated residual");
     qlinear_lora(r, block, MM_DIT_FC2, &ws->x, &q8f, &s8, fc2_w, &gate_mlp32, &gate_mlp, &glu);
     mark(r, block, NULL);

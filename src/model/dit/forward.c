@@ -2,18 +2,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/device.h"
 #include "core/dtype.h"
 #include "model/dit/model.h"
 
 int mm_dit_load(mm_dit **out, const char *path, mm_ctx *ctx, const mm_dit_config_overrides *ov, mm_error *err)
+{
+    return mm_dit_load_ex(out, path, ctx, ov, NULL, err);
+}
+
+int mm_dit_load_ex(mm_dit **out, const char *path, mm_ctx *ctx, const mm_dit_config_overrides *ov,
+                   const mm_dit_residency *res, mm_error *err)
 {
     *out = NULL;
     mm_dit *d = calloc(1, sizeof *d);
     if (!d)
         return mm_fail(err, "out of memory");
     d->device = mm_ctx_device(ctx);
+    d->own_cpu_weights = res && res->own_cpu_weights && d->device.kind == MM_DEVICE_CPU;
     if (mm_st_open(&d->st, path, err) != 0 || mm_st_strip_prefix(d->st, "model.diffusion_model.", NULL, err) != 0 ||
-        mm_dit_config_read(d->st, ov, &d->cfg, err) != 0 || mm_dit_weights_load(d, ctx, err) != 0) {
+        mm_dit_config_read(d->st, ov, &d->cfg, err) != 0 ||
+        (res && mm_dit_stream_init(d, res->stream, res->n, err) != 0) || mm_dit_weights_load(d, ctx, err) != 0 ||
+        mm_dit_stream_load(d, err) != 0) {
         mm_dit_free(d);
         return mm_error_prefix(err, "loading the DiT");
     }
@@ -25,6 +35,7 @@ void mm_dit_free(mm_dit *d)
 {
     if (!d)
         return;
+    mm_dit_stream_free(d);
     mm_dit_weights_free(d);
     if (d->st)
         mm_st_close(d->st);
@@ -33,6 +44,13 @@ void mm_dit_free(mm_dit *d)
 
 const mm_dit_config *mm_dit_get_config(const mm_dit *d) { return &d->cfg; }
 size_t mm_dit_weight_bytes(const mm_dit *d) { return d->device_bytes; }
+int mm_dit_streamed_blocks(const mm_dit *d)
+{
+    int n = 0;
+    for (int b = 0; b < d->cfg.layers; b++)
+        n += mm_dit_block_streamed(d, b);
+    return n;
+}
 int mm_dit_convrot_layer(const mm_dit *d, int block, int which, mm_tensor *weight, mm_tensor *scale, int *group,
                          mm_error *err)
 {
@@ -123,28 +141,81 @@ done:
     return rc;
 }
 
-static int setup_workspace(mm_dit_request *r, mm_error *err)
+/* One tensor of the workspace: its field, dtype and shape (cols 0: 1-D). */
+typedef struct ws_entry {
+    mm_tensor *t;
+    mm_dtype dt;
+    int64_t rows, cols;
+} ws_entry;
+
+#define WS_ENTRIES 16
+
+/* The workspace for S rows, one table for allocating it and for sizing it. */
+static int workspace_entries(const mm_dit_config *c, int64_t S, mm_dit_workspace *w, ws_entry *e)
 {
-    const mm_dit_config *c = &r->dit->cfg;
-    const int64_t S = r->rows, H = c->hidden, A = (int64_t)c->heads * c->head_dim, F = c->ffn;
+    const int64_t H = c->hidden, A = (int64_t)c->heads * c->head_dim, F = c->ffn;
     const int64_t mods = (int64_t)c->modalities * 6 * H, M = MM_DIT_MAX_TIMESTEPS;
     int64_t kmax = H > A ? H : A;
     kmax = kmax > F ? kmax : F;
     /* fc1 also carries the f32 rows of the output heads: at least 2H bf16 columns. */
     const int64_t fc1_cols = 2 * F > 2 * H ? 2 * F : 2 * H;
+    int n = 0;
+#define WS(field, dtype, rows_, cols_) (e[n++] = (ws_entry){&w->field, dtype, rows_, cols_})
+    WS(x, MM_BF16, S, H);
+    WS(h, MM_BF16, S, H);
+    WS(qkv, MM_BF16, S, 3 * A);
+    WS(attn, MM_BF16, S, A);
+    WS(y, MM_BF16, S, H);
+    WS(fc1_store, MM_BF16, S, fc1_cols);
+    WS(glu, MM_BF16, S, F);
+    WS(q8, MM_I8, S, kmax);
+    WS(s8, MM_F32, S, 0);
+    WS(mod32, MM_F32, M, mods);
+    WS(mod, MM_BF16, M, mods);
+    WS(fmod32, MM_F32, M, 2 * H);
+    WS(fmod, MM_BF16, M, 2 * H);
+    WS(temb, MM_F32, M, c->time_dim);
+    WS(adaln_idx, MM_I32, S, 0);
+    WS(t_idx, MM_I32, S, 0);
+#undef WS
+    return n;
+}
+
+static int setup_workspace(mm_dit_request *r, mm_error *err)
+{
+    const mm_dit_config *c = &r->dit->cfg;
     mm_dit_workspace *w = &r->ws;
-    if (alloc(r, &w->x, MM_BF16, S, H, err) || alloc(r, &w->h, MM_BF16, S, H, err) ||
-        alloc(r, &w->qkv, MM_BF16, S, 3 * A, err) || alloc(r, &w->attn, MM_BF16, S, A, err) ||
-        alloc(r, &w->y, MM_BF16, S, H, err) || alloc(r, &w->fc1_store, MM_BF16, S, fc1_cols, err) ||
-        alloc(r, &w->glu, MM_BF16, S, F, err) || alloc(r, &w->q8, MM_I8, S, kmax, err) ||
-        alloc(r, &w->s8, MM_F32, S, 0, err) || alloc(r, &w->mod32, MM_F32, M, mods, err) ||
-        alloc(r, &w->mod, MM_BF16, M, mods, err) || alloc(r, &w->fmod32, MM_F32, M, 2 * H, err) ||
-        alloc(r, &w->fmod, MM_BF16, M, 2 * H, err) || alloc(r, &w->temb, MM_F32, M, c->time_dim, err) ||
-        alloc(r, &w->adaln_idx, MM_I32, S, 0, err) || alloc(r, &w->t_idx, MM_I32, S, 0, err))
-        return -1;
+    ws_entry e[WS_ENTRIES];
+    const int n = workspace_entries(c, r->rows, w, e);
+    for (int i = 0; i < n; i++)
+        if (alloc(r, e[i].t, e[i].dt, e[i].rows, e[i].cols, err) != 0)
+            return -1;
     /* fc1 as [S, 2F] for the MLP. */
-    w->fc1 = mm_tensor_narrow(&w->fc1_store, 1, 0, 2 * F);
+    w->fc1 = mm_tensor_narrow(&w->fc1_store, 1, 0, 2 * (int64_t)c->ffn);
     return 0;
+}
+
+static uint64_t rounded(mm_dtype dt, int64_t rows, int64_t cols)
+{
+    return mm_device_alloc_size(mm_dtype_nbytes(dt, rows * (cols > 0 ? cols : 1)));
+}
+
+uint64_t mm_dit_request_bytes_for(const mm_dit_config *c, int64_t rows, int64_t text_rows, bool cuda)
+{
+    mm_dit_workspace w;
+    ws_entry e[WS_ENTRIES];
+    const int n = workspace_entries(c, rows, &w, e);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += rounded(e[i].dt, e[i].rows, e[i].cols);
+    /* The layout: row indices of the video and audio rows (split unknown
+     * here: one allocator step covers the second tensor's rounding), the
+     * text's, the rotary tables; then the refined text. */
+    total += rounded(MM_I32, rows - text_rows, 0) + ((uint64_t)2 << 20) + rounded(MM_I32, text_rows, 0);
+    total += 2 * rounded(MM_BF16, rows, c->rope_dim) + rounded(MM_BF16, text_rows, c->hidden);
+    if (cuda)
+        total += rounded(MM_F32, (int64_t)MM_DIT_MAX_TIMESTEPS * c->modalities, 6 * (int64_t)c->hidden);
+    return total;
 }
 
 void mm_dit_request_end(mm_dit_request *r)
@@ -306,8 +377,10 @@ int mm_dit_run_blocks(mm_dit_request *r, int first, int end, int m)
 {
     for (int b = first; b < end; b++) {
         r->block = b;
+        mm_dit_stream_enter(r->dit, b, r->ctx);
         mm_dit_adaln_block(r, b, m);
         mm_dit_block(r, b);
+        mm_dit_stream_leave(r->dit, b, r->ctx);
         if (b == 0)
             mm_dit_capture(r, "block0_out", &r->ws.x);
         if ((b & 7) == 7 && mm_ctx_failed(r->ctx))

@@ -3,7 +3,7 @@
 #ifndef MMH3_MODEL_DIT_MODEL_H
 #define MMH3_MODEL_DIT_MODEL_H
 
-#include "backend/cuda/cuda_speed.h"
+#include "backend/fused.h"
 #include "backend/sparse_attn.h"
 #include "formats/linear.h"
 #include "io/safetensors.h"
@@ -37,6 +37,11 @@ struct mm_dit {
     mm_tensor final_norm, final_adaln_w, final_adaln_b; /* bf16, f32, f32 */
     mm_linear video_out, audio_out;                     /* f32 heads (+ bias) */
     size_t device_bytes;
+    /* Residency (mm_dit_residency): CPU weights copied into allocations
+     * rather than viewed in the mapping; the streamed blocks (stream.c,
+     * NULL when every block is resident). */
+    bool own_cpu_weights;
+    struct mm_dit_stream *stream;
     /* SiLU(temb) of the full model on the table's grid (mm_dit_set_silu_grid):
      * what full-width AdaLN adapters read on the pruned base; host f32. */
     float *silu_grid;
@@ -91,7 +96,7 @@ typedef struct mm_dit_lora_list {
 
 /* One main-block linear's pieces stacked for the Hopper GEMM's fused branch
  * (dit_block_cuda.c): u = h·a_allᵀ in one GEMM, then B·u on the GEMM's f32
- * accumulators (backend/cuda/cuda_fused.h: mm_cuda_qgemm_lora). */
+ * accumulators (backend/fused.h: mm_qgemm_lora). */
 typedef struct mm_dit_lora_fused {
     mm_tensor a_all; /* [Rk, in] bf16: bf16(s·A) of every piece, stacked (Rk: their ranks, padded to 64) */
     mm_tensor b_all; /* [out, Rk] bf16: each piece's B at its rows and columns, zeros elsewhere */
@@ -156,7 +161,7 @@ struct mm_dit_request {
     /* dit_block_cuda.c */
     bool cuda_path;        /* main blocks through the fused CUDA kernels */
     bool fast;             /* fast-mode attention where the GPU runs it */
-    mm_cuda_speed_paths paths; /* which Hopper kernels run (backend/cuda/cuda_speed.h) */
+    mm_dit_kernel_paths paths; /* which Hopper kernels run (backend/fused.h) */
     bool paths_fast;       /* paths were chosen with fast mode's self-check */
     mm_dit_profile profile; /* stage marks of one block (benchmarks) */
     mm_tensor mod_f32;      /* [M_max·modalities, 6H] f32: the block's bf16 AdaLN rows, exactly (qgemm gates) */
@@ -180,6 +185,23 @@ struct mm_dit_request {
 /* weights.c */
 int mm_dit_weights_load(mm_dit *dit, mm_ctx *ctx, mm_error *err);
 void mm_dit_weights_free(mm_dit *dit);
+/* Main block `block` on the host through a CPU context: views into the
+ * mapping, the AdaLN projection upcast into owned host tensors. */
+int mm_dit_load_streamed_block(mm_dit *d, mm_ctx *cpu, int block, mm_dit_block_weights *out, mm_error *err);
+void mm_dit_block_weights_free(mm_dit_block_weights *bw);
+
+/* stream.c: main blocks kept in pinned host memory and copied into one of
+ * two device slots before they run (mm_dit_residency). setup packs them
+ * (after the resident weights are loaded); enter/leave bracket a block's
+ * run: enter makes d->blocks[block] the slot's copy (queuing the copy if the
+ * slot does not hold it yet) and leave restores the host copy and queues the
+ * next streamed block's copy into the other slot. No-ops for resident blocks. */
+bool mm_dit_block_streamed(const mm_dit *d, int block);
+int mm_dit_stream_init(mm_dit *d, const bool *stream, int n, mm_error *err); /* before the weights load */
+int mm_dit_stream_load(mm_dit *d, mm_error *err);                            /* after */
+void mm_dit_stream_free(mm_dit *d);
+int mm_dit_stream_enter(mm_dit *d, int block, mm_ctx *ctx);
+void mm_dit_stream_leave(mm_dit *d, int block, mm_ctx *ctx);
 
 /* linear.c: a linear layer in any stored format, the int8 codes of ConvRot
  * layers in the request's scratch. */

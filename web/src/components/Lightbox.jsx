@@ -9,6 +9,7 @@ import { posterUrl, referencesOf, resultUrl } from '../media.js';
 import { FPS } from '../params.js';
 import Player from './Player.jsx';
 import { ProgressLine } from './Tile.jsx';
+import LivePreview from './LivePreview.jsx';
 import { CheckIcon, RefThumb, XIcon } from './bits.jsx';
 import Modal from './Modal.jsx';
 
@@ -192,6 +193,7 @@ export default function Lightbox({ id, onEdit, onRerun, onAttach, onAttachUpload
         )}
         {g && view === 'result' && active && (
           <div className="lb-live" data-testid="live-progress">
+            {g.status === 'processing' && <LivePreview id={g.generation_id} className="lb-preview" />}
             <p className="lb-live-status">{g.status === 'queued' ? 'Waiting in the queue' : 'Generating'}</p>
             <ProgressLine g={g} />
             <ConfirmButton className="danger" label="Cancel" confirmLabel="Cancel this job?" testId="cancel" onConfirm={() => cancelOrDelete(g)} />

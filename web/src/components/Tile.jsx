@@ -7,6 +7,7 @@ import { posterUrl, referencesOf, resultUrl } from '../media.js';
 import { setRating } from '../actions.js';
 import { useQueueInfo } from '../queue.js';
 import { CheckIcon, RefThumb, ReuseIcon } from './bits.jsx';
+import LivePreview from './LivePreview.jsx';
 
 /** Re-renders every `ms` while `on` (relative times: "starts in ≈ 2 min"). */
 function useTick(on, ms = 5000) {
@@ -154,7 +155,8 @@ function Tile({ g, selected = false, selecting = false, tabIndex, onSelect, onFo
         {media ? (
           <TileMedia g={g} active={hot} />
         ) : (
-          <div className="tile-card">
+          <div className={`tile-card ${g.status === 'processing' ? 'has-preview' : ''}`}>
+            {g.status === 'processing' && <LivePreview id={g.generation_id} className="tile-preview" />}
             <p className="tile-prompt">{g.prompt}</p>
             {refs.length > 0 && (
               <div className="tile-refs">{refs.slice(0, 5).map((r) => <RefThumb key={r.id} r={r} small />)}</div>
