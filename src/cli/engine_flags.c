@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/memplan.h"
 #include "core/tensor.h"
 #include "io/checkpoint.h"
 #include "parallel/sp_options.h"
@@ -43,6 +44,12 @@ static bool edge_ok(const char *s, int *out)
     return true;
 }
 
+static int apply_budget(const mm_flag *f, char *v, mm_error *why)
+{
+    mm_error e = {{0}};
+    return mm_memplan_parse_budget(v, f->target, &e) == 0 ? 0 : mm_fail(why, "not a size in GiB");
+}
+
 static int apply_edge(const mm_flag *f, char *v, mm_error *why)
 {
     return edge_ok(v, f->target) ? 0 : mm_fail(why, "out of range");
@@ -73,6 +80,10 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
                      .arg = "N", .min = 1, .max = 1024, .id = MM_EF_THREADS}},
         {SRV, {"--cpu-threads", NULL, MM_FLAG_INT, &p->threads, "CPU worker threads (default: one per core)", .arg = "N",
                .min = 1, .max = 1024, .id = MM_EF_THREADS}},
+        {ALL, {"--vram-budget", NULL, MM_FLAG_CUSTOM, &p->vram_budget,
+               "device memory per GPU the memory plan may use (default: free minus 1.5 GiB); `mmh3 check` shows the plan",
+               .arg = "GiB", .accepted = "a number of GiB above 0, e.g. 22 or 30.5", .apply = apply_budget,
+               .id = MM_EF_VRAM_BUDGET}},
         {ALL, {"--gpus", NULL, MM_FLAG_INT, &p->gpus, "the DiT sequence-parallel over N GPUs from its device (H3: 1, 2, 4, 7, 8)",
                .arg = "N", .min = 1, .max = 64,
                .accepted = "1..64 GPUs dividing the DiT's head count (H3: 1, 2, 4, 7, 8)", .id = MM_EF_GPUS}},
@@ -108,6 +119,9 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
                "fetch missing files from the Hugging Face hub", .id = MM_EF_DOWNLOAD}},
         {WRK | SRV, {"--preload", NULL, MM_FLAG_TRUE, &o->preload, "load the weights at start instead of on the first job",
                      .id = MM_EF_PRELOAD}},
+        {ALL, {"--vae-int8", NULL, MM_FLAG_TRUE, &p->vae_int8,
+               "lossy, opt-in: the video VAE decoder's block linears in int8 ConvRot (faster decode; docs/VAE.md)",
+               .id = MM_EF_VAE_INT8}},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0] && n < MM_ENGINE_FLAGS_MAX; i++)

@@ -38,3 +38,13 @@ void mm_media_limits_defaults(mm_media_limits *lim)
     lim->max_seconds = 600;
     lim->timeout_seconds = 30;
 }
+
+mm_media_limits mm_media_limits_or_defaults(const mm_media_limits *lim)
+{
+    mm_media_limits l;
+    if (lim)
+        l = *lim;
+    else
+        mm_media_limits_defaults(&l);
+    return l;
+}

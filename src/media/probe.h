@@ -53,6 +53,9 @@ typedef struct mm_media_limits {
  * from its header; 4096x2304 video frames; aspect 200 (the vision
  * processor's limit); 10 minutes; 30 s budget. */
 void mm_media_limits_defaults(mm_media_limits *lim);
+/* A copy of *lim, or the defaults when lim is NULL (what the readers'
+ * lim NULL means). */
+mm_media_limits mm_media_limits_or_defaults(const mm_media_limits *lim);
 
 typedef struct mm_media_info {
     mm_media_kind kind;

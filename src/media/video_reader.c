@@ -163,10 +163,7 @@ int mm_video_open(mm_video_reader **out, const char *path, const mm_video_option
     r->in.fd = -1;
     if (opt)
         r->opt = *opt;
-    if (r->opt.limits)
-        r->lim = *r->opt.limits;
-    else
-        mm_media_limits_defaults(&r->lim);
+    r->lim = mm_media_limits_or_defaults(r->opt.limits);
     r->opt.limits = NULL;
     r->held_index = -1;
     snprintf(r->path, sizeof r->path, "%s", path);

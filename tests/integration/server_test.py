@@ -524,14 +524,16 @@ def few_step_fields_are_settled_and_stored(s):
     by the step cache's own parser, adapter names against the worker's catalogue), stored with the request,
     shown in the generation object and read back by the worker (which renders the job; the mock engine opens
     the adapters), and a bad one stores nothing."""
-    make_adapters(s, "lightx2v-turbo.8step", "pdd_acc8")
-    body = small(prompt="few-step fields", loras=[{"name": "lightx2v-turbo.8step", "strength": 0.75},
+    make_adapters(s, "turbo_8step", "pdd_acc8")
+    st, resp = s.request("POST", "/api/ai/queue", small(prompt="an extension is the file's", loras=[{"name": "pdd_acc8.bin"}]))
+    check(st == 400 and resp["error"]["field"] == "loras[0].name", "a name with another extension: %d %r", st, resp)
+    body = small(prompt="few-step fields", loras=[{"name": "turbo_8step", "strength": 0.75},
                                                  {"name": "pdd_acc8"}],
                  sampler=[1, 0.9375, 0.6, 0.1, 0], sparse="sol-attn", cache="fbc:0.08", steps=None)
     st, resp = s.request("POST", "/api/ai/queue", body)
     check(st == 200, "refused: %d %r", st, resp)
     g = resp["generations"][0]
-    check(g["loras"] == [{"name": "lightx2v-turbo.8step", "strength": 0.75}, {"name": "pdd_acc8", "strength": 1}],
+    check(g["loras"] == [{"name": "turbo_8step", "strength": 0.75}, {"name": "pdd_acc8", "strength": 1}],
           "loras %r", g["loras"])
     check(g["sampler"] == [1, 0.9375, 0.6, 0.1, 0] and g["sparse"] == "sol-attn" and g["cache"] == "fbc:0.08"
           and g["steps"] == 5, "sampler %r sparse %r cache %r steps %r", g["sampler"], g["sparse"], g["cache"],
@@ -616,6 +618,19 @@ def failure_messages_do_not_reveal_server_paths(s):
     check("uploads/%s.png" % uid in msg, "the message names the file: %r", msg)
     for folder in {s.outputs, os.path.realpath(s.outputs)}:
         check(folder not in msg, "the message reveals the outputs folder %s: %r", folder, msg)
+    # An adapter gone by the time the job renders (the row changed while another job held the worker): named by
+    # its name, the folder as $MODELS_PATH/loras.
+    busy = s.enqueue(**small(prompt="holds the worker", steps=120))
+    g = s.enqueue(**small(prompt="an adapter that is gone"))
+    s.psql("UPDATE generations SET loras = '[{\"name\": \"gone\", \"strength\": 1}]' WHERE id = '%s'"
+           % g["generation_id"])
+    s.request("DELETE", "/api/ai/queue/" + busy["generation_id"])
+    g = s.wait_for(g["generation_id"], lambda g: g["status"] in TERMINAL, timeout=60, what="the failure")
+    msg = g["error_message"] or ""
+    check(g["status"] == "failed" and "gone" in msg and "$MODELS_PATH/loras" in msg, "a missing adapter: %s",
+          short(g))
+    for folder in {s.models, os.path.realpath(s.models)}:
+        check(folder not in msg, "the message reveals the models folder %s: %r", folder, msg)
 
 
 @test
