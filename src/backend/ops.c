@@ -330,7 +330,7 @@ int mm_copy(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src)
     return rc;
 }
 
-int mm_upload(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src, mm_error *err)
+int mm_copy_converting(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src, mm_error *err)
 {
     if (src->dtype == dst->dtype || mm_device_eq(src->device, dst->device)) {
         mm_copy(ctx, dst, src);

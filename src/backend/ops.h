@@ -108,7 +108,7 @@ int mm_copy(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src);
  * tensor into its device copy): src moves as it is into a staging tensor on
  * dst's device, which converts it there. Waits for the work (the staging
  * tensor is freed before it returns); 0, or -1 with err. */
-int mm_upload(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src, mm_error *err);
+int mm_copy_converting(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src, mm_error *err);
 
 /* Every element of dst = value (rounded to dst's dtype). Any strides. */
 int mm_fill(mm_ctx *ctx, mm_tensor *dst, double value);

@@ -37,7 +37,7 @@ static int place(const loader *L, const char *name, mm_dtype want, mm_tensor *ou
     }
     if (mm_tensor_alloc(out, L->dev, want, src.ndim, src.shape, err) != 0)
         return mm_error_prefix(err, "%s", name);
-    if (mm_upload(ctx, out, &src, err) != 0) {
+    if (mm_copy_converting(ctx, out, &src, err) != 0) {
         mm_tensor_free(out);
         return mm_error_prefix(err, "loading %s", name);
     }

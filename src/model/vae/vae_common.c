@@ -54,7 +54,7 @@ int vae_place(vae_store *s, mm_ctx *ctx, const mm_safetensors *st, const char *n
     }
     if (mm_tensor_alloc(out, dev, want, src.ndim, src.shape, err) != 0)
         return mm_error_prefix(err, "%s", name);
-    if (mm_upload(ctx, out, &src, err) != 0) {
+    if (mm_copy_converting(ctx, out, &src, err) != 0) {
         mm_tensor_free(out);
         return mm_error_prefix(err, "loading %s", name);
     }
