@@ -73,6 +73,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "kernels/attn_common.cuh"
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/mmk_sparse.h"
@@ -82,17 +83,9 @@
 #define MMK_SP_SM90 1
 #include "kernels/wgmma.cuh"
 
-/* The two wgmma shapes only these kernels use (kernels/wgmma.cuh keeps the shapes fa3 runs): d (+)= A·B,
- * m64n128k16 bf16 → f32 with A and B K-major in shared memory, and m64n128k32 e4m3 → f32 with A from
- * registers (reg 0 = (row g, cols 4t..4t+3), 1 = (row g+8, same), 2 = (row g, cols 16+4t..), 3 = (row g+8,
+/* The wgmma shape only these kernels use (kernels/wgmma.cuh keeps the shapes fa3 runs, attn_common.cuh
+ * the bf16 S product): d (+)= A·B, m64n128k32 e4m3 → f32 with A from registers (reg 0 = (row g, cols 4t..4t+3), 1 = (row g+8, same), 2 = (row g, cols 16+4t..), 3 = (row g+8,
  * same), low byte first); accumulate 0 overwrites d. */
-__device__ __forceinline__ void sp_wgmma_ss_bf16_n128(float d[64], uint64_t da, uint64_t db, int accumulate)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
 
 __device__ __forceinline__ void sp_wgmma_rs_e4m3_n128(float d[64], const uint32_t a[4], uint64_t db, int accumulate)
 {
@@ -639,9 +632,7 @@ __global__ void __launch_bounds__(128) k_sp_attn_sm80(SpAttn p)
     mmk_cp_async_commit();
 
     float o[kD / 8][4];
-#pragma unroll
-    for (int i = 0; i < kD / 8; i++)
-        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    mmk_zero_acc(o);
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
     uint32_t qf[kD / 16][4];
 
@@ -650,12 +641,8 @@ __global__ void __launch_bounds__(128) k_sp_attn_sm80(SpAttn p)
         if (it + 1 < n_items) {
             sp80_load_item(p, it + 1, n_ct, hk, cur, sK + (buf ^ 1) * kB * kStr, sV + (buf ^ 1) * kB * kStr,
                            buf ? &blk0 : &blk1);
-            mmk_cp_async_commit();
-            mmk_cp_async_wait<1>();
-        } else {
-            mmk_cp_async_wait<0>();
         }
-        __syncthreads();
+        mmk_cp_async_turn(it + 1 < n_items);
         if (it == 0) {
 #pragma unroll
             for (int ks = 0; ks < kD / 16; ks++)
@@ -664,9 +651,7 @@ __global__ void __launch_bounds__(128) k_sp_attn_sm80(SpAttn p)
         const bf16 *cK = sK + buf * kB * kStr, *cV = sV + buf * kB * kStr;
 
         float sc[kB / 8][4];
-#pragma unroll
-        for (int i = 0; i < kB / 8; i++)
-            sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+        mmk_zero_acc(sc);
 #pragma unroll
         for (int ks = 0; ks < kD / 16; ks++)
 #pragma unroll
@@ -703,12 +688,7 @@ __global__ void __launch_bounds__(128) k_sp_attn_sm80(SpAttn p)
 
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < kB / 8; nt++)
-                mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mx = mmk_acc_row_max(sc, r);
             const float m_new = fmaxf(row_max[r], mx * p.s2);
             const float m_use = m_new == -INFINITY ? 0.f : m_new;
             const float corr = exp2f(row_max[r] - m_use);
@@ -722,11 +702,7 @@ __global__ void __launch_bounds__(128) k_sp_attn_sm80(SpAttn p)
                 sum += p0 * wt[nt][0] + p1 * wt[nt][1];
             }
             row_sum[r] = row_sum[r] * corr + sum;
-#pragma unroll
-            for (int dt = 0; dt < kD / 8; dt++) {
-                o[dt][2 * r] *= corr;
-                o[dt][2 * r + 1] *= corr;
-            }
+            mmk_rescale_row(o, r, corr);
         }
 
         /* a centroid tile's P also as its bf16 residual (P = hi + lo to ~16 bits): see sp_pack_residual */
@@ -761,9 +737,7 @@ __global__ void __launch_bounds__(128) k_sp_attn_sm80(SpAttn p)
 
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float s = row_sum[r];
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        const float s = mmk_quad_sum(row_sum[r]);
         const float inv = s > 0.f ? 1.f / s : 0.f;
         const int row = ib * kB + warp * 16 + g + 8 * r;
         if (row >= p.seq)
@@ -813,7 +787,7 @@ __device__ __forceinline__ void sp_issue_s(float (&sc)[64], uint32_t q_addr, uin
     const uint32_t qd = mmk_desc_sw128_lo(q_addr), kd = mmk_desc_sw128_lo(k_addr);
 #pragma unroll
     for (int kk = 0; kk < 8; kk++)
-        sp_wgmma_ss_bf16_n128(sc, mmk_desc_sw128_at(qd, (kk >> 2) * kHQhalf + (kk & 3) * 32),
+        mmk_wgmma_ss_bf16_n128(sc, mmk_desc_sw128_at(qd, (kk >> 2) * kHQhalf + (kk & 3) * 32),
                           mmk_desc_sw128_at(kd, (kk >> 2) * kHKhalf + (kk & 3) * 32), kk > 0);
 }
 
@@ -851,12 +825,7 @@ __device__ __forceinline__ void sp_softmax(float (&sc)[64], float (&m)[2], float
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 16; nt++)
-            mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mx = mmk_wg_row_max(sc, r);
         const float m_new = fmaxf(m[r], mx * sl);
         const float m_use = m_new == -INFINITY ? 0.f : m_new;
         corr[r] = mmk_exp2_approx(m[r] - m_use);
@@ -1167,8 +1136,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     /* ---------------- the two consumers' states merged: O / l, bf16 ---------------- */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        l[r] = mmk_quad_sum(l[r]);
     }
     const int tw = threadIdx.x & 127;
     float *spill = reinterpret_cast<float *>(base + kHQ + kHK); /* consumer 1's K stage: idle now */
@@ -1770,8 +1738,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     /* ---------------- merge, then O / l · v scale + v mean, bf16 ---------------- */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        l[r] = mmk_quad_sum(l[r]);
     }
     const int tw = threadIdx.x & 127;
     float *spill = reinterpret_cast<float *>(base + kFQ + 2 * kFK + 2 * kFV); /* consumer 1's Vᵀ stages: idle now */
@@ -2082,20 +2049,8 @@ int sp_launch_fa3(SpTemps &tmp, const mmk_sparse_attn_args *a, float2 *state, cu
                mmk_tma_map_2d(&mv, false, vt, (uint64_t)S, (uint64_t)Hkv * kD, (uint64_t)ld_vt * 2, 64, kD, err)) {
         return -1;
     }
-    SpFa3 p;
-    memset(&p, 0, sizeof p);
-    p.seq = S;
-    p.H = H;
-    p.Hkv = Hkv;
-    p.NT = NT;
-    p.W = a->words;
-    p.approximate = a->approximate;
-    p.s2 = a->x.scale * 1.4426950408889634f;
-    p.mask = a->mask;
-    p.count = a->count;
-    p.o = (bf16 *)a->o;
-    p.ldo = a->ldo;
-    p.state = state;
+    const SpFa3 p = {S,       H,        Hkv,           NT,    a->words, a->approximate, a->x.scale * 1.4426950408889634f,
+                     a->mask, a->count, (bf16 *)a->o, a->ldo, state};
     MMK_TRY(cudaFuncSetAttribute(k_sp_fa3, cudaFuncAttributeMaxDynamicSharedMemorySize, kHSmem), err,
             "raising the shared-memory limit of the sparse Hopper attention kernel");
     k_sp_fa3<<<dim3(NT, H), kHThreads, kHSmem, s>>>(mq, mk, mv, mkc, mvc, p);

@@ -3,7 +3,7 @@
 
 -- One line per generation, newest first: what it is doing, how often it
 -- was started, its times (UTC, to the second) and the head of its prompt.
-CREATE VIEW queue AS
+CREATE OR REPLACE VIEW queue AS
     SELECT g.id,
            g.status,
            CASE WHEN g.status = 'processing' THEN g.stage END AS stage,
