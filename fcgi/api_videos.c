@@ -3,7 +3,8 @@
  *
  *   POST /v1/videos                 {task, prompt, conditions, target{short_edge, aspect_ratio,
  *                                    duration_seconds}, seed} (JSON), or OpenAI's {model, prompt,
- *                                    seconds, size} (JSON or multipart/form-data) -> a video object
+ *                                    seconds, size} (JSON or multipart/form-data) -> a video object;
+ *                                    loras, sampler, sparse and cache as on /api/ai/queue (JSON)
  *   GET  /v1/videos                 a cursor page {object: "list", data, first_id, last_id, has_more}
  *                                   (?limit=1..100, default 20; ?after=<id>; ?order=desc|asc)
  *   GET  /v1/videos/{id}            the video object (status queued|in_progress|completed|failed)
@@ -87,7 +88,8 @@ static bool check_fields(mm_req *r, json_t *in)
 {
     static const char *const known[] = {"model",  "prompt", "task",  "conditions", "target", "seed",
                                         "seconds", "size",   "steps", "no_audio",   "fast",   "crf",
-                                        "preset",  "generate_audio", "negative_prompt", "n"};
+                                        "preset",  "generate_audio", "negative_prompt", "n", "loras",
+                                        "sampler", "sparse", "cache"};
     const char *key;
     json_t *val;
     json_object_foreach(in, key, val)
@@ -98,7 +100,7 @@ static bool check_fields(mm_req *r, json_t *in)
         if (!ok) {
             mm_reply_error(r, 400, key,
                            "model, prompt, task, conditions, target, seed, seconds, size, steps, no_audio, fast, "
-                           "crf, preset, generate_audio",
+                           "crf, preset, generate_audio, loras, sampler, sparse, cache",
                            "is not a field of this request");
             return false;
         }
@@ -328,8 +330,9 @@ static json_t *translate(mm_req *r, json_t *in)
     if (!check_fields(r, in))
         return NULL;
     json_t *out = json_object();
-    static const char *const same[] = {"prompt", "model", "seed",   "steps",          "no_audio",
-                                       "fast",   "crf",   "preset", "generate_audio", "size"};
+    static const char *const same[] = {"prompt", "model", "seed",   "steps",          "no_audio", "fast",
+                                       "crf",    "preset", "generate_audio", "size",  "loras",    "sampler",
+                                       "sparse", "cache"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         carry(out, same[i], in, same[i]);
     if (!translate_seconds(r, in, out) || !translate_target(r, in, out) || !translate_conditions(r, in, out)) {

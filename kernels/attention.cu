@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_common.cuh"
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
 
@@ -115,9 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
     mmk_cp_async_commit();
 
     float o[DP / 8][4];
-#pragma unroll
-    for (int i = 0; i < DP / 8; i++)
-        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    mmk_zero_acc(o);
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
     uint32_t qf[kQReg ? DP / 16 : 1][4];
     int row_i[2] = {mb * kBM + warp * 16 + g, mb * kBM + warp * 16 + g + 8};
@@ -128,12 +127,8 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
             int r0 = (kb + 1) * kBN, rows = Lk - r0 < kBN ? Lk - r0 : kBN;
             load_tile<DP, kBN, T>(sK + (buf ^ 1) * kBN * S, K + (int64_t)r0 * p.ldk, p.ldk, rows, p.D);
             load_tile<DP, kBN, T>(sV + (buf ^ 1) * kBN * S, V + (int64_t)r0 * p.ldv, p.ldv, rows, p.D);
-            mmk_cp_async_commit();
-            mmk_cp_async_wait<1>();
-        } else {
-            mmk_cp_async_wait<0>();
         }
-        __syncthreads();
+        mmk_cp_async_turn(kb + 1 < n_kb);
         if (kQReg && kb == 0) {
 #pragma unroll
             for (int ks = 0; ks < (kQReg ? DP / 16 : 1); ks++)
@@ -143,9 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
 
         /* S = Q·Kᵀ for this warp's 16 rows × 64 keys. */
         float sc[kBN / 8][4];
-#pragma unroll
-        for (int i = 0; i < kBN / 8; i++)
-            sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+        mmk_zero_acc(sc);
 #pragma unroll
         for (int ks = 0; ks < DP / 16; ks++) {
             uint32_t qtmp[4];
@@ -181,12 +174,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
         /* Online softmax over the two rows this thread holds. */
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < kBN / 8; nt++)
-                mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mx = mmk_acc_row_max(sc, r);
             float m_new = fmaxf(row_max[r], mx * p.scale_log2);
             float m_use = m_new == -INFINITY ? 0.f : m_new;
             float corr = exp2f(row_max[r] - m_use);
@@ -201,11 +189,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
                 sum += p0 + p1;
             }
             row_sum[r] = row_sum[r] * corr + sum;
-#pragma unroll
-            for (int dt = 0; dt < DP / 8; dt++) {
-                o[dt][2 * r] *= corr;
-                o[dt][2 * r + 1] *= corr;
-            }
+            mmk_rescale_row(o, r, corr);
         }
 
         /* O += P·V */
@@ -231,9 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_fwd_sm80(AttnParams p)
     /* Normalize and write this thread's rows. */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float s = row_sum[r];
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        const float s = mmk_quad_sum(row_sum[r]);
         float inv = s > 0.f ? 1.f / s : 0.f;
         int i = row_i[r];
         if (i >= Lq)
@@ -378,14 +360,6 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_addr)
 #endif
 
 #ifdef MMK_SM90
-/* d (+)= A·B, A and B from shared memory (descriptors), m64n128k16 bf16 → f32. */
-__device__ __forceinline__ void wgmma_ss_m64n128k16(float d[64], uint64_t da, uint64_t db, int accumulate)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(accumulate));
-}
 
 /* d += A·B, A from registers (the m16n8k16 A fragment of each warp's 16
  * rows), B from shared memory. */
@@ -503,7 +477,7 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) {
             uint32_t off = (kk >> 2) * (kTile90 / 2) + (kk & 3) * 32;
-            wgmma_ss_m64n128k16(sc, desc_sw128(q_addr + off), desc_sw128(k_addr + off), kk > 0);
+            mmk_wgmma_ss_bf16_n128(sc, desc_sw128(q_addr + off), desc_sw128(k_addr + off), kk > 0);
         }
         wgmma_commit();
         load_stage(kb + 2); /* overlaps the S GEMM */
@@ -524,12 +498,7 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
         }
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < 16; nt++)
-                mx = fmaxf(mx, fmaxf(sc[nt * 4 + 2 * r], sc[nt * 4 + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mx = mmk_wg_row_max(sc, r);
             float m_new = fmaxf(row_max[r], mx * p.scale_log2);
             float m_use = m_new == -INFINITY ? 0.f : m_new;
             float corr = fast_exp2(row_max[r] - m_use);
@@ -572,9 +541,7 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
 
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float s = row_sum[r];
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        const float s = mmk_quad_sum(row_sum[r]);
         float inv = s > 0.f ? 1.f / s : 0.f;
         int i = row_i[r];
         if (i >= Lq)

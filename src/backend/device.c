@@ -137,16 +137,16 @@ void mm_host_pinned_free(mm_device dev, void *p)
         free(p);
 }
 
-struct mm_upload {
+struct mm_upload_queue {
     mm_device dev;
     int slots;
     mm_cuda_upload *cuda; /* NULL on the CPU */
 };
 
-int mm_upload_create(mm_device dev, int slots, mm_upload **out, mm_error *err)
+int mm_upload_queue_create(mm_device dev, int slots, mm_upload_queue **out, mm_error *err)
 {
     *out = NULL;
-    mm_upload *u = calloc(1, sizeof *u);
+    mm_upload_queue *u = calloc(1, sizeof *u);
     if (!u)
         return mm_fail(err, "out of memory");
     u->dev = dev;
@@ -159,7 +159,7 @@ int mm_upload_create(mm_device dev, int slots, mm_upload **out, mm_error *err)
     return 0;
 }
 
-void mm_upload_destroy(mm_upload *u)
+void mm_upload_queue_destroy(mm_upload_queue *u)
 {
     if (!u)
         return;
@@ -167,7 +167,7 @@ void mm_upload_destroy(mm_upload *u)
     free(u);
 }
 
-int mm_upload_copy(mm_upload *u, int slot, void *dst, const void *src, size_t bytes, mm_error *err)
+int mm_upload_queue_copy(mm_upload_queue *u, int slot, void *dst, const void *src, size_t bytes, mm_error *err)
 {
     if (slot < 0 || slot >= u->slots)
         return mm_fail(err, "upload slot %d of %d", slot, u->slots);
@@ -177,12 +177,12 @@ int mm_upload_copy(mm_upload *u, int slot, void *dst, const void *src, size_t by
     return 0;
 }
 
-int mm_upload_acquire(mm_upload *u, int slot, mm_error *err)
+int mm_upload_queue_acquire(mm_upload_queue *u, int slot, mm_error *err)
 {
     return u->cuda ? mm_cuda_upload_acquire(u->cuda, slot, err) : 0;
 }
 
-int mm_upload_release(mm_upload *u, int slot, mm_error *err)
+int mm_upload_queue_release(mm_upload_queue *u, int slot, mm_error *err)
 {
     return u->cuda ? mm_cuda_upload_release(u->cuda, slot, err) : 0;
 }

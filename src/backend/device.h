@@ -48,16 +48,16 @@ void mm_host_pinned_free(mm_device dev, void *p);
 /* An upload queue: host → device copies on a stream of their own, into
  * `slots` regions of device memory that the compute stream reads. A copy
  * into a slot waits until the compute work that last read it is done
- * (mm_upload_release); the compute stream waits for the slot's copies before
- * the work queued after mm_upload_acquire. So the next slot's copy runs while
+ * (mm_upload_queue_release); the compute stream waits for the slot's copies before
+ * the work queued after mm_upload_queue_acquire. So the next slot's copy runs while
  * the current one is computed on, with no host synchronization. On the CPU
  * the copy happens at once and the rest is a no-op. */
-typedef struct mm_upload mm_upload;
-int mm_upload_create(mm_device dev, int slots, mm_upload **out, mm_error *err);
-void mm_upload_destroy(mm_upload *u); /* waits for the queued copies */
-int mm_upload_copy(mm_upload *u, int slot, void *dst, const void *src, size_t bytes, mm_error *err);
-int mm_upload_acquire(mm_upload *u, int slot, mm_error *err);
-int mm_upload_release(mm_upload *u, int slot, mm_error *err);
+typedef struct mm_upload_queue mm_upload_queue;
+int mm_upload_queue_create(mm_device dev, int slots, mm_upload_queue **out, mm_error *err);
+void mm_upload_queue_destroy(mm_upload_queue *u); /* waits for the queued copies */
+int mm_upload_queue_copy(mm_upload_queue *u, int slot, void *dst, const void *src, size_t bytes, mm_error *err);
+int mm_upload_queue_acquire(mm_upload_queue *u, int slot, mm_error *err);
+int mm_upload_queue_release(mm_upload_queue *u, int slot, mm_error *err);
 
 /* Number of CUDA devices usable by this build (0 without CUDA or GPUs). */
 int mm_cuda_device_count(void);

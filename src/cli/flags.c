@@ -220,7 +220,7 @@ static void find_long(const flat *fl, const char *name, size_t len, match *m)
                 bool prefix = strlen(s) > len && strncmp(s, name, len) == 0;
                 if (pass == 0 && exact) {
                     m->row = i;
-                    snprintf(m->spelled, sizeof m->spelled, "%s", s);
+                    snprintf(m->spelled, sizeof m->spelled, "%.*s", (int)sizeof m->spelled - 1, s);
                     return;
                 }
                 if (pass == 1 && prefix) {

@@ -21,7 +21,7 @@ int mm_image_read(const char *path, const mm_media_limits *lim, mm_image *out, m
     const mm_media_limits limits = mm_media_limits_or_defaults(lim);
     lim = &limits;
     mm_input in;
-    if (mm_input_open_path(&in, path, lim->timeout_seconds, err) < 0)
+    if (mm_input_open_path(&in, path, lim, err) < 0)
         return -1;
     mm_media_info info;
     AVFrame *frame = av_frame_alloc();

@@ -216,13 +216,18 @@ static int settle_output(const mm_request_input *in, mm_request *out, mm_request
     return 0;
 }
 
-/* A name of the catalogue, as given or with ".safetensors" added. */
+/* A name of the catalogue as the engine resolves it (model/lora/lora.h:
+ * mm_lora_resolve): the file itself, or, for a name without an extension,
+ * the name with ".safetensors" added. */
 static bool lora_known(const mm_request_input *in, const char *name)
 {
     size_t n = strlen(name);
+    const char *slash = strrchr(name, '/'), *dot = strrchr(name, '.');
+    bool has_extension = dot && (!slash || dot > slash);
     for (int i = 0; i < in->n_known_loras; i++) {
         const char *k = in->known_loras[i];
-        if (strcmp(k, name) == 0 || (strncmp(k, name, n) == 0 && strcmp(k + n, ".safetensors") == 0))
+        if (strcmp(k, name) == 0 ||
+            (!has_extension && strncmp(k, name, n) == 0 && strcmp(k + n, ".safetensors") == 0))
             return true;
     }
     return false;

@@ -1,5 +1,6 @@
 #include "store/migrate.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,17 +32,25 @@ int mm_db_migrate(PGconn *c, int *applied, mm_error *err)
                 current, newest);
         goto fail;
     }
+    /* Every migration not yet recorded, in order, older ones included: the
+     * branches of the tree number theirs as they are planned, so one may
+     * reach a database after a higher-numbered one already has. Migrations
+     * are idempotent. */
     for (int i = 0; i < mm_migrations_count; i++) {
         const mm_migration *m = &mm_migrations[i];
-        if (m->version <= current)
+        char v[16];
+        snprintf(v, sizeof v, "%d", m->version);
+        const char *p[] = {v, m->name};
+        if (mm_db_query(c, "SELECT 1 FROM schema_migrations WHERE version = $1", 1, p, &r, err) < 0)
+            goto fail;
+        bool recorded = PQntuples(r) > 0;
+        PQclear(r);
+        if (recorded)
             continue;
         if (mm_db_exec(c, m->sql, err) < 0) {
             mm_error_prefix(err, "applying migration %s", m->name);
             goto fail;
         }
-        char v[16];
-        snprintf(v, sizeof v, "%d", m->version);
-        const char *p[] = {v, m->name};
         if (mm_db_query(c, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2, p, NULL, err) < 0)
             goto fail;
         done++;

@@ -172,6 +172,7 @@ typedef struct render_ctx {
     mm_stage stage;
     double stage_started; /* engine-elapsed time the stage began */
     double load_seconds;  /* loading the model before this job (first job only) */
+    int steps_done;       /* the last denoising step reported */
     double last_write;
     bool db_trouble;
     mm_job_preview *preview;
@@ -258,10 +259,15 @@ static void on_progress(void *user, const mm_progress *p)
     /* Every stage change and the last step go out; steps at most every 100 ms. */
     if (!stage_changed && p->step != p->total_steps && mm_clock_now() - r->last_write < 0.1)
         return;
+    /* The engines report the stages after denoising at step 0; the steps are
+     * all done by then, and the job's step says so instead of falling back. */
+    if (p->stage == MM_STAGE_DENOISING)
+        r->steps_done = p->step;
+    int step = p->stage > MM_STAGE_DENOISING && p->step == 0 ? r->steps_done : p->step;
     double snapshot[MM_STAGE_COUNT];
     memcpy(snapshot, r->seconds, sizeof snapshot);
     snapshot[r->stage] += p->elapsed - r->stage_started;
-    store_progress(r, mm_stage_name(p->stage), p->step, p->total_steps, snapshot);
+    store_progress(r, mm_stage_name(p->stage), step, p->total_steps, snapshot);
 }
 
 static void on_preview(void *user, const mm_preview *pv) { mm_job_preview_publish(((render_ctx *)user)->preview, pv); }
@@ -288,7 +294,7 @@ typedef enum job_end { JOB_DONE, JOB_ENGINE_DEAD } job_end;
  * relative to it ("uploads/<id>.png"), adapters relative to their folder
  * ("broken.safetensors"), whether the engine was given a folder as
  * configured or resolved. */
-static void hide_dir(char *msg, const char *dir)
+static void hide_dir(char *msg, size_t size, const char *dir, const char *bare_as)
 {
     char resolved[PATH_MAX];
     const char *forms[2] = {dir, dir ? realpath(dir, resolved) : NULL};
@@ -297,19 +303,26 @@ static void hide_dir(char *msg, const char *dir)
         if (n == 0)
             continue;
         for (char *at = msg; (at = strstr(at, forms[i]));) {
-            if (at[n] == '/')
-                memmove(at, at + n + 1, strlen(at + n + 1) + 1);
-            else
+            size_t b = bare_as ? strlen(bare_as) : 0, tail = strlen(at + n) + 1;
+            if (at[n] == '/') {
+                memmove(at, at + n + 1, tail - 1);
+            } else if (bare_as && (size_t)(at - msg) + b + tail <= size) {
+                memmove(at + b, at + n, tail);
+                memcpy(at, bare_as, b);
+                at += b;
+            } else {
                 at += n;
+            }
         }
     }
 }
 
-static void hide_server_dirs(char *msg, const mm_worker_options *o)
+static void hide_server_dirs(char *msg, size_t size, const mm_worker_options *o)
 {
     char loras[1100];
-    hide_dir(msg, mm_lora_catalog_dir(o->engine.h3.checkpoints.models_path, loras, sizeof loras));
-    hide_dir(msg, o->outputs);
+    hide_dir(msg, size, mm_lora_catalog_dir(o->engine.h3.checkpoints.models_path, loras, sizeof loras),
+             "$MODELS_PATH/loras");
+    hide_dir(msg, size, o->outputs, NULL);
 }
 
 /* Stores the outcome, retrying through database trouble. publish (for
@@ -322,7 +335,7 @@ static void finish(render_ctx *r, mm_job_outcome *out, mm_publish_fn publish, vo
     char shown[MM_ERROR_MAX], why[MM_ERROR_MAX];
     if (out->error_message) {
         snprintf(shown, sizeof shown, "%s", out->error_message);
-        hide_server_dirs(shown, r->o);
+        hide_server_dirs(shown, sizeof shown, r->o);
         out->error_message = shown;
     }
     mm_finish_result res = MM_FINISH_RETRY;
@@ -339,7 +352,7 @@ static void finish(render_ctx *r, mm_job_outcome *out, mm_publish_fn publish, vo
         if (res == MM_FINISH_PUBLISH_FAILED) {
             /* The clip cannot be made public: the job fails with why. */
             snprintf(why, sizeof why, "%s", err.msg);
-            hide_server_dirs(why, r->o);
+            hide_server_dirs(why, sizeof why, r->o);
             out->status = "failed";
             out->result_path = out->poster_path = NULL;
             out->error_message = why;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the gallery's end-to-end tests (gallery.e2e.mjs, gallery-use.e2e.mjs) in Debian's Chromium,
+# Runs the gallery's end-to-end tests (gallery.e2e.mjs, gallery-use.e2e.mjs, fewstep.e2e.mjs) in Debian's Chromium,
 # OpenAI's Node SDK against /v1 (openai.e2e.mjs),
 # against the real stack: PostgreSQL, nginx, the FastCGI pool and a worker
 # with the mock engine, started here and stopped on exit; then the same app
@@ -48,6 +48,8 @@ node "$here/tests/e2e/gallery.e2e.mjs" "$base" "$out" "$@"
 rc=$?
 # The gallery as people use it: shapes, batches, history, keys, estimates, axe, screenshots.
 node "$here/tests/e2e/gallery-use.e2e.mjs" "$base" "$out" "$@" || rc=1
+# Few-step generation: adapters from GET /api/loras, their samplers, the speed choice, what a clip used.
+node "$here/tests/e2e/fewstep.e2e.mjs" "$base" "$out" "$@" || rc=1
 # OpenAI's Node SDK against /v1/videos: create/retrieve/list/delete and its error objects.
 node "$here/tests/e2e/openai.e2e.mjs" "$base" "$out" "$@" || rc=1
 # Behind access tokens (its own stack, `serve --auth on`): login, cookie, revocation.

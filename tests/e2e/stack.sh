@@ -19,14 +19,20 @@ e2e_stack_start() {
   "$mmh3" serve --help 2>&1 | grep -q -- '--mock' || { echo "FAIL web/e2e: \`mmh3 serve --help\` lists no --mock"; return 1; }
   [ -f "$build/web/dist/index.html" ] || { echo "FAIL web/e2e: $build/web/dist is not built (make in $build)"; return 1; }
   rm -rf "$work"
-  mkdir -p "$work"
+  mkdir -p "$work/models/loras"
+  # Two tiny adapters (the project's generator) for the few-step tests: a
+  # plain one, and one under LightX2V's file name, which names its sampler.
+  "$build/mmh3-gen-tiny" lora --seed 3 --rank 4 --out "$work/models/loras/ink.safetensors" >/dev/null &&
+  "$build/mmh3-gen-tiny" lora --seed 4 --rank 4 \
+    --out "$work/models/loras/minimax_h3_fl2v_turbo_4step_v1.0_768p_bf16.safetensors" >/dev/null ||
+    { echo "FAIL web/e2e: mmh3-gen-tiny could not make the adapters"; return 1; }
   local port
   port=$(e2e_free_port) || return 1
   # The rewrite test stores a made-up Oxen key: point the stack at a closed
   # loopback port so no test ever reaches hub.oxen.ai (the sheet then shows the
   # "cannot connect" error event).
   MMH3_OXEN_REMOTE="http://127.0.0.1:9/e2e/no-hub" \
-  "$mmh3" serve --mock --mock-seconds 4 --listen "127.0.0.1:$port" --outputs "$work/outputs" --web "$build/web/dist" \
+  "$mmh3" serve --mock --mock-seconds 4 --listen "127.0.0.1:$port" --outputs "$work/outputs" --models-path "$work/models" --web "$build/web/dist" \
     >"$work/serve.log" 2>&1 &
   E2E_STACK_PID=$!
   E2E_BASE="http://127.0.0.1:$port"

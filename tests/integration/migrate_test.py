@@ -24,6 +24,7 @@ from stack import Stack  # noqa: E402
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MIGRATIONS = sorted(glob.glob(os.path.join(SRC, "sql", "[0-9][0-9][0-9]_*.sql")))
+NEWEST = int(os.path.basename(MIGRATIONS[-1])[:3])
 
 
 def check(cond, msg, *args):
@@ -106,7 +107,8 @@ def test_migrated_and_fresh_schemas_are_identical(d):
     check("generation_json" in fresh and "loras" in fresh, "the dump shows the schema: %s", fresh[:300])
     check(old == fresh, "migrated and fresh schemas differ: %s", first_difference(old, fresh))
     for db in ("mig_old", "mig_fresh"):
-        check(d.psql(db, "SELECT max(version) FROM schema_migrations") == str(len(MIGRATIONS)), "%s version", db)
+        check(d.psql(db, "SELECT max(version) FROM schema_migrations") == str(NEWEST), "%s version", db)
+        check(d.psql(db, "SELECT count(*) FROM schema_migrations") == str(len(MIGRATIONS)), "%s: every migration", db)
         check(d.psql(db, "SELECT count(*) FROM pg_proc WHERE proname LIKE 'generation_json%'") == "1",
               "%s: one generation_json", db)
     # the rows of version 5 read through the new definition, with the new fields' defaults
@@ -131,6 +133,20 @@ def test_the_newest_migration_is_idempotent(d):
     check(d.schema("mig_twice") == before, "the runner changed a current schema")
 
 
+def test_a_migration_numbered_below_the_newest_still_arrives(d):
+    """Branches number their migrations as planned, so one can reach a database after a higher-numbered one:
+    the runner applies every migration it has not recorded, not only those above the newest."""
+    d.create("mig_gap")
+    d.migrate("mig_gap")
+    before = d.schema("mig_gap")
+    d.psql("mig_gap", "DROP TABLE loras; DROP TABLE lora_catalog; DELETE FROM schema_migrations WHERE version = 7")
+    check("lora_catalog" not in d.schema("mig_gap"), "the tables of 007 are gone")
+    d.migrate("mig_gap")
+    check(d.schema("mig_gap") == before, "007 was not applied below the newest: %s",
+          first_difference(before, d.schema("mig_gap")))
+    check(d.psql("mig_gap", "SELECT name FROM schema_migrations WHERE version = 7") == "007_loras", "007 recorded")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("MMH3_BUILD", "build"))
@@ -140,7 +156,8 @@ def main():
     try:
         s.start()
         d = Databases(s)
-        for t in (test_migrated_and_fresh_schemas_are_identical, test_the_newest_migration_is_idempotent):
+        for t in (test_migrated_and_fresh_schemas_are_identical, test_the_newest_migration_is_idempotent,
+                  test_a_migration_numbered_below_the_newest_still_arrives):
             try:
                 t(d)
                 print("PASS %s" % t.__name__[5:])

@@ -22,7 +22,7 @@ import uuid
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fake_oxen_hub import Hub  # noqa: E402
-from server_test import schema_errors  # noqa: E402
+from server_test import make_adapters, schema_errors  # noqa: E402
 from stack import Stack, short  # noqa: E402
 
 KEY = "oxk-test-" + uuid.uuid4().hex  # the API key; must never show up anywhere but the hub's header
@@ -326,6 +326,34 @@ def v1_videos_create_poll_content(c):
     # The same job through our own API.
     g = c.s.generation(vid)
     check(g and g["seed"] == 42 and g["prompt"] == prompt, "generation %r", g)
+
+
+@test
+def v1_videos_takes_the_few_step_fields(c):
+    """loras, sampler, sparse and cache on /v1/videos: the same checks and storage as /api/ai/queue (an adapter
+    name the worker did not publish is refused with the ones it did)."""
+    make_adapters(c.s, "turbo_style")
+    body = {"task": "t2va", "prompt": "a kettle, quickly", "target": {"short_edge": 64, "duration_seconds": 0.25},
+            "loras": [{"name": "turbo_style", "strength": 0.5}], "sampler": "turbo4", "sparse": "sol",
+            "cache": "fbc:medium"}
+    st, v = c.s.request("POST", "/v1/videos", body)
+    check(st == 200 and v["status"] == "queued", "%d %r", st, v)
+    g = c.s.generation(v["id"])
+    check(g["loras"] == [{"name": "turbo_style", "strength": 0.5}] and g["sampler"] == "turbo4" and g["steps"] == 5
+          and g["sparse"] == "sol" and g["cache"] == "fbc:medium", "stored %r",
+          {k: g.get(k) for k in ("loras", "sampler", "steps", "sparse", "cache")})
+    vid = v["id"]
+
+    def ended():
+        v = c.s.get("/v1/videos/" + vid)[1]
+        return v if v["status"] in ("completed", "failed") else None
+    v = wait(ended, 60, "the video to complete")
+    check(v["status"] == "completed", "%r", v)
+    st, err = c.s.request("POST", "/v1/videos", dict(body, loras=[{"name": "absent"}]))
+    text = json.dumps(err)
+    check(st == 400 and "loras[0].name" in text and "turbo_style.safetensors" in text, "%d %s", st, text)
+    st, err = c.s.request("POST", "/v1/videos", dict(body, steps=8))
+    check(st == 400 and "steps" in json.dumps(err), "steps with a sampler: %d %r", st, err)
 
 
 @test

@@ -425,6 +425,49 @@ static void test_lru_keeps_what_fits_and_what_is_pinned(void)
     mm_lora_cache_destroy(c);
 }
 
+/* Jobs switching between adapters (the worker's pattern: get for a job,
+ * release after it): with room for two, A, B, A, C evicts B, the least
+ * recently used, and keeps A resident (handed out again, not reopened),
+ * while B comes back as a fresh handle of the same file, uploaded. */
+static void test_lru_switching_evicts_the_least_recently_used(void)
+{
+    char a[700], b[700], c3[700];
+    MM_REQUIRE(lora_test_write(a, sizeof a, "sw_a.safetensors", "--seed 4 --spelling diffusers") &&
+                   lora_test_write(b, sizeof b, "sw_b.safetensors", "--seed 5 --spelling diffusers") &&
+                   lora_test_write(c3, sizeof c3, "sw_c.safetensors", "--seed 6 --spelling diffusers"),
+               "files");
+    mm_lora *probe = open_ok(a);
+    MM_REQUIRE(probe && mm_lora_upload(probe, ctx, &(mm_error){{0}}) == 0, "sizing");
+    const size_t bytes = mm_lora_bytes(probe);
+    mm_lora_free(probe);
+    mm_lora_cache *c;
+    mm_error err = {{0}};
+    MM_REQUIRE(bytes > 0 && mm_lora_cache_create(&c, 2 * bytes + bytes / 2, &err) == 0, "cache");
+    const char *order[4] = {a, b, a, c3};
+    mm_lora *got[4];
+    for (int i = 0; i < 4; i++) {
+        MM_REQUIRE(mm_lora_cache_get(c, order[i], ctx, &got[i], &err) == 0, "job %d: %s", i, err.msg);
+        MM_EXPECT(got[i]->uploaded && strcmp(got[i]->path, order[i]) == 0, "job %d: the adapter of its file", i);
+        mm_lora_cache_release(c, got[i]);
+    }
+    MM_EXPECT(got[2] == got[0], "A again is the resident handle");
+    MM_EXPECT(mm_lora_cache_count(c) == 2 && mm_lora_cache_bytes(c) <= 2 * bytes + bytes / 2,
+              "two fit the budget (%d resident, %zu bytes)", mm_lora_cache_count(c), mm_lora_cache_bytes(c));
+    mm_lora *again;
+    MM_REQUIRE(mm_lora_cache_get(c, a, ctx, &again, &err) == 0, "%s", err.msg);
+    MM_EXPECT(again == got[0], "A, used after B, stayed resident");
+    mm_lora_cache_release(c, again);
+    MM_REQUIRE(mm_lora_cache_get(c, c3, ctx, &again, &err) == 0, "%s", err.msg);
+    MM_EXPECT(again == got[3], "C, the newest, stayed resident");
+    mm_lora_cache_release(c, again);
+    MM_REQUIRE(mm_lora_cache_get(c, b, ctx, &again, &err) == 0, "%s", err.msg);
+    MM_EXPECT(again->uploaded && strcmp(again->path, b) == 0 && again->n_pairs > 0,
+              "B, evicted, is reopened from its file and uploaded");
+    MM_EXPECT(mm_lora_cache_count(c) == 2, "and A or C made room for it (%d resident)", mm_lora_cache_count(c));
+    mm_lora_cache_release(c, again);
+    mm_lora_cache_destroy(c);
+}
+
 /* `mmh3 check` lists $MODELS_PATH/loras: each adapter with family, ranks,
  * alphas, targets and warnings, checked against the DiT it found; broken
  * or unfitting ones are named with the reason (without failing the check:
@@ -513,6 +556,7 @@ int main(void)
     MM_RUN(test_malformed_files_are_refused_by_name);
     MM_RUN(test_spec_and_resolution);
     MM_RUN(test_lru_keeps_what_fits_and_what_is_pinned);
+    MM_RUN(test_lru_switching_evicts_the_least_recently_used);
     MM_RUN(test_check_lists_the_adapters);
     lora_test_cleanup();
     mm_ctx_destroy(ctx);

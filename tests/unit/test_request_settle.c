@@ -343,12 +343,13 @@ static void test_loras(void)
 /* The adapters a worker published: a name is one of them, with or without ".safetensors". */
 static void test_known_loras(void)
 {
-    static const char *const known[] = {"pdd_acc8.safetensors", "style/ink.safetensors"};
+    static const char *const known[] = {"pdd_acc8.safetensors", "style/ink.safetensors", "style/ink.v2.safetensors"};
     static const char *const bodies[] = {"{\"prompt\":\"x\",\"loras\":[{\"name\":\"pdd_acc8\"}]}",
                                          "{\"prompt\":\"x\",\"loras\":[{\"name\":\"style/ink.safetensors\"}]}",
                                          "{\"prompt\":\"x\",\"loras\":[{\"name\":\"pdd\"}]}",
-                                         "{\"prompt\":\"x\",\"loras\":[{\"name\":\"ink\"}]}"};
-    for (int i = 0; i < 4; i++) {
+                                         "{\"prompt\":\"x\",\"loras\":[{\"name\":\"ink\"}]}",
+                                         "{\"prompt\":\"x\",\"loras\":[{\"name\":\"style/ink.v2\"}]}"};
+    for (int i = 0; i < 5; i++) {
         json_t *j = json_loads(bodies[i], 0, NULL);
         mm_request_input in;
         mm_request_error e;
@@ -356,13 +357,14 @@ static void test_known_loras(void)
         MM_REQUIRE(j && mm_request_input_from_json(j, &in, &e) == 0, "%s", bodies[i]);
         in.loras_known = true;
         in.known_loras = known;
-        in.n_known_loras = 2;
+        in.n_known_loras = 3;
         int rc = mm_request_settle(&in, NULL, NULL, &q, &e);
         if (i < 2)
             MM_EXPECT(rc == 0, "%s refused: %s", bodies[i], e.message);
         else
             MM_EXPECT(rc < 0 && strcmp(e.field, "loras[0].name") == 0 &&
-                          strcmp(e.accepted, "one of pdd_acc8.safetensors, style/ink.safetensors") == 0 &&
+                          strcmp(e.accepted, "one of pdd_acc8.safetensors, style/ink.safetensors, "
+                                             "style/ink.v2.safetensors") == 0 &&
                           strstr(e.message, "is not an adapter"),
                       "%s: rc %d, %s: %s (accepted %s)", bodies[i], rc, e.field, e.message, e.accepted);
         in.n_known_loras = 0;

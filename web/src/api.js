@@ -98,6 +98,8 @@ export const api = {
   rate: (id, rating) => request('PATCH', `/api/ai/queue/${encodeURIComponent(id)}`, { rating }),
   remove: (id) => request('DELETE', `/api/ai/queue/${encodeURIComponent(id)}`),
   status: (opts) => request('GET', '/api/status', undefined, opts),
+  /** The adapters a worker can apply (GET /api/loras): {published, loras: [{name, family, rank, preset, forwards, error, ...}]}. */
+  loras: (opts) => request('GET', '/api/loras', undefined, opts),
   settings: () => request('GET', '/api/settings'),
   saveSettings: (s) => request('PUT', '/api/settings', s),
   /** Uploads one file; resolves to the server's description of it. */

@@ -65,6 +65,41 @@ export function formatSeconds(s) {
   return `${(Math.round(s * 100) / 100).toFixed(2).replace(/\.?0+$/, '')} s`;
 }
 
+export const MAX_LORA_STRENGTH = 100; // the server's range (ComfyUI's)
+
+/**
+ * The "speed" choice: opt-in ways to compute less per clip, both lossy
+ * (docs/SPARSE.md, docs/CACHING.md): sparse attention (preset sol) and the
+ * step cache (fbc, its conservative preset).
+ */
+export const SPEEDS = [
+  { id: 'off', label: 'Off', hint: 'every forward, dense attention' },
+  { id: 'sparse', label: 'Sparse', hint: 'sparse attention (sol): long clips gain most', sparse: 'sol' },
+  { id: 'cache', label: 'Cache', hint: 'skip forwards whose first block barely changes (fbc)', cache: 'fbc' },
+  { id: 'both', label: 'Both', hint: 'sparse attention and the step cache', sparse: 'sol', cache: 'fbc' },
+];
+
+/** The speed choice a stored generation used. */
+export function speedOf(g) {
+  const sparse = g.sparse && g.sparse !== 'off';
+  const cache = g.cache && g.cache !== 'off';
+  return sparse && cache ? 'both' : sparse ? 'sparse' : cache ? 'cache' : 'off';
+}
+
+/** An adapter's entry from GET /api/loras: its sampler preset and steps, when it names one. */
+export const adapterPreset = (entry) => (entry && entry.preset && entry.forwards ? { sampler: entry.preset, steps: entry.forwards + 1 } : null);
+
+/** What a generation used beyond the basics, as [label, value] rows (empty for a plain clip). */
+export function fewStepDetails(g) {
+  const rows = [];
+  for (const l of Array.isArray(g.loras) ? g.loras : []) rows.push(['Adapter', `${l.name} ×${l.strength ?? 1}`]);
+  if (typeof g.sampler === 'string') rows.push(['Sampler', g.sampler]);
+  else if (Array.isArray(g.sampler)) rows.push(['Sampler', `custom (${g.sampler.length} sigmas)`]);
+  if (g.sparse && g.sparse !== 'off') rows.push(['Sparse', g.sparse]);
+  if (g.cache && g.cache !== 'off') rows.push(['Cache', g.cache]);
+  return rows;
+}
+
 export const defaultParams = () => ({
   frames: DEFAULT_FRAMES,
   size: 'auto',
@@ -78,6 +113,10 @@ export const defaultParams = () => ({
   partition: 'fl2va',
   partitionChosen: false, // true once the user picked a model by hand
   batch: 1, // clips from one request, each with its own seed
+  lora: '', // an adapter's name from GET /api/loras, '' = none
+  loraStrength: 1,
+  sampler: '', // a sampler preset (set from the adapter's), '' = the release grid at `steps`
+  speed: 'off', // SPEEDS
 });
 
 /**
@@ -144,7 +183,12 @@ export function validate({ prompt, params, chips, lastChipKey }) {
   const batch = Number(params.batch ?? 1);
   if (!Number.isInteger(batch) || batch < 1 || batch > MAX_BATCH) add('batch', `A batch is 1 to ${MAX_BATCH} clips.`);
   const steps = Number(params.steps);
-  if (!Number.isInteger(steps) || steps < 2 || steps > 200) add('steps', 'Steps must be a whole number from 2 to 200.');
+  if (!params.sampler && (!Number.isInteger(steps) || steps < 2 || steps > 200)) add('steps', 'Steps must be a whole number from 2 to 200.');
+  if (params.lora) {
+    const s = Number(params.loraStrength);
+    if (params.loraStrength === '' || !Number.isFinite(s) || Math.abs(s) > MAX_LORA_STRENGTH)
+      add('lora', `The adapter's strength must be a number from -${MAX_LORA_STRENGTH} to ${MAX_LORA_STRENGTH}.`);
+  }
   if (params.seedMode === 'locked') {
     const s = String(params.seed).trim();
     if (!/^\d+$/.test(s) || Number(s) > MAX_SEED) add('seed', `A locked seed must be a whole number from 0 to ${MAX_SEED}.`);
@@ -158,11 +202,17 @@ export function buildRequest({ prompt, params, chips, lastChipKey }) {
   const body = {
     prompt: prompt.trim(),
     frames: params.frames,
-    steps: Number(params.steps),
     partition: params.partition,
     no_audio: !params.audio,
   };
+  // A sampler preset fixes the steps (the server refuses both).
+  if (params.sampler) body.sampler = params.sampler;
+  else body.steps = Number(params.steps);
   if (params.fast) body.fast = true;
+  if (params.lora) body.loras = [{ name: params.lora, strength: Number(params.loraStrength) }];
+  const speed = SPEEDS.find((s) => s.id === params.speed);
+  if (speed && speed.sparse) body.sparse = speed.sparse;
+  if (speed && speed.cache) body.cache = speed.cache;
   const ids = chips.filter((c) => c !== last).map((c) => c.imageId);
   if (ids.length) body.image_ids = ids;
   if (last) body.last_image_id = last.imageId;
@@ -191,6 +241,10 @@ export function paramsFromGeneration(g, { keepSeed, freshSeed: fresh = false }) 
   if (g.partition) { p.partition = g.partition; p.partitionChosen = true; }
   p.audio = !g.no_audio;
   p.fast = Boolean(g.fast);
+  const lora = Array.isArray(g.loras) && g.loras[0];
+  if (lora) { p.lora = lora.name; p.loraStrength = lora.strength ?? 1; }
+  if (typeof g.sampler === 'string' && g.sampler !== 'default') p.sampler = g.sampler;
+  p.speed = speedOf(g);
   if (g.width && g.height) {
     const preset = SIZE_PRESETS.find((s) => s.width === g.width && s.height === g.height);
     if (preset) p.size = preset.id;
@@ -207,9 +261,14 @@ export function paramsFromGeneration(g, { keepSeed, freshSeed: fresh = false }) 
 /** A request that repeats a generation (rerun: new seed unless keepSeed). */
 export function rerunRequest(g, { keepSeed = false } = {}) {
   const body = { prompt: g.prompt };
-  for (const k of ['frames', 'steps', 'partition', 'no_audio', 'fast', 'width', 'height', 'crf', 'preset', 'last_image_id']) {
+  for (const k of ['frames', 'steps', 'partition', 'no_audio', 'fast', 'width', 'height', 'crf', 'preset', 'last_image_id', 'sampler']) {
     if (g[k] !== undefined && g[k] !== null) body[k] = g[k];
   }
+  // a sampler (other than the release grid) fixes the steps: the server takes one of the two
+  if (body.sampler !== undefined && body.sampler !== 'default') delete body.steps;
+  if (Array.isArray(g.loras) && g.loras.length) body.loras = g.loras;
+  if (g.sparse && g.sparse !== 'off') body.sparse = g.sparse;
+  if (g.cache && g.cache !== 'off') body.cache = g.cache;
   if (g.image_ids && g.image_ids.length) body.image_ids = g.image_ids;
   if (keepSeed && g.seed !== undefined && g.seed !== null) body.seed = g.seed;
   return body;
@@ -219,7 +278,9 @@ export function rerunRequest(g, { keepSeed = false } = {}) {
 export function clipSummary(p) {
   const preset = SIZE_PRESETS.find((s) => s.id === p.size);
   const size = p.size === 'custom' ? `${p.width}×${p.height}` : preset && preset.width ? `${preset.width}×${preset.height}` : 'auto size';
-  const parts = [`${p.frames} f`, formatSeconds(p.frames / FPS), size, `${p.steps} steps`, p.partition];
+  const parts = [`${p.frames} f`, formatSeconds(p.frames / FPS), size, p.sampler ? p.sampler : `${p.steps} steps`, p.partition];
+  if (p.lora) parts.push(`${p.lora.replace(/\.safetensors$/, '')} ×${p.loraStrength}`);
+  if (p.speed && p.speed !== 'off') parts.push(p.speed === 'both' ? 'sparse+cache' : p.speed);
   if (!p.audio) parts.push('silent');
   if (p.fast) parts.push('fast');
   if (p.seedMode === 'locked') parts.push(`seed ${p.seed}`);

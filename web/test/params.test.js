@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
-  buildRequest, clipSummary, defaultParams, frameChoices, isOnFrameGrid, MAX_FRAMES,
-  paramsFromGeneration, rerunRequest, secondsToFrames, snapFrames, validate,
+  adapterPreset, buildRequest, clipSummary, defaultParams, fewStepDetails, frameChoices, isOnFrameGrid, MAX_FRAMES,
+  paramsFromGeneration, rerunRequest, secondsToFrames, snapFrames, speedOf, validate,
 } from '../src/params.js';
 import { frameAt, seekTimeForFrame } from '../src/frames.js';
 
@@ -101,5 +101,48 @@ describe('requests', () => {
   });
   it('summarises the parameters on one line', () => {
     expect(clipSummary(defaultParams())).toBe('124 f · 5.17 s · auto size · 28 steps · fl2va');
+  });
+});
+
+describe('few-step fields', () => {
+  const p = (over) => ({ ...defaultParams(), ...over });
+  it('sends an adapter with its strength, and a sampler instead of steps (the server refuses both)', () => {
+    const body = buildRequest(form({ params: p({ lora: 'turbo.safetensors', loraStrength: 0.8, sampler: 'turbo4', steps: 5 }) }));
+    expect(body.loras).toEqual([{ name: 'turbo.safetensors', strength: 0.8 }]);
+    expect(body.sampler).toBe('turbo4');
+    expect(body).not.toHaveProperty('steps');
+    const plain = buildRequest(form());
+    expect(plain.steps).toBe(28);
+    for (const k of ['loras', 'sampler', 'sparse', 'cache']) expect(plain).not.toHaveProperty(k);
+  });
+  it('maps the speed choice onto sparse and cache', () => {
+    expect(buildRequest(form({ params: p({ speed: 'sparse' }) }))).toMatchObject({ sparse: 'sol' });
+    expect(buildRequest(form({ params: p({ speed: 'cache' }) }))).toMatchObject({ cache: 'fbc' });
+    const both = buildRequest(form({ params: p({ speed: 'both' }) }));
+    expect([both.sparse, both.cache]).toEqual(['sol', 'fbc']);
+    expect(speedOf({ sparse: 'sol', cache: 'fbc:high' })).toBe('both');
+    expect(speedOf({ sparse: 'off', cache: 'off' })).toBe('off');
+  });
+  it('checks the strength and lets a sampler stand for the steps', () => {
+    expect(validate(form({ params: p({ lora: 'x', loraStrength: 101 }) })).map((e) => e.field)).toEqual(['lora']);
+    expect(validate(form({ params: p({ lora: 'x', loraStrength: '' }) })).map((e) => e.field)).toEqual(['lora']);
+    expect(validate(form({ params: p({ sampler: 'turbo4', steps: '' }) }))).toEqual([]);
+  });
+  it('takes an adapter\'s sampler preset from the catalogue entry', () => {
+    expect(adapterPreset({ name: 'a', preset: 'turbo8', forwards: 8 })).toEqual({ sampler: 'turbo8', steps: 9 });
+    expect(adapterPreset({ name: 'a', preset: null })).toBeNull();
+  });
+  it('reuses and reruns what a clip used; a rerun with a sampler leaves the steps out', () => {
+    const g = { prompt: 'x', frames: 22, steps: 5, partition: 'fl2va', loras: [{ name: 't.safetensors', strength: 0.5 }], sampler: 'turbo4', sparse: 'sol', cache: 'fbc:high' };
+    const q = paramsFromGeneration(g, { keepSeed: false });
+    expect([q.lora, q.loraStrength, q.sampler, q.speed]).toEqual(['t.safetensors', 0.5, 'turbo4', 'both']);
+    const r = rerunRequest(g);
+    expect(r).not.toHaveProperty('steps');
+    expect(r).toMatchObject({ sampler: 'turbo4', loras: g.loras, sparse: 'sol', cache: 'fbc:high' });
+    const d = rerunRequest({ ...g, sampler: 'default' });
+    expect(d.steps).toBe(5);
+    expect(fewStepDetails(g)).toEqual([['Adapter', 't.safetensors ×0.5'], ['Sampler', 'turbo4'], ['Sparse', 'sol'], ['Cache', 'fbc:high']]);
+    expect(fewStepDetails({ loras: [], sampler: null, sparse: 'off', cache: 'off' })).toEqual([]);
+    expect(clipSummary(q)).toContain('turbo4');
   });
 });

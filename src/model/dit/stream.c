@@ -31,7 +31,7 @@ struct mm_dit_stream {
     size_t *home_bytes;     /* [layers] */
     size_t slot_bytes;
     stream_slot slot[2];
-    mm_upload *up;
+    mm_upload_queue *up;
     mm_dit_block_weights saved; /* the host copy of the block that runs from a slot */
     int running_slot;           /* its slot */
     int last_slot;              /* the slot the last streamed block ran from */
@@ -143,7 +143,7 @@ static int pack_block(mm_dit *d, mm_ctx *cpu, int block, mm_error *err)
 static int fill_slot(mm_dit_stream *s, int i, int block, mm_error *err)
 {
     s->slot[i].holds = -1;
-    if (mm_upload_copy(s->up, i, s->slot[i].mem, s->home[block], s->home_bytes[block], err) != 0)
+    if (mm_upload_queue_copy(s->up, i, s->slot[i].mem, s->home[block], s->home_bytes[block], err) != 0)
         return -1;
     s->slot[i].holds = block;
     return 0;
@@ -161,7 +161,7 @@ int mm_dit_stream_load(mm_dit *d, mm_error *err)
     for (int i = 0; i < s->n && rc == 0; i++)
         rc = pack_block(d, cpu, s->order[i], err);
     mm_ctx_destroy(cpu);
-    if (rc != 0 || mm_upload_create(d->device, 2, &s->up, err) != 0)
+    if (rc != 0 || mm_upload_queue_create(d->device, 2, &s->up, err) != 0)
         return mm_error_prefix(err, "streaming the DiT's blocks");
     for (int i = 0; i < 2; i++) {
         if (!(s->slot[i].mem = mm_device_malloc(d->device, s->slot_bytes, err)))
@@ -180,7 +180,7 @@ void mm_dit_stream_free(mm_dit *d)
     mm_dit_stream *s = d->stream;
     if (!s)
         return;
-    mm_upload_destroy(s->up); /* waits for its copies */
+    mm_upload_queue_destroy(s->up); /* waits for its copies */
     for (int i = 0; i < 2; i++)
         mm_device_free(d->device, s->slot[i].mem);
     if (s->home) {
@@ -226,7 +226,7 @@ int mm_dit_stream_enter(mm_dit *d, int block, mm_ctx *ctx)
         if (fill_slot(s, i, block, &e) != 0)
             return mm_ctx_fail(ctx, "streaming block %d: %s", block, e.msg);
     }
-    if (mm_upload_acquire(s->up, i, &e) != 0)
+    if (mm_upload_queue_acquire(s->up, i, &e) != 0)
         return mm_ctx_fail(ctx, "streaming block %d: %s", block, e.msg);
     s->saved = d->blocks[block];
     slot_view(d, s, i, block, &d->blocks[block]);
@@ -244,7 +244,7 @@ void mm_dit_stream_leave(mm_dit *d, int block, mm_ctx *ctx)
     s->running_slot = -1;
     s->last_slot = i;
     mm_error e = {{0}};
-    if (mm_upload_release(s->up, i, &e) != 0) {
+    if (mm_upload_queue_release(s->up, i, &e) != 0) {
         mm_ctx_fail(ctx, "streaming block %d: %s", block, e.msg);
         return;
     }

@@ -6,7 +6,7 @@ import { cancelOrDelete, copyText, setRating, vary } from '../actions.js';
 import { clipLength, downloadName, duration, statusLabel, timeAgo } from '../format.js';
 import { toast } from '../toasts.js';
 import { posterUrl, referencesOf, resultUrl } from '../media.js';
-import { FPS } from '../params.js';
+import { FPS, fewStepDetails } from '../params.js';
 import Player from './Player.jsx';
 import { ProgressLine } from './Tile.jsx';
 import LivePreview from './LivePreview.jsx';
@@ -27,6 +27,7 @@ function Params({ g }) {
     ['Seed', g.seed === undefined || g.seed === null ? '—' : `${g.seed}${g.seed_drawn ? ' (drawn)' : ''}`],
     ['Audio', g.no_audio ? 'off' : 'on'],
   ];
+  rows.push(...fewStepDetails(g));
   if (g.fast) rows.push(['Fast', 'on']);
   if (g.placement) rows.push(['Placement', g.placement]);
   if (g.crf !== undefined && g.crf !== null) rows.push(['CRF', g.crf]);
@@ -38,16 +39,36 @@ function Params({ g }) {
   );
 }
 
+/** What the engine reported beside the stage times: forwards run, step-cache skips, sparse density. */
+function timingExtras(t) {
+  if (!t) return [];
+  const rows = [];
+  if (typeof t.forwards === 'number') rows.push(['forwards', String(t.forwards)]);
+  const sc = t.step_cache;
+  if (sc && typeof sc === 'object') {
+    const list = Array.isArray(sc.skipped_forwards) && sc.skipped_forwards.length ? ` (${sc.skipped_forwards.join(', ')})` : '';
+    rows.push(['skipped', `${sc.skipped} of ${sc.forwards} forwards by ${sc.policy}${list}`]);
+  }
+  const d = Array.isArray(t.sparse_density) ? t.sparse_density.filter((x) => typeof x === 'number') : [];
+  if (d.length) {
+    const mean = d.reduce((a, b) => a + b, 0) / d.length;
+    rows.push(['density', `${Math.round(mean * 100)} % mean (${d.map((x) => x.toFixed(2)).join(' ')})`]);
+  }
+  return rows;
+}
+
 function Timings({ g }) {
   const t = g.timings && typeof g.timings === 'object' ? g.timings : null;
   const rank = (k) => { const i = STAGE_ORDER.indexOf(k.replace(/_(s|ms|seconds)$/, '')); return i < 0 ? STAGE_ORDER.length : i; };
-  const entries = t ? Object.entries(t).filter(([, v]) => typeof v === 'number').sort((a, b) => rank(a[0]) - rank(b[0])) : [];
+  const entries = t ? Object.entries(t).filter(([k, v]) => typeof v === 'number' && k !== 'forwards').sort((a, b) => rank(a[0]) - rank(b[0])) : [];
+  const extras = timingExtras(t);
   const total = typeof g.total_seconds === 'number' ? g.total_seconds : g.started_at && g.completed_at ? g.completed_at - g.started_at : null;
   const wait = g.started_at && g.enqueued_at ? g.started_at - g.enqueued_at : null;
-  if (!entries.length && total === null) return null;
+  if (!entries.length && !extras.length && total === null) return null;
   return (
     <dl className="params timings" data-testid="timings">
       {entries.map(([k, v]) => (<div key={k}><dt>{k.replace(/_(s|ms|seconds)$/, '').replace(/_/g, ' ')}</dt><dd>{duration(/_ms$/.test(k) ? v / 1000 : v)}</dd></div>))}
+      {extras.map(([k, v]) => (<div key={k} data-testid={`timing-${k}`}><dt>{k.replace(/_/g, ' ')}</dt><dd>{v}</dd></div>))}
       {wait !== null && <div><dt>waited</dt><dd>{duration(wait)}</dd></div>}
       {total !== null && <div><dt>total</dt><dd>{duration(total)}</dd></div>}
     </dl>

@@ -1,7 +1,8 @@
 import { useEffect, useId, useRef, useState } from 'react';
+import { api } from '../api.js';
 import {
-  FPS, FRAME_STEP, FRAME_BASE, MAX_BATCH, MAX_FRAMES, MIN_FRAMES, SIZE_GRID, SIZE_PRESETS,
-  formatSeconds, freshSeed, secondsToFrames, snapFrames, snapSide,
+  DEFAULT_STEPS, FPS, FRAME_STEP, FRAME_BASE, MAX_BATCH, MAX_FRAMES, MAX_LORA_STRENGTH, MIN_FRAMES, SIZE_GRID,
+  SIZE_PRESETS, SPEEDS, adapterPreset, formatSeconds, freshSeed, secondsToFrames, snapFrames, snapSide,
 } from '../params.js';
 
 /** Length on the 17n+5 grid, edited as a slider, in frames or in seconds. */
@@ -45,6 +46,95 @@ function LengthField({ frames, onChange }) {
         </label>
       </div>
       <p className="hint">17n+5 frames at 24 fps: frames snap down, seconds snap up.</p>
+    </fieldset>
+  );
+}
+
+/** The adapters a worker published (GET /api/loras), read when the popover opens. */
+function useAdapters() {
+  const [state, setState] = useState({ loading: true, loras: [], error: '' });
+  useEffect(() => {
+    const ctl = new AbortController();
+    api.loras({ signal: ctl.signal })
+      .then((d) => setState({ loading: false, loras: (d && d.loras) || [], error: '' }))
+      .catch((e) => { if (e.name !== 'AbortError') setState({ loading: false, loras: [], error: e.message }); });
+    return () => ctl.abort();
+  }, []);
+  return state;
+}
+
+/**
+ * A LoRA adapter and its strength. Picking one that was distilled for a
+ * sampler (its preset) sets the sampler and with it the steps; the release
+ * grid stays one click away.
+ */
+function AdapterField({ params, set }) {
+  const { loading, loras, error } = useAdapters();
+  const id = useId();
+  const entry = loras.find((l) => l.name === params.lora);
+  const preset = adapterPreset(entry);
+  const pick = (name) => {
+    const e = loras.find((l) => l.name === name);
+    const p = adapterPreset(e);
+    if (!name) set({ lora: '', sampler: '', steps: params.sampler ? DEFAULT_STEPS : params.steps });
+    else if (p) set({ lora: name, sampler: p.sampler, steps: p.steps });
+    else set({ lora: name, sampler: '' });
+  };
+  const known = loading || loras.some((l) => l.name === params.lora);
+  return (
+    <fieldset className="field" data-testid="adapter-field">
+      <legend>Adapter</legend>
+      <div className="row">
+        <select id={`${id}-lora`} aria-label="Adapter" value={params.lora} onChange={(e) => pick(e.target.value)} data-testid="adapter-select">
+          <option value="">None</option>
+          {!known && params.lora && <option value={params.lora}>{params.lora} (not on the server)</option>}
+          {loras.map((l) => (
+            <option key={l.name} value={l.name} disabled={Boolean(l.error)} title={l.error || l.targets}>
+              {l.name.replace(/\.safetensors$/, '')}{l.error ? ' (unusable)' : l.family && l.family !== 'generic' ? ` · ${l.family}` : ''}
+            </option>
+          ))}
+        </select>
+        {params.lora && (
+          <label>
+            <span>strength</span>
+            <input type="number" step="0.05" min={-MAX_LORA_STRENGTH} max={MAX_LORA_STRENGTH} value={params.loraStrength} aria-label="Adapter strength"
+              onChange={(e) => set({ loraStrength: e.target.value === '' ? '' : Number(e.target.value) })} data-testid="adapter-strength" />
+          </label>
+        )}
+      </div>
+      {params.lora && preset && (
+        <div className="segmented" role="radiogroup" aria-label="Sampler">
+          <button type="button" role="radio" aria-checked={params.sampler === preset.sampler} className={params.sampler === preset.sampler ? 'on' : ''}
+            onClick={() => set({ sampler: preset.sampler, steps: preset.steps })} data-testid="sampler-adapter">
+            {preset.sampler} <small>{preset.steps - 1} forwards</small>
+          </button>
+          <button type="button" role="radio" aria-checked={!params.sampler} className={!params.sampler ? 'on' : ''}
+            onClick={() => set({ sampler: '', steps: DEFAULT_STEPS })} data-testid="sampler-release">Release grid</button>
+        </div>
+      )}
+      <p className="hint" data-testid="adapter-hint">
+        {error ? `The adapter list could not be read: ${error}`
+          : loading ? 'Reading the adapters…'
+            : !loras.length ? 'No adapters on the server ($MODELS_PATH/loras).'
+              : entry && entry.error ? entry.error
+                : preset ? `Distilled for ${preset.sampler}: ${preset.steps} steps.` : 'LoRA adapters from $MODELS_PATH/loras.'}
+      </p>
+    </fieldset>
+  );
+}
+
+function SpeedField({ speed, set }) {
+  const current = SPEEDS.find((s) => s.id === speed) || SPEEDS[0];
+  return (
+    <fieldset className="field">
+      <legend>Speed</legend>
+      <div className="segmented" role="radiogroup" aria-label="Speed">
+        {SPEEDS.map((s) => (
+          <button key={s.id} type="button" role="radio" aria-checked={speed === s.id} className={speed === s.id ? 'on' : ''}
+            title={s.hint} onClick={() => set({ speed: s.id })} data-testid={`speed-${s.id}`}>{s.label}</button>
+        ))}
+      </div>
+      <p className="hint">{current.id === 'off' ? 'Lossy shortcuts, off by default.' : `Lossy: ${current.hint}.`}</p>
     </fieldset>
   );
 }
@@ -94,9 +184,10 @@ export default function ParamsPopover({ params, set, partition, onClose, estimat
       </fieldset>
 
       <div className="field-row">
-        <label className="field inline">
+        <label className="field inline" title={params.sampler ? `set by the sampler ${params.sampler}` : undefined}>
           <span>Steps</span>
-          <input type="number" min={2} max={200} value={params.steps} onChange={(e) => set({ steps: e.target.value === '' ? '' : Number(e.target.value) })} data-testid="steps-input" />
+          <input type="number" min={2} max={200} value={params.steps} disabled={Boolean(params.sampler)}
+            onChange={(e) => set({ steps: e.target.value === '' ? '' : Number(e.target.value) })} data-testid="steps-input" />
         </label>
         <label className="field inline switch">
           <input type="checkbox" checked={params.audio} onChange={(e) => set({ audio: e.target.checked })} data-testid="audio-toggle" />
@@ -107,6 +198,9 @@ export default function ParamsPopover({ params, set, partition, onClose, estimat
           <span>Fast</span>
         </label>
       </div>
+
+      <AdapterField params={params} set={set} />
+      <SpeedField speed={params.speed} set={set} />
 
       <fieldset className="field">
         <legend>Seed</legend>

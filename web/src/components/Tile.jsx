@@ -8,6 +8,15 @@ import { setRating } from '../actions.js';
 import { useQueueInfo } from '../queue.js';
 import { CheckIcon, RefThumb, ReuseIcon } from './bits.jsx';
 import LivePreview from './LivePreview.jsx';
+import { fewStepDetails } from '../params.js';
+
+/** The badge of a clip made with an adapter, a sampler preset or a speed choice: the first that applies. */
+function fewStepBadge(g) {
+  const lora = Array.isArray(g.loras) && g.loras[0];
+  if (lora) return lora.name.replace(/\.safetensors$/, '');
+  if (typeof g.sampler === 'string') return g.sampler;
+  return g.sparse && g.sparse !== 'off' ? 'sparse' : 'cache';
+}
 
 /** Re-renders every `ms` while `on` (relative times: "starts in ≈ 2 min"). */
 function useTick(on, ms = 5000) {
@@ -137,6 +146,7 @@ function Tile({ g, selected = false, selecting = false, tabIndex, onSelect, onFo
     onSelect(g.generation_id, { range: false });
   };
   const length = shortLength(g.frames);
+  const fewStep = fewStepDetails(g);
   return (
     <article
       className={`tile status-${g.status} ${rejected ? 'rejected' : ''} ${selected ? 'selected' : ''} ${selecting ? 'selecting' : ''}`}
@@ -175,6 +185,11 @@ function Tile({ g, selected = false, selecting = false, tabIndex, onSelect, onFo
         <span className="tile-badges">
           {rejected && <span className="badge-pill rejected-badge" data-testid="rejected-badge">rejected</span>}
           {length && <span className="badge-pill length-badge" data-testid="tile-length" title={`${g.frames} frames`}>{length}</span>}
+          {fewStep.length > 0 && (
+            <span className="badge-pill fewstep-badge" data-testid="tile-fewstep" title={fewStep.map(([k, v]) => `${k}: ${v}`).join('\n')}>
+              {fewStepBadge(g)}
+            </span>
+          )}
         </span>
       </a>
       <button
