@@ -129,7 +129,7 @@ int main(int argc, char **argv)
             failures++;
             continue;
         }
-        if (fa3 && !mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
+        if (fa3 && !mm_fa3_fits(gpu, &o, &q, &k, &v)) {
             printf("ATTN path=%s skipped (no sm_90a kernel for this GPU)\n", p);
             continue;
         }
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
         for (int r = 0; r <= reps && ok; r++) {
             mm_cuda_event_record(e0, NULL);
             if (fa3)
-                mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
+                mm_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
             else
                 mm_attention(gpu, &o, &q, &k, &v, NULL);
             mm_cuda_event_record(e1, NULL);

@@ -3,6 +3,7 @@
  *   bench_vae --video FILE --audio FILE [--device cuda|cpu] [--frames 124]
  *             [--width 1344] [--height 768] [--audio-seconds 5] [--reps 3]
  *             [--batch-tiles N] [--what decode,keyframe,audio,video] [--out FILE]
+ *             [--int8]   (the decoder's block linears in int8 ConvRot: case "decode_..._int8")
  *
  * loads both checkpoints with the real loaders (random weights in the release
  * layout: mmh3-gen-tiny video-vae|audio-vae --full) and times
@@ -125,6 +126,7 @@ int main(int argc, char **argv)
 {
     const char *video = NULL, *audio = NULL, *device = "cuda", *what = "decode,keyframe,audio", *out = NULL;
     int frames = 124, width = 1344, height = 768, reps = 3, batch_tiles = 0;
+    bool int8 = false;
     double audio_seconds = 5.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -151,6 +153,8 @@ int main(int argc, char **argv)
             what = v;
         else if (OPT("--out"))
             out = v;
+        else if (strcmp(a, "--int8") == 0)
+            int8 = true;
         else {
             fprintf(stderr, "bench_vae: unknown or incomplete argument '%s' (see the header of bench/bench_vae.c)\n", a);
             return 2;
@@ -159,7 +163,7 @@ int main(int argc, char **argv)
     }
     if (!video || !audio || reps < 1 || reps > 64) {
         fprintf(stderr, "usage: bench_vae --video FILE --audio FILE [--device D] [--frames N] [--width W] "
-                        "[--height H] [--audio-seconds S] [--reps N] [--batch-tiles N] [--what LIST] [--out FILE]\n");
+                        "[--height H] [--audio-seconds S] [--reps N] [--batch-tiles N] [--what LIST] [--out FILE] [--int8]\n");
         return 2;
     }
     mm_error err = {{0}};
@@ -172,6 +176,7 @@ int main(int argc, char **argv)
     mm_video_vae_options vo;
     mm_video_vae_options_release(&vo);
     vo.max_batch_tiles = batch_tiles;
+    vo.int8_linears = int8;
     mm_video_vae *vv;
     mm_audio_vae *av;
     double t0 = now();
@@ -224,7 +229,7 @@ int main(int argc, char **argv)
         }
         if (rc == 0) {
             char name[64];
-            snprintf(name, sizeof name, "decode_%dx%dx%d", frames, width, height);
+            snprintf(name, sizeof name, "decode_%dx%dx%d%s", frames, width, height, int8 ? "_int8" : "");
             report(name, t, reps, dev, base);
             keep(&o, "decode.out.first_frame", MM_U8, 3, (int64_t[]){height, width, 3}, fk.first);
             keep(&o, "decode.out.last_frame", MM_U8, 3, (int64_t[]){height, width, 3}, fk.final);

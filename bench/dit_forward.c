@@ -484,7 +484,7 @@ int main(int argc, char **argv)
             printf("sparse attention %s, forward %d of %d: %s\n", spec, sparse_step, sparse_steps, mm_dit_sparse_kind(req));
         if (dev.kind == MM_DEVICE_CUDA) {
             char paths[1024];
-            mm_cuda_speed_describe(dev.index, paths, sizeof paths);
+            mm_dit_kernel_paths_describe(dev, paths, sizeof paths);
             printf("kernels in use: %s\n", paths);
         }
         fflush(stdout);

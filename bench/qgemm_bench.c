@@ -1,6 +1,6 @@
 /* mmh3-bench-qgemm: the DiT's four int8 ConvRot linears at full size on one
  * GPU: the cuBLASLt path (int32 GEMM + epilogue kernel: what
- * mm_gemm_i8_scaled and mm_cuda_gemm_i8_scaled_gated run) against the
+ * mm_gemm_i8_scaled and mm_fused_gemm_i8_scaled_gated run) against the
  * Hopper kernel with the epilogue fused (kernels/qgemm_sm90.cu), timed with
  * device events, the fused kernel's outputs compared bit for bit with the
  * cuBLASLt path's (the gated ones from the same starting residual).
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_fused.h"
+#include "backend/fused.h"
 #include "backend/cuda/cuda_speed.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
         for (int path = 0; path < N_PATHS; path++) {
             const char *label = names[path];
             if (path > 0) {
-                if (!mm_cuda_qgemm_fits(gpu, &y, &x, &w)) {
+                if (!mm_qgemm_fits(gpu, &y, &x, &w)) {
                     printf("QGEMM op=%s path=%s skipped (no sm_90a kernel)\n", sh->name, label);
                     complete[path] = 0;
                     continue;
@@ -180,11 +180,11 @@ int main(int argc, char **argv)
                 mm_cuda_event_record(e0, NULL);
                 if (path == 0) {
                     if (sh->gated)
-                        mm_cuda_gemm_i8_scaled_gated(gpu, &y, &x, &sx, &w, &sw, &gate16, &idx);
+                        mm_fused_gemm_i8_scaled_gated(gpu, &y, &x, &sx, &w, &sw, &gate16, &idx);
                     else
                         mm_gemm_i8_scaled(gpu, &y, &x, &sx, &w, &sw, NULL);
                 } else {
-                    mm_cuda_qgemm(gpu, &y, &x, &sx, &w, &sw, sh->gated ? &gate : NULL, sh->gated ? &idx : NULL);
+                    mm_qgemm(gpu, &y, &x, &sx, &w, &sw, sh->gated ? &gate : NULL, sh->gated ? &idx : NULL);
                 }
                 mm_cuda_event_record(e1, NULL);
                 float ms = 0;

@@ -153,16 +153,16 @@ int main(int argc, char **argv)
     /* dense, as the DiT runs it: fa3 exact and fast (its self-checks first) */
     double dense_ms[2] = {NAN, NAN};
     mm_dit_kernel_paths paths;
-    mm_cuda_speed_paths_get(0, true, &paths);
+    mm_dit_kernel_paths_get(mm_cuda(0), true, &paths);
     for (int m = 0; m < 2; m++) {
         const bool run = m == 0 ? paths.fa3 : paths.fast_fa3;
-        if (!run || !mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
+        if (!run || !mm_fa3_fits(gpu, &o, &q, &k, &v)) {
             printf("DENSE path=fa3-%s skipped (%s)\n", m ? "fast" : "exact", m ? paths.fast : paths.attention);
             continue;
         }
         const mm_fa3_mode mode = m ? MM_FA3_FAST : MM_FA3_EXACT;
         float ms;
-        TIME_BEST(tm, reps, ms, mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode));
+        TIME_BEST(tm, reps, ms, mm_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode));
         dense_ms[m] = ms;
         printf("DENSE path=fa3-%s ms=%.2f tflops=%.1f\n", m ? "fast" : "exact", ms, flop / (ms * 1e-3) * 1e-12);
         fflush(stdout);

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +37,34 @@
 #define MAX_FILES 15
 #define MAX_PARTS 32
 #define POSTER_EDGE 640
+/* Files checked at once per mmh3-fcgi process: a check decodes a picture
+ * (up to the media budget, 128 MiB), so N parallel uploads must not
+ * multiply the peak by N; the others wait their turn. */
+#define MAX_DECODES 2
 
 #ifdef HAVE_MEDIA_PROBE
 typedef mm_store_upload stored;
+
+static pthread_mutex_t decode_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t decode_free = PTHREAD_COND_INITIALIZER;
+static int decodes_running;
+
+static void decode_enter(void)
+{
+    pthread_mutex_lock(&decode_lock);
+    while (decodes_running >= MAX_DECODES)
+        pthread_cond_wait(&decode_free, &decode_lock);
+    decodes_running++;
+    pthread_mutex_unlock(&decode_lock);
+}
+
+static void decode_leave(void)
+{
+    pthread_mutex_lock(&decode_lock);
+    decodes_running--;
+    pthread_cond_signal(&decode_free);
+    pthread_mutex_unlock(&decode_lock);
+}
 
 static void abs_path(mm_req *r, const char *rel, char *out, size_t n)
 {
@@ -153,15 +179,27 @@ static const char *kind_name(int kind)
     return kind == MM_MEDIA_VIDEO ? "video" : kind == MM_MEDIA_AUDIO ? "audio" : "image";
 }
 
-/* Writes, checks and names one file part. */
+static int check_and_name(mm_req *r, const mm_mp_part *part, stored *s, const char *tmp, mm_error *err);
+
+/* Writes, checks and names one file part; the check (probe and poster)
+ * waits for a decode slot. */
 static int store_part(mm_req *r, const mm_mp_part *part, stored *s, mm_error *err)
 {
     mm_uuid_v4(s->id);
-    char tmp_rel[128], tmp[4096], final[4096];
+    char tmp_rel[128], tmp[4096];
     snprintf(tmp_rel, sizeof tmp_rel, "uploads/.incoming-%s", s->id);
     abs_path(r, tmp_rel, tmp, sizeof tmp);
     if (write_file(tmp, part->data, part->len, err) < 0)
         return -1;
+    decode_enter();
+    int rc = check_and_name(r, part, s, tmp, err);
+    decode_leave();
+    return rc;
+}
+
+static int check_and_name(mm_req *r, const mm_mp_part *part, stored *s, const char *tmp, mm_error *err)
+{
+    char final[4096];
     mm_media_info info;
     if (mm_media_probe(tmp, NULL, &info, err) < 0) {
         unlink(tmp);

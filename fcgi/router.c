@@ -60,9 +60,39 @@ static bool is_public(const char *p)
     return is(p, "/login") || is(p, "/api/login") || is(p, "/api/logout") || is(p, "/api/session") || is_docs(p);
 }
 
+/* nginx's error_page for a body over client_max_body_size lands here, after
+ * the guard: the original request's path is the one answered for. */
+static bool too_large_redirect(mm_req *r, char *original, size_t n)
+{
+    if (!is(r->path, "/_mmh3_413"))
+        return false;
+    const char *uri = mm_req_header(r, "REQUEST_URI");
+    snprintf(original, n, "%.*s", uri ? (int)strcspn(uri, "?") : 1, uri ? uri : "/");
+    r->path = original;
+    return true;
+}
+
+static void reply_too_large(mm_req *r)
+{
+    if (is(r->path, "/api/images"))
+        mm_reply_error(r, 413, NULL, "at most the server's upload limit in one request (mmh3 serve --upload-mb)",
+                       "the upload is larger than this server accepts (%zu MiB)", r->app->max_upload_bytes >> 20);
+    else
+        mm_reply_error(r, 413, NULL, "a JSON body of at most 1 MiB (uploads go to POST /api/images)",
+                       "the request body is larger than this server accepts");
+}
+
 void mm_route(mm_req *r)
 {
-    const char *m = r->method, *p = r->path;
+    char original[2048];
+    if (too_large_redirect(r, original, sizeof original)) {
+        if (mm_guard(r, !is_public(r->path)))
+            reply_too_large(r);
+        return;
+    }
+    /* HEAD is answered as GET: nginx sends the headers and drops the body. */
+    bool head = is(r->method, "HEAD");
+    const char *m = head ? "GET" : r->method, *p = r->path;
     char id[64];
 
     if (!mm_guard(r, !is_public(p)))
@@ -72,7 +102,7 @@ void mm_route(mm_req *r)
         /* nginx's auth_request (files, uploads): the guard above was the check. */
         mm_api_auth_check(r);
     } else if (is(p, "/login")) {
-        if (is(m, "GET") || is(m, "HEAD"))
+        if (is(m, "GET"))
             mm_page_login(r);
         else
             not_allowed(r, "GET");
@@ -123,7 +153,9 @@ void mm_route(mm_req *r)
         else
             not_allowed(r, "GET");
     } else if (is(p, "/api/events")) {
-        if (is(m, "GET"))
+        if (head) /* the stream never ends: its headers alone */
+            mm_reply_text(r, 200, "text/event-stream", "", 0);
+        else if (is(m, "GET"))
             mm_api_events(r);
         else
             not_allowed(r, "GET");
@@ -155,7 +187,7 @@ void mm_route(mm_req *r)
         if (is(m, "POST")) {
             if (mm_limit_enqueue(r)) /* the same queue as POST /api/ai/queue, the same limits */
                 mm_api_video_create(r);
-        } else if (is(m, "GET") || is(m, "HEAD")) {
+        } else if (is(m, "GET")) {
             mm_api_video_list(r);
         } else {
             not_allowed(r, "GET, POST");
@@ -163,21 +195,21 @@ void mm_route(mm_req *r)
     } else if (match_video_content(p, id, sizeof id)) {
         if (!mm_is_uuid(id))
             mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
-        else if (is(m, "GET") || is(m, "HEAD"))
+        else if (is(m, "GET"))
             mm_api_video_content(r, id);
         else
             not_allowed(r, "GET");
     } else if (match_id(p, "/v1/videos/", id, sizeof id)) {
         if (!mm_is_uuid(id))
             mm_reply_error(r, 404, NULL, "a video id (UUID)", "'%s' is not a video id", id);
-        else if (is(m, "GET") || is(m, "HEAD"))
+        else if (is(m, "GET"))
             mm_api_video_get(r, id);
         else if (is(m, "DELETE"))
             mm_api_video_delete(r, id);
         else
             not_allowed(r, "GET, DELETE");
     } else if (is_docs(p)) {
-        if (is(m, "GET") || is(m, "HEAD"))
+        if (is(m, "GET"))
             mm_api_docs(r);
         else
             not_allowed(r, "GET");

@@ -904,17 +904,7 @@ int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, int seq_kv, cudaStream_t s, CU
 extern "C" int mmk_fa3_usable(int dev)
 {
     static int cached[64];
-    if (dev < 0 || dev >= 64)
-        return 0;
-    if (!cached[dev]) {
-        cudaDeviceProp prop;
-        cudaFuncAttributes fa;
-        bool ok = cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major == 9 &&
-                  cudaFuncGetAttributes(&fa, k_fa3<false>) == cudaSuccess && fa.binaryVersion >= 90;
-        cudaGetLastError();
-        cached[dev] = ok ? 1 : 2;
-    }
-    return cached[dev] == 1;
+    return mmk_hopper_kernel_usable(dev, (const void *)k_fa3<false>, cached);
 }
 
 extern "C" const char *mmk_fa3_mode_name(int mode)

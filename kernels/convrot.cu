@@ -288,9 +288,17 @@ __device__ __forceinline__ float silu_of(float x, const float *tab)
 /* RMSNorm + modulation: at most 384 threads (K ≤ 6144) so that three blocks
  * fit an SM's registers; larger K take k_convrot_quant. */
 const int kPipeNormThreads = 384;
+/* Blackwell's compiler needs a few more registers for the same code: three
+ * blocks per SM would spill there, so its images ask for two. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define PIPE_NORM_MIN_BLOCKS 2
+#else
+#define PIPE_NORM_MIN_BLOCKS 3
+#endif
 
 template <int PRE, int STAGES, bool LUT>
-__global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads : 1024, PRE == MMK_PRE_RMSNORM_MOD ? 3 : 1)
+__global__ void __launch_bounds__(PRE == MMK_PRE_RMSNORM_MOD ? kPipeNormThreads : 1024,
+                                  PRE == MMK_PRE_RMSNORM_MOD ? PIPE_NORM_MIN_BLOCKS : 1)
     k_convrot_quant_pipe(int K, int64_t rows, const bf16 *__restrict__ x, int64_t ldx,
                                      const float *__restrict__ norm_w, float eps, const float *__restrict__ shift,
                                      const float *__restrict__ scale, int64_t ld_mod,

@@ -2,8 +2,8 @@
  * spare it the bf16 intermediates a composition of ops.h ops writes and
  * reads again, the Hopper attention (fa3) and int8 GEMM (qgemm), and which
  * of those kernels run on a device. Model code calls these instead of
- * reaching into the CUDA backend (src/backend/cuda/); each forwards to the
- * backend of the context's device, so a call costs what the kernel costs.
+ * reaching into the CUDA backend (src/backend/cuda/), which implements
+ * them (cuda_ops.c: the fused passes; cuda_speed.c: fa3, qgemm, the paths).
  *
  * Only the CUDA backend has them. On another context the fused passes and
  * the kernels record a failure in the context (model code calls them only

@@ -195,3 +195,19 @@ void mm_kernel_policy_describe(const mm_kernel_policy *p, char *out, size_t n)
             snprintf(out + w, n - (size_t)w, "; CPU workers: one per core");
     }
 }
+
+void mm_kernel_choice_describe(int cc_major, int cc_minor, bool have_sm90a, const mm_kernel_policy *p, char *out,
+                               size_t n)
+{
+    const bool hopper = cc_major == 9 && cc_minor == 0;
+    if (hopper && have_sm90a && (p->dit_fa3 || p->dit_qgemm || p->attention_hopper)) {
+        snprintf(out, n, "compute %d.%d: Hopper kernels (%s%s%s, after their self-checks) + the portable ones", cc_major,
+                 cc_minor, p->dit_fa3 ? "fa3 attention" : "", p->dit_fa3 && p->dit_qgemm ? ", " : "",
+                 p->dit_qgemm ? "sm90 int8 GEMM" : "sm90p attention");
+        return;
+    }
+    snprintf(out, n, "compute %d.%d: portable kernels (mma.sync attention, cuBLASLt int8 GEMM + epilogue%s)%s", cc_major,
+             cc_minor, p->dit_fused ? ", fused glue" : "",
+             hopper && !have_sm90a ? "; this build has no sm_90a image (configure --with-cuda-arch)"
+             : hopper ? "; the policy turns the Hopper kernels off" : "");
+}

@@ -79,4 +79,15 @@ void mm_kernel_policy_install(const mm_kernel_policy *p);
  * CPU workers: one per core", or the portable/overridden ops. */
 void mm_kernel_policy_describe(const mm_kernel_policy *p, char *out, size_t n);
 
+/* Which kernel family a GPU of compute capability major.minor runs under p
+ * with this build's images (`sm_90a` among the targets: configure
+ * --with-cuda-arch): the Hopper kernels (fa3 attention, the sm90 int8 GEMM,
+ * sm90p, each after its first-use self-check) need compute 9.0 and the
+ * sm_90a image; every other GPU (Ampere 8.0/8.6, Ada 8.9, Blackwell 10.x and
+ * 12.x) runs the portable ones (mma.sync attention, cuBLASLt int8 GEMM with
+ * the epilogue kernel, the fused glue). One line into out, e.g.
+ * "compute 8.9: portable kernels (mma.sync attention, cuBLASLt int8 GEMM)". */
+void mm_kernel_choice_describe(int cc_major, int cc_minor, bool have_sm90a, const mm_kernel_policy *p, char *out,
+                               size_t n);
+
 #endif

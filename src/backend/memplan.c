@@ -161,15 +161,16 @@ static int refuse(const mm_memplan_in *in, const uint64_t B[2], uint64_t *min_bu
                                      "activations)"
                        : need == T ? "the text encoder (its weights and working memory)"
                                    : "the VAEs (their weights and the decode's working memory)";
-    /* Round up to a tenth of a GiB so that the number printed is enough. */
-    uint64_t tenth = (uint64_t)(GIB / 10);
-    uint64_t shown = (need + tenth - 1) / tenth * tenth;
+    /* Rounded up to what is printed (a tenth of a GiB, a hundredth below 1 GiB), so that it is enough. */
+    uint64_t step = (uint64_t)(need >= (uint64_t)GIB ? GIB / 10 : GIB / 100);
+    uint64_t shown = (need + step - 1) / step * step;
     if (min_budget)
         *min_budget = shown;
-    return mm_fail(err, "a device-memory budget of %.1f GiB%s cannot work: %s needs %.1f GiB at the least; the "
-                   "smallest budget that works is %.1f GiB (--vram-budget %.1f)",
-                   (in->n_gpus >= 2 ? (B[0] < B[1] ? B[0] : B[1]) : B[0]) / GIB,
-                   in->n_gpus >= 2 ? " per GPU" : "", what, need / GIB, shown / GIB, shown / GIB);
+    const int digits = need >= (uint64_t)GIB ? 1 : 2;
+    return mm_fail(err, "a device-memory budget of %.*f GiB%s cannot work: %s needs %.*f GiB at the least; the "
+                   "smallest budget that works is %.*f GiB (--vram-budget %.*f)", digits,
+                   (in->n_gpus >= 2 ? (B[0] < B[1] ? B[0] : B[1]) : B[0]) / GIB, in->n_gpus >= 2 ? " per GPU" : "",
+                   what, digits, need / GIB, digits, shown / GIB, digits, shown / GIB);
 }
 
 static void describe(const mm_memplan_in *in, mm_memplan *p)

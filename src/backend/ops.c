@@ -330,6 +330,22 @@ int mm_copy(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src)
     return rc;
 }
 
+int mm_copy_converting(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src, mm_error *err)
+{
+    if (src->dtype == dst->dtype || mm_device_eq(src->device, dst->device)) {
+        mm_copy(ctx, dst, src);
+        return mm_ctx_sync(ctx, err);
+    }
+    mm_tensor staged;
+    if (mm_tensor_alloc(&staged, dst->device, src->dtype, src->ndim, src->shape, err) != 0)
+        return -1;
+    mm_copy(ctx, &staged, src);
+    mm_copy(ctx, dst, &staged);
+    int rc = mm_ctx_sync(ctx, err);
+    mm_tensor_free(&staged);
+    return rc;
+}
+
 int mm_fill(mm_ctx *ctx, mm_tensor *dst, double value)
 {
     ENTER(ctx);

@@ -104,6 +104,12 @@ void mm_parallel_for(mm_ctx *ctx, int64_t n, int64_t grain, void (*fn)(void *use
  * context's stream; a CPU<->CUDA copy is complete when the op returns. */
 int mm_copy(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src);
 
+/* mm_copy that may also change the dtype across devices (a checkpoint's
+ * tensor into its device copy): src moves as it is into a staging tensor on
+ * dst's device, which converts it there. Waits for the work (the staging
+ * tensor is freed before it returns); 0, or -1 with err. */
+int mm_copy_converting(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src, mm_error *err);
+
 /* Every element of dst = value (rounded to dst's dtype). Any strides. */
 int mm_fill(mm_ctx *ctx, mm_tensor *dst, double value);
 

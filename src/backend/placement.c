@@ -53,8 +53,18 @@ int mm_placement_choose(const mm_placement_in *in, mm_placement *out, mm_error *
     } else if (in->n_gpus >= 2) {
         out->dit = mm_cuda(0);
         out->text_encoder = out->vae = mm_cuda(1);
-        snprintf(out->reason, sizeof out->reason, "%d GPUs: the DiT alone on the first, text encoder and VAEs on the second",
-                 in->n_gpus);
+        uint64_t vae_work = in->vae_work_bytes ? in->vae_work_bytes : 4ull << 30;
+        uint64_t second = in->gpu_total[1], need = in->te_bytes + in->vae_bytes + vae_work;
+        if (second && need > second) {
+            out->vae = mm_cuda(0);
+            snprintf(out->reason, sizeof out->reason,
+                     "%d GPUs: the DiT alone on the first, the text encoder on the second; its %.1f GiB cannot also "
+                     "hold the VAEs and their decode work (%.1f GiB), so they go to the DiT's card",
+                     in->n_gpus, second / 1073741824.0, need / 1073741824.0);
+        } else {
+            snprintf(out->reason, sizeof out->reason,
+                     "%d GPUs: the DiT alone on the first, text encoder and VAEs on the second", in->n_gpus);
+        }
     } else {
         out->dit = out->text_encoder = out->vae = mm_cuda(0);
         uint64_t need = in->dit_bytes + in->te_bytes + in->vae_bytes + work, have = in->gpu_total[0];

@@ -2,7 +2,9 @@
  * reports and the engine applies.
  *
  *   two or more GPUs: the DiT alone on the first, the text encoder and both
- *                     VAEs on the second;
+ *                     VAEs on the second; where the second cannot hold the
+ *                     text encoder, the VAEs and their decode work, the VAEs
+ *                     fall back to the DiT's card;
  *   one GPU:          everything resident when weights + working memory fit
  *                     (an H200 holds all of it); otherwise the text encoder
  *                     is freed before the DiT loads (each request re-loads it);
@@ -28,6 +30,7 @@ typedef struct mm_placement_in {
     uint64_t gpu_total[16]; /* bytes per GPU; 0 = unknown (assumed to fit) */
     uint64_t dit_bytes, te_bytes, vae_bytes; /* resident weights (dit_bytes: one partition's DiT) */
     uint64_t work_bytes;    /* activations + scratch at the largest request (0 = 16 GiB) */
+    uint64_t vae_work_bytes; /* the VAEs' decode working memory (0 = 4 GiB) */
     const char *device;     /* NULL/"auto", "cpu", "cuda", "cuda:N" */
     const char *te_device;  /* NULL/"auto" or a device */
 } mm_placement_in;

@@ -196,9 +196,16 @@ static void choose_placement(const check_args *a, check_report *r)
         mm_error err = {{0}};
         if (mm_gpu_info_get(g, &info, &err) == 0) {
             pin.gpu_total[g] = info.total_bytes;
-            snprintf(r->gpu_lines[g], sizeof r->gpu_lines[g], "cuda:%d %.120s, %.1f GiB (%.1f free), compute %d.%d, %d SMs",
-                     g, info.name, info.total_bytes / 1073741824.0, info.free_bytes / 1073741824.0, info.cc_major,
-                     info.cc_minor, info.sm_count);
+            char choice[160];
+#ifdef MMH3_CUDA_SM90A
+            const bool sm90a = true;
+#else
+            const bool sm90a = false;
+#endif
+            mm_kernel_choice_describe(info.cc_major, info.cc_minor, sm90a, mm_kernel_policy_get(), choice,
+                                      sizeof choice);
+            snprintf(r->gpu_lines[g], sizeof r->gpu_lines[g], "cuda:%d %.80s, %.1f GiB (%.1f free), %d SMs; %.150s", g,
+                     info.name, info.total_bytes / 1073741824.0, info.free_bytes / 1073741824.0, info.sm_count, choice);
         } else {
             snprintf(r->gpu_lines[g], sizeof r->gpu_lines[g], "cuda:%d: %.280s", g, err.msg);
             r->failures++;
@@ -384,6 +391,9 @@ static void print_devices(const check_report *r)
         );
     for (int g = 0; g < r->n_lines; g++)
         printf("  %s\n", r->gpu_lines[g]);
+#ifdef MMH3_HAVE_CUDA
+    printf("  kernels built for:%s\n", MMH3_CUDA_ARCH_LIST);
+#endif
     printf("kernels\n  %s  %s\n", r->kernels_ok ? "ok  " : "FAIL", r->kernels);
     printf("  policy  %s\n", r->policy_line);
     for (int i = 0; i < r->policy->n_problems; i++)

@@ -840,6 +840,10 @@ static int generate(gen_args *a, const char *prompt, double t_start)
     if ((rc = prepare_output(a, prompt, out_default, sizeof out_default, &req.out_path)) != 0)
         return rc;
     req.frames_dir = a->frames_dir;
+    /* The memory plan sizes the activations for this clip. */
+    a->eo.h3.plan_width = req.width;
+    a->eo.h3.plan_height = req.height;
+    a->eo.h3.plan_frames = req.frames;
     if ((rc = check_loras(a, &req)) != 0)
         return rc;
     cli_progress view = {0};

@@ -16,6 +16,7 @@
 
 #ifdef MMH3_HAVE_SERVER
 #include "auth/tokens.h"
+#include "cli/db_target.h"
 #include "store/db.h"
 #include "store/migrate.h"
 #include "store/tokens.h"
@@ -39,26 +40,6 @@ static void usage(FILE *out)
             MM_DB_DEFAULT_URL, MM_TOKEN_NAME_ACCEPTED);
 }
 
-/* --db, $MMH3_DATABASE_URL, the socket of serve's private cluster, or the default. */
-static const char *database(const char *flag, const char *outputs, char *buf, size_t n)
-{
-    if (flag)
-        return flag;
-    const char *env = getenv("MMH3_DATABASE_URL");
-    if (env && *env)
-        return env;
-    char abs[PATH_MAX], sock[PATH_MAX + 64];
-    struct stat st;
-    if (realpath(outputs, abs)) {
-        snprintf(sock, sizeof sock, "%s/.mmh3/pg.sock/.s.PGSQL.5432", abs);
-        if (stat(sock, &st) == 0) {
-            snprintf(buf, n, "host=%s/.mmh3/pg.sock port=5432 dbname=mmh3 user=mmh3", abs);
-            return buf;
-        }
-    }
-    return MM_DB_DEFAULT_URL;
-}
-
 static int list(PGconn *db)
 {
     mm_store_token_row *rows = NULL;
@@ -80,9 +61,7 @@ static int list(PGconn *db)
 
 int mm_cmd_token(int argc, char **argv)
 {
-    const char *db_flag = NULL, *outputs = getenv("MMH3_OUTPUTS");
-    if (!outputs || !*outputs)
-        outputs = "outputs";
+    const char *db_flag = NULL, *outputs = mm_cli_outputs(NULL);
     enum { O_DB = 256, O_OUTPUTS };
     static const struct option opts[] = {
         {"db", required_argument, 0, O_DB},
@@ -113,7 +92,7 @@ int mm_cmd_token(int argc, char **argv)
         return 2;
     }
     char buf[PATH_MAX + 128];
-    const char *url = database(db_flag, outputs, buf, sizeof buf);
+    const char *url = mm_cli_database(db_flag, outputs, buf, sizeof buf);
     PGconn *db;
     mm_error err = {{0}};
     if (mm_db_connect(url, "mmh3-token", &db, &err) < 0 || mm_db_migrate(db, NULL, &err) < 0) {

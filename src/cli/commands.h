@@ -10,6 +10,7 @@ int mm_cmd_worker(int argc, char **argv);
 int mm_cmd_tokenize(int argc, char **argv);
 int mm_cmd_conformance(int argc, char **argv);
 int mm_cmd_token(int argc, char **argv);
+int mm_cmd_db(int argc, char **argv);
 int mm_cmd_convert(int argc, char **argv);
 
 #endif

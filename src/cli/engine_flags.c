@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/memplan.h"
 #include "core/tensor.h"
 #include "io/checkpoint.h"
 #include "parallel/sp_options.h"
@@ -43,6 +44,12 @@ static bool edge_ok(const char *s, int *out)
     return true;
 }
 
+static int apply_budget(const mm_flag *f, char *v, mm_error *why)
+{
+    mm_error e = {{0}};
+    return mm_memplan_parse_budget(v, f->target, &e) == 0 ? 0 : mm_fail(why, "not a size in GiB");
+}
+
 static int apply_edge(const mm_flag *f, char *v, mm_error *why)
 {
     return edge_ok(v, f->target) ? 0 : mm_fail(why, "out of range");
@@ -73,9 +80,17 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
                      .arg = "N", .min = 1, .max = 1024, .id = MM_EF_THREADS}},
         {SRV, {"--cpu-threads", NULL, MM_FLAG_INT, &p->threads, "CPU worker threads (default: one per core)", .arg = "N",
                .min = 1, .max = 1024, .id = MM_EF_THREADS}},
+        {ALL, {"--vram-budget", NULL, MM_FLAG_CUSTOM, &p->vram_budget,
+               "device memory per GPU the memory plan may use (default: free minus 1.5 GiB); `mmh3 check` shows the plan",
+               .arg = "GiB", .accepted = "a number of GiB above 0, e.g. 22 or 30.5", .apply = apply_budget,
+               .id = MM_EF_VRAM_BUDGET}},
         {ALL, {"--gpus", NULL, MM_FLAG_INT, &p->gpus, "the DiT sequence-parallel over N GPUs from its device (H3: 1, 2, 4, 7, 8)",
                .arg = "N", .min = 1, .max = 64,
                .accepted = "1..64 GPUs dividing the DiT's head count (H3: 1, 2, 4, 7, 8)", .id = MM_EF_GPUS}},
+        {ALL, {"--peer-copy", NULL, MM_FLAG_TRUE, &p->peer_copy,
+               "copy GPU to GPU directly where `mmh3 check`'s probe of the pair passes (default: staged through "
+               "host memory; also $MMH3_PEER_COPY=1)",
+               .id = MM_EF_PEER_COPY}},
         {ALL, {"--ref-kv-cache", NULL, MM_FLAG_TRUE, &p->ref_kv_cache,
                "ref2va: reuse the reference rows' K/V after the first forward", .id = MM_EF_REF_KV}},
         {ALL, {"--no-ref-kv-cache", NULL, MM_FLAG_FALSE, &p->ref_kv_cache, "recompute them in every forward (the default)",
@@ -104,6 +119,9 @@ int mm_engine_flags_rows(mm_engine_cmd cmd, mm_engine_options *o, mm_flag *rows)
                "fetch missing files from the Hugging Face hub", .id = MM_EF_DOWNLOAD}},
         {WRK | SRV, {"--preload", NULL, MM_FLAG_TRUE, &o->preload, "load the weights at start instead of on the first job",
                      .id = MM_EF_PRELOAD}},
+        {ALL, {"--vae-int8", NULL, MM_FLAG_TRUE, &p->vae_int8,
+               "lossy, opt-in: the video VAE decoder's block linears in int8 ConvRot (faster decode; docs/VAE.md)",
+               .id = MM_EF_VAE_INT8}},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0] && n < MM_ENGINE_FLAGS_MAX; i++)
@@ -155,6 +173,12 @@ static const char *cache_dir_from_env(void)
 
 int mm_engine_flags_finish(mm_engine_options *o, mm_error *err)
 {
+    const char *peer = getenv("MMH3_PEER_COPY");
+    if (peer && *peer && strcmp(peer, "0") != 0 && strcmp(peer, "1") != 0)
+        return mm_fail(err, "MMH3_PEER_COPY=%s (environment): accepted: 1 (direct GPU copies where the probe "
+                            "passes), 0 or unset (staged through host memory)", peer);
+    if (peer && strcmp(peer, "1") == 0)
+        o->h3.peer_copy = true;
     if (edge_from_env("MMH3_REF_SHORT_EDGE", &o->h3.ref_image_short_edge, err) != 0 ||
         edge_from_env("MMH3_REF_VIDEO_SHORT_EDGE", &o->h3.ref_video_short_edge, err) != 0 ||
         mm_sp_options_from_env(&o->h3.sp, err) != 0)

@@ -45,6 +45,9 @@ enum {
     MM_EF_CONFIG,
     MM_EF_DOWNLOAD,
     MM_EF_PRELOAD,
+    MM_EF_PEER_COPY,
+    MM_EF_VAE_INT8,
+    MM_EF_VRAM_BUDGET,
     MM_EF_END
 };
 

@@ -16,6 +16,7 @@ static const struct command {
     {"serve", mm_cmd_serve, "run the web app: PostgreSQL, FastCGI pool, GPU worker, nginx"},
     {"worker", mm_cmd_worker, "the GPU worker process (started by serve; one per GPU host)"},
     {"token", mm_cmd_token, "access tokens of the HTTP API: create, list, revoke"},
+    {"db", mm_cmd_db, "psql on the queue's database (the view `queue`: status, stage, times, prompt)"},
     {"tokenize", mm_cmd_tokenize, "JSON lines of text on stdin -> token id arrays on stdout"},
     {"conformance", mm_cmd_conformance, "run a conformance kit against the engine"},
     {"convert", mm_cmd_convert, "a dense DiT (bf16/f32, + FastVideo deltas) -> the int8 ConvRot file mmh3 loads"},

@@ -38,17 +38,23 @@ int mm_error_prefix(mm_error *err, const char *fmt, ...)
     return -1;
 }
 
-int mm_fail_errno(mm_error *err, const char *fmt, ...)
+int mm_vfail_cause(mm_error *err, const char *cause, const char *fmt, va_list ap)
 {
-    int saved = errno;
     if (!err)
         return -1;
     char what[MM_ERROR_MAX / 2];
+    vsnprintf(what, sizeof what, fmt, ap);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", what, cause);
+    return -1;
+}
+
+int mm_fail_errno(mm_error *err, const char *fmt, ...)
+{
+    const char *cause = strerror(errno);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    mm_vfail_cause(err, cause, fmt, ap);
     va_end(ap);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", what, strerror(saved));
     return -1;
 }
 

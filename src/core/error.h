@@ -10,6 +10,8 @@
 #ifndef MMH3_CORE_ERROR_H
 #define MMH3_CORE_ERROR_H
 
+#include <stdarg.h>
+
 #include <stddef.h>
 
 #define MM_ERROR_MAX 1024
@@ -30,6 +32,9 @@ int mm_fail(mm_error *err, const char *fmt, ...) MM_PRINTF(2, 3);
 int mm_error_prefix(mm_error *err, const char *fmt, ...) MM_PRINTF(2, 3);
 /* Sets the message from errno: "<what>: <strerror(errno)>". Returns -1. */
 int mm_fail_errno(mm_error *err, const char *fmt, ...) MM_PRINTF(2, 3);
+/* "<what>: <cause>", what from fmt and ap: the shape of mm_fail_errno for
+ * libraries with error codes of their own (FFmpeg's). Returns -1. */
+int mm_vfail_cause(mm_error *err, const char *cause, const char *fmt, va_list ap) MM_PRINTF(3, 0);
 void mm_error_clear(mm_error *err);
 
 #endif

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "backend/cuda/cuda_backend.h"
+#include "backend/gpu.h"
 #include "model/dit/dit.h"
 #include "model/vae/vae.h"
 #include "request/rules.h"
@@ -59,8 +59,8 @@ int mm_plan_for_host(int gpus, uint64_t budget, const mm_memplan_sizes *s, mm_me
 {
     mm_memplan_in in = {.n_gpus = gpus, .budget = budget, .s = *s};
     for (int g = 0; g < gpus && g < MM_MEMPLAN_MAX_GPUS; g++) {
-        mm_cuda_device_info info;
-        if (mm_cuda_device_info_get(g, &info, err) != 0)
+        mm_gpu_info info;
+        if (mm_gpu_info_get(g, &info, err) != 0)
             return mm_error_prefix(err, "memory plan");
         in.gpu_total[g] = info.total_bytes;
         in.gpu_free[g] = info.free_bytes;

@@ -14,6 +14,7 @@
 
 #include "backend/device.h"
 #include "backend/gpu.h"
+#include "engine/memory_plan.h"
 #include "engine/pipeline_internal.h"
 #include "request/request.h"
 #include "model/vae/vae.h"
@@ -137,6 +138,35 @@ int pl_upload_f32(mm_ctx *ctx, mm_tensor *dst, const float *host, int ndim, cons
 
 /* ----------------------------------------------------------------- create */
 
+/* The memory plan for the DiT's GPU (and the text encoder's, when it has a
+ * second one): which DiT blocks stream and what is loaded per use. It takes
+ * over the placement's one-GPU rule; --offload still loads per use. */
+static int plan_memory(mm_pipeline *p, mm_error *err)
+{
+    const mm_placement *pl = &p->placement;
+    if (pl->dit.kind != MM_DEVICE_CUDA || p->o.gpus > 1)
+        return 0;
+    const bool apart = !mm_device_eq(pl->dit, pl->text_encoder);
+    if (apart && (pl->text_encoder.kind != MM_DEVICE_CUDA || pl->dit.index != 0 || pl->text_encoder.index != 1))
+        return 0; /* a layout the plan does not describe: keep the placement's rule */
+    if (!apart && pl->dit.index != 0)
+        return 0;
+    const mm_component dit = p->have[MM_COMP_DIT_FL2VA] ? MM_COMP_DIT_FL2VA : MM_COMP_DIT_REF2VA;
+    const mm_plan_clip clip = {p->o.plan_width, p->o.plan_height, p->o.plan_frames, 0};
+    mm_memplan_sizes s;
+    if (mm_plan_sizes(p->files[dit].path, p->files[MM_COMP_TEXT_ENCODER].path, p->files[MM_COMP_VIDEO_VAE].path,
+                      p->files[MM_COMP_AUDIO_VAE].path, &clip, &s, err) != 0 ||
+        mm_plan_for_host(apart ? 2 : 1, p->o.vram_budget, &s, &p->plan, err) != 0)
+        return mm_error_prefix(err, "memory plan");
+    p->planned = true;
+    p->plan_blocks = s.dit_blocks;
+    p->placement.te_swapped = p->plan.dit_freed;
+    if (p->plan.te_per_use)
+        p->o.offload = true;
+    pl_log(p, "memory plan: %s", p->plan.summary);
+    return 0;
+}
+
 int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error *err)
 {
     *out = NULL;
@@ -179,6 +209,9 @@ int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error
     p->video_shift = read_shift(p->files[MM_COMP_CONFIG].path, "scheduler", PL_VIDEO_SHIFT);
     p->audio_shift = read_shift(p->files[MM_COMP_CONFIG].path, "audio_scheduler", PL_AUDIO_SHIFT);
 
+    /* Cross-GPU copies: staged through the host unless the user opted in. */
+    mm_transfer_set_policy(&(mm_transfer_policy){.peer_copy = o->peer_copy});
+
     /* Placement: the decision `mmh3 check` reports. */
     int n_gpus = mm_cuda_device_count();
     mm_placement_in pin = {.n_gpus = n_gpus, .device = o->device, .te_device = o->te_device};
@@ -196,6 +229,10 @@ int mm_pipeline_create(mm_pipeline **out, const mm_pipeline_options *o, mm_error
         return -1;
     }
     pl_log(p, "placement: %s (%s)", p->placement.summary, p->placement.reason);
+    if (plan_memory(p, err) != 0) {
+        mm_pipeline_destroy(p);
+        return -1;
+    }
     if (!(p->dit_ctx = ctx_for(p, p->placement.dit, err)) ||
         !(p->te_ctx = ctx_for(p, p->placement.text_encoder, err)) ||
         !(p->vae_ctx = ctx_for(p, p->placement.vae, err))) {
@@ -268,9 +305,13 @@ static int load_vaes(mm_pipeline *p, mm_timing *t, mm_error *err)
 {
     if (!p->vvae) {
         double t0 = mm_timing_now();
-        if (mm_video_vae_load(&p->vvae, p->files[MM_COMP_VIDEO_VAE].path, NULL, MM_VAE_BOTH, p->vae_ctx, err) != 0)
+        mm_video_vae_options vo;
+        mm_video_vae_options_release(&vo);
+        vo.int8_linears = p->o.vae_int8;
+        if (mm_video_vae_load(&p->vvae, p->files[MM_COMP_VIDEO_VAE].path, &vo, MM_VAE_BOTH, p->vae_ctx, err) != 0)
             return mm_error_prefix(err, "video VAE %s", p->files[MM_COMP_VIDEO_VAE].path);
-        mm_timing_add(t, MM_TG_LOADING, "load video VAE", mm_timing_now() - t0);
+        mm_timing_add(t, MM_TG_LOADING, p->o.vae_int8 ? "load video VAE (int8 decoder linears)" : "load video VAE",
+                      mm_timing_now() - t0);
     }
     if (!p->avae) {
         double t0 = mm_timing_now();
@@ -315,8 +356,16 @@ int pl_load_dit(mm_pipeline *p, int part, mm_timing *t, mm_error *err)
         char desc[800];
         mm_sp_dit_describe(p->sp[part], desc, sizeof desc);
         pl_log(p, "DiT %s sequence-parallel: %s", partition_name(part), desc);
-    } else if (mm_dit_load(&p->dit[part], p->files[c].path, p->dit_ctx, NULL, err) != 0) {
-        return mm_error_prefix(err, "DiT %s", p->files[c].path);
+    } else {
+        /* Both partitions' DiTs have the release's blocks: the plan made for one fits the other. */
+        mm_dit_residency res = {0};
+        if (p->planned && p->plan.streamed)
+            res = (mm_dit_residency){.stream = p->plan.stream, .n = p->plan_blocks};
+        if (mm_dit_load_ex(&p->dit[part], p->files[c].path, p->dit_ctx, NULL, &res, err) != 0)
+            return mm_error_prefix(err, "DiT %s", p->files[c].path);
+        if (res.n)
+            pl_log(p, "DiT %s: %d of %d blocks streamed from pinned host memory", partition_name(part),
+                   mm_dit_streamed_blocks(p->dit[part]), res.n);
     }
     const mm_dit_config *cfg = mm_dit_get_config(p->dit[part]);
     if (cfg->text_dim != p->te_config.text.hidden && p->te_config.text.hidden) {

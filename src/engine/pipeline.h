@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -33,6 +34,7 @@ typedef struct mm_pipeline_options {
     bool offload;                   /* text encoder + VAEs loaded for each request and freed after use */
     int threads;                    /* CPU workers (0 = one per core, or $MMH3_THREADS) */
     bool ref_kv_cache;              /* keep reference rows' K/V across forwards (ref2va) */
+    bool peer_copy;                 /* GPU->GPU copies direct where the pair's probe passed (else staged) */
     int ref_image_short_edge;       /* ref2va picture short edge (0 = the reference's 2048) */
     int ref_video_short_edge;       /* ref2va video canvas short edge (0 = 768, area capped like the target) */
     size_t prompt_cache_bytes;      /* in-memory prompt cache (0 = 256 MiB, SIZE_MAX = none) */
@@ -51,9 +53,19 @@ typedef struct mm_pipeline_options {
     /* The DiT sequence-parallel over this many GPUs, starting at its placed
      * device (0/1: one GPU; src/parallel/sp_dit.h). */
     int gpus;
+    /* Device memory per GPU the memory plan may use (backend/memplan.h;
+     * 0: free memory minus the margin), and the clip it sizes the
+     * activations for (0: the request rules' defaults). The plan decides
+     * which DiT blocks stream and what is loaded per use; a budget no plan
+     * fits fails creation with the smallest one that would. */
+    uint64_t vram_budget;
+    int plan_width, plan_height, plan_frames;
     /* How those GPUs exchange (sp.ranks is set from gpus): the world and the
      * debugging knobs, which the commands take from MMH3_SP_* at start-up. */
     mm_sp_options sp;
+    /* Opt-in, lossy: the video VAE decoder's block linears in int8 ConvRot
+     * (model/vae/vae.h int8_linears). */
+    bool vae_int8;
     /* On-disk caches that outlive the process (the preview projections);
      * NULL: nothing is kept. */
     const char *cache_dir;

@@ -538,7 +538,8 @@ int pl_denoise(pl_job *j, mm_error *err)
     if (adapters_bank(j, s.dreq, err) != 0)
         goto done;
     mm_tensor_free(&text);
-    mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)", mm_timing_now() - t0);
+    mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)",
+                  mm_timing_now() - t0 - j->preview_fit_seconds);
     pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards (%s)", (long long)l->rows,
            (long long)l->text_rows, (long long)l->video_rows, (long long)l->audio_rows, total, j->schedule.origin);
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/ops.h"
+#include "backend/memplan.h"
 #include "backend/placement.h"
 #include "engine/pipeline.h"
 #include "engine/preview.h"
@@ -43,6 +44,9 @@ struct mm_pipeline {
     mm_resolved files[MM_COMP_COUNT];
     bool have[MM_COMP_COUNT];
     mm_placement placement;
+    mm_memplan plan; /* applied when planned (one GPU for the DiT; not --device cpu, not --gpus N) */
+    bool planned;
+    int plan_blocks; /* the DiT blocks it was made for */
     mm_ctx *ctx[PL_MAX_CTX];
     int n_ctx;
     mm_ctx *dit_ctx, *te_ctx, *vae_ctx;
@@ -139,6 +143,7 @@ typedef struct pl_job {
     /* live previews of this job (pipeline_preview.c) */
     bool preview_on;
     double preview_last, preview_seconds;
+    double preview_fit_seconds; /* making the projection in pl_preview_begin (a loading row of its own) */
 } pl_job;
 
 /* Loading on demand (pipeline.c). "Swapping": the text encoder and the VAEs

@@ -64,10 +64,14 @@ void pl_preview_begin(pl_job *j)
     j->preview_last = -1;
     if (!j->cb || !j->cb->preview || p->preview_state < 0)
         return;
-    if (p->preview_state == 0)
+    if (p->preview_state == 0) {
+        const double t0 = mm_clock_now();
         projection_from_cache(p);
-    if (p->preview_state == 0 && p->vvae)
-        projection_fit(p);
+        if (p->preview_state == 0 && p->vvae)
+            projection_fit(p);
+        j->preview_fit_seconds = mm_clock_now() - t0;
+        mm_timing_add(j->t, MM_TG_LOADING, "preview projection (once per VAE)", j->preview_fit_seconds);
+    }
     if (p->preview_state == 0)
         pl_log(p, "previews: none in this job (the video VAE is loaded after denoising; its projection is made then)");
     j->preview_on = p->preview_state > 0;
@@ -77,9 +81,11 @@ void pl_preview_fit_late(pl_job *j)
 {
     mm_pipeline *p = j->p;
     if (j->cb && j->cb->preview && p->preview_state == 0 && p->vvae) {
+        const double t0 = mm_clock_now();
         projection_from_cache(p);
         if (p->preview_state == 0)
             projection_fit(p);
+        mm_timing_add(j->t, MM_TG_LOADING, "preview projection (once per VAE)", mm_clock_now() - t0);
     }
 }
 

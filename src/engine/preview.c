@@ -11,7 +11,6 @@
 #include "core/clock.h"
 #include "core/sha256.h"
 #include "media/image.h"
-#include "media/resize.h"
 #include "model/vae/vae.h"
 
 /* ------------------------------------------------------------ smooth latents */
@@ -368,32 +367,12 @@ int mm_preview_encode_strip(const uint8_t *const *frames, int n, int w, int h, m
         return mm_fail(err, "preview: %d frames of %dx%d", n, w, h);
     int fw, fh;
     mm_preview_frame_size(w, h, &fw, &fh);
-    const size_t strip_stride = (size_t)fw * n * 3;
-    uint8_t *strip = malloc(strip_stride * (size_t)fh), *frame = malloc((size_t)fw * fh * 3);
-    int rc = -1;
-    if (!strip || !frame) {
-        mm_fail(err, "out of memory for a %dx%d preview", fw * n, fh);
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        if (mm_resize_lanczos_u8(frames[i], h, w, 3, frame, fh, fw, err) != 0)
-            goto done;
-        for (int y = 0; y < fh; y++)
-            memcpy(strip + y * strip_stride + (size_t)i * fw * 3, frame + (size_t)y * fw * 3, (size_t)fw * 3);
-    }
-    if (mm_image_encode("jpg", strip, fw * n, fh, (int)strip_stride, MM_PREVIEW_QUALITY, &out->data, &out->size,
-                        err) != 0)
-        goto done;
+    if (mm_image_encode_strip(frames, n, w, h, fw, fh, MM_PREVIEW_QUALITY, &out->data, &out->size, err) != 0)
+        return mm_error_prefix(err, "preview");
     out->frames = n;
     out->frame_width = fw;
     out->frame_height = fh;
-    rc = 0;
-done:
-    free(strip);
-    free(frame);
-    if (rc != 0)
-        mm_error_prefix(err, "preview");
-    return rc;
+    return 0;
 }
 
 static uint8_t to_u8(float v)

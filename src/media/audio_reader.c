@@ -103,14 +103,10 @@ int mm_audio_read(const char *path, const mm_audio_options *opt, mm_audio *out, 
         o = *opt;
     if (o.rate == 0)
         o.rate = 32000;
-    mm_media_limits lim;
-    if (o.limits)
-        lim = *o.limits;
-    else
-        mm_media_limits_defaults(&lim);
+    const mm_media_limits lim = mm_media_limits_or_defaults(o.limits);
 
     mm_input in;
-    if (mm_input_open_path(&in, path, lim.timeout_seconds, err) < 0)
+    if (mm_input_open_path(&in, path, &lim, err) < 0)
         return -1;
     mm_media_info info;
     AVCodecContext *dec = NULL;

@@ -31,9 +31,20 @@ void mm_media_limits_defaults(mm_media_limits *lim)
 {
     lim->max_bytes = (int64_t)512 << 20;
     lim->max_side = 8192;
-    lim->max_image_pixels = 50000000;
+    lim->max_image_pixels = (int64_t)8192 * 4096;
+    lim->max_decoded_bytes = (int64_t)8192 * 4096 * 4; /* 8-bit RGBA */
     lim->max_video_pixels = 4096 * 2304;
     lim->max_aspect = 200;
     lim->max_seconds = 600;
     lim->timeout_seconds = 30;
+}
+
+mm_media_limits mm_media_limits_or_defaults(const mm_media_limits *lim)
+{
+    mm_media_limits l;
+    if (lim)
+        l = *lim;
+    else
+        mm_media_limits_defaults(&l);
+    return l;
 }

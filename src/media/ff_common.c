@@ -22,16 +22,13 @@ void mm_ff_cap_allocations(void)
 
 int mm_ff_fail(mm_error *err, int averr, const char *fmt, ...)
 {
-    if (!err)
-        return -1;
-    char what[MM_ERROR_MAX / 2];
+    char cause[AV_ERROR_MAX_STRING_SIZE] = {0};
+    av_strerror(averr, cause, sizeof cause);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    mm_vfail_cause(err, cause, fmt, ap);
     va_end(ap);
-    char msg[AV_ERROR_MAX_STRING_SIZE] = {0};
-    av_strerror(averr, msg, sizeof msg);
-    return mm_fail(err, "%s: %s", what, msg);
+    return -1;
 }
 
 char *mm_ff_file_url(const char *path)

@@ -38,6 +38,13 @@ int mm_image_write(const char *path, const uint8_t *rgb, int width, int height, 
 int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height, int stride, int quality,
                     uint8_t **data, size_t *size, mm_error *err);
 
+/* A JPEG strip: n frames of packed RGB24 width x height, each scaled
+ * (bilinear) to frame_width x frame_height (even), side by side left to
+ * right. The live previews' picture: scaling and colour conversion run in
+ * one swscale pass per frame. *data is malloc'ed, owned by the caller. */
+int mm_image_encode_strip(const uint8_t *const *frames, int n, int width, int height, int frame_width,
+                          int frame_height, int quality, uint8_t **data, size_t *size, mm_error *err);
+
 /* Writes n bytes to "<path>.part", fsyncs and renames it onto path, so a
  * reader sees the old file or the new one, never a part. */
 int mm_file_write_atomic(const char *path, const uint8_t *data, size_t n, mm_error *err);

@@ -18,13 +18,10 @@ void mm_image_free(mm_image *img)
 int mm_image_read(const char *path, const mm_media_limits *lim, mm_image *out, mm_error *err)
 {
     memset(out, 0, sizeof *out);
-    mm_media_limits defaults;
-    if (!lim) {
-        mm_media_limits_defaults(&defaults);
-        lim = &defaults;
-    }
+    const mm_media_limits limits = mm_media_limits_or_defaults(lim);
+    lim = &limits;
     mm_input in;
-    if (mm_input_open_path(&in, path, lim->timeout_seconds, err) < 0)
+    if (mm_input_open_path(&in, path, lim, err) < 0)
         return -1;
     mm_media_info info;
     AVFrame *frame = av_frame_alloc();

@@ -55,39 +55,26 @@ int mm_image_write(const char *path, const uint8_t *rgb, int width, int height, 
     return rc;
 }
 
-int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height, int stride, int quality,
-                    uint8_t **data, size_t *size, mm_error *err)
+/* An encoder for one still of fmt at width x height, and its frame. */
+static int open_still(const still_format *fmt, int width, int height, int quality, AVCodecContext **cc,
+                      AVFrame **fr, mm_error *err)
 {
-    const still_format *fmt = NULL;
-    for (size_t i = 0; i < sizeof formats / sizeof formats[0] && !fmt; i++)
-        if (!strcasecmp(type, formats[i].ext))
-            fmt = &formats[i];
-    *data = NULL;
-    *size = 0;
-    if (!fmt)
-        return mm_fail(err, "unknown image type '%s': accepted: png, jpg, jpeg, webp", type);
-    const char *path = fmt->ext; /* names the picture in the messages below */
-    if (width <= 0 || height <= 0 || stride < 3 * width)
-        return mm_fail(err, "%s: bad picture geometry %dx%d (stride %d)", path, width, height, stride);
+    *cc = NULL;
+    *fr = NULL;
     if (quality <= 0)
         quality = 90;
     if (quality > 100)
         quality = 100;
     const AVCodec *codec = avcodec_find_encoder_by_name(fmt->encoder);
     if (!codec)
-        return mm_fail(err, "%s: this FFmpeg build has no %s encoder", path, fmt->encoder);
-
+        return mm_fail(err, "this FFmpeg build has no %s encoder", fmt->encoder);
     AVCodecContext *c = avcodec_alloc_context3(codec);
     AVFrame *frame = av_frame_alloc();
-    AVPacket *pkt = av_packet_alloc();
-    struct SwsContext *sws = NULL;
-    uint8_t *out = NULL;
-    size_t out_n = 0;
-    int rc = -1, ret;
-    if (!c || !frame || !pkt) {
-        mm_fail(err, "out of memory");
-        goto done;
-    }
+    int ret;
+    *cc = c;
+    *fr = frame;
+    if (!c || !frame)
+        return mm_fail(err, "out of memory");
     c->width = width;
     c->height = height;
     c->pix_fmt = fmt->pix_fmt;
@@ -100,30 +87,30 @@ int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height,
     } else if (codec->id == AV_CODEC_ID_WEBP) {
         av_opt_set_double(c->priv_data, "quality", quality, 0);
     }
-    if ((ret = avcodec_open2(c, codec, NULL)) < 0) {
-        mm_ff_fail(err, ret, "%s: opening the %s encoder", path, fmt->encoder);
-        goto done;
-    }
+    if ((ret = avcodec_open2(c, codec, NULL)) < 0)
+        return mm_ff_fail(err, ret, "opening the %s encoder", fmt->encoder);
     frame->format = c->pix_fmt;
     frame->width = width;
     frame->height = height;
     frame->color_range = c->color_range;
-    if ((ret = av_frame_get_buffer(frame, 0)) < 0) {
-        mm_ff_fail(err, ret, "%s: frame buffer", path);
-        goto done;
-    }
-    sws = sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height, c->pix_fmt,
-                         SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INP, NULL, NULL, NULL);
-    if (!sws) {
-        mm_fail(err, "%s: cannot convert RGB for the %s encoder", path, fmt->encoder);
-        goto done;
-    }
-    const uint8_t *src[4] = {rgb, NULL, NULL, NULL};
-    int src_stride[4] = {stride, 0, 0, 0};
-    sws_scale(sws, src, src_stride, 0, height, frame->data, frame->linesize);
+    if ((ret = av_frame_get_buffer(frame, 0)) < 0)
+        return mm_ff_fail(err, ret, "frame buffer");
+    return 0;
+}
+
+/* The filled frame through the encoder into one malloc'ed buffer. */
+static int encode_still(AVCodecContext *c, AVFrame *frame, const char *encoder, uint8_t **data, size_t *size,
+                        mm_error *err)
+{
+    AVPacket *pkt = av_packet_alloc();
+    uint8_t *out = NULL;
+    size_t out_n = 0;
+    int ret, rc = -1;
+    if (!pkt)
+        return mm_fail(err, "out of memory");
     frame->pts = 0;
     if ((ret = avcodec_send_frame(c, frame)) < 0 || (ret = avcodec_send_frame(c, NULL)) < 0) {
-        mm_ff_fail(err, ret, "%s: encoding", path);
+        mm_ff_fail(err, ret, "encoding");
         goto done;
     }
     while ((ret = avcodec_receive_packet(c, pkt)) >= 0) {
@@ -138,11 +125,11 @@ int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height,
         av_packet_unref(pkt);
     }
     if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN)) {
-        mm_ff_fail(err, ret, "%s: encoding", path);
+        mm_ff_fail(err, ret, "encoding");
         goto done;
     }
     if (out_n == 0) {
-        mm_fail(err, "%s: the %s encoder produced nothing", path, fmt->encoder);
+        mm_fail(err, "the %s encoder produced nothing", encoder);
         goto done;
     }
     *data = out;
@@ -151,8 +138,76 @@ int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height,
     rc = 0;
 done:
     free(out);
-    sws_freeContext(sws);
     av_packet_free(&pkt);
+    return rc;
+}
+
+int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height, int stride, int quality,
+                    uint8_t **data, size_t *size, mm_error *err)
+{
+    const still_format *fmt = NULL;
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0] && !fmt; i++)
+        if (!strcasecmp(type, formats[i].ext))
+            fmt = &formats[i];
+    *data = NULL;
+    *size = 0;
+    if (!fmt)
+        return mm_fail(err, "unknown image type '%s': accepted: png, jpg, jpeg, webp", type);
+    if (width <= 0 || height <= 0 || stride < 3 * width)
+        return mm_fail(err, "bad picture geometry %dx%d (stride %d)", width, height, stride);
+    AVCodecContext *c;
+    AVFrame *frame;
+    struct SwsContext *sws = NULL;
+    int rc = open_still(fmt, width, height, quality, &c, &frame, err);
+    if (rc == 0) {
+        sws = sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height, c->pix_fmt,
+                             SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INP, NULL, NULL, NULL);
+        if (!sws)
+            rc = mm_fail(err, "cannot convert RGB for the %s encoder", fmt->encoder);
+    }
+    if (rc == 0) {
+        const uint8_t *src[4] = {rgb, NULL, NULL, NULL};
+        int src_stride[4] = {stride, 0, 0, 0};
+        sws_scale(sws, src, src_stride, 0, height, frame->data, frame->linesize);
+        rc = encode_still(c, frame, fmt->encoder, data, size, err);
+    }
+    sws_freeContext(sws);
+    av_frame_free(&frame);
+    avcodec_free_context(&c);
+    return rc;
+}
+
+int mm_image_encode_strip(const uint8_t *const *frames, int n, int width, int height, int frame_width,
+                          int frame_height, int quality, uint8_t **data, size_t *size, mm_error *err)
+{
+    static const still_format jpeg = {"jpg", "mjpeg", AV_PIX_FMT_YUVJ420P};
+    *data = NULL;
+    *size = 0;
+    if (n < 1 || width < 1 || height < 1 || frame_width < 2 || frame_height < 2 || frame_width % 2 ||
+        frame_height % 2 || (int64_t)n * frame_width > 65500)
+        return mm_fail(err, "bad strip geometry: %d frames of %dx%d to %dx%d (even sizes, at most 65500 px wide)", n,
+                       width, height, frame_width, frame_height);
+    AVCodecContext *c;
+    AVFrame *frame;
+    struct SwsContext *sws = NULL;
+    int rc = open_still(&jpeg, n * frame_width, frame_height, quality, &c, &frame, err);
+    if (rc == 0) {
+        /* scaling and the YUV conversion in one pass, straight into the frame's part of the strip */
+        sws = sws_getContext(width, height, AV_PIX_FMT_RGB24, frame_width, frame_height, AV_PIX_FMT_YUVJ420P,
+                             SWS_BILINEAR, NULL, NULL, NULL);
+        if (!sws)
+            rc = mm_fail(err, "cannot scale %dx%d RGB to a %dx%d JPEG frame", width, height, frame_width, frame_height);
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const uint8_t *src[4] = {frames[i], NULL, NULL, NULL};
+        int src_stride[4] = {3 * width, 0, 0, 0};
+        uint8_t *dst[4] = {frame->data[0] + (size_t)i * frame_width, frame->data[1] + (size_t)i * frame_width / 2,
+                           frame->data[2] + (size_t)i * frame_width / 2, NULL};
+        sws_scale(sws, src, src_stride, 0, height, dst, frame->linesize);
+    }
+    if (rc == 0)
+        rc = encode_still(c, frame, jpeg.encoder, data, size, err);
+    sws_freeContext(sws);
     av_frame_free(&frame);
     avcodec_free_context(&c);
     return rc;

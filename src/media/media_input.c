@@ -12,6 +12,7 @@
 
 #include <libavutil/avstring.h>
 #include <libavutil/display.h>
+#include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
 #include <libavutil/time.h>
 
@@ -118,10 +119,61 @@ const char *mm_input_format_label(const char *demuxer)
     return demuxer;
 }
 
+int mm_input_check_budget(const char *name, int w, int h, int bytes_per_pixel, const char *depth,
+                          const mm_media_limits *lim, mm_error *err)
+{
+    int64_t pixels = (int64_t)w * h, bytes = pixels * bytes_per_pixel;
+    if (pixels <= lim->max_image_pixels && bytes <= lim->max_decoded_bytes)
+        return 0;
+    return mm_fail(err,
+                   "%s: a %dx%d picture%s%s needs %.0f MiB to decode: refused before decoding, since the engine uses "
+                   "a picture at most at %.1f megapixels (%.0f MiB decoded); accepted: up to %.1f megapixels and "
+                   "%.0f MiB decoded (e.g. 8192x4096 at 8 bits per channel)",
+                   name, w, h, depth ? " at " : "", depth ? depth : "", (double)bytes / 1048576.0,
+                   (double)lim->max_image_pixels / 1e6, (double)lim->max_decoded_bytes / 1048576.0,
+                   (double)lim->max_image_pixels / 1e6, (double)lim->max_decoded_bytes / 1048576.0);
+}
+
+/* A PNG's size and depth from its IHDR, the chunk every PNG starts with: the
+ * PNG decoder that avformat_find_stream_info() runs to learn them would
+ * decode the whole picture first (8000x6000 at 16 bits: 366 MiB). */
+static int check_png_header(mm_input *in, const uint8_t *h, size_t n, const mm_media_limits *lim, mm_error *err)
+{
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (n < 29 || memcmp(h, sig, 8) != 0 || memcmp(h + 12, "IHDR", 4) != 0)
+        return 0; /* not a PNG, or not one FFmpeg will read: its own checks answer */
+    uint32_t w = (uint32_t)h[16] << 24 | (uint32_t)h[17] << 16 | (uint32_t)h[18] << 8 | h[19];
+    uint32_t ht = (uint32_t)h[20] << 24 | (uint32_t)h[21] << 16 | (uint32_t)h[22] << 8 | h[23];
+    int bits = h[24], colour = h[25];
+    /* channels per colour type (0 grey, 2 RGB, 3 palette, 4 grey+alpha, 6 RGBA); FFmpeg
+     * decodes a palette to 4-byte RGBA, and depths below 8 to a byte per channel */
+    int channels = colour == 2 ? 3 : colour == 4 ? 2 : colour == 6 ? 4 : 1;
+    int per_channel = bits == 16 ? 2 : 1;
+    int bpp = colour == 3 ? 4 : channels * per_channel;
+    if (w == 0 || ht == 0 || w > (uint32_t)lim->max_side || ht > (uint32_t)lim->max_side)
+        return mm_fail(err, "%s: image of %ux%u is too large: at most %d pixels per side are accepted", in->name, w, ht,
+                       lim->max_side);
+    return mm_input_check_budget(in->name, (int)w, (int)ht, bpp, bits == 16 ? "16 bits per channel" : NULL, lim,
+                                 err);
+}
+
+/* The first bytes of the input, without moving its read position. */
+static size_t peek_header(mm_input *in, uint8_t *buf, size_t n)
+{
+    if (in->data)
+        return in->size < n ? in->size : n;
+    ssize_t k = pread(in->fd, buf, n, 0);
+    return k > 0 ? (size_t)k : 0;
+}
+
 static int finish_open(mm_input *in, int (*rd)(void *, uint8_t *, int), int64_t (*sk)(void *, int64_t, int),
-                       mm_error *err)
+                       const mm_media_limits *lim, mm_error *err)
 {
     mm_ff_cap_allocations();
+    uint8_t head[32];
+    size_t got = peek_header(in, head, sizeof head);
+    if (check_png_header(in, in->data ? in->data : head, got, lim, err) < 0)
+        return -1;
     uint8_t *iobuf = av_malloc(IO_BUFFER_SIZE);
     if (!iobuf)
         return mm_fail(err, "out of memory");
@@ -168,7 +220,19 @@ static int finish_open(mm_input *in, int (*rd)(void *, uint8_t *, int), int64_t 
             return mm_fail(err, "%s: reading took longer than the time budget", in->name);
         return mm_ff_fail(err, ret, "%s: damaged or truncated %s file", in->name, mm_input_format_label(ifmt->name));
     }
-    ret = avformat_find_stream_info(in->fmt, NULL);
+    /* The decoders avformat_find_stream_info() opens get the pixel budget
+     * too, so no container's claim makes it decode a larger frame. */
+    int64_t budget = lim->max_image_pixels > lim->max_video_pixels ? lim->max_image_pixels : lim->max_video_pixels;
+    unsigned n_streams = in->fmt->nb_streams;
+    AVDictionary **stream_opts = n_streams ? av_calloc(n_streams, sizeof *stream_opts) : NULL;
+    for (unsigned i = 0; stream_opts && i < n_streams; i++) {
+        av_dict_set_int(&stream_opts[i], "max_pixels", budget, 0);
+        av_dict_set(&stream_opts[i], "threads", "1", 0);
+    }
+    ret = avformat_find_stream_info(in->fmt, stream_opts);
+    for (unsigned i = 0; stream_opts && i < n_streams; i++)
+        av_dict_free(&stream_opts[i]);
+    av_free(stream_opts);
     if (in->timed_out)
         return mm_fail(err, "%s: reading took longer than the time budget", in->name);
     if (ret < 0)
@@ -182,7 +246,7 @@ static void set_deadline(mm_input *in, double timeout_seconds)
         in->deadline = av_gettime_relative() + (int64_t)(timeout_seconds * 1e6);
 }
 
-int mm_input_open_path(mm_input *in, const char *path, double timeout_seconds, mm_error *err)
+int mm_input_open_path(mm_input *in, const char *path, const mm_media_limits *lim, mm_error *err)
 {
     memset(in, 0, sizeof *in);
     in->fd = -1;
@@ -201,15 +265,15 @@ int mm_input_open_path(mm_input *in, const char *path, double timeout_seconds, m
     }
     in->bytes = st.st_size;
     in->fd = fd;
-    set_deadline(in, timeout_seconds);
-    if (finish_open(in, fd_read, fd_seek, err) < 0) {
+    set_deadline(in, lim->timeout_seconds);
+    if (finish_open(in, fd_read, fd_seek, lim, err) < 0) {
         mm_input_close(in);
         return -1;
     }
     return 0;
 }
 
-int mm_input_open_buffer(mm_input *in, const uint8_t *data, size_t size, double timeout_seconds, mm_error *err)
+int mm_input_open_buffer(mm_input *in, const uint8_t *data, size_t size, const mm_media_limits *lim, mm_error *err)
 {
     memset(in, 0, sizeof *in);
     in->fd = -1;
@@ -219,8 +283,8 @@ int mm_input_open_buffer(mm_input *in, const uint8_t *data, size_t size, double 
     in->data = data;
     in->size = size;
     in->bytes = (int64_t)size;
-    set_deadline(in, timeout_seconds);
-    if (finish_open(in, buf_read, buf_seek, err) < 0) {
+    set_deadline(in, lim->timeout_seconds);
+    if (finish_open(in, buf_read, buf_seek, lim, err) < 0) {
         mm_input_close(in);
         return -1;
     }
@@ -410,6 +474,14 @@ static int check_picture(mm_input *in, const mm_media_limits *lim, mm_media_info
     if ((int64_t)w * h > max_pixels)
         return mm_fail(err, "%s: %s of %dx%d has %.1f megapixels: at most %.1f are accepted", in->name, what, w, h,
                        (double)w * h / 1e6, (double)max_pixels / 1e6);
+    /* What the decoded picture will cost, from the pixel format the header
+     * gave (16 bits per channel doubles it). */
+    int bytes = info->kind == MM_MEDIA_IMAGE && st->codecpar->format >= 0
+                    ? av_image_get_buffer_size((enum AVPixelFormat)st->codecpar->format, w, h, 1)
+                    : 0;
+    if (bytes > 0 && mm_input_check_budget(in->name, w, h, (int)(((int64_t)bytes + (int64_t)w * h - 1) / ((int64_t)w * h)),
+                                           NULL, lim, err) < 0)
+        return -1;
     double aspect = w > h ? (double)w / h : (double)h / w;
     if (aspect > lim->max_aspect)
         return mm_fail(err, "%s: %s of %dx%d has an aspect ratio of %.0f:1; at most %.0f:1 is accepted", in->name,

@@ -44,8 +44,15 @@ extern const char mm_media_decoder_allowlist[];
 /* "MP4/MOV", "PNG", ... for a demuxer name (the name itself when unknown). */
 const char *mm_input_format_label(const char *demuxer);
 
-int mm_input_open_path(mm_input *in, const char *path, double timeout_seconds, mm_error *err);
-int mm_input_open_buffer(mm_input *in, const uint8_t *data, size_t size, double timeout_seconds, mm_error *err);
+/* lim's time budget bounds the open; its picture budgets are checked on the
+ * header before anything is decoded (a PNG's IHDR: size and bit depth), and
+ * bound the frames avformat_find_stream_info() may decode to learn the rest. */
+int mm_input_open_path(mm_input *in, const char *path, const mm_media_limits *lim, mm_error *err);
+int mm_input_open_buffer(mm_input *in, const uint8_t *data, size_t size, const mm_media_limits *lim, mm_error *err);
+/* A picture of w x h at bytes_per_pixel against the budgets: -1 with a
+ * message that names the engine's limit when it is larger. */
+int mm_input_check_budget(const char *name, int w, int h, int bytes_per_pixel, const char *depth,
+                          const mm_media_limits *lim, mm_error *err);
 void mm_input_close(mm_input *in);
 
 /* Opens a decoder for stream `index`; threads 0 = automatic. The codec must

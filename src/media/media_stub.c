@@ -108,6 +108,15 @@ int mm_image_encode(const char *type, const uint8_t *rgb, int width, int height,
     return no_ffmpeg(err);
 }
 
+int mm_image_encode_strip(const uint8_t *const *frames, int n, int width, int height, int frame_width,
+                          int frame_height, int quality, uint8_t **data, size_t *size, mm_error *err)
+{
+    (void)frames, (void)n, (void)width, (void)height, (void)frame_width, (void)frame_height, (void)quality;
+    *data = NULL;
+    *size = 0;
+    return no_ffmpeg(err);
+}
+
 int mm_frames_dir_write(const char *dir, int index, const uint8_t *rgb, int width, int height, int stride,
                         mm_error *err)
 {

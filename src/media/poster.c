@@ -13,7 +13,7 @@ int mm_media_poster(const char *in_path, const char *out_path, int max_edge, mm_
     mm_media_limits lim;
     mm_media_limits_defaults(&lim);
     mm_input in;
-    if (mm_input_open_path(&in, in_path, lim.timeout_seconds, err) < 0)
+    if (mm_input_open_path(&in, in_path, &lim, err) < 0)
         return mm_error_prefix(err, "poster");
     mm_media_info info;
     AVFrame *frame = av_frame_alloc();

@@ -194,13 +194,10 @@ done:
 
 int mm_media_probe(const char *path, const mm_media_limits *lim, mm_media_info *out, mm_error *err)
 {
-    mm_media_limits defaults;
-    if (!lim) {
-        mm_media_limits_defaults(&defaults);
-        lim = &defaults;
-    }
+    const mm_media_limits limits = mm_media_limits_or_defaults(lim);
+    lim = &limits;
     mm_input in;
-    if (mm_input_open_path(&in, path, lim->timeout_seconds, err) < 0)
+    if (mm_input_open_path(&in, path, lim, err) < 0)
         return -1;
     int rc = probe_input(&in, lim, out, err);
     mm_input_close(&in);
@@ -210,13 +207,10 @@ int mm_media_probe(const char *path, const mm_media_limits *lim, mm_media_info *
 int mm_media_probe_buffer(const uint8_t *data, size_t size, const mm_media_limits *lim, mm_media_info *out,
                           mm_error *err)
 {
-    mm_media_limits defaults;
-    if (!lim) {
-        mm_media_limits_defaults(&defaults);
-        lim = &defaults;
-    }
+    const mm_media_limits limits = mm_media_limits_or_defaults(lim);
+    lim = &limits;
     mm_input in;
-    if (mm_input_open_buffer(&in, data, size, lim->timeout_seconds, err) < 0)
+    if (mm_input_open_buffer(&in, data, size, lim, err) < 0)
         return -1;
     int rc = probe_input(&in, lim, out, err);
     mm_input_close(&in);

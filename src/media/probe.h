@@ -39,15 +39,23 @@ typedef struct mm_media_limits {
     int64_t max_bytes;        /* file size */
     int max_side;             /* width and height, images and videos */
     int64_t max_image_pixels; /* width * height of an image */
+    int64_t max_decoded_bytes; /* one decoded picture in memory: pixels * bytes per pixel */
     int64_t max_video_pixels; /* width * height of a video frame */
     double max_aspect;        /* long side / short side */
     double max_seconds;       /* duration of a video or audio clip */
     double timeout_seconds;   /* wall-clock budget of one probe or open */
 } mm_media_limits;
 
-/* 512 MiB; 8192 px per side; 50 MP images; 4096x2304 video frames; aspect
- * 200 (the vision processor's limit); 10 minutes; 30 s budget. */
+/* 512 MiB; 8192 px per side; images up to 8192x4096 (33.6 MP) and 128 MiB
+ * decoded — the largest picture the engine uses (a reference at
+ * --ref-short-edge's top, 4096, capped at 8192 per side), so a larger or
+ * deeper one (16 bits per channel) costs memory for nothing and is refused
+ * from its header; 4096x2304 video frames; aspect 200 (the vision
+ * processor's limit); 10 minutes; 30 s budget. */
 void mm_media_limits_defaults(mm_media_limits *lim);
+/* A copy of *lim, or the defaults when lim is NULL (what the readers'
+ * lim NULL means). */
+mm_media_limits mm_media_limits_or_defaults(const mm_media_limits *lim);
 
 typedef struct mm_media_info {
     mm_media_kind kind;

@@ -80,7 +80,7 @@ static int64_t source_for(const mm_video_reader *r, int64_t k)
 static int count_frames(const char *path, const mm_media_limits *lim, int vi, int64_t *n, mm_error *err)
 {
     mm_input in;
-    if (mm_input_open_path(&in, path, lim->timeout_seconds, err) < 0)
+    if (mm_input_open_path(&in, path, lim, err) < 0)
         return -1;
     AVPacket *pkt = av_packet_alloc();
     int rc = pkt ? 0 : mm_fail(err, "out of memory");
@@ -163,10 +163,7 @@ int mm_video_open(mm_video_reader **out, const char *path, const mm_video_option
     r->in.fd = -1;
     if (opt)
         r->opt = *opt;
-    if (r->opt.limits)
-        r->lim = *r->opt.limits;
-    else
-        mm_media_limits_defaults(&r->lim);
+    r->lim = mm_media_limits_or_defaults(r->opt.limits);
     r->opt.limits = NULL;
     r->held_index = -1;
     snprintf(r->path, sizeof r->path, "%s", path);
@@ -177,7 +174,7 @@ int mm_video_open(mm_video_reader **out, const char *path, const mm_video_option
         mm_video_close(r);
         return mm_fail(err, "out of memory");
     }
-    if (mm_input_open_path(&r->in, path, r->lim.timeout_seconds, err) < 0) {
+    if (mm_input_open_path(&r->in, path, &r->lim, err) < 0) {
         mm_video_close(r);
         return -1;
     }

@@ -13,17 +13,30 @@
 /* Host staging buffer: large enough for full PCIe speed, small enough to stay out of the way. */
 #define STAGE_BYTES ((size_t)64 << 20)
 
-enum { PAIR_UNPROBED = 0, PAIR_OK, PAIR_BROKEN };
+enum { PAIR_UNPROBED = MM_PEER_UNPROBED, PAIR_OK = MM_PEER_INTACT, PAIR_BROKEN = MM_PEER_BROKEN };
 
 static pthread_mutex_t pair_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char pair_state[MAX_GPUS][MAX_GPUS];
+static mm_transfer_policy policy; /* under pair_mu */
 
-static int env_peer(void)
+void mm_transfer_set_policy(const mm_transfer_policy *p)
 {
-    const char *e = getenv("MMH3_PEER_COPY");
-    if (!e || !*e)
-        return -1;
-    return strcmp(e, "0") != 0;
+    pthread_mutex_lock(&pair_mu);
+    policy = *p;
+    pthread_mutex_unlock(&pair_mu);
+}
+
+bool mm_transfer_goes_direct(const mm_transfer_policy *p, mm_peer_verdict verdict)
+{
+    return p->peer_copy && verdict == MM_PEER_INTACT;
+}
+
+static mm_transfer_policy current_policy(void)
+{
+    pthread_mutex_lock(&pair_mu);
+    mm_transfer_policy p = policy;
+    pthread_mutex_unlock(&pair_mu);
+    return p;
 }
 
 int mm_transfer_probe(int src, int dst, size_t bytes, mm_peer_result *out, mm_error *err)
@@ -100,11 +113,8 @@ int mm_transfer_probe_all(int n_gpus, size_t bytes, mm_peer_result *results, int
 
 const char *mm_transfer_route(int src, int dst)
 {
-    int e = env_peer();
-    if (e == 0)
-        return "host (MMH3_PEER_COPY=0)";
-    if (e == 1)
-        return "peer (MMH3_PEER_COPY=1, unverified)";
+    if (!current_policy().peer_copy)
+        return "host (the default; --peer-copy opts in)";
     if (src < 0 || dst < 0 || src >= MAX_GPUS || dst >= MAX_GPUS)
         return "host";
     pthread_mutex_lock(&pair_mu);
@@ -113,12 +123,13 @@ const char *mm_transfer_route(int src, int dst)
     return st == PAIR_OK ? "peer" : st == PAIR_BROKEN ? "host (probe failed)" : "unprobed";
 }
 
-/* Whether an AUTO copy between two GPUs may go direct; probes on first use. */
+/* Whether an AUTO copy between two GPUs may go direct: only where opted in,
+ * and then after the pair's probe (run on first use). */
 static bool peer_allowed(int src, int dst)
 {
-    int e = env_peer();
-    if (e >= 0)
-        return e == 1;
+    mm_transfer_policy p = current_policy();
+    if (!p.peer_copy)
+        return false;
     if (src >= MAX_GPUS || dst >= MAX_GPUS)
         return false;
     pthread_mutex_lock(&pair_mu);
@@ -134,7 +145,7 @@ static bool peer_allowed(int src, int dst)
             fprintf(stderr, "mmh3: peer copies cuda:%d → cuda:%d return wrong data (%s); staging them through host "
                     "memory\n", src, dst, r.msg);
     }
-    return st == PAIR_OK;
+    return mm_transfer_goes_direct(&p, (mm_peer_verdict)st);
 }
 
 static int staged(mm_device dst_dev, char *dst, mm_device src_dev, const char *src, size_t bytes, mm_error *err)

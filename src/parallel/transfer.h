@@ -4,12 +4,15 @@
  * are broken still gives right answers.
  *
  * Some machines (IOMMU / PCIe ACS setups, some virtual machines) complete a
- * GPU→GPU peer copy "successfully" and deliver zeros or stale data. So a
- * direct copy between two GPUs is used only after that ordered pair passed
- * the integrity probe (a pattern copied and read back word by word,
- * mm_gpu_peer_probe), run once per pair on first use and remembered for the
- * life of the process; otherwise the copy is staged through host memory in
- * chunks. MMH3_PEER_COPY=0 forces staging, =1 skips the probe.
+ * GPU→GPU peer copy "successfully" and deliver zeros or stale data, and the
+ * original project found that on some hosts (2 × RTX 6000 Ada) a passing
+ * probe does not protect later copies. So every GPU→GPU copy is staged
+ * through host memory in chunks by default; a direct copy is used only when
+ * the user opted in (mm_transfer_policy.peer_copy: `--peer-copy`, or
+ * MMH3_PEER_COPY=1, read once by the command line) AND that ordered pair
+ * passed the integrity probe (a pattern copied and read back word by word,
+ * mm_gpu_peer_probe, as `mmh3 check` runs it), run once per pair on first
+ * use and remembered for the life of the process.
  */
 #ifndef MMH3_PARALLEL_TRANSFER_H
 #define MMH3_PARALLEL_TRANSFER_H
@@ -20,8 +23,20 @@
 #include "core/error.h"
 #include "core/tensor.h"
 
+/* How AUTO copies between GPUs go, set once at start-up from the engine's
+ * options (the default, all false: through the host). */
+typedef struct mm_transfer_policy {
+    bool peer_copy; /* opted in: direct where the pair passed the probe */
+} mm_transfer_policy;
+void mm_transfer_set_policy(const mm_transfer_policy *policy);
+
+/* The route AUTO takes between two GPUs under a policy and a probe verdict
+ * (the pure decision, for tests): true = direct. */
+typedef enum mm_peer_verdict { MM_PEER_UNPROBED = 0, MM_PEER_INTACT, MM_PEER_BROKEN } mm_peer_verdict;
+bool mm_transfer_goes_direct(const mm_transfer_policy *policy, mm_peer_verdict verdict);
+
 typedef enum mm_xfer_mode {
-    MM_XFER_AUTO = 0, /* direct where the pair is verified, else through the host */
+    MM_XFER_AUTO = 0, /* through the host, or direct where opted in and the pair is verified */
     MM_XFER_PEER,     /* direct (peer) copy, unverified */
     MM_XFER_HOST,     /* always through host memory (also between two buffers of one GPU) */
 } mm_xfer_mode;
@@ -55,8 +70,8 @@ int mm_transfer_probe(int src, int dst, size_t bytes, mm_peer_result *out, mm_er
 int mm_transfer_probe_all(int n_gpus, size_t bytes, mm_peer_result *results, int cap, char *summary,
                           size_t summary_len);
 
-/* How copies from src to dst go under MM_XFER_AUTO right now: "peer",
- * "host (probe failed)", "host (MMH3_PEER_COPY=0)", "unprobed". */
+/* How copies from src to dst go under MM_XFER_AUTO right now: "host (the
+ * default; --peer-copy opts in)", "peer", "host (probe failed)", "unprobed". */
 const char *mm_transfer_route(int src, int dst);
 
 #endif

@@ -35,7 +35,7 @@ int mm_rule_frames(long long frames, int *out, mm_rule_notes *notes, mm_error *e
 {
     if (frames < MM_FRAMES_MIN)
         return mm_fail(err, "%lld is below the minimum %d", frames, MM_FRAMES_MIN);
-    if (frames > MM_FRAMES_MAX + 16)
+    if (frames > MM_FRAMES_MAX)
         return mm_fail(err, "%lld is above the maximum %d (%.2f s)", frames, MM_FRAMES_MAX,
                        (double)MM_FRAMES_MAX / MM_FPS);
     int g = mm_frames_snap_down((int)frames);

@@ -1,6 +1,7 @@
 #include "serve/pg_cluster.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,94 @@ static int make_dir(const char *path, mode_t mode, const mm_pg_cluster *c, mm_er
     return 0;
 }
 
+/* As root, the account the server runs as: its own, never one that other
+ * processes share (nginx's workers run as nobody; anything running as the
+ * server's account can read every table, the token hashes included). The
+ * default `mmh3` is created as a system account when missing. */
+static int pg_account(const char *user, const char *log_path, struct passwd **out, mm_error *err)
+{
+    const char *name = user && *user ? user : "mmh3";
+    if (strcmp(name, "nobody") == 0 || strcmp(name, "root") == 0)
+        return mm_fail(err, "MMH3_PG_USER=%s: PostgreSQL needs an account of its own (%s is shared with other "
+                            "processes, nginx's workers among them); accepted: a dedicated user, default mmh3",
+                       name, name);
+    struct passwd *pw = getpwnam(name);
+    if (!pw && user && *user)
+        return mm_fail(err, "MMH3_PG_USER=%s: no such user", name);
+    if (!pw) {
+        mm_log("creating the system account 'mmh3' for PostgreSQL (it runs as its own user, not as root or nobody)");
+        char *argv[] = {"/usr/sbin/useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
+                        "/nonexistent", "--shell", "/usr/sbin/nologin", "--comment", "mmh3 database", "mmh3", NULL};
+        mm_proc_spec spec = {.name = "useradd", .argv = argv, .log_path = log_path};
+        if (mm_proc_run(&spec, err) < 0 || !(pw = getpwnam("mmh3")))
+            return mm_fail(err, "running as root, PostgreSQL needs an account of its own and 'mmh3' could not be "
+                                "created (see %s); create it with: useradd --system --user-group mmh3",
+                           log_path);
+    }
+    *out = pw;
+    return 0;
+}
+
+/* Hands an existing cluster to the server's account (one made before it had
+ * its own, as nobody): PostgreSQL refuses a data folder it does not own. */
+static uid_t chown_uid;
+static gid_t chown_gid;
+static int chown_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st, (void)type, (void)ftw;
+    return lchown(path, chown_uid, chown_gid) < 0 ? -1 : 0;
+}
+
+static int own_data_dir(const mm_pg_cluster *c, mm_error *err)
+{
+    struct stat st;
+    if (stat(c->data_dir, &st) < 0 || st.st_uid == c->uid)
+        return 0;
+    mm_log("giving %s (owned by uid %d) to uid %d, the database's account", c->data_dir, (int)st.st_uid, (int)c->uid);
+    chown_uid = c->uid, chown_gid = c->gid;
+    if (nftw(c->data_dir, chown_one, 32, FTW_PHYS) < 0)
+        return mm_fail_errno(err, "giving %s to uid %d", c->data_dir, (int)c->uid);
+    return 0;
+}
+
+/* Local connections authenticate: peer, mapped to the database role mmh3
+ * for the server's account and the user who runs mmh3 serve (root, or
+ * yourself) and nobody else. Written at every start, so a cluster made with
+ * the old trust rule gets this one. */
+static int write_auth_files(const mm_pg_cluster *c, mm_error *err)
+{
+    struct passwd *server = getpwuid(c->uid), *serving = getpwuid(geteuid());
+    if (!server || !serving)
+        return mm_fail(err, "cannot name the database's users (uid %d, uid %d)", (int)c->uid, (int)geteuid());
+    char server_name[256], serving_name[256];
+    snprintf(server_name, sizeof server_name, "%s", server->pw_name);
+    snprintf(serving_name, sizeof serving_name, "%s", serving->pw_name);
+    char path[PATH_MAX + 32];
+    const char *files[][2] = {
+        {"pg_hba.conf", "# Written by mmh3 serve at every start (src/serve/pg_cluster.c).\n"
+                        "local all all peer map=mmh3\n"},
+        {"pg_ident.conf", NULL},
+    };
+    char ident[800];
+    snprintf(ident, sizeof ident,
+             "# Written by mmh3 serve at every start: who may log in as the role mmh3.\n"
+             "mmh3 %s mmh3\n%s%s%s", server_name, strcmp(server_name, serving_name) ? "mmh3 " : "",
+             strcmp(server_name, serving_name) ? serving_name : "", strcmp(server_name, serving_name) ? " mmh3\n" : "");
+    files[1][1] = ident;
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", c->data_dir, files[i][0]);
+        FILE *f = fopen(path, "w");
+        if (!f || fputs(files[i][1], f) < 0 || fclose(f) != 0) {
+            if (f)
+                fclose(f);
+            return mm_fail_errno(err, "writing %s", path);
+        }
+        if (chmod(path, 0600) < 0 || (c->as_user && chown(path, c->uid, c->gid) < 0))
+            return mm_fail_errno(err, "giving %s to uid %d", path, (int)c->uid);
+    }
+    return 0;
+}
+
 int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, const char *user,
                   mm_error *err)
 {
@@ -38,15 +127,9 @@ int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, 
     snprintf(c->socket_dir, sizeof c->socket_dir, "%s/pg.sock", state_dir);
     snprintf(c->log_path, sizeof c->log_path, "%s/postgres.log", log_dir);
     if (geteuid() == 0) {
-        const char *want = user; /* default: mmh3, else nobody */
-        struct passwd *pw = getpwnam(want && *want ? want : "mmh3");
-        if (!pw && want && *want)
-            return mm_fail(err, "MMH3_PG_USER=%s: no such user", want);
-        if (!pw)
-            pw = getpwnam("nobody");
-        if (!pw)
-            return mm_fail(err, "running as root, PostgreSQL needs an unprivileged user: create one named "
-                                "'mmh3' (useradd --system mmh3)");
+        struct passwd *pw = NULL;
+        if (pg_account(user, c->log_path, &pw, err) < 0)
+            return -1;
         c->uid = pw->pw_uid;
         c->gid = pw->pw_gid;
         c->as_user = true;
@@ -70,17 +153,17 @@ int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, 
     char version[PATH_MAX + 16];
     snprintf(version, sizeof version, "%s/PG_VERSION", c->data_dir);
     if (access(version, F_OK) == 0)
-        return 0;
+        return c->as_user && own_data_dir(c, err) < 0 ? -1 : write_auth_files(c, err);
     mm_log("creating the PostgreSQL cluster in %s", c->data_dir);
     char initdb[PATH_MAX + 16];
     snprintf(initdb, sizeof initdb, "%s/initdb", c->bindir);
-    char *argv[] = {initdb, "-D", c->data_dir, "-U", "mmh3", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8",
-                    "--no-instructions", NULL};
+    char *argv[] = {initdb, "-D", c->data_dir, "-U", "mmh3", "--auth-local=peer", "--auth-host=reject", "-E", "UTF8",
+                    "--locale=C.UTF-8", "--no-instructions", NULL};
     mm_proc_spec spec = {.name = "initdb", .argv = argv, .log_path = c->log_path, .uid = c->uid, .gid = c->gid,
                          .as_user = c->as_user};
     if (mm_proc_run(&spec, err) < 0)
         return mm_error_prefix(err, "creating the database cluster");
-    return 0;
+    return write_auth_files(c, err);
 }
 
 int mm_pg_start(mm_pg_cluster *c, mm_error *err)

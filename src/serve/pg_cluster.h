@@ -1,8 +1,10 @@
 /* The private PostgreSQL cluster of `mmh3 serve`: a data folder under the
  * outputs folder, reachable only through a unix socket in a private folder
  * (no TCP), created with initdb on first use. When serve runs as root, the
- * server runs as the unprivileged `mmh3` user (or `nobody`), since
- * PostgreSQL refuses to run as root. */
+ * server runs as an account of its own, `mmh3` (created as a system account
+ * when missing; never nobody, whose processes include nginx's workers),
+ * since PostgreSQL refuses to run as root. Local logins authenticate: peer,
+ * for the server's account and the user running mmh3 serve. */
 #ifndef MMH3_SERVE_PG_CLUSTER_H
 #define MMH3_SERVE_PG_CLUSTER_H
 
@@ -24,8 +26,9 @@ typedef struct mm_pg_cluster {
     pid_t pid;
 } mm_pg_cluster;
 
-/* Lays out <state_dir>/{pgdata,pg.sock/,} and runs initdb when needed. As
- * root, the server runs as `user` (NULL or "": mmh3, else nobody). */
+/* Lays out <state_dir>/{pgdata,pg.sock/,}, runs initdb when needed and
+ * writes the login rules (pg_hba.conf, pg_ident.conf). As root, the server
+ * runs as `user` (NULL or "": mmh3, created when missing). */
 int mm_pg_prepare(mm_pg_cluster *c, const char *state_dir, const char *log_dir, const char *bindir, const char *user,
                   mm_error *err);
 /* Starts the server, waits until it accepts connections, creates the database. */

@@ -20,7 +20,7 @@ typedef struct mm_serve_options {
     const char *web_root;    /* NULL: the built web app next to the binary, else the installed one */
     const char *nginx;       /* nginx binary */
     const char *pg_bindir;   /* initdb/postgres folder */
-    const char *pg_user;     /* as root, the private cluster's user ($MMH3_PG_USER; NULL: mmh3, else nobody) */
+    const char *pg_user;     /* as root, the private cluster's user ($MMH3_PG_USER; NULL: mmh3, created when missing) */
     bool worker;             /* start a worker (default true) */
     const char *engine_kind; /* "h3" or "mock" */
     double mock_seconds;

@@ -61,11 +61,10 @@ int mm_db_connect(const char *url, const char *app_name, PGconn **out, mm_error 
     return 0;
 }
 
-int mm_db_query(PGconn *c, const char *sql, int n, const char *const *params, PGresult **out, mm_error *err)
+/* A statement's result, kept in *out when out is set (else cleared); a
+ * failed one is cleared and named in err. */
+static int take_result(PGconn *c, PGresult *r, PGresult **out, mm_error *err)
 {
-    if (out)
-        *out = NULL;
-    PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
     ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
         char msg[MM_ERROR_MAX / 2];
@@ -81,20 +80,14 @@ int mm_db_query(PGconn *c, const char *sql, int n, const char *const *params, PG
     return 0;
 }
 
-int mm_db_exec(PGconn *c, const char *sql, mm_error *err)
+int mm_db_query(PGconn *c, const char *sql, int n, const char *const *params, PGresult **out, mm_error *err)
 {
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-        char msg[MM_ERROR_MAX / 2];
-        snprintf(msg, sizeof msg, "%s", r ? PQresultErrorMessage(r) : PQerrorMessage(c));
-        trim_newline(msg);
-        PQclear(r);
-        return mm_fail(err, "database: %s", msg);
-    }
-    PQclear(r);
-    return 0;
+    if (out)
+        *out = NULL;
+    return take_result(c, PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0), out, err);
 }
+
+int mm_db_exec(PGconn *c, const char *sql, mm_error *err) { return take_result(c, PQexec(c, sql), NULL, err); }
 
 int mm_db_ensure(PGconn *c, mm_error *err)
 {

@@ -172,6 +172,7 @@ typedef struct render_ctx {
     mm_stage stage;
     double stage_started; /* engine-elapsed time the stage began */
     double load_seconds;  /* loading the model before this job (first job only) */
+    int steps_done;       /* the last denoising step reported */
     double last_write;
     bool db_trouble;
     mm_job_preview *preview;
@@ -258,10 +259,15 @@ static void on_progress(void *user, const mm_progress *p)
     /* Every stage change and the last step go out; steps at most every 100 ms. */
     if (!stage_changed && p->step != p->total_steps && mm_clock_now() - r->last_write < 0.1)
         return;
+    /* The engines report the stages after denoising at step 0; the steps are
+     * all done by then, and the job's step says so instead of falling back. */
+    if (p->stage == MM_STAGE_DENOISING)
+        r->steps_done = p->step;
+    int step = p->stage > MM_STAGE_DENOISING && p->step == 0 ? r->steps_done : p->step;
     double snapshot[MM_STAGE_COUNT];
     memcpy(snapshot, r->seconds, sizeof snapshot);
     snapshot[r->stage] += p->elapsed - r->stage_started;
-    store_progress(r, mm_stage_name(p->stage), p->step, p->total_steps, snapshot);
+    store_progress(r, mm_stage_name(p->stage), step, p->total_steps, snapshot);
 }
 
 static void on_preview(void *user, const mm_preview *pv) { mm_job_preview_publish(((render_ctx *)user)->preview, pv); }

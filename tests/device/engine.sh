@@ -17,6 +17,11 @@
 #            spelling), --sampler turbo8-768p and turbo4-768p, fast and exact (FEWSTEP_MODES, default
 #            "8:fast 4:fast 8:exact"); each run's timing table, and the clip's wall time without the
 #            load stages (the weights-resident figure)
+#   (previews) the live previews' cost (--preview-dir, a preview after every forward): the t2v
+#            render at PREVIEW_STEPS (default 8) grid points; the timing table's "live previews"
+#            row against its "denoise (DiT forwards)" row (target: previews <= 1 % of step time),
+#            the projection fit's line, and the strips written; then the same render with
+#            --vae-int8: its "decode video" row beside the fp16 one
 #   (ref2va) a ref2va render (a 1920x1080 picture, a 1 s clip with sound, a 3 s audio clip; the
 #            released 2048-px picture rule), without and with --ref-kv-cache (REF_STEPS grid
 #            points, default 5): per-step times, the speed-up, the rel_l2 of the final latents
@@ -176,6 +181,38 @@ if want fewstep; then
     fi
     rm -f "/tmp/engine_$name.mp4"
   done
+fi
+
+if want previews; then
+  PV=$OUT/engine_previews
+  rm -rf "$PV"
+  gen_run previews 400 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
+    --size "$SIZE" --frames "$FRAMES" --steps "${PREVIEW_STEPS:-8}" --seed 1 --preview-dir "$PV" -o /tmp/engine_previews.mp4
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    for k in 'previews: projection' 'live previews' 'denoise (DiT' 'decode video' 'per step:' 'previews: [0-9]* in'; do
+      l=$(figure "$k" previews); [ -n "$l" ] && note "  $l"
+    done
+    while read -r l; do note "$l"; done < <(awk '
+      function secs(   i) { for (i = 1; i <= NF; i++) { if ($i ~ /^[0-9]+m$/ && $(i + 1) ~ /^[0-9.]+s$/) return $i * 60 + $(i + 1);
+                            if ($i ~ /^[0-9.]+s$/) return $i + 0 } return "" }
+      /live previews/ { pv = secs() }
+      /denoise \(DiT forwards\)/ { dn = secs() }
+      END { if (pv != "" && dn > 0) printf "RESULT previews live_s %.3f denoise_s %.2f share_of_step_pct %.3f (target <= 1)\n", pv, dn, 100 * pv / dn }' \
+      "$OUT/engine_previews.txt" | tee -a "$OUT/engine_previews.txt")
+    note "  strips: $(ls "$PV" | wc -l) in $PV, first $(ls "$PV" | head -1) ($(stat -c %s "$PV/$(ls "$PV" | head -1)" 2>/dev/null) bytes)"
+  else
+    note "FAIL: previews generate (exit $rc; see $OUT/engine_previews.txt)"; status=1
+  fi
+  gen_run previews_int8 400 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
+    --size "$SIZE" --frames "$FRAMES" --steps "${PREVIEW_STEPS:-8}" --seed 1 --vae-int8 -o /tmp/engine_previews_int8.mp4
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    note "  --vae-int8: $(figure 'decode video' previews_int8) (fp16 above: $(figure 'decode video' previews))"
+  else
+    note "FAIL: --vae-int8 generate (exit $rc; see $OUT/engine_previews_int8.txt)"; status=1
+  fi
+  rm -f /tmp/engine_previews.mp4 /tmp/engine_previews_int8.mp4
 fi
 
 if want ref2va; then

@@ -167,5 +167,19 @@ PYEOF
       while read -r line; do note "  $line"; done < <(grep "g$g.safetensors" "$OUT/placement_compare.txt")
     fi
   done
+  # Cross-GPU hand-offs are staged through the host by default; --peer-copy opts into direct copies
+  # where the probe passes. The same render both ways must give the same latents, bit for bit.
+  if [ "$ngpu" -ge 2 ] && [ -f "$OUT/placement_latents_g1.safetensors" ]; then
+    step "placement: --peer-copy (direct copies where the probe passed) against the staged default"
+    timeout --kill-after=10 560 "$EB/mmh3" generate --models-path "$M" --plain -v --gpus 1 --peer-copy \
+      -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." --size 1344x768 \
+      --frames 124 --steps "$steps" --seed 1 --dump-latents "$OUT/placement_latents_peer.safetensors" \
+      -o "$OUT/placement_peer.mp4" >"$OUT/placement_peer.txt" 2>&1 || status=1
+    if cmp -s "$OUT/placement_latents_g1.safetensors" "$OUT/placement_latents_peer.safetensors"; then
+      note "PASS --peer-copy: latents bit-identical to the staged default"
+    else
+      note "FAIL --peer-copy: latents differ from the staged default (placement_peer.txt)"; status=1
+    fi
+  fi
 fi
 finish $status

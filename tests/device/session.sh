@@ -27,7 +27,7 @@
 #
 #   options: --call N | --steps NAME[:SECONDS],...   --budget SECONDS (default 560: the call's
 #            whole length; steps that no longer fit are skipped and listed)   --dry (CPU stand-ins)
-#   steps:   speed vae te multigpu t2v server ref2va kbench qgemm profile lora fewstep sparse (arguments: MMH3_<STEP>_ARGS)
+#   steps:   speed vae te multigpu t2v server ref2va kbench qgemm profile lora fewstep sparse vram (arguments: MMH3_<STEP>_ARGS)
 #
 # What comes back ($OUT, ≤ 8 files): session_summary.txt (host, build, every step's rc, time and
 # summary lines, the skipped steps) and session_logs.tgz (every step's logs, packed after each
@@ -115,6 +115,7 @@ chain=()
 want_ckpt speed && chain+=(dit)
 want_ckpt lora && chain+=(dit)
 want_ckpt sparse && chain+=(dit)
+want_ckpt vram && chain+=(dit)
 want_ckpt vae && chain+=(vv av)
 want_ckpt te && chain+=(te)
 { want_ckpt t2v || want_ckpt ref2va || want_ckpt server; } && chain+=(dit te vv av)
@@ -159,7 +160,7 @@ fi
 # ------------------------------------------------------------------ the steps
 declare -A summ=([speed]=summary_speed.txt [vae]=vae_summary.txt [te]=te_summary.txt [multigpu]=summary_multigpu.txt
   [t2v]=engine_summary.txt [ref2va]=engine_summary.txt [kbench]=bench_join.txt [qgemm]=summary_speed.txt
-  [server]=server_summary.txt [profile]=summary_profile.txt [lora]=summary_lora.txt [fewstep]=summary_fewstep.txt [sparse]=summary_sparse.txt)
+  [server]=server_summary.txt [profile]=summary_profile.txt [lora]=summary_lora.txt [fewstep]=summary_fewstep.txt [sparse]=summary_sparse.txt [vram]=summary_vram.txt)
 skipped=()
 for spec in ${steps//,/ }; do
   name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
@@ -180,6 +181,7 @@ for spec in ${steps//,/ }; do
     profile) cmd=(bash tests/device/profile.sh $extra) ;;
     lora) cmd=(bash tests/device/lora.sh --budget $((limit - 10)) $extra) ;;
     fewstep) cmd=(bash tests/device/fewstep.sh $extra) ;;
+    vram) cmd=(bash tests/device/vram.sh $extra) ;;
     sparse) cmd=(bash tests/device/sparse.sh --budget $((limit - 10)) ${extra:---part tests,kit,attn,clip5}) ;;
     *) say "== $name: unknown step"; continue ;;
   esac

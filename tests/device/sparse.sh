@@ -4,7 +4,9 @@
 #   build    build-device/ (lib.sh device_build): mmh3, the DiT and sparse benchmarks, the tests
 #   tests    test_cuda_sparse (routing vs the CPU twin and the double reference; the portable and
 #            the Hopper kernel vs the double reference at every tile edge, vs the CPU twin at DiT
-#            sizes, run-to-run bits, the Hopper self-check), test_sparse_attention (CPU)   (~90 s)
+#            sizes, run-to-run bits, the Hopper self-check), test_cuda_lora (the fused adapter
+#            branch vs the addend path and fp64, the kit's DiT with adapters), test_sparse_attention
+#            (CPU)                                                                        (~120 s)
 #   kit      the DiT conformance kit on CUDA through sparse attention at density 1 (--sparse full),
 #            beside the default dense run                                                 (~40 s)
 #   attn     bench/mmh3-bench-sparse-attn at S = 38,010 and 109,262, 56 heads: fa3 exact and fast
@@ -70,7 +72,7 @@ step "host"
 timeout 10 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader 2>&1 || true
 
 BIN="mmh3 bench/mmh3-bench-dit tests/unit/test_sparse_attention"
-[ "$dry" = 1 ] || BIN="$BIN bench/mmh3-bench-sparse-attn tests/unit/test_cuda_sparse"
+[ "$dry" = 1 ] || BIN="$BIN bench/mmh3-bench-sparse-attn tests/unit/test_cuda_sparse tests/unit/test_cuda_lora"
 step "build: $BIN"
 # shellcheck disable=SC2086
 make_limit=$(limit 300) device_build sparse $BIN || finish 1
@@ -78,7 +80,7 @@ note "build ok ($((SECONDS - t0)) s)"
 
 if want tests; then
   step "tests: sparse routing and attention on the GPU vs the CPU twin and the double reference"
-  for t in test_cuda_sparse:300 test_sparse_attention:90; do
+  for t in test_cuda_sparse:300 test_cuda_lora:150 test_sparse_attention:90; do
     prog=${t%%:*} secs=$(limit "${t##*:}")
     [ -x "$B/tests/unit/$prog" ] || { note "SKIP $prog: not built (CPU stand-in)"; continue; }
     [ "$secs" -gt 0 ] || { note "SKIP $prog: out of time"; continue; }

@@ -12,6 +12,13 @@
 #           PyTorch implementation (bench/reference/vae_ref.py, one ViT pass
 #           per tile as upstream), timed on the same GPU in the same run, its
 #           outputs compared with ours; the ratios at the end.
+#   (int8)  the video decode of 124 frames at 1344x768 three ways in one run:
+#           ours fp16, ours with the decoder's block linears in int8 ConvRot
+#           (bench_vae --int8, the opt-in --vae-int8), PyTorch fp16; the
+#           int8 frames' PSNR against ours fp16 (first and last frame; the
+#           target is >= 45 dB) and the times as ratios.
+#           Not in the default parts: bash tests/device/vae.sh --part int8
+#           (needs the checkpoints of --part bench, or makes them).
 #
 #   here:    bash tests/device/prepare.sh            (fills .carry/: debs, configure)
 #   device:  bash tests/device/vae.sh [--part kit,bench,ref]   with carry [".carry"]
@@ -145,5 +152,56 @@ if want ref; then
       [ -n "$o" ] && [ -n "$r" ] && note "$c (glue generic): ours ${o}s, PyTorch ${r}s, speedup $(awk -v a="$r" -v b="$o" 'BEGIN{printf "%.2fx", a/b}')"
     done
   fi
+fi
+if want int8; then
+  step "(int8) the video decode: ours fp16, ours int8 linears, PyTorch fp16, in this run"
+  for f in "$VV:video-vae:240" "$AV:audio-vae:120"; do
+    IFS=: read -r file kind lim <<<"$f"
+    device_wait_file "$file" "$lim" && continue
+    if [ "$dry" = 1 ]; then
+      device_dry_models && cp "$DRY_MODELS/vae/minimax_h3_$( [ "$kind" = video-vae ] && echo video_vae_fp16 ||
+        echo audio_vae_fp32).safetensors" "$file" && continue
+    fi
+    # shellcheck disable=SC2086
+    timeout "$lim" "$B/mmh3-gen-tiny" "$kind" $full --out "$file.part" >/dev/null && mv "$file.part" "$file" ||
+      { rm -f "$file.part"; note "FAIL: generate $kind"; finish 1; }
+  done
+  I16=$OUT/vae_int8_fp16_io.safetensors I8=$OUT/vae_int8_io.safetensors
+  for mode in fp16 int8; do
+    flag=""; io=$I16
+    [ "$mode" = int8 ] && flag=--int8 io=$I8
+    # shellcheck disable=SC2086
+    timeout 200 "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device "$DEV" --frames "$FRAMES" --width "$VW" \
+      --height "$VH" --reps 3 --what decode $flag --out "$io" | tee "$OUT/vae_int8_bench_$mode.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: bench_vae ($mode)"; }
+  done
+  if [ -n "$PY" ] && [ -f "$I16" ] && [ -f "$I8" ]; then
+    timeout 60 "$PY" - "$I16" "$I8" <<'PYEOF' | tee "$OUT/vae_int8_psnr.txt"
+import math, sys
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+worst = math.inf
+for k in ("decode.out.first_frame", "decode.out.last_frame"):
+    x, y = a[k].double(), b[k].double()
+    mse = float(((x - y) ** 2).mean())
+    psnr = math.inf if mse == 0 else 10 * math.log10(255 ** 2 / mse)
+    worst = min(worst, psnr)
+    print(f"  {k}: PSNR {psnr:.2f} dB, max |diff| {float((x - y).abs().max()):.0f} levels")
+print(f"VAE_INT8 psnr_db_min {worst:.2f} (target >= 45)")
+PYEOF
+    note "$(tail -1 "$OUT/vae_int8_psnr.txt")"
+    timeout 300 "$PY" bench/reference/vae_ref.py --video "$VV" --audio "$AV" --inputs "$I16" --reps 2 --what decode |
+      tee "$OUT/vae_int8_ref.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || { status=1; note "FAIL: vae_ref.py (decode)"; }
+  elif [ "$dry" = 1 ]; then
+    note "SKIP int8 PSNR and PyTorch: no python with torch (CPU stand-in run)"
+  else
+    note "FAIL: no python with torch, or a bench run failed"; status=1
+  fi
+  o16=$(grep '^VAE_BENCH decode' "$OUT/vae_int8_bench_fp16.txt" 2>/dev/null | awk '{print $4}' | head -1)
+  o8=$(grep '^VAE_BENCH decode' "$OUT/vae_int8_bench_int8.txt" 2>/dev/null | awk '{print $4}' | head -1)
+  r=$(grep '^VAE_REF decode' "$OUT/vae_int8_ref.txt" 2>/dev/null | awk '{print $4}' | head -1)
+  [ -n "$o16" ] && [ -n "$o8" ] && note "decode $FRAMES x ${VW}x$VH: ours fp16 ${o16}s, ours int8 ${o8}s, int8 speedup $(awk -v a="$o16" -v b="$o8" 'BEGIN{printf "%.2fx", a/b}')"
+  [ -n "$o8" ] && [ -n "$r" ] && note "decode: PyTorch fp16 ${r}s, ours int8 vs PyTorch $(awk -v a="$r" -v b="$o8" 'BEGIN{printf "%.2fx", a/b}'), ours fp16 vs PyTorch $(awk -v a="$r" -v b="$o16" 'BEGIN{printf "%.2fx", a/b}')"
 fi
 finish $status

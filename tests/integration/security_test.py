@@ -490,6 +490,116 @@ def oversized_and_malformed_uploads_refused(s):
     check(st == 200 and body["images"][0]["kind"] == "image", "a good upload: %d %r", st, body)
 
 
+@test
+def nginx_answers_json_and_asks_for_the_token_before_the_size(s):
+    """A body over nginx's limit: an anonymous client gets 401 (not the limit), a token holder a JSON 413 (on
+    /v1 in OpenAI's shape); nginx's own other errors (a too-long URL, a missing file) are JSON too."""
+    big_json = b'{"prompt": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+    big_upload = b"\0" * ((UPLOAD_MB + 2) * 1024 * 1024)
+    cases = [("/api/ai/queue", big_json, "application/json"), ("/v1/videos", big_json, "application/json"),
+             ("/api/images", big_upload, "multipart/form-data; boundary=x")]
+    for path, body, ctype in cases:
+        st, resp, h = raw_request(s.base, "POST", path, {"Content-Type": ctype}, body)
+        check(st == 401 and h.get("content-type", "").startswith("application/json") and
+              (is_json_error(resp) or (isinstance(resp, dict) and resp.get("error", {}).get("message"))),
+              "anonymous oversize POST %s: %d %r %r", path, st, h.get("content-type"),
+              resp if isinstance(resp, dict) else (resp or b"")[:120])
+        st, resp, h = raw_request(s.base, "POST", path, {"Content-Type": ctype, "Authorization": "Bearer " + s.token},
+                                  body)
+        v1 = path.startswith("/v1/")
+        shaped = (isinstance(resp, dict) and resp.get("error", {}).get("type") == "invalid_request_error"
+                  and "larger than this server accepts" in resp["error"]["message"]) if v1 else \
+            (is_json_error(resp) and "larger than this server accepts" in resp["status_message"])
+        check(st == 413 and h.get("content-type", "").startswith("application/json") and shaped,
+              "oversize POST %s with a token: %d %r", path, st, resp if isinstance(resp, dict) else (resp or b"")[:120])
+    for path, want in (("/api/files/generations/" + "a" * 36 + ".mp4", 404), ("/api/files/nothing", 404),
+                       ("/api/status?" + "q" * 20000, (400, 414))):
+        st, resp, h = raw_request(s.base, "GET", path, {"Authorization": "Bearer " + s.token})
+        check(st in (want if isinstance(want, tuple) else (want,)) and is_json_error(resp),
+              "GET %s: %d %r", path[:60], st, resp if isinstance(resp, dict) else (resp or b"")[:120])
+
+
+@test
+def database_runs_as_its_own_account_and_logins_authenticate(s):
+    """The private PostgreSQL runs as an account of its own (as root: mmh3, never nobody, whose processes
+    include nginx's workers), and local logins authenticate (peer, mapped): the serving user gets in, a process
+    running as nobody does not, and no login rule trusts anyone."""
+    import pwd
+    with open(os.path.join(s.outputs, ".mmh3", "run", "postgres.pid")) as f:
+        pid = int(f.read().split()[0])
+    with open("/proc/%d/status" % pid) as f:
+        uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+    name = pwd.getpwuid(uid).pw_name
+    if os.geteuid() == 0:
+        check(name == "mmh3", "PostgreSQL runs as %s, not its own account mmh3", name)
+    else:
+        check(uid == os.geteuid(), "PostgreSQL runs as %s", name)
+    with open(os.path.join(s.outputs, ".mmh3", "pgdata", "pg_hba.conf")) as f:
+        rules = [ln.split() for ln in f if ln.strip() and not ln.startswith("#")]
+    check(rules and all(r[-2:] == ["peer", "map=mmh3"] or r[-1] == "reject" for r in rules), "pg_hba.conf: %r", rules)
+    check(s.psql("SELECT current_user") == "mmh3", "the serving user cannot log in")
+    if os.geteuid() != 0:
+        return
+    out = subprocess.run(["runuser", "-u", "nobody", "--", "psql", "-X", "-At", s.conninfo(), "-c",
+                          "SELECT count(*) FROM api_tokens"], capture_output=True, text=True, timeout=30)
+    check(out.returncode != 0 and not out.stdout.strip(), "a process running as nobody read the tokens: %d %r %r",
+          out.returncode, out.stdout, out.stderr)
+
+
+def png_deep(width, height, bits=16):
+    """A real RGBA PNG of width x height at `bits` per channel, all zeros: a few hundred KB on disk for
+    8000x6000 at 16 bits, which decodes to 366 MiB."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+    ihdr = struct.pack(">IIBBBBB", width, height, bits, 6, 0, 0, 0)
+    row = b"\0" * (1 + width * 4 * bits // 8)
+    z = zlib.compressobj(9)
+    idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def fcgi_hwm_kib(s):
+    """The peak resident memory (VmHWM) of the mmh3-fcgi process, in KiB."""
+    with open(os.path.join(s.outputs, ".mmh3", "run", "fcgi.pid")) as f:
+        pid = int(f.read().split()[0])
+    with open("/proc/%d/status" % pid) as f:
+        return pid, next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+@test
+def deep_pictures_refused_from_their_header_with_memory_bounded(s):
+    """An 8000x6000 16-bit PNG (a few hundred KB that decode to 366 MiB) is refused from its header, naming the
+    engine's budget, and 8 of them uploaded at once leave mmh3-fcgi's peak memory where it was: nothing is
+    decoded. A 16-bit picture within the budget is still accepted."""
+    import threading
+    bomb = png_deep(8000, 6000)
+    check(len(bomb) < 1024 * 1024, "the crafted PNG is %d bytes", len(bomb))
+    pid, before = fcgi_hwm_kib(s)
+    results = []
+
+    def send():
+        results.append(s.upload([("deep.png", bomb)]))
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    check(len(results) == 8, "%d of 8 uploads answered", len(results))
+    for st, body in results:
+        msg = body["error"]["message"] if isinstance(body, dict) else str(body)[:200]
+        check(st == 400 and body["error"]["field"] == "files[0]" and "8000x6000" in msg and "16 bits per channel" in msg
+              and "refused before decoding" in msg and "33.6 megapixels" in msg, "%d %r", st, msg)
+    pid2, after = fcgi_hwm_kib(s)
+    check(pid2 == pid, "mmh3-fcgi was restarted (%d -> %d): it died under the uploads", pid, pid2)
+    check(after - before < 64 * 1024, "mmh3-fcgi's peak memory grew by %d MiB (VmHWM %d -> %d KiB)",
+          (after - before) // 1024, before, after)
+    st, body = s.upload([("deep-small.png", png_deep(512, 256))])
+    check(st == 200 and body["images"][0]["width"] == 512, "a 16-bit 512x256 PNG: %d %r", st, body)
+
+
 # ---------------------------------------------------------------- limits
 
 def drain_bucket(what, send, per_minute, allowed_status=None):

@@ -8,6 +8,7 @@ workers, all started by `mmh3 serve --mock`. FFmpeg's ffprobe checks the clips.
 Prints one "PASS name" / "FAIL name: why" line per test.
 """
 import argparse
+import http.client
 import json
 import os
 import signal
@@ -69,6 +70,72 @@ def status_reports_mock_engine(s):
     check(any(w["online"] and w["engine_kind"] == "mock" for w in body["workers"]), "workers %r", body["workers"])
     check(set(body["queue"]) == set(["queued", "processing", "succeeded", "failed", "cancelled"]), "queue %r",
           body["queue"])
+
+
+@test
+def status_forgets_dead_workers(s):
+    """A worker whose heartbeat is older than the lease (its process died without a word) is no longer listed,
+    whatever state it last wrote; one beating now is."""
+    ids = ["dead-%d" % i for i in range(3)] + ["alive-0"]
+    for wid in ids[:3]:
+        s.psql("INSERT INTO workers (id, hostname, pid, engine_kind, state, heartbeat_at) VALUES "
+               "('%s', 'gone', 1, 'mock', 'busy', now() - interval '10 minutes')" % wid)
+    s.psql("INSERT INTO workers (id, hostname, pid, engine_kind, state) VALUES ('alive-0', 'here', 2, 'mock', 'idle')")
+    try:
+        st, body = s.get("/api/status")
+        listed = [w["worker_id"] for w in body["workers"]]
+        check(st == 200 and not any(w.startswith("dead-") for w in listed), "dead workers listed: %r", listed)
+        check("alive-0" in listed, "a beating worker is missing: %r", listed)
+    finally:
+        s.psql("DELETE FROM workers WHERE id IN (%s)" % ",".join("'%s'" % w for w in ids))
+
+
+@test
+def head_answers_where_get_does(s):
+    """HEAD on every GET route: GET's status and content type, no body; the event stream answers at once."""
+    g = s.enqueue(**small(prompt="a head request"))
+    gid = g["generation_id"]
+    s.request("DELETE", "/api/ai/queue/" + gid)
+    for path in ("/api/status", "/api/ai/queue", "/api/ai/queue/" + gid, "/api/settings", "/openapi.json",
+                 "/v1/videos", "/v1/videos/" + gid, "/api/ai/queue/00000000-0000-4000-8000-000000000000",
+                 "/api/events"):
+        st_get, _, h_get = (200, None, {"content-type": "text/event-stream"}) if path == "/api/events" else \
+            s.request("GET", path, raw=True)
+        conn = http.client.HTTPConnection(s.base, timeout=10)
+        conn.request("HEAD", path, headers={"Authorization": "Bearer " + s.token} if s.token else {})
+        resp = conn.getresponse()
+        body = resp.read()
+        conn.close()
+        check(resp.status == st_get and resp.getheader("content-type", "").split(";")[0] ==
+              h_get["content-type"].split(";")[0] and body == b"",
+              "HEAD %s: %d %r (GET: %d %r)", path, resp.status, resp.getheader("content-type"), st_get,
+              h_get["content-type"])
+
+
+@test
+def the_queue_view_reads_in_psql(s):
+    """psql's view of the queue: status, stage, step, attempts, times and the head of the prompt, newest first."""
+    g = s.enqueue(**small(prompt="a view   of the\nqueue " + "x" * 80))
+    try:
+        row = s.psql("SELECT id, status IN ('queued', 'processing'), attempts <= 1, enqueued IS NOT NULL, prompt_head "
+                     "FROM queue LIMIT 1")
+        check(row == "%s|t|t|t|a view of the queue %s" % (g["generation_id"], "x" * 40), "first row %r", row)
+        cols = s.psql("SELECT string_agg(column_name, ',' ORDER BY ordinal_position) FROM information_schema.columns "
+                      "WHERE table_name = 'queue'")
+        check(cols == "id,status,stage,step,attempts,canvas,enqueued,started,completed,seconds,worker,prompt_head,"
+                      "error", "columns %r", cols)
+        # mmh3 db: psql on the same database, found from the outputs folder, with the view to read.
+        out = subprocess.run([s.mmh3, "db", "--outputs", s.outputs, "-X", "-At", "-c",
+                              "SELECT status FROM queue WHERE id = '%s'" % g["generation_id"]],
+                             capture_output=True, text=True, timeout=30)
+        check(out.returncode == 0 and out.stdout.strip() in ("queued", "processing", "cancelled", "succeeded"),
+              "mmh3 db: %d %r %r", out.returncode, out.stdout, out.stderr)
+        out = subprocess.run([s.mmh3, "db", "--outputs", os.path.join(s.work, "no-such-outputs"), "-c", "SELECT 1"],
+                             capture_output=True, text=True, timeout=30)
+        check(out.returncode == 1 and "no running mmh3 serve" in out.stderr, "mmh3 db without a server: %d %r",
+              out.returncode, out.stderr)
+    finally:
+        s.request("DELETE", "/api/ai/queue/" + g["generation_id"])
 
 
 @test
@@ -202,6 +269,10 @@ def enqueue_progress_over_sse_to_decodable_mp4(s):
         steps = [e["json"]["step"] for e in updates if e["json"]["stage"] == "denoising"]
         check(len(set(steps)) >= 2 and steps == sorted(steps) and max(steps) <= 9, "denoising steps %r", steps)
         check(g["step"] == 9 and g["total_steps"] == 9, "final step %d of %d", g["step"], g["total_steps"])
+        # Past denoising the steps are all done: decoding and writing keep step 9 of 9, not 0.
+        after = [(e["json"]["stage"], e["json"]["step"]) for e in updates if e["json"]["status"] == "processing"
+                 and e["json"]["stage"] in ("decoding_video", "decoding_audio", "writing")]
+        check(after and all(step == 9 for _, step in after), "steps after denoising %r", after)
         check(all(e["json"]["total_steps"] == 9 for e in updates if e["json"]["stage"] == "denoising"),
               "total_steps")
         check(g["progress"] == 1 and g["completed_at"] >= g["started_at"] >= g["enqueued_at"], "times %s", g)
@@ -360,6 +431,7 @@ def every_validation_error(s):
         ("seconds zero", {"prompt": "x", "seconds": 0}, "seconds"),
         ("seconds too long", {"prompt": "x", "seconds": 16}, "seconds"),
         ("width small", {"prompt": "x", "width": 31}, "width"),
+        ("frames past 362", {"prompt": "x", "frames": 370}, "frames"),
         ("height large", {"prompt": "x", "height": 4096}, "height"),
         ("width string", {"prompt": "x", "width": "512"}, "width"),
         ("size malformed", {"prompt": "x", "size": "huge"}, "size"),

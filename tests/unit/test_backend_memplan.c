@@ -225,8 +225,8 @@ static void test_random(void)
             MM_REQUIRE(min > 0, "a refusal names a budget: %s", err.msg);
             in.budget = min;
             MM_EXPECT(mm_memplan_choose(&in, &p, NULL, &err) == 0, "the budget named works: %s", err.msg);
-            in.budget = min - G / 10;
-            MM_EXPECT(mm_memplan_choose(&in, &p, NULL, &err) == -1, "a tenth of a GiB less does not");
+            in.budget = min - (min > G ? G / 10 : G / 100);
+            MM_EXPECT(mm_memplan_choose(&in, &p, NULL, &err) == -1, "one printed step less does not");
         }
         if (mm_test_case_failed)
             break;

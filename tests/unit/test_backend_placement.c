@@ -39,6 +39,28 @@ static void test_rules(void)
     MM_EXPECT(mm_placement_choose(&in, &p, &err) == -1 && strstr(err.msg, "gpu7"), "%s", err.msg);
 }
 
+/* Two GPUs: the VAEs fall back to the DiT's card when the second cannot hold
+ * the text encoder, the VAEs and their decode work. */
+static void test_vaes_fall_back_to_the_dit_card(void)
+{
+    mm_placement p;
+    mm_error err = {{0}};
+    const uint64_t G = 1ull << 30;
+    mm_placement_in in = {.n_gpus = 2, .dit_bytes = 20 * G, .te_bytes = 15 * G, .vae_bytes = 6 * G};
+    in.gpu_total[0] = 141 * G;
+    in.gpu_total[1] = 24 * G; /* 15 + 6 + 4 GiB of decode work do not fit in 24 */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(strcmp(p.summary, "dit=cuda:0 text_encoder=cuda:1 vae=cuda:0") == 0, "small second card: %s", p.summary);
+    MM_EXPECT(strstr(p.reason, "go to the DiT's card"), "the reason says so: %s", p.reason);
+    in.gpu_total[1] = 26 * G; /* they do in 26 */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(strcmp(p.summary, "dit=cuda:0 text_encoder=cuda:1 vae=cuda:1") == 0, "26 GiB: %s", p.summary);
+    in.gpu_total[1] = 24 * G;
+    in.vae_work_bytes = 1 * G; /* a smaller decode's work fits */
+    MM_REQUIRE(mm_placement_choose(&in, &p, &err) == 0, "%s", err.msg);
+    MM_EXPECT(strcmp(p.summary, "dit=cuda:0 text_encoder=cuda:1 vae=cuda:1") == 0, "1 GiB of work: %s", p.summary);
+}
+
 /* Both DiTs stay resident where two of them + work (+ the text encoder and
  * VAEs when they share the GPU) fit; always on the CPU, never on a GPU of
  * unknown size. */
@@ -78,6 +100,7 @@ static void test_both_dits(void)
 int main(void)
 {
     MM_RUN(test_rules);
+    MM_RUN(test_vaes_fall_back_to_the_dit_card);
     MM_RUN(test_both_dits);
     return mm_test_exit();
 }

@@ -1,5 +1,5 @@
 /* The LoRA branch on the GPU (device test; SKIP without one): the Hopper
- * GEMM with the branch fused (mm_cuda_qgemm_lora) and the cuBLASLt path
+ * GEMM with the branch fused (mm_qgemm_lora) and the cuBLASLt path
  * given the branch's f32 sums as its addend, plain and gated, on the shapes
  * of a split q/k/v adapter, both against fp64 within a bound scaled by the
  * summed terms (where the two paths differ by more than a bf16 step, and on
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_fused.h"
+#include "backend/fused.h"
 #include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
@@ -157,8 +157,8 @@ static void fused_case(int64_t M, int64_t A, int64_t K, int r, bool gated)
     mm_tensor vsw = mm_tensor_wrap(gsw.data, gsw.device, MM_F32, 1, MM_SHAPE(N));
     mm_tensor bt = mm_tensor_transpose(&gb, 0, 1);
     mm_gemm(gpu, &delta, &gu, &bt, NULL, 1.0f, 0.0f); /* the branch's f32 sums */
-    mm_cuda_gemm_i8_scaled_add(gpu, &ya, &gqx, &vsx, &gqw, &vsw, gated ? &ggate : NULL, gated ? &gidx : NULL, &delta);
-    mm_cuda_qgemm_lora(gpu, &yb, &gqx, &vsx, &gqw, &vsw, gated ? &ggate : NULL, gated ? &gidx : NULL, &gu, &gb, &gmask);
+    mm_fused_gemm_i8_scaled_add(gpu, &ya, &gqx, &vsx, &gqw, &vsw, gated ? &ggate : NULL, gated ? &gidx : NULL, &delta);
+    mm_qgemm_lora(gpu, &yb, &gqx, &vsx, &gqw, &vsw, gated ? &ggate : NULL, gated ? &gidx : NULL, &gu, &gb, &gmask);
     mm_error err = {{0}};
     MM_EXPECT(mm_ctx_sync(gpu, &err) == 0, "%s", err.msg);
     mm_tensor ha = down(&ya), hb = down(&yb);
@@ -203,7 +203,7 @@ static void fused_case(int64_t M, int64_t A, int64_t K, int r, bool gated)
 
 static void test_fused_branch_matches_the_addend_path(void)
 {
-    MM_REQUIRE(mm_cuda_qgemm_lora_ready(gpu), "the sm90 GEMM's adapter branch is not in use on this GPU (self-check "
+    MM_REQUIRE(mm_qgemm_lora_ready(gpu), "the sm90 GEMM's adapter branch is not in use on this GPU (self-check "
                                               "failed or no sm_90 kernel): see the stderr line");
     fused_case(300, 512, 512, 64, false);
     fused_case(300, 512, 512, 64, true);
@@ -343,7 +343,7 @@ static void test_forward_with_an_adapter_matches_the_cpu(void)
     float *cpu_base = forward(cpu, dit_cpu, NULL, 0, &n, NULL), *cpu_lora = forward(cpu, dit_cpu, &uc, 1, &n, NULL);
     float *gpu_base = forward(gpu, dit_gpu, NULL, 0, &n, NULL), *gpu_lora = forward(gpu, dit_gpu, &ug, 1, &n, &fused);
     MM_REQUIRE(cpu_base && cpu_lora && gpu_base && gpu_lora, "forwards");
-    MM_EXPECT(fused || !mm_cuda_qgemm_lora_ready(gpu), "the fused block did not take the fused branch");
+    MM_EXPECT(fused || !mm_qgemm_lora_ready(gpu), "the fused block did not take the fused branch");
     const double base = rel_l2(gpu_base, cpu_base, n), with = rel_l2(gpu_lora, cpu_lora, n);
     float *dg = malloc(sizeof(float) * (size_t)n), *dc = malloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++)

@@ -15,7 +15,7 @@
  *   REL(t) ‖gpu − cpu‖ / ‖cpu‖ < t (attention: P is rounded to bf16 before
  *          P·V on the GPU, as FlashAttention does; the CPU keeps f32).
  */
-#include "backend/cuda/cuda_fused.h"
+#include "backend/fused.h"
 #include "backend/kernel_policy.h"
 #include "backend/ops.h"
 #include "cuda_test.h"
@@ -1060,7 +1060,7 @@ static void test_pad_interpolate(void)
     mm_tensor_free(&x), mm_tensor_free(&gx), mm_tensor_free(&xi), mm_tensor_free(&gxi);
 }
 
-/* The fused DiT paths of cuda_fused.h against the CPU composition they stand for. */
+/* The fused DiT paths of backend/fused.h against the CPU composition they stand for. */
 static void codes_close(const char *what, const mm_tensor *qc, const mm_tensor *qg_dev, double max_frac)
 {
     mm_tensor qg = D(qg_dev);
@@ -1089,7 +1089,7 @@ static void fused_case(int64_t Rr, int64_t K, int64_t Tn)
     pair h = OUT(MM_BF16, SH(Rr, K)), q = OUT(MM_I8, SH(Rr, K)), sq = OUT(MM_F32, SH(Rr));
     mm_rmsnorm_modulate(cpu, &h.c, &x, &w, 1e-5f, &sc, &sh, &idx);
     mm_convrot_quantize(cpu, &q.c, &sq.c, &h.c, 256);
-    mm_cuda_rmsnorm_modulate_convrot(gpu, &q.g, &sq.g, &h.g, &gx, &gw, 1e-5f, &gsc, &gsh, &gi);
+    mm_fused_rmsnorm_modulate_convrot(gpu, &q.g, &sq.g, &h.g, &gx, &gw, 1e-5f, &gsc, &gsh, &gi);
     if (ctx_ok("rmsnorm_modulate_convrot")) {
         codes_close("rmsnorm+mod+convrot codes", &q.c, &q.g, 2e-3);
         cmpg("rmsnorm+mod+convrot scales", &sq.c, &sq.g, ULP, 256, 0);
@@ -1101,7 +1101,7 @@ static void fused_case(int64_t Rr, int64_t K, int64_t Tn)
     pair h2 = OUT(MM_BF16, SH(Rr, K)), q2 = OUT(MM_I8, SH(Rr, K)), s2 = OUT(MM_F32, SH(Rr));
     mm_glu(cpu, &h2.c, &g1, &u1, MM_ACT_SILU);
     mm_convrot_quantize(cpu, &q2.c, &s2.c, &h2.c, 256);
-    mm_cuda_swiglu_convrot(gpu, &q2.g, &s2.g, &h2.g, &ggu);
+    mm_fused_swiglu_convrot(gpu, &q2.g, &s2.g, &h2.g, &ggu);
     if (ctx_ok("swiglu_convrot")) {
         codes_close("swiglu+convrot codes", &q2.c, &q2.g, 1e-3);
         cmpg("swiglu+convrot scales", &s2.c, &s2.g, ULP, 2, 0);
@@ -1116,7 +1116,7 @@ static void fused_case(int64_t Rr, int64_t K, int64_t Tn)
     mm_gemm_i8_scaled(cpu, &y.c, &q2.c, &s2.c, &wq, &sw, NULL);
     mm_gated_residual(cpu, &res, &y.c, &gtab, &idx);
     mm_tensor cq2 = G(&q2.c), cs2 = G(&s2.c); /* the same codes on both sides */
-    mm_cuda_gemm_i8_scaled_gated(gpu, &gres, &cq2, &cs2, &gwq, &gsw, &ggtab, &gi);
+    mm_fused_gemm_i8_scaled_gated(gpu, &gres, &cq2, &cs2, &gwq, &gsw, &ggtab, &gi);
     if (ctx_ok("gemm_i8_scaled_gated"))
         cmpg("int8 GEMM + gated residual", &res, &gres, EXACT, 0, 0);
     /* q/k RMSNorm + RoPE in one pass on views of a fused qkv buffer */
@@ -1134,7 +1134,7 @@ static void fused_case(int64_t Rr, int64_t K, int64_t Tn)
     }
     mm_rmsnorm(cpu, &v[0][0], &v[0][0], &wqn, 1e-5f), mm_rmsnorm(cpu, &v[0][1], &v[0][1], &wkn, 1e-5f);
     mm_rope(cpu, &v[0][0], &v[0][0], &cs, &sn, (int)rot), mm_rope(cpu, &v[0][1], &v[0][1], &cs, &sn, (int)rot);
-    mm_cuda_qk_rmsnorm_rope(gpu, &v[1][0], &v[1][1], &gwqn, &gwkn, 1e-5f, &gcs, &gsn, (int)rot);
+    mm_fused_qk_rmsnorm_rope(gpu, &v[1][0], &v[1][1], &gwqn, &gwkn, 1e-5f, &gcs, &gsn, (int)rot);
     if (ctx_ok("qk_rmsnorm_rope"))
         cmpg("q/k RMSNorm + RoPE fused (v untouched)", &qkv, &gqkv, ULP, 2, 0.05);
     mm_tensor_free(&x), mm_tensor_free(&w), mm_tensor_free(&tab), mm_tensor_free(&idx), mm_tensor_free(&gx);

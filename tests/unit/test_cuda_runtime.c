@@ -147,6 +147,38 @@ static void test_peer_probe(void)
     MM_EXPECT(mm_cuda_peer_probe(0, 0, 6, NULL, &cuda_test_err) == -1, "odd size accepted");
 }
 
+/* The upload queue (streamed DiT blocks): copies from pinned memory on the
+ * copy stream reach a read queued on the compute stream after acquire, round
+ * after round into the same slot, each after the previous round's release. */
+static void test_upload_queue(void)
+{
+    const size_t n = (size_t)48 << 20;
+    uint8_t *h[2], *back = malloc(n);
+    for (int k = 0; k < 2; k++) {
+        h[k] = mm_cuda_host_alloc(n, &cuda_test_err);
+        MM_REQUIRE(h[k], "pinned: %s", cuda_test_err.msg);
+        for (size_t i = 0; i < n; i++)
+            h[k][i] = (uint8_t)(i * (k ? 7u : 13u) + k);
+    }
+    void *slot = mm_cuda_malloc(0, n, &cuda_test_err);
+    mm_cuda_upload *u = mm_cuda_upload_create(0, 2, &cuda_test_err);
+    MM_REQUIRE(slot && u && back, "setup: %s", cuda_test_err.msg);
+    for (int round = 0; round < 6; round++) {
+        const int k = round & 1;
+        CUDA_TEST_OK(mm_cuda_upload_copy(u, 0, slot, h[k], n, &cuda_test_err));
+        CUDA_TEST_OK(mm_cuda_upload_acquire(u, 0, &cuda_test_err));
+        CUDA_TEST_OK(mm_cuda_memcpy(-1, back, 0, slot, n, &cuda_test_err));
+        CUDA_TEST_OK(mm_cuda_upload_release(u, 0, &cuda_test_err));
+        MM_EXPECT(memcmp(back, h[k], n) == 0, "round %d: the slot does not hold the copy", round);
+    }
+    MM_EXPECT(mm_cuda_upload_copy(u, 2, slot, h[0], n, &cuda_test_err) == -1, "slot 2 of 2 refused");
+    mm_cuda_upload_destroy(u);
+    mm_cuda_free(0, slot);
+    mm_cuda_host_free(h[0]);
+    mm_cuda_host_free(h[1]);
+    free(back);
+}
+
 int main(void)
 {
     cuda_test_require_gpu("test_cuda_runtime");
@@ -154,6 +186,7 @@ int main(void)
     CUDA_CASE(test_allocator_reuse_and_accounting);
     CUDA_CASE(test_copies_roundtrip);
     CUDA_CASE(test_events_time_work);
+    CUDA_CASE(test_upload_queue);
     CUDA_CASE(test_kernel_presence);
     CUDA_CASE(test_peer_probe);
     CUDA_CASE(test_allocator_oom_message); /* last: it empties the allocator's cache */

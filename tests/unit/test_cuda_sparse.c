@@ -397,20 +397,35 @@ static float *attend(prob *pr, const mm_sparse_route *r, int kernel, bool approx
  * mean_abs 2e-3) and, per element, 2e-2 + 2^-6·|want| (P rounded to bf16);
  * the 8-bit kernel within its self-check's bound (rel_l2 0.08: fa3 fast mode's e4m3 P·V
  * floor is ≈ 0.037 on random inputs, kernels/mmk_fa3.h), mean_abs 0.03 and
- * per element 0.25 + 0.25·|want| (gross errors). */
-static void expect_close(const float *got, const double *want, int64_t S, int64_t H, const char *what, int kernel)
+ * per element 0.25 + 0.25·|want| (gross errors).
+ *
+ * cancelling: inputs whose outputs cancel (the periodic case: the output's rms is ~1/130 of the values'
+ * it averages), where rel_l2 measures each kernel's rounding against a tiny norm. The bf16 bound holds
+ * there (the centroid terms are exact to ~2^-16; tests/unit/test_sparse_kernel_model.c: 0.0040); the
+ * 8-bit one cannot: fa3 fast mode's numerics over every block of these inputs (dense, no centroids;
+ * the CPU model at density 1) err 0.099 against the dense fp32 attention, and the sparse kernel's model
+ * with exact centroid terms 0.092 — a floor of the e4m3 P·V format, not of the kernel — so 0.15
+ * there, which the kernel's former e4m3 centroid tiles (0.188) still fail. */
+static void expect_close_at(const float *got, const double *want, int64_t S, int64_t H, const char *what, int kernel,
+                            bool cancelling)
 {
     const int64_t n = S * H * 128;
     const bool fast = kernel == MMK_SPARSE_SM90_FAST;
+    const double fast_rel = cancelling ? 0.15 : 0.08;
     const sref_err e = sref_compare(got, want, n, fast ? 0.25 : 2e-2, fast ? 0.25 : 1.0 / 64);
     const int64_t b = e.first_bad;
-    MM_EXPECT(e.rel_l2 < (fast ? 0.08 : 5e-3) && e.mean_abs < (fast ? 0.03 : 2e-3) && b < 0 && e.nonfinite == 0,
+    MM_EXPECT(e.rel_l2 < (fast ? fast_rel : 5e-3) && e.mean_abs < (fast ? 0.03 : 2e-3) && b < 0 && e.nonfinite == 0,
               "%s [%s]: rel_l2 %.3g mean_abs %.3g max_abs %.3g (%lld non-finite); first element beyond bounds at row "
               "%lld head %lld dim %lld: got %g want %g", what, kernel_name(kernel), e.rel_l2, e.mean_abs, e.max_abs,
               (long long)e.nonfinite, (long long)(b < 0 ? -1 : b / (H * 128)), (long long)(b < 0 ? -1 : b / 128 % H),
               (long long)(b < 0 ? -1 : b % 128), b < 0 ? 0. : got[b], b < 0 ? 0. : want[b]);
     printf("     %-44s [%-8s] rel_l2 %.3g max_abs %.3g\n", what, kernel_name(kernel), e.rel_l2, e.max_abs);
     fflush(stdout);
+}
+
+static void expect_close(const float *got, const double *want, int64_t S, int64_t H, const char *what, int kernel)
+{
+    expect_close_at(got, want, S, H, what, kernel, false);
 }
 
 /* The kernels this GPU runs, the portable one first and the 8-bit one last (a fault there leaves the
@@ -536,7 +551,7 @@ static void test_attention_dit_sizes(void)
             float *a = attend(&pr, &r, kern[ki], true), *b = attend(&pr, &r, kern[ki], true);
             MM_EXPECT(a && b, "%s [%s]: did not run", what, kernel_name(kern[ki]));
             if (a && b) {
-                expect_close(a, want, S, H, what, kern[ki]);
+                expect_close_at(a, want, S, H, what, kern[ki], s == 0);
                 int64_t diff = 0;
                 for (int64_t e = 0; e < n; e++)
                     diff += memcmp(&a[e], &b[e], sizeof(float)) != 0;

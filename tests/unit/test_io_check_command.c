@@ -12,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "io/download.h"
 #include "io/safetensors.h"
+#include "backend/device.h"
 #include "test.h"
 
 static char dir[256], mmh3[512], gen[512], cfg[512], out_path[600];
@@ -177,6 +178,29 @@ static void test_wrong_files_fail_loudly(void)
     MM_EXPECT(check(models, "--bogus") == 2, "unknown option");
 }
 
+/* The memory plan: on a host without a GPU, --vram-budget plans for one
+ * GPU of that size; a budget no plan fits fails the check with the smallest
+ * one that works, which then passes; a malformed budget is refused. */
+static void test_memory_plan(void)
+{
+    char models[400];
+    snprintf(models, sizeof models, "%s/m", dir);
+    if (mm_cuda_device_count() > 0)
+        MM_SKIP("the plan below is for a host without a GPU");
+    MM_REQUIRE(check(models, "") == 0, "no budget: %s", output());
+    MM_EXPECT(strstr(output(), "memory plan") && strstr(output(), "no GPU"), "%s", output());
+    MM_REQUIRE(check(models, "--vram-budget 40") == 0, "40 GiB: %s", output());
+    MM_EXPECT(strstr(output(), "for one GPU of the budget") && strstr(output(), "resident: budget 40.0 GiB"), "%s",
+              output());
+    MM_EXPECT(check(models, "--vram-budget 0.5") == 1, "0.5 GiB is too small for the VAE decode");
+    char *o = output(), *hint = strstr(o, "--vram-budget ");
+    MM_REQUIRE(strstr(o, "FAIL") && strstr(o, "cannot work") && hint, "%s", o);
+    char args[64];
+    snprintf(args, sizeof args, "--vram-budget %g", strtod(hint + strlen("--vram-budget "), NULL));
+    MM_EXPECT(check(models, args) == 0, "the budget named (%s) passes: %s", args, output());
+    MM_EXPECT(check(models, "--vram-budget lots") == 1 && strstr(output(), "accepted"), "%s", output());
+}
+
 int main(void)
 {
     const char *b = getenv("MMH3_BUILD"), *src = getenv("MMH3_SRC");
@@ -210,6 +234,7 @@ int main(void)
     }
     MM_RUN(test_generated_files_pass);
     MM_RUN(test_wrong_files_fail_loudly);
+    MM_RUN(test_memory_plan);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         printf("     (could not remove %s)\n", dir);

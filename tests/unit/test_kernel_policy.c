@@ -180,6 +180,29 @@ static void test_install_reaches_contexts_and_kernels(void)
 #endif
 }
 
+/* Which kernels each card runs: the Hopper ones only on compute 9.0 with
+ * the sm_90a image and a policy that allows them; Ampere, Ada and Blackwell
+ * the portable ones. */
+static void test_kernel_choice_by_compute_capability(void)
+{
+    mm_kernel_policy def, port;
+    mm_kernel_policy_defaults(&def);
+    mm_kernel_policy_portable(&port);
+    char line[200];
+    mm_kernel_choice_describe(9, 0, true, &def, line, sizeof line);
+    MM_EXPECT(strstr(line, "Hopper") && strstr(line, "fa3"), "H100/H200: %s", line);
+    static const int portable_cc[][2] = {{8, 0}, {8, 6}, {8, 9}, {10, 0}, {12, 0}};
+    for (size_t i = 0; i < sizeof portable_cc / sizeof portable_cc[0]; i++) {
+        mm_kernel_choice_describe(portable_cc[i][0], portable_cc[i][1], true, &def, line, sizeof line);
+        MM_EXPECT(strstr(line, "portable") && !strstr(line, "Hopper"), "compute %d.%d: %s", portable_cc[i][0],
+                  portable_cc[i][1], line);
+    }
+    mm_kernel_choice_describe(9, 0, false, &def, line, sizeof line);
+    MM_EXPECT(strstr(line, "portable") && strstr(line, "no sm_90a image"), "Hopper without sm_90a: %s", line);
+    mm_kernel_choice_describe(9, 0, true, &port, line, sizeof line);
+    MM_EXPECT(strstr(line, "portable") && strstr(line, "policy"), "MMH3_KERNELS=portable on Hopper: %s", line);
+}
+
 int main(void)
 {
     MM_RUN(test_defaults);
@@ -188,5 +211,6 @@ int main(void)
     MM_RUN(test_parse);
     MM_RUN(test_process_policy_says_its_problems_once);
     MM_RUN(test_install_reaches_contexts_and_kernels);
+    MM_RUN(test_kernel_choice_by_compute_capability);
     return mm_test_exit();
 }

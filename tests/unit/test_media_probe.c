@@ -144,7 +144,15 @@ static void put_be32(uint8_t *p, uint32_t v)
 }
 
 /* A real PNG whose IHDR claims w x h (CRC fixed up). */
+static int make_png_claiming_depth(const char *path, uint32_t w, uint32_t h, int bits, int colour);
+
 static int make_png_claiming(const char *path, uint32_t w, uint32_t h)
+{
+    return make_png_claiming_depth(path, w, h, 0, 0);
+}
+
+/* bits/colour 0: as written (8-bit RGB). */
+static int make_png_claiming_depth(const char *path, uint32_t w, uint32_t h, int bits, int colour)
 {
     const char *src = tmp_path("small_for_ihdr.png");
     if (make_image(src, 16, 16) < 0)
@@ -155,6 +163,8 @@ static int make_png_claiming(const char *path, uint32_t w, uint32_t h)
         return -1;
     put_be32(d + 16, w);
     put_be32(d + 20, h);
+    if (bits)
+        d[24] = (uint8_t)bits, d[25] = (uint8_t)colour;
     put_be32(d + 29, crc32_of(d + 12, 17));
     int rc = write_bytes(path, d, n);
     free(d);
@@ -344,7 +354,17 @@ static void test_probe_limits(void)
     const char *huge = tmp_path("claims_100000.png");
     made = make_png_claiming(huge, 100000, 100000) == 0;
     MM_REQUIRE(made, "crafting a PNG header");
-    EXPECT_REFUSED(huge, NULL, "damaged or truncated");
+    EXPECT_REFUSED(huge, NULL, "at most 8192 pixels per side");
+    /* Bytes per pixel from the header, before any decoding: 16-bit RGBA
+     * doubles 8-bit RGBA's cost, and the budget is 128 MiB decoded. */
+    const char *deep = tmp_path("deep_4096x4100.png");
+    made = make_png_claiming_depth(deep, 4096, 4100, 16, 6) == 0;
+    MM_REQUIRE(made, "crafting a PNG header");
+    EXPECT_REFUSED(deep, NULL, "a 4096x4100 picture at 16 bits per channel needs 128 MiB to decode: refused before decoding");
+    const char *over = tmp_path("claims_8200x4200.png");
+    made = make_png_claiming_depth(over, 8192, 4200, 8, 2) == 0;
+    MM_REQUIRE(made, "crafting a PNG header");
+    EXPECT_REFUSED(over, NULL, "the engine uses a picture at most at 33.6 megapixels");
     const char *wide = tmp_path("wide.png");
     made = make_image(wide, 2010, 10) == 0;
     MM_REQUIRE(made, "writing %s", wide);

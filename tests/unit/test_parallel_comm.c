@@ -185,18 +185,35 @@ static void test_transfer_between_host_buffers(void)
     mm_tensor tb = mm_tensor_wrap(b, mm_cpu(), MM_U8, 2, MM_SHAPE(10, 100));
     MM_EXPECT(mm_transfer(&tb, &ta, MM_XFER_AUTO, &err) != 0 && strstr(err.msg, "must be equal"), "shape check: %s",
               err.msg);
+    /* Staged by default, whatever the environment says: the policy is the
+     * engine options', read once by the command line. */
+    setenv("MMH3_PEER_COPY", "1", 1);
+    MM_EXPECT(strstr(mm_transfer_route(0, 1), "host (the default"), "the default stages: %s",
+              mm_transfer_route(0, 1));
+    unsetenv("MMH3_PEER_COPY");
+    mm_transfer_set_policy(&(mm_transfer_policy){.peer_copy = true});
     /* No GPU here: probing reports that it could not run, and nothing is remembered. */
     if (mm_cuda_device_count() == 0) {
         mm_peer_result r;
         MM_EXPECT(mm_transfer_probe(0, 1, 0, &r, &err) != 0, "probe without GPUs must fail");
-        MM_EXPECT(strcmp(mm_transfer_route(0, 1), "unprobed") == 0, "route %s", mm_transfer_route(0, 1));
+        MM_EXPECT(strcmp(mm_transfer_route(0, 1), "unprobed") == 0, "opted in, unprobed: %s", mm_transfer_route(0, 1));
         char summary[400];
         MM_EXPECT(mm_transfer_probe_all(0, 0, NULL, 0, summary, sizeof summary) == 0 && strstr(summary, "nothing"),
                   "%s", summary);
     }
-    setenv("MMH3_PEER_COPY", "0", 1);
-    MM_EXPECT(strstr(mm_transfer_route(0, 1), "host"), "MMH3_PEER_COPY=0 stages: %s", mm_transfer_route(0, 1));
-    unsetenv("MMH3_PEER_COPY");
+    mm_transfer_set_policy(&(mm_transfer_policy){0});
+}
+
+/* The decision itself: direct only with both the opt-in and a passing probe. */
+static void test_transfer_goes_direct_only_when_opted_in_and_probed(void)
+{
+    const mm_transfer_policy off = {0}, on = {.peer_copy = true};
+    const mm_peer_verdict verdicts[] = {MM_PEER_UNPROBED, MM_PEER_INTACT, MM_PEER_BROKEN};
+    for (size_t i = 0; i < 3; i++) {
+        MM_EXPECT(!mm_transfer_goes_direct(&off, verdicts[i]), "not opted in, verdict %d: direct", (int)verdicts[i]);
+        MM_EXPECT(mm_transfer_goes_direct(&on, verdicts[i]) == (verdicts[i] == MM_PEER_INTACT),
+                  "opted in, verdict %d", (int)verdicts[i]);
+    }
 }
 
 /* On the GPU host: NCCL over every GPU there (one GPU: each rank's messages
@@ -265,6 +282,7 @@ int main(void)
     MM_RUN(test_abort_wakes_a_waiting_rank);
     MM_RUN(test_nccl_world_needs_distinct_gpus);
     MM_RUN(test_transfer_between_host_buffers);
+    MM_RUN(test_transfer_goes_direct_only_when_opted_in_and_probed);
     MM_RUN(test_gpu_worlds);
     return mm_test_exit();
 }

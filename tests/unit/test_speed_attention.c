@@ -145,11 +145,11 @@ static result run_case(int S, int hq, int hkv, float qk, int kind, mm_fa3_mode m
     const int64_t hd[2] = {hq, D};
     mm_tensor q, k, v, o = mm_tensor_unflatten(&dout, 1, 2, hd);
     qkv_views(&dq, hq, hkv, &q, &k, &v);
-    if (!mm_cuda_fa3_fits(gpu, &o, &q, &k, &v)) {
+    if (!mm_fa3_fits(gpu, &o, &q, &k, &v)) {
         MM_EXPECT(0, "the views do not fit the kernel");
         goto done;
     }
-    mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
+    mm_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, mode);
     mm_tensor hob = mm_tensor_wrap(ob, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hob, &dout);
     if (mm_ctx_sync(gpu, &err) != 0) {
@@ -284,12 +284,12 @@ static void cross_case(int S, int sq, int hq, int hkv, mm_fa3_mode mode)
     qkv_views(&dq, hq, hkv, &q, &k, &v);
     mm_tensor op3 = mm_tensor_unflatten(&d_part, 1, 2, hd);
     mm_tensor qs = mm_tensor_narrow(&q, 0, 0, sq), op = mm_tensor_narrow(&op3, 0, 0, sq);
-    if (!mm_cuda_fa3_fits(gpu, &op, &qs, &k, &v)) {
+    if (!mm_fa3_fits(gpu, &op, &qs, &k, &v)) {
         MM_EXPECT(0, "%d queries over %d keys do not fit the kernel", sq, S);
         goto done;
     }
-    mm_cuda_attention_fa3(gpu, &of, &q, &k, &v, 0.0f, mode);
-    mm_cuda_attention_fa3(gpu, &op, &qs, &k, &v, 0.0f, mode);
+    mm_attention_fa3(gpu, &of, &q, &k, &v, 0.0f, mode);
+    mm_attention_fa3(gpu, &op, &qs, &k, &v, 0.0f, mode);
     mm_tensor hf_t = mm_tensor_wrap(full, mm_cpu(), MM_BF16, 2, oshp), hp_t = mm_tensor_wrap(part, mm_cpu(), MM_BF16, 2, oshp);
     mm_copy(gpu, &hf_t, &d_full);
     mm_copy(gpu, &hp_t, &d_part);
@@ -369,7 +369,7 @@ static void test_repeatable(void)
     for (size_t m = 0; m < 2; m++)
         for (int i = 0; i < 3; i++) {
             mm_fill(gpu, &dout, NAN);
-            mm_cuda_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, modes[m]);
+            mm_attention_fa3(gpu, &o, &q, &k, &v, 0.0f, modes[m]);
             mm_copy(gpu, &ho, &dout);
             if (mm_ctx_sync(gpu, &err) != 0) {
                 MM_EXPECT(0, "mode %d run %d: %s", (int)modes[m], i, err.msg);
@@ -408,8 +408,8 @@ static void test_no_keys_do_not_fit(void)
     MM_REQUIRE(mm_tensor_alloc(&t, mm_cuda(0), MM_BF16, 3, MM_SHAPE(8, 2, 128), &err) == 0, "%s", err.msg);
     mm_tensor none = mm_tensor_narrow(&t, 0, 0, 0);
     none.data = t.data; /* an aligned address, as an empty view of a real buffer has */
-    MM_EXPECT(mm_cuda_fa3_fits(gpu, &t, &t, &t, &t), "8 queries over 8 keys do not fit");
-    MM_EXPECT(!mm_cuda_fa3_fits(gpu, &t, &t, &none, &none), "8 queries over no keys taken for fa3");
+    MM_EXPECT(mm_fa3_fits(gpu, &t, &t, &t, &t), "8 queries over 8 keys do not fit");
+    MM_EXPECT(!mm_fa3_fits(gpu, &t, &t, &none, &none), "8 queries over no keys taken for fa3");
     mm_tensor_free(&t);
 }
 
@@ -423,7 +423,7 @@ static void test_policy_defaults_and_portable(void)
     mm_kernel_policy_defaults(&pol);
     mm_kernel_policy_install(&pol);
     mm_dit_kernel_paths p;
-    mm_cuda_speed_paths_get(0, true, &p);
+    mm_dit_kernel_paths_get(mm_cuda(0), true, &p);
     printf("  default: attention %s | fast %s | gemm %s\n", p.attention, p.fast, p.gemm);
     MM_EXPECT(p.fa3 && strstr(p.attention, "self-check") && strstr(p.attention, "192-key"), "exact attention: %s",
               p.attention);
@@ -432,17 +432,17 @@ static void test_policy_defaults_and_portable(void)
     MM_EXPECT(p.qgemm && strstr(p.gemm, "bit for bit"), "gemm: %s", p.gemm);
     pol.dit_fast = false;
     mm_kernel_policy_install(&pol);
-    mm_cuda_speed_paths_get(0, true, &p);
+    mm_dit_kernel_paths_get(mm_cuda(0), true, &p);
     MM_EXPECT(p.fa3 && !p.fast_fa3 && strstr(p.fast, "MMH3_DIT_FAST=off"), "fast mode off: %s", p.fast);
     pol.dit_fast = true;
     pol.dit_fa3 = false;
     mm_kernel_policy_install(&pol);
-    mm_cuda_speed_paths_get(0, true, &p);
+    mm_dit_kernel_paths_get(mm_cuda(0), true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3 && p.qgemm && strstr(p.attention, "portable"), "portable attention: %s | %s",
               p.attention, p.fast);
     mm_kernel_policy_portable(&pol);
     mm_kernel_policy_install(&pol);
-    mm_cuda_speed_paths_get(0, true, &p);
+    mm_dit_kernel_paths_get(mm_cuda(0), true, &p);
     MM_EXPECT(!p.fa3 && !p.fast_fa3 && !p.qgemm && strstr(p.attention, "sm80-mma") && strstr(p.gemm, "portable"),
               "MMH3_KERNELS=portable: %s | %s | %s", p.attention, p.fast, p.gemm);
     mm_kernel_policy_install(&process);
@@ -462,7 +462,7 @@ int main(void)
     mm_tensor probe = {0};
     const int64_t ps[3] = {8, 1, 128};
     bool fits = mm_tensor_alloc(&probe, mm_cuda(0), MM_BF16, 3, ps, &err) == 0 &&
-                mm_cuda_fa3_fits(gpu, &probe, &probe, &probe, &probe);
+                mm_fa3_fits(gpu, &probe, &probe, &probe, &probe);
     mm_tensor_free(&probe);
     if (!fits) {
         printf("%s test_speed_attention: this GPU or build has no sm_90a attention kernel\n",

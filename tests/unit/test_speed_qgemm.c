@@ -1,7 +1,7 @@
 /* The Hopper int8 GEMM with its epilogue fused (backend/cuda/cuda_speed.h,
  * kernels/qgemm_sm90.cu) must reproduce, bit for bit, the path it replaces:
  * mm_gemm_i8_scaled (cuBLASLt int32 + the epilogue kernel) for the plain
- * store, and mm_cuda_gemm_i8_scaled_gated for the gated residual — integer
+ * store, and mm_fused_gemm_i8_scaled_gated for the gated residual — integer
  * sums are exact and both epilogues round at the same points. Shapes: ragged
  * row counts and odd numbers of row blocks and column tiles, N not a
  * multiple of the 256-wide tile, K not a
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_fused.h"
+#include "backend/fused.h"
 #include "backend/cuda/cuda_speed.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
@@ -94,10 +94,10 @@ static void run(int M, int N, int K, int T, bool gated, int pad)
     ya = mm_tensor_narrow(&yfull, 1, pad, N);
     if (!gated) /* poison: every element must be written */
         mm_fill(gpu, &yb, NAN);
-    MM_EXPECT(mm_cuda_qgemm_fits(gpu, &ya, &dx, &dw), "M=%d N=%d K=%d does not fit the kernel", M, N, K);
-    mm_cuda_qgemm(gpu, &ya, &dx, &dsx, &dw, &dsw, gated ? &dg : NULL, gated ? &didx : NULL);
+    MM_EXPECT(mm_qgemm_fits(gpu, &ya, &dx, &dw), "M=%d N=%d K=%d does not fit the kernel", M, N, K);
+    mm_qgemm(gpu, &ya, &dx, &dsx, &dw, &dsw, gated ? &dg : NULL, gated ? &didx : NULL);
     if (gated)
-        mm_cuda_gemm_i8_scaled_gated(gpu, &yb, &dx, &dsx, &dw, &dsw, &dg16, &didx);
+        mm_fused_gemm_i8_scaled_gated(gpu, &yb, &dx, &dsx, &dw, &dsw, &dg16, &didx);
     else
         mm_gemm_i8_scaled(gpu, &yb, &dx, &dsx, &dw, &dsw, NULL);
     mm_tensor hf = mm_tensor_wrap(full, mm_cpu(), MM_BF16, 2, (int64_t[]){M, ldy});
@@ -189,7 +189,7 @@ int main(void)
     mm_tensor y = {0}, q = {0};
     bool fits = mm_tensor_alloc(&y, mm_cuda(0), MM_BF16, 2, (int64_t[]){16, 16}, &err) == 0 &&
                 mm_tensor_alloc(&q, mm_cuda(0), MM_I8, 2, (int64_t[]){16, 16}, &err) == 0 &&
-                mm_cuda_qgemm_fits(gpu, &y, &q, &q);
+                mm_qgemm_fits(gpu, &y, &q, &q);
     mm_tensor_free(&y);
     mm_tensor_free(&q);
     if (!fits) {

@@ -29,22 +29,6 @@ typedef struct attn_job {
     int64_t sq, sk, hq, hkv, d, dv, qblocks;
 } attn_job;
 
-static inline __attribute__((always_inline)) float dot(const float *a, const float *b, int64_t n)
-{
-    v8 acc = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v8 x, y;
-        memcpy(&x, a + i, sizeof x);
-        memcpy(&y, b + i, sizeof y);
-        acc += x * y;
-    }
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
 /* o += p * v (vectorized explicitly: -O2 does not). */
 static inline __attribute__((always_inline)) void axpy(float *o, float p, const float *v, int64_t n)
 {
@@ -82,12 +66,6 @@ static void key_range(const attn_job *j, int64_t i, int64_t *lo, int64_t *hi)
     if (j->causal && i + 1 < *hi)
         *hi = i + 1;
 }
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define MULTIVERSION
-#endif
 
 MULTIVERSION
 static void attn_items(void *user, int64_t begin, int64_t end)
@@ -137,7 +115,7 @@ static void attn_items(void *user, int64_t begin, int64_t end)
                     continue;
                 float *s = sc + i * BK, mx = m[i];
                 for (int64_t t = a; t < b; t++) {
-                    s[t] = dot(qb + i * d, kb + t * d, d);
+                    s[t] = cpu_dot(qb + i * d, kb + t * d, d);
                     mx = s[t] > mx ? s[t] : mx;
                 }
                 float corr = expf(m[i] - mx); /* 0 on the first block (m = -inf) */

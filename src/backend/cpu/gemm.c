@@ -132,12 +132,6 @@ static inline __attribute__((always_inline)) void micro_kernel(int64_t kc, const
         }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define MULTIVERSION
-#endif
-
 MULTIVERSION
 static void gemm_tasks(void *user, int64_t begin, int64_t end)
 {

@@ -125,12 +125,6 @@ typedef struct i8_job {
     } while (0)
 #define HSUM(v) (((v)[0] + (v)[4]) + ((v)[1] + (v)[5])) + (((v)[2] + (v)[6]) + ((v)[3] + (v)[7]))
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define MULTIVERSION
-#endif
-
 /* Exact int32 dot products of 2 activation rows with 2 weight rows. */
 static inline __attribute__((always_inline)) void dot2x2(const int8_t *a0, const int8_t *a1, const int8_t *b0, const int8_t *b1, int64_t k,
                           int32_t out[4])

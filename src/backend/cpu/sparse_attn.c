@@ -23,22 +23,6 @@
 
 typedef float v8 __attribute__((vector_size(32)));
 
-static inline float dot(const float *a, const float *b, int64_t n)
-{
-    v8 acc = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v8 x, y;
-        memcpy(&x, a + i, sizeof x);
-        memcpy(&y, b + i, sizeof y);
-        acc += x * y;
-    }
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
 static inline void axpy(float *o, float p, const float *v, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -145,7 +129,7 @@ static float sol_threshold(const route_job *j, const float *qb, int64_t hk)
         const float *m2 = j->m2 + hk * D * D;
         float quad = 0;
         for (int64_t a = 0; a < D; a++)
-            quad += qb[a] * dot(m2 + a * D, qb, D);
+            quad += qb[a] * cpu_dot(m2 + a * D, qb, D);
         v = j->s2 * j->s2 * fmaxf(quad - m * m, 0.0f);
     } else {
         for (int64_t d = 0; d < D; d++)
@@ -164,7 +148,7 @@ static float topk_score(const route_job *j, int64_t i, int64_t h, int64_t hk, in
     int c = 0;
     for (int64_t a = 0; a < sub && i * sub + a < units; a++)
         for (int64_t b = 0; b < sub && n * sub + b < units; b++) {
-            x[c] = dot(j->qs + ((i * sub + a) * j->H + h) * D, j->ks + ((n * sub + b) * j->Hkv + hk) * D, D);
+            x[c] = cpu_dot(j->qs + ((i * sub + a) * j->H + h) * D, j->ks + ((n * sub + b) * j->Hkv + hk) * D, D);
             mx = fmaxf(mx, x[c++]);
         }
     float s = 0;
@@ -202,7 +186,7 @@ static void route_items(void *user, int64_t begin, int64_t end)
             const float *qb = j->qbar + it * D;
             t = sol_threshold(j, qb, hk);
             for (int64_t n = 0; n < NT; n++)
-                if (j->s2 * dot(qb, j->kcf + (n * j->Hkv + hk) * D, D) > t)
+                if (j->s2 * cpu_dot(qb, j->kcf + (n * j->Hkv + hk) * D, D) > t)
                     mask[n >> 5] |= 1u << (n & 31);
         } else if (!all && j->p->policy == MM_SPARSE_TOPK && sc) {
             for (int64_t n = 0; n < NT; n++)
@@ -394,7 +378,7 @@ static void approximate_part(const attn_job *j, attn_buf *b, const uint32_t *mas
         for (int64_t d = 0; d < D; d++)
             kcr[d] = cpu_bf16_f32(kc[(n * j->Hkv + hk) * D + d]);
         for (int64_t r = 0; r < nq; r++)
-            b->sc[r * NT + n] = skip ? -INFINITY : j->s2 * dot(b->q + r * D, kcr, D);
+            b->sc[r * NT + n] = skip ? -INFINITY : j->s2 * cpu_dot(b->q + r * D, kcr, D);
     }
     online_update(m, l, b->o, b->sc, NT, nq, NT, vcf, wt, D);
 }
@@ -436,7 +420,7 @@ static void attn_items(void *user, int64_t begin, int64_t end)
             }
             for (int64_t r = 0; r < nq; r++)
                 for (int64_t c = 0; c < nk; c++)
-                    b.sc[r * BLK + c] = j->s2 * dot(b.q + r * D, b.kb + c * D, D);
+                    b.sc[r * BLK + c] = j->s2 * cpu_dot(b.q + r * D, b.kb + c * D, D);
             online_update(m, l, b.o, b.sc, BLK, nq, nk, b.vb, NULL, D);
         }
         for (int64_t r = 0; r < nq; r++) {

@@ -13,8 +13,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_fused.h"
-#include "kernels/mmk_qgemm.h"
+#include "backend/fused.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/kernel_policy.h"
 #include "kernels/mmk.h"
@@ -92,6 +91,27 @@ static void temps_free(temps *t)
 }
 
 /* Stride of the elements of a per-channel vector ([n], or [n,1]/[1,n] contiguous). */
+/* A new f32 temporary of `floats` elements, laid out as `dst` says (its
+ * pointer is filled in), holding a copy of `src`; NULL with *rc = -1 when
+ * it cannot be made. */
+static float *f32_temp(mm_ctx *ctx, temps *t, size_t floats, mmk_view dst, mmk_view src, mm_error *e, int *rc)
+{
+    float *p = temp_alloc(t, floats * 4, e);
+    if (!p) {
+        *rc = -1;
+        return NULL;
+    }
+    mmk_ew c;
+    memset(&c, 0, sizeof c);
+    c.op = MMK_EW_COPY;
+    dst.p = p;
+    c.y = dst;
+    c.a = src;
+    if (mmk_ew_run(DEV(ctx), STREAM(ctx), &c, e))
+        *rc = -1;
+    return p;
+}
+
 static int64_t vec_stride(const mm_tensor *v) { return v->ndim == 1 ? v->stride[0] : 1; }
 
 /* A per-channel vector as contiguous f32 on the device (no copy when it is
@@ -103,19 +123,7 @@ static const float *vec_f32(mm_ctx *ctx, temps *t, const mm_tensor *v, int64_t n
     int64_t st = vec_stride(v);
     if (v->dtype == MM_F32 && (st == 1 || n <= 1))
         return v->data;
-    float *p = temp_alloc(t, (size_t)n * 4, e);
-    if (!p) {
-        *rc = -1;
-        return NULL;
-    }
-    mmk_ew c;
-    memset(&c, 0, sizeof c);
-    c.op = MMK_EW_COPY;
-    c.y = V1(p, MM_F32, n, 1);
-    c.a = V1(v->data, v->dtype, n, st);
-    if (mmk_ew_run(DEV(ctx), STREAM(ctx), &c, e))
-        *rc = -1;
-    return p;
+    return f32_temp(ctx, t, (size_t)n, V1(NULL, MM_F32, n, 1), V1(v->data, v->dtype, n, st), e, rc);
 }
 
 /* A [T, C] table (rows any stride, columns stride 1) as f32 rows; *ld gets
@@ -129,20 +137,9 @@ static const float *table_f32(mm_ctx *ctx, temps *t, const mm_tensor *tab, int64
         *ld = tab->stride[0];
         return tab->data;
     }
-    float *p = temp_alloc(t, (size_t)(T * C) * 4, e);
-    if (!p) {
-        *rc = -1;
-        return NULL;
-    }
-    mmk_ew c;
-    memset(&c, 0, sizeof c);
-    c.op = MMK_EW_COPY;
-    c.y = V2(p, MM_F32, T, C, C);
-    c.a = V2(tab->data, tab->dtype, T, C, tab->stride[0]);
-    if (mmk_ew_run(DEV(ctx), STREAM(ctx), &c, e))
-        *rc = -1;
     *ld = C;
-    return p;
+    return f32_temp(ctx, t, (size_t)(T * C), V2(NULL, MM_F32, T, C, C), V2(tab->data, tab->dtype, T, C, tab->stride[0]),
+                    e, rc);
 }
 
 /* Leading dims of a row-op tensor collapsed to one uniformly strided dim:
@@ -292,18 +289,8 @@ static int norm_common(mm_ctx *ctx, const char *op, int mode, mm_tensor *out, co
     if (rc == 0 && scale && ld_sc != ld_sh) {
         /* the kernel takes one row stride for both tables: re-lay the shift */
         int64_t T = shift->shape[0];
-        float *q = temp_alloc(&t, (size_t)(T * ld_sc) * 4, &e);
-        if (!q) {
-            rc = -1;
-        } else {
-            mmk_ew c;
-            memset(&c, 0, sizeof c);
-            c.op = MMK_EW_COPY;
-            c.y = V2(q, MM_F32, T, cols, ld_sc);
-            c.a = V2((void *)a.shift, MM_F32, T, cols, ld_sh);
-            rc = mmk_ew_run(DEV(ctx), STREAM(ctx), &c, &e);
-            a.shift = q;
-        }
+        a.shift = f32_temp(ctx, &t, (size_t)(T * ld_sc), V2(NULL, MM_F32, T, cols, ld_sc),
+                           V2((void *)a.shift, MM_F32, T, cols, ld_sh), &e, &rc);
     }
     a.ld_mod = ld_sc;
     if (idx) {
@@ -740,7 +727,7 @@ int mm_cuda_interpolate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int spa
                : 0;
 }
 
-/* ------------------------------------------------------------------ fused DiT paths (cuda_fused.h) */
+/* ------------------------------------------------------------------ fused DiT paths (backend/fused.h) */
 
 /* A fresh contiguous f32 copy (16-byte aligned, as the fused kernels load
  * their side vectors 4 floats at a time) of a [n] vector or a [T, C] table. */
@@ -750,21 +737,24 @@ static const float *fresh_f32(mm_ctx *ctx, temps *t, const mm_tensor *v, mm_erro
         return NULL;
     bool table = v->ndim == 2 && !(v->shape[0] == 1 || v->shape[1] == 1);
     int64_t rows = table ? v->shape[0] : 1, cols = table ? v->shape[1] : mm_tensor_numel(v);
-    float *p = temp_alloc(t, (size_t)(rows * cols) * 4, e);
-    if (!p) {
-        *rc = -1;
-        return NULL;
-    }
-    mmk_ew c;
-    memset(&c, 0, sizeof c);
-    c.op = MMK_EW_COPY;
-    c.y = V2(p, MM_F32, rows, cols, cols);
-    c.a = table ? V2(v->data, v->dtype, rows, cols, v->stride[0]) : V2(v->data, v->dtype, 1, cols, 0);
+    mmk_view src = table ? V2(v->data, v->dtype, rows, cols, v->stride[0]) : V2(v->data, v->dtype, 1, cols, 0);
     if (!table)
-        c.a.stride[1] = vec_stride(v);
-    if (mmk_ew_run(DEV(ctx), STREAM(ctx), &c, e))
-        *rc = -1;
-    return p;
+        src.stride[1] = vec_stride(v);
+    return f32_temp(ctx, t, (size_t)(rows * cols), V2(NULL, MM_F32, rows, cols, cols), src, e, rc);
+}
+
+/* The fused passes of backend/fused.h run on a CUDA context only (model
+ * code calls them where the DiT's CUDA path applies). */
+static int unusable(mm_ctx *ctx, const char *op)
+{
+    if (mm_ctx_failed(ctx))
+        return -1;
+    if (mm_ctx_device(ctx).kind != MM_DEVICE_CUDA) {
+        char dev[32];
+        return mm_ctx_fail(ctx, "%s: a CUDA context only (this one is on %s); the portable ops compute the same", op,
+                           mm_device_name(mm_ctx_device(ctx), dev, sizeof dev));
+    }
+    return 0;
 }
 
 static int rows_bf16(mm_ctx *ctx, const char *op, const char *name, const mm_tensor *x)
@@ -797,12 +787,12 @@ static int h_side_out(mm_ctx *ctx, const char *op, const mm_tensor *h, int64_t r
     return 0;
 }
 
-int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *x,
-                                     const mm_tensor *weight, float eps, const mm_tensor *scale,
-                                     const mm_tensor *shift, const mm_tensor *idx)
+int mm_fused_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *x,
+                                      const mm_tensor *weight, float eps, const mm_tensor *scale,
+                                      const mm_tensor *shift, const mm_tensor *idx)
 {
-    static const char *op = "mm_cuda_rmsnorm_modulate_convrot";
-    if (mm_ctx_failed(ctx))
+    static const char *op = "mm_fused_rmsnorm_modulate_convrot";
+    if (unusable(ctx, op))
         return -1;
     if (rows_bf16(ctx, op, "x", x) || quant_out(ctx, op, q, s, x->shape[0], x->shape[1]) ||
         h_side_out(ctx, op, h, x->shape[0], x->shape[1]))
@@ -843,10 +833,10 @@ int mm_cuda_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm
     return rc ? kfail(ctx, op, &e) : 0;
 }
 
-int mm_cuda_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *gate_up)
+int mm_fused_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *gate_up)
 {
-    static const char *op = "mm_cuda_swiglu_convrot";
-    if (mm_ctx_failed(ctx))
+    static const char *op = "mm_fused_swiglu_convrot";
+    if (unusable(ctx, op))
         return -1;
     if (rows_bf16(ctx, op, "gate_up", gate_up) || gate_up->shape[1] % 2)
         return mm_ctx_fail(ctx, "%s: gate_up must be bf16 [R, 2K]", op);
@@ -881,7 +871,7 @@ static int qlinear_fused(mm_ctx *ctx, const char *op, mm_tensor *y, const mm_ten
                          const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
                          const mm_tensor *add)
 {
-    if (mm_ctx_failed(ctx))
+    if (unusable(ctx, op))
         return -1;
     if (rows_bf16(ctx, op, "y", y))
         return -1;
@@ -927,92 +917,28 @@ static int qlinear_fused(mm_ctx *ctx, const char *op, mm_tensor *y, const mm_ten
     return rc ? kfail(ctx, op, &e) : 0;
 }
 
-int mm_cuda_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
-                                 const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
-                                 const mm_tensor *idx)
+int mm_fused_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
+                                  const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate,
+                                  const mm_tensor *idx)
 {
-    static const char *op = "mm_cuda_gemm_i8_scaled_gated";
+    static const char *op = "mm_fused_gemm_i8_scaled_gated";
     if (!gate)
         return mm_ctx_fail(ctx, "%s: a gate table is required", op);
     return qlinear_fused(ctx, op, x, q_x, s_x, q_w, s_w, gate, idx, NULL);
 }
 
-int mm_cuda_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
-                               const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
-                               const mm_tensor *add)
+int mm_fused_gemm_i8_scaled_add(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x,
+                                const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx,
+                                const mm_tensor *add)
 {
-    return qlinear_fused(ctx, "mm_cuda_gemm_i8_scaled_add", y, q_x, s_x, q_w, s_w, gate, idx, add);
+    return qlinear_fused(ctx, "mm_fused_gemm_i8_scaled_add", y, q_x, s_x, q_w, s_w, gate, idx, add);
 }
 
-bool mm_cuda_qgemm_lora_ready(mm_ctx *ctx)
+int mm_fused_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,
+                             float eps, const mm_tensor *cos, const mm_tensor *sin, int rot)
 {
-    mm_device d = mm_ctx_device(ctx);
-    return d.kind == MM_DEVICE_CUDA && mmk_qgemm_usable(d.index) && mmk_qgemm_verified(d.index, NULL) &&
-           mmk_qgemm_lora_verified(d.index, NULL);
-}
-
-static bool bf16_rows16(const mm_tensor *t, mm_device dev)
-{
-    return t && t->dtype == MM_BF16 && t->ndim == 2 && t->stride[1] == 1 && t->stride[0] % 8 == 0 &&
-           ((uintptr_t)t->data & 15) == 0 && mm_device_eq(t->device, dev);
-}
-
-int mm_cuda_qgemm_lora(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
-                       const mm_tensor *s_w, const mm_tensor *gate32, const mm_tensor *idx, const mm_tensor *u,
-                       const mm_tensor *b_all, const mm_tensor *mask)
-{
-    static const char *op = "mm_cuda_qgemm_lora";
-    if (mm_ctx_failed(ctx))
-        return -1;
-    mm_device dev = mm_ctx_device(ctx);
-    const int64_t R = q_x->shape[0], N = q_w->shape[0];
-    if (!bf16_rows16(u, dev) || !bf16_rows16(b_all, dev) || u->shape[0] != R || b_all->shape[0] != N ||
-        u->shape[1] != b_all->shape[1] || !mask || mask->dtype != MM_I64 || mask->ndim != 1 ||
-        mask->shape[0] != (N + 255) / 256 || mask->stride[0] != 1 || !mm_device_eq(mask->device, dev))
-        return mm_ctx_fail(ctx, "%s: u bf16 [%lld, Rk], b_all bf16 [%lld, Rk] (16-byte aligned rows) and an I64 mask "
-                                "[%lld] on the context's device expected",
-                           op, (long long)R, (long long)N, (long long)((N + 255) / 256));
-    if (gate32 && (gate32->dtype != MM_F32 || gate32->ndim != 2 || gate32->shape[1] != N || gate32->stride[1] != 1 ||
-                   gate32->stride[0] % 2 || ((uintptr_t)gate32->data & 7) || !idx || idx->dtype != MM_I32 ||
-                   mm_tensor_numel(idx) != R || !mm_tensor_is_contiguous(idx)))
-        return mm_ctx_fail(ctx, "%s: the gate must be an F32 [T, %lld] table with a contiguous I32 idx", op,
-                           (long long)N);
-    if (q_x->dtype != MM_I8 || q_w->dtype != MM_I8 || s_x->dtype != MM_F32 || s_w->dtype != MM_F32 ||
-        !mm_tensor_is_contiguous(s_x) || !mm_tensor_is_contiguous(s_w) || y->dtype != MM_BF16 || y->stride[1] != 1)
-        return mm_ctx_fail(ctx, "%s: I8 q_x/q_w, contiguous F32 scales and a bf16 y expected", op);
-    mmk_qgemm a;
-    memset(&a, 0, sizeof a);
-    a.M = (int)R;
-    a.N = (int)N;
-    a.K = (int)q_x->shape[1];
-    a.xq = q_x->data;
-    a.ldx = q_x->stride[0];
-    a.sx = s_x->data;
-    a.wq = q_w->data;
-    a.ldw = q_w->stride[0];
-    a.sw = s_w->data;
-    a.y = y->data;
-    a.ldy = y->stride[0];
-    if (gate32) {
-        a.gate = gate32->data;
-        a.ld_gate = gate32->stride[0];
-        a.mod_idx = idx->data;
-    }
-    a.lora_u = u->data;
-    a.ld_u = u->stride[0];
-    a.lora_b = b_all->data;
-    a.ld_b = b_all->stride[0];
-    a.lora_r = (int)u->shape[1];
-    a.lora_mask = mask->data;
-    mm_error e = {{0}};
-    return mmk_qgemm_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, op, &e) : 0;
-}
-
-int mm_cuda_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_tensor *wq, const mm_tensor *wk,
-                            float eps, const mm_tensor *cos, const mm_tensor *sin, int rot)
-{
-    static const char *op = "mm_cuda_qk_rmsnorm_rope";
-    if (mm_ctx_failed(ctx))
+    static const char *op = "mm_fused_qk_rmsnorm_rope";
+    if (unusable(ctx, op))
         return -1;
     const mm_tensor *qk[2] = {q, k};
     for (int i = 0; i < 2; i++) {

@@ -8,33 +8,33 @@
 
 #include "backend/cuda/cuda_speed.h"
 
-bool mm_cuda_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
+bool mm_fa3_fits(mm_ctx *ctx, const mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v)
 {
     (void)ctx, (void)out, (void)q, (void)k, (void)v;
     return false;
 }
 
-int mm_cuda_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
-                          float scale, mm_fa3_mode mode)
+int mm_attention_fa3(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
+                     float scale, mm_fa3_mode mode)
 {
     (void)out, (void)q, (void)k, (void)v, (void)scale, (void)mode;
     return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)");
 }
 
-bool mm_cuda_qgemm_fits(mm_ctx *ctx, const mm_tensor *y, const mm_tensor *q_x, const mm_tensor *q_w)
+bool mm_qgemm_fits(mm_ctx *ctx, const mm_tensor *y, const mm_tensor *q_x, const mm_tensor *q_w)
 {
     (void)ctx, (void)y, (void)q_x, (void)q_w;
     return false;
 }
 
-int mm_cuda_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
-                  const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx)
+int mm_qgemm(mm_ctx *ctx, mm_tensor *y, const mm_tensor *q_x, const mm_tensor *s_x, const mm_tensor *q_w,
+             const mm_tensor *s_w, const mm_tensor *gate, const mm_tensor *idx)
 {
     (void)y, (void)q_x, (void)s_x, (void)q_w, (void)s_w, (void)gate, (void)idx;
     return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)");
 }
 
-void mm_cuda_speed_paths_get(int dev, bool want_fast, mm_dit_kernel_paths *out)
+void mm_dit_kernel_paths_get(mm_device dev, bool want_fast, mm_dit_kernel_paths *out)
 {
     (void)dev, (void)want_fast;
     memset(out, 0, sizeof *out);
@@ -49,9 +49,10 @@ const char *mm_cuda_attention_path(int dev)
     return "none (no CUDA in this build)";
 }
 
-void mm_cuda_speed_describe(int dev, char *out, size_t n)
+void mm_dit_kernel_paths_describe(mm_device dev, char *out, size_t n)
 {
-    snprintf(out, n, "cuda:%d: this mmh3 was built without CUDA", dev);
+    char name[32];
+    snprintf(out, n, "%s: the portable ops; this mmh3 was built without CUDA", mm_device_name(dev, name, sizeof name));
 }
 #else
 typedef int mm_cuda_speed_stub_unused; /* ISO C forbids an empty translation unit */

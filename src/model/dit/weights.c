@@ -37,21 +37,7 @@ static int place(const loader *L, const char *name, mm_dtype want, mm_tensor *ou
     }
     if (mm_tensor_alloc(out, L->dev, want, src.ndim, src.shape, err) != 0)
         return mm_error_prefix(err, "%s", name);
-    if (src.dtype == want || L->dev.kind == MM_DEVICE_CPU) {
-        mm_copy(ctx, out, &src);
-    } else {
-        /* Cross-device copies keep the dtype: move first, convert on the device. */
-        mm_tensor staged;
-        if (mm_tensor_alloc(&staged, L->dev, src.dtype, src.ndim, src.shape, err) != 0) {
-            mm_tensor_free(out);
-            return mm_error_prefix(err, "%s", name);
-        }
-        mm_copy(ctx, &staged, &src);
-        mm_copy(ctx, out, &staged);
-        mm_ctx_sync(ctx, NULL);
-        mm_tensor_free(&staged);
-    }
-    if (mm_ctx_sync(ctx, err) != 0) {
+    if (mm_copy_converting(ctx, out, &src, err) != 0) {
         mm_tensor_free(out);
         return mm_error_prefix(err, "loading %s", name);
     }

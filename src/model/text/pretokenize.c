@@ -26,6 +26,27 @@ struct mm_pretok_state {
 /* Unicode's White_Space property as the body of a character class. */
 #define WHITE_SPACE "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
+/* Grows *o (*cap bytes) to at least `need` bytes; false, with *o freed and
+ * the failure in err, when memory runs out. */
+static bool reserve(char **o, size_t *cap, size_t need, mm_error *err)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap;
+    while (c < need)
+        c *= 2;
+    char *q = realloc(*o, c);
+    if (!q) {
+        free(*o);
+        *o = NULL;
+        mm_fail(err, "out of memory");
+        return false;
+    }
+    *o = q;
+    *cap = c;
+    return true;
+}
+
 /* Oniguruma's \s is exactly White_Space; PCRE2's (10.42, UCP) also matches
  * U+180E MONGOLIAN VOWEL SEPARATOR, a format character since Unicode 6.3, so
  * \s and \S are spelled out as explicit classes before compiling. The scan
@@ -42,16 +63,8 @@ static char *spell_out_white_space(const char *p, mm_error *err)
     }
     bool in_class = false;
     for (size_t i = 0; i < n;) {
-        if (k + grow + 8 > cap) {
-            cap *= 2;
-            char *q = realloc(o, cap);
-            if (!q) {
-                free(o);
-                mm_fail(err, "out of memory");
-                return NULL;
-            }
-            o = q;
-        }
+        if (!reserve(&o, &cap, k + grow + 8 + 1, err))
+            return NULL;
         char c = p[i];
         if (c == '\\' && i + 1 < n) {
             char e = p[i + 1];
@@ -69,16 +82,8 @@ static char *spell_out_white_space(const char *p, mm_error *err)
             if (e == 'Q') { /* literal run up to \E, copied as is */
                 const char *end = strstr(p + i + 2, "\\E");
                 size_t stop = end ? (size_t)(end - p) + 2 : n;
-                while (k + (stop - i) + 8 > cap) {
-                    cap *= 2;
-                    char *q = realloc(o, cap);
-                    if (!q) {
-                        free(o);
-                        mm_fail(err, "out of memory");
-                        return NULL;
-                    }
-                    o = q;
-                }
+                if (!reserve(&o, &cap, k + (stop - i) + 8 + 1, err))
+                    return NULL;
                 memcpy(o + k, p + i, stop - i);
                 k += stop - i;
                 i = stop;

@@ -66,6 +66,10 @@ typedef struct mm_video_vae_options {
     float latents_mean[MM_VAE_MAX_LATENT], latents_std[MM_VAE_MAX_LATENT];
     float pixel_mean[3], pixel_std[3];  /* ImageNet */
     int max_batch_tiles;                /* decoder tiles per ViT pass (0 = all tiles of a chunk) */
+    /* Opt-in, lossy: the decoder blocks' linears (to_qkv, to_out, w1, w2) as
+     * int8 ConvRot W8A8 (formats/linear.h), their weights quantized at load
+     * (per row, after the rotation); everything else as stored. */
+    bool int8_linears;
 } mm_video_vae_options;
 
 /* The released configuration (FL2VA/video_vae/config.json, source/config.json). */
@@ -93,6 +97,7 @@ typedef struct mm_video_vae_config {
     bool tiling;
     int tile_size, tile_overlap_min;
     int max_batch_tiles;
+    bool int8_linears;
     float latents_mean[MM_VAE_MAX_LATENT], latents_std[MM_VAE_MAX_LATENT];
     float pixel_mean[3], pixel_std[3];
 } mm_video_vae_config;

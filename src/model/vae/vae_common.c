@@ -54,21 +54,7 @@ int vae_place(vae_store *s, mm_ctx *ctx, const mm_safetensors *st, const char *n
     }
     if (mm_tensor_alloc(out, dev, want, src.ndim, src.shape, err) != 0)
         return mm_error_prefix(err, "%s", name);
-    if (src.dtype == want || dev.kind == MM_DEVICE_CPU) {
-        mm_copy(ctx, out, &src);
-    } else {
-        /* cross-device copies keep the dtype: move first, convert on the device */
-        mm_tensor staged;
-        if (mm_tensor_alloc(&staged, dev, src.dtype, src.ndim, src.shape, err) != 0) {
-            mm_tensor_free(out);
-            return mm_error_prefix(err, "%s", name);
-        }
-        mm_copy(ctx, &staged, &src);
-        mm_copy(ctx, out, &staged);
-        mm_ctx_sync(ctx, NULL);
-        mm_tensor_free(&staged);
-    }
-    if (mm_ctx_sync(ctx, err) != 0) {
+    if (mm_copy_converting(ctx, out, &src, err) != 0) {
         mm_tensor_free(out);
         return mm_error_prefix(err, "loading %s", name);
     }

@@ -12,7 +12,9 @@
  * f32; the residual stream in f32 (the reference keeps it in F16 with F16
  * weights; f32 is the spec's recommendation and lies between the reference
  * and its fp32 evaluation); x_embedder and proj_out in f32. to_qkv rows are
- * per-head interleaved [q | k | v] (64 each); w1 rows are [gate; value]. */
+ * per-head interleaved [q | k | v] (64 each); w1 rows are [gate; value].
+ * With int8_linears the four block linears run as ConvRot W8A8 on the same
+ * F16 activations (video_weights.c quantizes them at load). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +151,7 @@ int vv_decoder_forward(mm_video_vae *vv, mm_ctx *ctx, int n, const mm_tensor *ti
     const int64_t t = tiles[0].shape[1], h = tiles[0].shape[2], w = tiles[0].shape[3];
     const int64_t n_tok = t * h * w, S = n_tok + c->registers + 1, rows = (int64_t)n * S;
     const int64_t D = c->dim, H = c->heads, hd = c->head_dim, F = c->ffn_hidden;
-    const mm_dtype dt = vv->dblocks[0].qkv.weight.dtype;
+    const mm_dtype dt = vv->gemm_dtype;
     for (int b = 0; b < n; b++)
         if (tiles[b].shape[1] != t || tiles[b].shape[2] != h || tiles[b].shape[3] != w)
             return mm_ctx_fail(ctx, "decoder: tiles of one batch must share their geometry");

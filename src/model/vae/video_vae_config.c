@@ -148,6 +148,7 @@ int vv_config_read(mm_video_vae_config *c, const mm_safetensors *st, const mm_vi
         return mm_fail(err, "video VAE options: tile %d px, overlap >= %d px (accepted: multiples of %d, overlap < tile)",
                        c->tile_size, c->tile_overlap_min, rs);
     c->max_batch_tiles = o->max_batch_tiles;
+    c->int8_linears = o->int8_linears;
     if (o->n_latent_const != c->latent_channels)
         return mm_fail(err, "video VAE: %d latent normalization constants for %d latent channels", o->n_latent_const,
                        c->latent_channels);

@@ -48,6 +48,7 @@ struct mm_video_vae {
     mm_tensor registers3;                 /* f32 [1, R, dim] (owner) */
     mm_tensor registers;                  /* [R, dim] view */
     vv_dblock *dblocks;
+    mm_dtype gemm_dtype;                  /* the blocks' activations: the stored weight dtype (F16) */
     mm_tensor dnorm_w, dnorm_b;           /* LayerNorm [dim] */
     mm_tensor proj_w, proj_b;             /* f32 [3·pt·ps·ps, dim], [..] */
     mm_tensor latents_mean, latents_std;  /* f32 [C] on the device */

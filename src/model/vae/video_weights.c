@@ -111,6 +111,52 @@ static int linear(mm_video_vae *vv, mm_ctx *ctx, const char *prefix, int64_t n_o
     return rc;
 }
 
+/* The largest ConvRot rotation group (4^n, at most 256) dividing k, or 0. */
+static int convrot_group(int64_t k)
+{
+    for (int g = 256; g >= 4; g /= 4)
+        if (k % g == 0)
+            return g;
+    return 0;
+}
+
+/* int8_linears: a dense linear becomes a ConvRot int8 one in place — its
+ * weight rows rotated and quantized (per row, absmax/127, in f32 from the
+ * stored values) on the model's device; the bias stays as it is. */
+static int quantize_linear(mm_video_vae *vv, mm_ctx *ctx, mm_linear *lin, mm_error *err)
+{
+    const int64_t N = lin->out_features, K = lin->in_features;
+    const int group = convrot_group(K);
+    if (!group)
+        return mm_fail(err, "%s: %lld inputs cannot be rotated in ConvRot groups (a multiple of 4 is needed) for "
+                       "int8 linears", lin->name, (long long)K);
+    mm_tensor wf = {0}, q = {0}, s = {0};
+    mm_device dev = mm_ctx_device(ctx);
+    if (mm_tensor_alloc(&wf, dev, MM_F32, 2, MM_SHAPE(N, K), err) != 0 ||
+        mm_tensor_alloc(&q, dev, MM_I8, 2, MM_SHAPE(N, K), err) != 0 ||
+        mm_tensor_alloc(&s, dev, MM_F32, 1, MM_SHAPE(N), err) != 0)
+        goto fail;
+    mm_copy(ctx, &wf, &lin->weight);
+    mm_convrot_quantize(ctx, &q, &s, &wf, group);
+    if (mm_ctx_sync(ctx, err) != 0)
+        goto fail;
+    mm_tensor_free(&wf);
+    if (lin->weight.storage) /* a device copy of the dense weight; a CPU view owns nothing */
+        vv->store.device_bytes -= mm_tensor_nbytes(&lin->weight);
+    mm_tensor_free(&lin->weight);
+    lin->weight = q;
+    lin->weight_scale = s;
+    lin->format = MM_WEIGHT_CONVROT_I8;
+    lin->group = group;
+    vv->store.device_bytes += mm_tensor_nbytes(&q) + mm_tensor_nbytes(&s);
+    return 0;
+fail:
+    mm_tensor_free(&wf);
+    mm_tensor_free(&q);
+    mm_tensor_free(&s);
+    return mm_error_prefix(err, "%s: int8 quantization", lin->name);
+}
+
 static int load_decoder(mm_video_vae *vv, mm_ctx *ctx, mm_error *err)
 {
     const mm_video_vae_config *c = &vv->cfg;
@@ -119,6 +165,7 @@ static int load_decoder(mm_video_vae *vv, mm_ctx *ctx, mm_error *err)
     if (!e)
         return mm_fail(err, "%s: decoder.transformer_blocks.0.attn.to_qkv.weight not found", mm_st_path(vv->st));
     mm_dtype dt = e->dtype; /* the blocks' GEMM dtype */
+    vv->gemm_dtype = dt;
     if (vae_place(&vv->store, ctx, vv->st, "post_quant_conv.weight", dt, 5, MM_SHAPE(C, C, 1, 1, 1),
                   &vv->post_quant_w5, err) != 0 ||
         vec(vv, ctx, "post_quant_conv.bias", KEEP, C, &vv->post_quant_b, err) != 0)
@@ -148,6 +195,9 @@ static int load_decoder(mm_video_vae *vv, mm_ctx *ctx, mm_error *err)
             L("ff.w2", D, F, &b->w2))
             return -1;
 #undef L
+        if (c->int8_linears && (quantize_linear(vv, ctx, &b->qkv, err) || quantize_linear(vv, ctx, &b->out, err) ||
+                                quantize_linear(vv, ctx, &b->w1, err) || quantize_linear(vv, ctx, &b->w2, err)))
+            return -1;
     }
     int64_t P = (int64_t)c->out_channels * c->patch_t * c->patch_s * c->patch_s;
     if (vec(vv, ctx, "decoder.norm_out.weight", KEEP, D, &vv->dnorm_w, err) ||
