@@ -60,8 +60,10 @@ test('openai sdk: videos.list pages with limit/after in both orders', async () =
   const all = [];
   for await (const v of client.videos.list({ limit: 2 })) all.push(v.id);
   check(new Set(all).size === all.length && ids.every((id) => all.includes(id)), `auto-paging saw ${all.length} ids, repeats or misses`);
-  const asc = await client.videos.list({ limit: 100, order: 'asc' });
-  const pos = ids.map((id) => asc.data.findIndex((v) => v.id === id));
+  // every page, oldest first: the stack holds the other tests' clips too, more than one page of them
+  const ascending = [];
+  for await (const v of client.videos.list({ limit: 100, order: 'asc' })) ascending.push(v.id);
+  const pos = ids.map((id) => ascending.indexOf(id));
   check(pos.every((p) => p >= 0) && pos[0] < pos[1] && pos[1] < pos[2], `ascending order positions ${pos}`);
   const after = await client.videos.list({ after: ids[1], order: 'asc', limit: 5 });
   check(after.data[0].id === ids[2], `asc after ${ids[1]}: ${after.data.map((v) => v.id)}`);
