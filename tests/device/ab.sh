@@ -38,13 +38,14 @@ rm -rf /tmp/mmh3-ab && mkdir -p "$L" && tar -xzf .carry/ab-base.tar.gz -C /tmp/m
 note "base $(cat "$BASE/.ab-base" 2>/dev/null | cut -c1-12) against this tree ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 TARGETS="mmh3 bench/mmh3-bench-dit tests/unit/test_cuda_runtime tests/unit/test_cuda_ops tests/unit/test_cuda_kernels
   tests/unit/test_backend_twins tests/unit/test_speed_attention tests/unit/test_speed_qgemm tests/unit/test_cuda_lora
-  tests/unit/test_parallel_dit"
+  tests/unit/test_parallel_dit mmh3-gen-tiny"
 cuda=yes arch="-gencode arch=compute_90a,code=sm_90a"
 [ "$dry" = 1 ] && cuda=no tests=0 TARGETS="mmh3 bench/mmh3-bench-dit" # CPU stand-in: no CUDA test programs
 
 step "build: this tree ($B) and the base ($BB), side by side"
 device_deps
 ( mkdir -p "$BB" && cd "$BB" && ../configure --with-cuda=$cuda --without-server --without-ffmpeg CUDA_ARCH="$arch" \
+    CFLAGS="-g -O2 -Wno-error" \
     >"$L/base_configure.log" 2>&1 && make -j"$(nproc)" bench/mmh3-bench-dit >"$L/base_build.log" 2>&1 ) &
 base_build=$!
 CUDA=$cuda CUDA_ARCH=$arch device_build ab $TARGETS || { wait "$base_build"; finish 1; }
@@ -65,7 +66,7 @@ if [ "$tests" = 1 ]; then
   req=1; [ "$dry" = 1 ] && req=0
   for t in test_cuda_runtime test_cuda_ops test_cuda_kernels test_backend_twins test_speed_attention test_speed_qgemm \
     test_cuda_lora test_parallel_dit; do
-    MMH3_REQUIRE_GPU=$req timeout 200 "$B/tests/unit/$t" >"$L/$t.txt" 2>&1
+    MMH3_REQUIRE_GPU=$req MMH3_BUILD="$B" MMH3_TEST_DATA="$PWD/tests/data" timeout 200 "$B/tests/unit/$t" >"$L/$t.txt" 2>&1
     rc=$?
     note "$t: $(grep -c '^PASS' "$L/$t.txt") passed, $(grep -c '^FAIL' "$L/$t.txt") failed (exit $rc)$(grep -m1 -E '^SKIP' "$L/$t.txt" | sed 's/^/; /')"
     grep '^FAIL' "$L/$t.txt" | head -5

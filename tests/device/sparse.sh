@@ -72,7 +72,7 @@ step "host"
 timeout 10 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader 2>&1 || true
 
 BIN="mmh3 bench/mmh3-bench-dit tests/unit/test_sparse_attention"
-[ "$dry" = 1 ] || BIN="$BIN bench/mmh3-bench-sparse-attn tests/unit/test_cuda_sparse tests/unit/test_cuda_lora"
+[ "$dry" = 1 ] || BIN="$BIN bench/mmh3-bench-sparse-attn tests/unit/test_cuda_sparse tests/unit/test_cuda_lora mmh3-gen-tiny"
 step "build: $BIN"
 # shellcheck disable=SC2086
 make_limit=$(limit 300) device_build sparse $BIN || finish 1
@@ -85,7 +85,7 @@ if want tests; then
     [ -x "$B/tests/unit/$prog" ] || { note "SKIP $prog: not built (CPU stand-in)"; continue; }
     [ "$secs" -gt 0 ] || { note "SKIP $prog: out of time"; continue; }
     req=(MMH3_REQUIRE_GPU=1); [ "$dry" = 1 ] && req=()
-    run "$prog" "$secs" "$OUT/sparse_$prog.txt" env "${req[@]}" "$B/tests/unit/$prog"
+    run "$prog" "$secs" "$OUT/sparse_$prog.txt" env "${req[@]}" MMH3_BUILD="$B" MMH3_TEST_DATA="$top/tests/data" "$B/tests/unit/$prog"
     rc=$?
     p=$(grep -c '^PASS ' "$OUT/sparse_$prog.txt"); f=$(grep -c '^FAIL ' "$OUT/sparse_$prog.txt")
     grep -E '^FAIL|^     [^ ].*(rel_l2|kernel|sparse)|TIMEOUT|^mmh3: ' "$OUT/sparse_$prog.txt" | head -60
