@@ -6,7 +6,7 @@
 -- gone with its generation too. Not part of generation_json: a preview is
 -- worth showing only while it is fresh, and the next one is at most the
 -- worker's preview interval away.
-CREATE TABLE generation_previews (
+CREATE TABLE IF NOT EXISTS generation_previews (
     generation_id uuid PRIMARY KEY REFERENCES generations (id) ON DELETE CASCADE,
     seq           integer NOT NULL,     -- previews of this job so far (1, 2, ...): newer wins
     url           text NOT NULL,        -- under /api/files/previews/, with ?seq= so caches see each one
