@@ -445,9 +445,14 @@ static void test_step_cache_ranks_on_gpus(void)
     MM_REQUIRE(kit_forward_case_load(&f, manifest, cases, "fl2va_first_step2") == 0, "case");
     MM_REQUIRE(mm_ctx_create(&g, mm_cuda(0), 0, &err) == 0, "%s", err.msg);
     const mm_device shared[2] = {mm_cuda(0), mm_cuda(0)}, two[2] = {mm_cuda(0), mm_cuda(1)};
-    step_cache_over_ranks(g, &f, false, (const int[]){2}, 1, shared, 1e-4);
+    /* bf16 on the GPU: the rows split over ranks sum in another order, so a
+     * forward over N ranks is within 1e-3 rel_l2 of the one-device forward
+     * (the bound of the forward test below), and the cache's rel, a ratio of
+     * norms of such outputs, moves by that much; the ranks still agree with
+     * each other bit for bit and skip the same forwards (checked exactly). */
+    step_cache_over_ranks(g, &f, false, (const int[]){2}, 1, shared, 1e-3);
     if (gpus >= 2)
-        step_cache_over_ranks(g, &f, false, (const int[]){2}, 1, two, 1e-4);
+        step_cache_over_ranks(g, &f, false, (const int[]){2}, 1, two, 1e-3);
     mm_ctx_destroy(g);
     kit_forward_case_free(&f);
 }
