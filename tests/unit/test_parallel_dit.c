@@ -412,7 +412,9 @@ static void step_cache_over_ranks(mm_ctx *on, const kit_forward_case *f, bool te
     double margin = INFINITY; /* FBC decides on rel itself: none may sit on the threshold */
     for (int i = c.warmup; !teacache && i < SP_CACHE_STEPS - 1 - c.final; i++)
         margin = fmin(margin, fabs(rep.rel[i] - c.threshold) / c.threshold);
-    MM_EXPECT(margin > 10 * tol, "a rel value within %.2g of the threshold: the ranks' sums could fall either side",
+    /* tol bounds how far the ranks' rel may move from the one-device value:
+     * three times that keeps every decision on its side */
+    MM_EXPECT(margin > 3 * tol, "a rel value within %.2g of the threshold: the ranks' sums could fall either side",
               margin);
     for (int i = 0; i < n_ranks; i++)
         check_ranks(on, devices, f, &c, ranks[i], &one, &rep, tol);
