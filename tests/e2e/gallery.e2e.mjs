@@ -515,6 +515,8 @@ test('audio switches to ref2va, invalid combinations are explained, server refus
   await page.waitForTimeout(500);
   if ((await api('GET', '/api/ai/queue?limit=1')).count !== before) throw new Error('an invalid form was sent');
   await page.click('[data-testid=chip-remove]');
+  // the next file's chip must be the only one: a removal still rendering leaves two for the locator
+  await until('the audio chip removed', async () => (await chip.count()) === 0, 5_000);
   // A file the server's FFmpeg check refuses: the server's reason reaches the chip.
   const bogus = path.join(outDir, 'not-an-image.png');
   fs.writeFileSync(bogus, 'this is text, not a PNG');
