@@ -328,6 +328,9 @@ def live_previews_over_sse_then_the_clip(s):
         done = ev.wait(lambda e: e.get("event") == "generation_update" and e["json"]["generation_id"] == gid
                        and e["json"]["status"] in TERMINAL, timeout=60, what="terminal update")
         check(done["json"]["status"] == "succeeded", "ended %s", short(done["json"]))
+        # the second stream's relay may still be behind the first one's
+        ev2.wait(lambda e: e.get("event") == "generation_update" and e["json"]["generation_id"] == gid
+                 and e["json"]["status"] in TERMINAL, timeout=60, what="terminal update on the second stream")
         for stream in (ev, ev2):
             mine = stream.of(gid)
             previews = [e["json"] for e in mine if e.get("event") == "generation_preview"]
