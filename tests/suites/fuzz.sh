@@ -53,7 +53,8 @@ fuzz_run_all() {
   # server: the upload body parser and the enqueue request validation
   fuzz_target fuzz_multipart "${MMH3_FUZZ_SECONDS:-20}" fcgi/multipart.c src/core/error.c
   fuzz_target fuzz_enqueue "${MMH3_FUZZ_SECONDS:-20}" \
-    src/request/json.c src/request/settle.c src/request/rules.c src/core/uuid.c src/core/error.c
+    src/request/json.c src/request/settle.c src/request/rules.c src/request/step_cache.c src/request/sampler_presets.c \
+    src/core/uuid.c src/core/error.c
   # oxen: the hub's streamed answers (event-stream reader, chat frames) and --oxen-remote URLs
   FUZZ_PKGS="libcurl" fuzz_target fuzz_oxen_stream "${MMH3_FUZZ_SECONDS:-30}" \
     src/oxen/sse.c src/oxen/remote.c src/core/error.c
