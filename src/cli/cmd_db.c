@@ -53,7 +53,7 @@ int mm_cmd_db(int argc, char **argv)
     }
     char buf[PATH_MAX + 128];
     const char *url = mm_cli_database(db_flag, mm_cli_outputs(outputs_flag), buf, sizeof buf);
-    if (!db_flag && url != buf && !getenv("MMH3_DATABASE_URL")) {
+    if (!url) {
         fprintf(stderr, "mmh3 db: no running mmh3 serve has its database under %s/.mmh3 (give --outputs DIR, "
                         "or --db URL)\n", mm_cli_outputs(outputs_flag));
         return 1;

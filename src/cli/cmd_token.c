@@ -93,6 +93,8 @@ int mm_cmd_token(int argc, char **argv)
     }
     char buf[PATH_MAX + 128];
     const char *url = mm_cli_database(db_flag, outputs, buf, sizeof buf);
+    if (!url)
+        url = MM_DB_DEFAULT_URL;
     PGconn *db;
     mm_error err = {{0}};
     if (mm_db_connect(url, "mmh3-token", &db, &err) < 0 || mm_db_migrate(db, NULL, &err) < 0) {

@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "store/db.h"
-
 const char *mm_cli_outputs(const char *flag)
 {
     if (flag)
@@ -35,6 +33,6 @@ const char *mm_cli_database(const char *flag, const char *outputs, char *buf, si
             return buf;
         }
     }
-    return MM_DB_DEFAULT_URL;
+    return NULL;
 }
 #endif
