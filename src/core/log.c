@@ -26,3 +26,15 @@ void mm_log(const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "%s %s: %s\n", stamp, log_who, msg);
 }
+
+void mm_log_to(mm_log_sink sink, void *user, const char *fmt, ...)
+{
+    if (!sink)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    sink(user, line);
+}

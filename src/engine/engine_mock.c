@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/clock.h"
 #include "engine/preview.h"
 #include "media/mp4_writer.h"
@@ -202,18 +203,7 @@ static int write_clip(const mm_gen_request *req, run *r, mm_error *err)
     return mm_mp4_writer_close(w, err);
 }
 
-static void mock_log(const mock_engine *m, const char *fmt, ...) MM_PRINTF(2, 3);
-static void mock_log(const mock_engine *m, const char *fmt, ...)
-{
-    if (!m->opt.h3.log)
-        return;
-    char line[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    m->opt.h3.log(m->opt.h3.log_user, line);
-}
+#define mock_log(m, ...) mm_log_to((m)->opt.h3.log, (m)->opt.h3.log_user, __VA_ARGS__)
 
 /* Each adapter by name, as the real engine finds it (header and keys read,
  * the tensors not), reported in the log. */

@@ -27,17 +27,6 @@ void mm_pipeline_options_defaults(mm_pipeline_options *o)
     mm_sp_options_defaults(&o->sp);
 }
 
-void pl_log(const mm_pipeline *p, const char *fmt, ...)
-{
-    if (!p->o.log)
-        return;
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    p->o.log(p->o.log_user, line);
-}
 
 static const char *partition_name(int part) { return part == PL_REF2VA ? "ref2va" : "fl2va"; }
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/log.h"
 #include "backend/ops.h"
 #include "backend/memplan.h"
 #include "backend/placement.h"
@@ -164,7 +165,7 @@ int pl_audio_rate(const mm_pipeline *p);
  * and reports progress. */
 void pl_report(pl_job *j, mm_stage stage, int step, int total);
 bool pl_cancelled(const pl_job *j);
-void pl_log(const mm_pipeline *p, const char *fmt, ...) MM_PRINTF(2, 3);
+#define pl_log(p, ...) mm_log_to((p)->o.log, (p)->o.log_user, __VA_ARGS__)
 
 /* The one cross-device copy: src (on src_ctx's device, or the host) into a
  * new tensor on dst_ctx's device, after src_ctx's queued work. */

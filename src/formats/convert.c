@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/ops.h"
+#include "core/log.h"
 #include "core/dtype.h"
 #include "formats/convert_internal.h"
 
@@ -54,18 +55,7 @@ typedef struct converter {
     float *cached_w, *cached_b;
 } converter;
 
-static void say(const converter *c, const char *fmt, ...) MM_PRINTF(2, 3);
-static void say(const converter *c, const char *fmt, ...)
-{
-    if (!c->o->log)
-        return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    c->o->log(c->o->log_user, line);
-}
+#define say(c, ...) mm_log_to((c)->o->log, (c)->o->log_user, __VA_ARGS__)
 
 /* ------------------------------------------------------------ the plan */
 
