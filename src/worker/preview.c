@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "media/image.h"
 #include "store/previews.h"
+#include "worker/sweep.h"
 
 void mm_job_preview_begin(mm_job_preview *p, PGconn *db, const char *outputs, const mm_job *job,
                           const char *worker_id)
@@ -65,27 +66,24 @@ void mm_job_preview_end(mm_job_preview *p)
         mm_log("%s: %s", p->job->id, err.msg);
 }
 
+/* <id>.jpg[.part] of a job that no longer renders. */
+static bool preview_stale(void *db, const char *name)
+{
+    char id[40];
+    int used = 0;
+    bool stale = false;
+    mm_error err = {{0}};
+    if (sscanf(name, "%36[0-9a-f-]%n", id, &used) != 1 || used != 36 ||
+        (strcmp(name + used, ".jpg") != 0 && strcmp(name + used, ".jpg.part") != 0))
+        return false;
+    return mm_store_preview_stale(db, id, &stale, &err) == 0 && stale;
+}
+
 void mm_worker_previews_sweep(PGconn *db, const char *outputs)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/previews", outputs);
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    int removed = 0;
-    while ((e = readdir(d))) {
-        char id[40];
-        int used = 0;
-        bool stale = false;
-        mm_error err = {{0}};
-        if (sscanf(e->d_name, "%36[0-9a-f-]%n", id, &used) != 1 || used != 36 ||
-            (strcmp(e->d_name + used, ".jpg") != 0 && strcmp(e->d_name + used, ".jpg.part") != 0))
-            continue;
-        if (mm_store_preview_stale(db, id, &stale, &err) == 0 && stale && unlinkat(dirfd(d), e->d_name, 0) == 0)
-            removed++;
-    }
-    closedir(d);
+    int removed = mm_worker_sweep_dir(dir, preview_stale, db);
     if (removed)
         mm_log("removed %d preview(s) of renders that ended elsewhere", removed);
 }

@@ -29,6 +29,7 @@
 #include "store/loras.h"
 #include "store/migrate.h"
 #include "worker/preview.h"
+#include "worker/sweep.h"
 
 /* Shared between the main thread (renders), the heartbeat thread (LISTENs
  * for cancels) and the signal handler. */
@@ -421,28 +422,22 @@ static void remove_attempt_files(const char *dir, const char *id)
  * render will finish — their job ended, is gone, or is waiting for a later
  * attempt — left by workers that were killed mid-render. A file of an
  * attempt in progress (here or on another host) stays. */
+static bool attempt_file_stale(void *db, const char *name)
+{
+    char id[40];
+    int attempt = 0, used = 0;
+    if (name[0] != '.' || strlen(name) < 40 || sscanf(name, ".%36[0-9a-f-].%d.mp4%n", id, &attempt, &used) != 2 ||
+        (name[used] != '\0' && strcmp(name + used, ".part") != 0))
+        return false;
+    bool stale = false;
+    mm_error err = {{0}};
+    /* not a UUID after all, or the database is away: keep it */
+    return mm_store_attempt_abandoned(db, id, attempt, &stale, &err) == 0 && stale;
+}
+
 static void sweep_attempt_files(PGconn *db, const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    int removed = 0;
-    while ((e = readdir(d))) {
-        char id[40];
-        int attempt = 0, used = 0;
-        if (e->d_name[0] != '.' || strlen(e->d_name) < 40 ||
-            sscanf(e->d_name, ".%36[0-9a-f-].%d.mp4%n", id, &attempt, &used) != 2 ||
-            (e->d_name[used] != '\0' && strcmp(e->d_name + used, ".part") != 0))
-            continue;
-        bool stale = false;
-        mm_error err = {{0}};
-        if (mm_store_attempt_abandoned(db, id, attempt, &stale, &err) < 0)
-            continue; /* not a UUID after all, or the database is away: keep it */
-        if (stale && unlinkat(dirfd(d), e->d_name, 0) == 0)
-            removed++;
-    }
-    closedir(d);
+    int removed = mm_worker_sweep_dir(dir, attempt_file_stale, db);
     if (removed)
         mm_log("removed %d file(s) of interrupted renders", removed);
 }
