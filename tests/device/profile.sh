@@ -3,7 +3,7 @@
 # MUFU/FMA, L2/HBM, stalls — so that kernel work is chosen by counters, not guesses.
 #
 #   device:  bash tests/device/profile.sh [--part attn,qgemm,glue,vae,attn-src,clocks] [--set full|detailed]
-#            (session.sh step `profile`; needs the session's build-device/)
+#            (session.sh step `profile`; needs the session's build-device/); also --part sparse
 #
 # Each part profiles ONE launch of each kernel it names (ncu replays it once per counter pass; a 65 ms
 # attention call × ~40 passes ≈ 3 s) with --clock-control none (the clocks stay as the benchmarks see them).
@@ -17,6 +17,8 @@
 # (profile_attn_src_<path>.csv: every instruction with its executed count, warp-state samples per stall
 # reason; tests/device/ncu_ledger.py's digest of it: profile_attn_ledger_<path>.txt), the details page, and
 # the kernels' SASS (profile_attn_sass.txt when cuobjdump is on the host).
+# sparse: kernel times (gpu__time_duration per launch, summed per name) of one sparse attention call at
+# S = 38,010, forced density 0.25, exact and fast kernels: profile_sparse_<kernel>_kernels.txt.
 # clocks: no profiler — the SM clock, power draw and the clock event reasons sampled every 50 ms by
 # nvidia-smi while the attention kernels and the int8 GEMMs run at full size (clocks_<bench>.csv), the
 # median per benchmark in the summary: is a kernel held back by the power limit rather than by its code?
@@ -140,19 +142,9 @@ print(f"QGEMM op=torch-bf16-8192 tflops={2 * 8192**3 * n / dt * 1e-12:.1f} ({n} 
   fi
 fi
 
-if want vae; then
-  step "vae: kernel times of one video VAE decode"
-  VV=${VV_CKPT:-/tmp/mmh3-vv-full.safetensors} AV=${AV_CKPT:-/tmp/mmh3-av-full.safetensors}
-  for pair in "video-vae:$VV" "audio-vae:$AV"; do
-    f=${pair#*:}
-    [ -s "$f" ] || timeout 120 "$B/mmh3-gen-tiny" "${pair%%:*}" --full --out "$f" >/dev/null 2>&1 ||
-      note "FAIL vae: could not write $f"
-  done
-  timeout 240 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw --print-units base \
-      "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames "${MMH3_PROFILE_VAE_FRAMES:-22}" \
-      --what decode --reps 1 >"$OUT/profile_vae_raw.csv" 2>"$OUT/profile_vae.txt"
-  note "vae (rc $?): $(grep -m1 VAE_BENCH "$OUT/profile_vae_raw.csv" "$OUT/profile_vae.txt" 2>/dev/null | head -1)"
-  python3 - "$OUT/profile_vae_raw.csv" >"$OUT/profile_vae_kernels.txt" <<'PY'
+# kernel_times RAW_CSV OUT_TXT: ncu's one-metric CSV summed per kernel name (launches, total ms, share)
+kernel_times() {
+  python3 - "$1" >"$2" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if r]
 head = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
@@ -174,7 +166,37 @@ print(f"total {all_ns / 1e6:.2f} ms in {sum(cnt.values())} launches")
 for k, ns in tot.most_common(40):
     print(f"{ns / 1e6:10.3f} ms {100 * ns / all_ns:5.1f}% {cnt[k]:6d}x  {k}")
 PY
+}
+
+if want vae; then
+  step "vae: kernel times of one video VAE decode"
+  VV=${VV_CKPT:-/tmp/mmh3-vv-full.safetensors} AV=${AV_CKPT:-/tmp/mmh3-av-full.safetensors}
+  for pair in "video-vae:$VV" "audio-vae:$AV"; do
+    f=${pair#*:}
+    [ -s "$f" ] || timeout 120 "$B/mmh3-gen-tiny" "${pair%%:*}" --full --out "$f" >/dev/null 2>&1 ||
+      note "FAIL vae: could not write $f"
+  done
+  timeout 240 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw --print-units base \
+      "$B/bench/bench_vae" --video "$VV" --audio "$AV" --device cuda --frames "${MMH3_PROFILE_VAE_FRAMES:-22}" \
+      --what decode --reps 1 >"$OUT/profile_vae_raw.csv" 2>"$OUT/profile_vae.txt"
+  note "vae (rc $?): $(grep -m1 VAE_BENCH "$OUT/profile_vae_raw.csv" "$OUT/profile_vae.txt" 2>/dev/null | head -1)"
+  kernel_times "$OUT/profile_vae_raw.csv" "$OUT/profile_vae_kernels.txt"
   head -25 "$OUT/profile_vae_kernels.txt"
   while read -r line; do note "vae kernels: $line"; done < <(head -12 "$OUT/profile_vae_kernels.txt")
+fi
+
+# sparse: where a sparse attention call's time goes, per kernel (routing, quantization, centroid and routed
+# passes, merge), at clip5's S for one forced density through the exact (sm90) and the fast (sm90-fast) kernels;
+# the bench runs the dense fa3 kernels first, so they are in the table too
+if want sparse; then
+  for kern in sm90 sm90-fast; do
+    step "sparse: kernel times of one $kern call, S = 38,010, forced 0.25"
+    timeout 150 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --page raw --print-units base \
+        "$B/bench/mmh3-bench-sparse-attn" --seq 38010 --heads 56 --reps 1 --routes forced:0.25 --kernels "$kern" \
+        >"$OUT/profile_sparse_${kern}_raw.csv" 2>"$OUT/profile_sparse_$kern.txt"
+    note "sparse $kern (rc $?)"
+    kernel_times "$OUT/profile_sparse_${kern}_raw.csv" "$OUT/profile_sparse_${kern}_kernels.txt"
+    while read -r line; do note "sparse $kern kernels: $line"; done < <(head -14 "$OUT/profile_sparse_${kern}_kernels.txt")
+  done
 fi
 finish 0
