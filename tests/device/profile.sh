@@ -185,6 +185,29 @@ if want vae; then
   while read -r line; do note "vae kernels: $line"; done < <(head -12 "$OUT/profile_vae_kernels.txt")
 fi
 
+# sparse-src: the two Hopper sparse kernels' counters (one real launch each under --set full: the details page
+# and the per-instruction ledger), to see why the fast one lags its dense twin more than the exact one does
+if want sparse-src; then
+  for spec in "sm90:k_sp_fa3\$:2" "sm90-fast:k_sp_fa3_fast:0"; do
+    IFS=: read -r kern regex skip <<<"$spec"
+    step "sparse-src: $kern, one launch, full counters"
+    rep="/tmp/mmh3-prof-sparse-$kern"
+    rm -f "$rep.ncu-rep"
+    timeout 150 "$NCU" --clock-control none --set full --import-source no -k "regex:$regex" --launch-skip "$skip" -c 1 \
+        -o "$rep" "$B/bench/mmh3-bench-sparse-attn" --seq 38010 --heads 56 --reps 1 --routes forced:0.25 \
+        --kernels "$kern" >"$OUT/profile_sparse_src_$kern.log" 2>&1
+    note "sparse-src $kern: ncu rc $?"
+    [ -s "$rep.ncu-rep" ] || continue
+    "$NCU" -i "$rep.ncu-rep" --page details --print-units base >"$OUT/profile_sparse_details_$kern.txt" 2>&1
+    "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$OUT/profile_sparse_src_$kern.csv" 2>&1
+    python3 tests/device/ncu_ledger.py "$OUT/profile_sparse_src_$kern.csv" 40 >"$OUT/profile_sparse_ledger_$kern.txt" 2>&1
+    note "sparse-src $kern: $(head -1 "$OUT/profile_sparse_ledger_$kern.txt")"
+    grep -E '^ *(Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|Local Memory Spilling)' \
+        "$OUT/profile_sparse_details_$kern.txt" | tr -s ' ' | while read -r l; do note "  $kern: $l"; done
+    rm -f "$OUT/profile_sparse_src_$kern.csv"
+  done
+fi
+
 # sparse: where a sparse attention call's time goes, per kernel (routing, quantization, centroid and routed
 # passes, merge), at clip5's S for one forced density through the exact (sm90) and the fast (sm90-fast) kernels;
 # the bench runs the dense fa3 kernels first, so they are in the table too
