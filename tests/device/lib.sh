@@ -62,7 +62,7 @@ DEVICE_TARGETS="mmh3 mmh3-gen-tiny bench/mmh3-bench-dit bench/mmh3-bench-attn be
   tests/unit/test_speed_attention tests/unit/test_speed_qgemm tests/unit/test_parallel_partition
   tests/unit/test_parallel_comm tests/unit/test_parallel_dit tests/device/bench_kernels
   bench/mmh3-bench-lora tests/unit/test_cuda_lora tests/unit/test_dit_step_cache tests/unit/test_dit_adaln bench/mmh3-bench-sparse-attn tests/unit/test_cuda_sparse tests/unit/test_sparse_attention
-  bench/mmh3-bench-vram tests/unit/test_dit_stream"
+  bench/mmh3-bench-vram tests/unit/test_dit_stream bench/mmh3-bench-mp4"
 
 device_log() {
   exec > >(tee -a "$OUT/$1") 2>&1

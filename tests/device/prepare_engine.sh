@@ -48,4 +48,6 @@ ff -f lavfi -i testsrc2=size=1920x1080:rate=1 -frames:v 1 -q:v 3 "$m/ref_image.j
 ff -f lavfi -i testsrc2=size=640x360:rate=30 -f lavfi -i sine=frequency=330:sample_rate=44100 -t 1 \
   -c:v libx264 -pix_fmt yuv420p -c:a aac -shortest "$m/ref_clip.mp4"
 ff -f lavfi -i "sine=frequency=523:sample_rate=44100" -t 3 "$m/ref_audio.wav"
+# the release's t2va sample (1344x768, real content) for the H.264 writer bench (engine.sh --part x264)
+[ -f "$shared/minimax-h3/assets/t2va.mp4" ] && cp "$shared/minimax-h3/assets/t2va.mp4" "$m/t2va.mp4"
 echo "prepare_engine: $(du -sh .carry/ffmpeg .carry/ffmpeg.tar.xz .carry/minimax-h3 .carry/engine-media | tr '\n' ' ')"
