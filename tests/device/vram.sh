@@ -14,6 +14,7 @@
 #            of every kernel for sm_80 sm_86 sm_89 sm_90a sm_100 sm_120: that the fat build compiles
 #
 #   device: bash tests/device/vram.sh [--part tests,check,bench,arch] [--budgets resident,22,30,46]
+#           (VRAM_BENCH_ARGS: more bench flags, e.g. "--frames 362 --warmup 0 --iters 1" for clip15)
 #           or: bash tests/device/session.sh --steps vram:200
 #   CPU stand-in: MMH3_DEVICE_DRY=1 (the tests only; the bench needs a GPU).
 # The full-size random DiT ($DIT_CKPT) is written when missing (~30 s). Summary: $OUT/summary_vram.txt.
@@ -71,7 +72,7 @@ fi
 
 if want bench && [ "$dry" = 0 ]; then
   step "bench: clip5 at budgets $budgets"
-  timeout 400 "$B/bench/mmh3-bench-vram" --checkpoint "$DIT_CKPT" --budgets "$budgets" >"$OUT/vram_bench.txt" 2>&1
+  timeout 400 "$B/bench/mmh3-bench-vram" --checkpoint "$DIT_CKPT" --budgets "$budgets" ${VRAM_BENCH_ARGS:-} >"$OUT/vram_bench.txt" 2>&1
   rc=$?
   grep -E '^budget|^  loaded|^RESULT|^PASS|^FAIL' "$OUT/vram_bench.txt"
   while read -r line; do note "$line"; done < <(grep -E '^RESULT|^FAIL|^PASS' "$OUT/vram_bench.txt")
