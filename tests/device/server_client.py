@@ -381,8 +381,11 @@ def gpu_bounds(job):
 
 
 def job_lines(job):
-    e = job["enqueued"]
-    rel = lambda t: "%.2f" % (t - e) if t is not None else "n/a"
+    """Prints one job's latencies after its enqueue; returns its first preview's delay after the first step
+    event (< 0: the preview was relayed before that step's update), or None."""
+    def rel(t):
+        return "%.2f" % (t - job["enqueued"]) if t is not None else "n/a"
+
     step1 = job["steps"][0][1] if job["steps"] else None
     prev = job["previews"][0][1] if job["previews"] else None
     after = prev - step1 if prev is not None and step1 is not None else None

@@ -26,8 +26,8 @@
 #
 #   here:    bash tests/device/prepare.sh && bash tests/device/prepare_engine.sh &&
 #            bash tests/device/prepare_server.sh && bash tests/device/prepare_build.sh
-#   device:  bash tests/device/session.sh --steps throughput:330 (carry: tests/device/carry.sh 3);
-#            alone: bash tests/device/throughput.sh [--budget S] (default 300; ~2 min a queue at
+#   device:  bash tests/device/session.sh --steps throughput:420 (carry: tests/device/carry.sh 3);
+#            alone: bash tests/device/throughput.sh [--budget S] (default 380; ~2.5 min a queue at
 #            turbo4; JOBS=N SAMPLER=turbo8-768p FAST=1 change the queue)
 #   dry run here (CPU stand-ins: tiny checkpoints, 64x64, 22 frames, 2 forwards, --device cpu, no
 #            nvidia-smi: the GPU columns say n/a; without .carry/server the host's PostgreSQL and
@@ -41,7 +41,7 @@ set -u
 device_log throughput.log
 device_summary throughput throughput_summary.txt
 
-budget=300
+budget=380
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;
@@ -159,7 +159,7 @@ run_queue() { # LABEL LIMIT SERVE-FLAGS...
   [ "$dry" = 1 ] && args+=(--device cpu)
   rm -f "$csv"
   if [ "$gpu" = yes ]; then
-    nvidia-smi --query-gpu=timestamp,utilization.gpu,power.draw --format=csv,noheader,nounits -lms 50 >"$csv" 2>/dev/null &
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,power.draw --format=csv,noheader,nounits -lms 50 -f "$csv" >/dev/null 2>&1 &
     smi_pid=$!
   fi
   echo "$B/mmh3 ${args[*]}"
@@ -182,8 +182,7 @@ run_queue() { # LABEL LIMIT SERVE-FLAGS...
   [ -f "$OUT/$name.json" ] || return 1
   timeout 60 "$PY" tests/device/server_client.py report "$OUT/$name.json" --label "$label" \
     $( [ -s "$csv" ] && echo --gpu-csv "$csv") >"$OUT/${name}_report.txt" 2>&1 || rc=1
-  cat "$OUT/${name}_report.txt"
-  while read -r l; do note "$l"; done < <(grep -E '^(RESULT|QUEUE)' "$OUT/${name}_report.txt")
+  while read -r l; do note "$l"; done <"$OUT/${name}_report.txt"
   return "$rc"
 }
 
