@@ -5,6 +5,8 @@ would (Python standard library only: the GPU host has no curl).
     server_client.py --base 127.0.0.1:PORT ready [--timeout S]
     server_client.py --base ... job NAME --request JSON --out DIR [--timeout S] [--cancel-after-start]
     server_client.py --base ... status [--out FILE]
+    server_client.py --base ... queue NAME --request JSON --jobs N --out DIR [--timeout S] [--serve-start T]
+    server_client.py report RECORD.json [--gpu-csv FILE] [--label pipeline=on]
 
 `job` opens the event stream (GET /api/events) BEFORE it enqueues (POST /api/ai/queue), then
 records every generation_update of its job with the time since the enqueue answered: when the
@@ -14,8 +16,15 @@ DIR/NAME.mp4, and a summary is printed ("SERVER <key> <value>" lines for the she
 in DIR/NAME.json). --cancel-after-start: the job is cancelled (DELETE) once its prompt is being
 encoded or a later stage is reached — a warm worker's start latency without a whole render.
 Exit status 0 when the job ended as expected (succeeded, or cancelled with --cancel-after-start).
+
+`queue` (tests/device/throughput.sh) enqueues N copies of one request back to back (seed 1..N) and
+records, in wall-clock seconds so they line up with nvidia-smi's samples, each job's enqueue, claim,
+stage starts, denoising steps, first generation_preview and end (DIR/NAME.json). `report` reads such
+a record (and the nvidia-smi CSV sampled meanwhile: timestamp, utilization %, power W) and prints the
+per-job lines and one "RESULT throughput" line.
 """
 import argparse
+import datetime
 import http.client
 import json
 import os
@@ -247,9 +256,197 @@ def cmd_job(a):
     return 0 if ok else 1
 
 
+def wait_events(stream, seen, end):
+    """The events after index `seen` (waiting up to `end`), the new index, and whether the stream closed."""
+    with stream.cond:
+        while seen >= len(stream.events) and not stream.closed and time.monotonic() < end:
+            stream.cond.wait(min(1.0, max(0.01, end - time.monotonic())))
+        return stream.events[seen:], len(stream.events), stream.closed
+
+
+def enqueue_all(a, req):
+    """N POSTs back to back; {generation_id: job record} in enqueue order, or None."""
+    jobs = {}
+    for i in range(a.jobs):
+        body = dict(req, seed=i + 1)
+        st, out, raw = request(a.base, "POST", "/api/ai/queue", body)
+        if st != 200:
+            print("SERVER enqueue_failed %d %s" % (st, raw[:500].decode("utf-8", "replace")))
+            return None
+        gid = out["generations"][0]["generation_id"]
+        jobs[gid] = {"index": i + 1, "generation_id": gid, "enqueued": time.time(), "stages": {}, "steps": [],
+                     "previews": []}
+    return jobs
+
+
+def note_event(job, kind, g, now):
+    """Folds one event of this job into its record; True when the job reached a terminal state."""
+    if kind == "generation_preview":
+        job["previews"].append([g.get("step"), now])
+        return False
+    if g.get("seq", 0) < job.get("seq", 0):
+        return False  # a stale snapshot
+    job["seq"] = g.get("seq", 0)
+    if g["status"] == "processing":
+        job.setdefault("claimed", now)
+        stage = g.get("stage")
+        if stage in STAGES:
+            job["stages"].setdefault(stage, now)
+        if stage == "denoising" and g.get("step", 0) >= 1 and (not job["steps"] or g["step"] > job["steps"][-1][0]):
+            job["steps"].append([g["step"], now])
+    if g["status"] in TERMINAL:
+        job.setdefault("done", now)
+        job["status"] = g["status"]
+        return True
+    return False
+
+
+def cmd_queue(a):
+    req = json.loads(a.request)
+    stream = Stream(a.base)
+    time.sleep(0.2)  # the stream is registered with the hub before the jobs exist
+    wall = time.time() - time.monotonic()  # the stream stamps events with time.monotonic()
+    jobs = enqueue_all(a, req)
+    if jobs is None:
+        return 1
+    print("SERVER %s_enqueued %d jobs in %.3f s" % (a.name, len(jobs), time.time() - min(
+        j["enqueued"] for j in jobs.values())), flush=True)
+    end = time.monotonic() + a.timeout
+    seen, left, closed = 0, len(jobs), False
+    while left and not closed and time.monotonic() < end:
+        batch, seen, closed = wait_events(stream, seen, end)
+        for t, kind, g in batch:
+            job = jobs.get((g or {}).get("generation_id")) if kind in ("generation_update", "generation_preview") else None
+            if job is None or "done" in job:
+                continue
+            if note_event(job, kind, g, t + wall):
+                left -= 1
+                print("SERVER %s_job%d %s +%.2fs" % (a.name, job["index"], job["status"], job["done"] - job["enqueued"]),
+                      flush=True)
+    stream.close()
+    ok = True
+    for job in jobs.values():
+        st, g, _ = request(a.base, "GET", "/api/ai/queue/%s" % job["generation_id"])
+        job["row"] = g if st == 200 else None
+        if not g or g.get("status") != "succeeded":
+            ok = False
+            print("SERVER %s_job%d_failed %s %s" % (a.name, job["index"], (g or {}).get("status"),
+                                                   (g or {}).get("error_message")))
+    record = {"name": a.name, "request": req, "serve_start": a.serve_start,
+              "jobs": sorted(jobs.values(), key=lambda j: j["index"])}
+    with open(os.path.join(a.out, a.name + ".json"), "w") as f:
+        json.dump(record, f, indent=2)
+    return 0 if ok and not left else 1
+
+
+def read_gpu_csv(path):
+    """nvidia-smi --format=csv,noheader,nounits lines -> [(unix seconds, utilization %, power W)]."""
+    samples = []
+    with open(path) as f:
+        for line in f:
+            parts = [p.strip() for p in line.split(",")]
+            try:
+                stamp = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f")  # the host's local time
+                samples.append((stamp.timestamp(), float(parts[1]), float(parts[2])))
+            except (ValueError, IndexError):
+                continue  # a header, or a line cut by the kill
+    return samples
+
+
+IDLE_UTIL = 5  # % below which a sample counts as idle: NVML's share of its period with a kernel running
+
+
+def idle_runs(samples, lo, hi):
+    """[(start, seconds)] of the idle stretches between lo and hi: from the first idle sample to the next busy one."""
+    runs, start = [], None
+    for t, util, _ in samples:
+        if t < lo or t > hi:
+            continue
+        if util < IDLE_UTIL and start is None:
+            start = t
+        elif util >= IDLE_UTIL and start is not None:
+            runs.append((start, t - start))
+            start = None
+    if start is not None:
+        runs.append((start, hi - start))
+    return runs
+
+
+def gpu_bounds(job):
+    """When a job's GPU work starts (prompt encoding, else the first step) and ends (the mux, else its end)."""
+    st = job["stages"]
+    first = [st[s] for s in ("loading", "encoding_prompt", "encoding_references", "denoising") if s in st]
+    begin = min(first) if first else job.get("claimed")
+    return begin, st.get("writing", job.get("done"))
+
+
+def job_lines(job):
+    """Prints one job's latencies after its enqueue; returns its first preview's delay after the first step
+    event (< 0: the preview was relayed before that step's update), or None."""
+    def rel(t):
+        return "%.2f" % (t - job["enqueued"]) if t is not None else "n/a"
+
+    step1 = job["steps"][0][1] if job["steps"] else None
+    prev = job["previews"][0][1] if job["previews"] else None
+    after = prev - step1 if prev is not None and step1 is not None else None
+    print("QUEUE job%d %s: claim +%s, first step +%s, first preview +%s (%s s after the first step; %d previews), "
+          "done +%s" % (job["index"], job.get("status"), rel(job.get("claimed")), rel(step1), rel(prev),
+                        "%.2f" % after if after is not None else "n/a", len(job["previews"]), rel(job.get("done"))))
+    timings = ((job.get("row") or {}).get("timings")) or {}
+    print("QUEUE job%d stored timings: %s" % (job["index"], " ".join(
+        "%s=%.2f" % (k, v) for k, v in timings.items() if isinstance(v, (int, float)))))
+    return after
+
+
+def fmt(v, spec="%.2f"):
+    return spec % v if v is not None else "n/a"
+
+
+def cmd_report(a):
+    with open(a.record) as f:
+        rec = json.load(f)
+    jobs = rec["jobs"]
+    afters = [x for x in (job_lines(j) for j in jobs) if x is not None]
+    done = [j["done"] for j in jobs if "done" in j]
+    first_enqueue = min(j["enqueued"] for j in jobs)
+    span = max(done) - first_enqueue if len(done) == len(jobs) else None
+    # between consecutive jobs: the previous one's GPU work ends -> the next one's starts (< 0: they overlap)
+    pairs = [(gpu_bounds(p)[1], gpu_bounds(n)[0], n["steps"][0][1] if n["steps"] else gpu_bounds(n)[0])
+             for p, n in zip(jobs, jobs[1:])]
+    event_gaps = [b - e for e, b, _ in pairs if e is not None and b is not None]
+    for i, g in enumerate(event_gaps):
+        print("QUEUE events: job%d GPU work ends -> job%d GPU work starts %+.2f s" % (i + 1, i + 2, g))
+    busy = gap_max = gap_mean = None
+    samples = read_gpu_csv(a.gpu_csv) if a.gpu_csv and os.path.exists(a.gpu_csv) else []
+    if samples and span is not None:
+        window = [s for s in samples if first_enqueue <= s[0] <= max(done)]
+        busy = sum(1 for s in window if s[1] >= IDLE_UTIL) / len(window) if window else None
+        gaps = []
+        for i, (end, _, next_step) in enumerate(pairs):
+            runs = idle_runs(samples, end - 1.0, next_step) if end is not None and next_step is not None else []
+            gaps.append(max([r[1] for r in runs] or [0.0]))
+            print("QUEUE nvml: job%d -> job%d longest idle stretch %.2f s (%d samples in the window)" % (
+                i + 1, i + 2, gaps[-1], sum(1 for s in samples if end - 1.0 <= s[0] <= next_step)))
+        if window:
+            print("QUEUE nvml: %d samples over the queue, utilization mean %.1f %%, power mean %.0f W, max %.0f W" % (
+                len(window), sum(s[1] for s in window) / len(window), sum(s[2] for s in window) / len(window),
+                max(s[2] for s in window)))
+        if gaps:
+            gap_max, gap_mean = max(gaps), sum(gaps) / len(gaps)
+    cold = done[0] - rec["serve_start"] if done and rec.get("serve_start") else None
+    print("RESULT throughput %s jobs=%d clips_per_hour=%s gpu_busy=%s idle_gap_max_s=%s idle_gap_mean_s=%s "
+          "first_preview_after_step_s=%s cold_start_s=%s event_gap_max_s=%s" % (
+              a.label, len(jobs), fmt(len(jobs) / span * 3600 if span else None, "%.1f"), fmt(busy, "%.3f"),
+              fmt(gap_max), fmt(gap_mean), fmt(max(afters) if afters else None), fmt(cold),
+              fmt(max(event_gaps) if event_gaps else None)))
+    return 0 if span is not None else 1
+
+
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--base", required=True)
+    ap.add_argument("--base")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("ready")
     r.add_argument("--timeout", type=float, default=120)
@@ -261,8 +458,21 @@ def main():
     j.add_argument("--out", required=True)
     j.add_argument("--timeout", type=float, default=600)
     j.add_argument("--cancel-after-start", action="store_true")
+    q = sub.add_parser("queue")
+    q.add_argument("name")
+    q.add_argument("--request", required=True)
+    q.add_argument("--jobs", type=int, default=4)
+    q.add_argument("--out", required=True)
+    q.add_argument("--timeout", type=float, default=600)
+    q.add_argument("--serve-start", type=float, help="unix time mmh3 serve was started (the cold start)")
+    r = sub.add_parser("report")
+    r.add_argument("record")
+    r.add_argument("--gpu-csv")
+    r.add_argument("--label", default="pipeline=default")
     a = ap.parse_args()
-    return {"ready": cmd_ready, "status": cmd_status, "job": cmd_job}[a.cmd](a)
+    if a.cmd != "report" and not a.base:
+        ap.error("--base is required")
+    return {"ready": cmd_ready, "status": cmd_status, "job": cmd_job, "queue": cmd_queue, "report": cmd_report}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@
 #
 #   options: --call N | --steps NAME[:SECONDS],...   --budget SECONDS (default 560: the call's
 #            whole length; steps that no longer fit are skipped and listed)   --dry (CPU stand-ins)
-#   steps:   speed vae te multigpu t2v server ref2va kbench qgemm profile lora fewstep sparse vram (arguments: MMH3_<STEP>_ARGS)
+#   steps:   speed vae te multigpu t2v server ref2va kbench qgemm profile lora fewstep sparse vram throughput
+#            (arguments: MMH3_<STEP>_ARGS; throughput needs .carry/server: carry.sh 3)
 #
 # What comes back ($OUT, ≤ 8 files): session_summary.txt (host, build, every step's rc, time and
 # summary lines, the skipped steps) and session_logs.tgz (every step's logs, packed after each
@@ -118,7 +119,7 @@ want_ckpt sparse && chain+=(dit)
 want_ckpt vram && chain+=(dit)
 want_ckpt vae && chain+=(vv av)
 want_ckpt te && chain+=(te)
-{ want_ckpt t2v || want_ckpt ref2va || want_ckpt server; } && chain+=(dit te vv av)
+{ want_ckpt t2v || want_ckpt ref2va || want_ckpt server || want_ckpt throughput; } && chain+=(dit te vv av)
 writer() { # KIND: write the shared checkpoint unless present (FILE.part marks a write in progress)
   local f shape=() full=--full
   [ "$dry" = 1 ] && shape=(--layers 2 --hidden 256 --heads 2 --ffn 512 --text-dim 256) full=""
@@ -160,7 +161,8 @@ fi
 # ------------------------------------------------------------------ the steps
 declare -A summ=([speed]=summary_speed.txt [vae]=vae_summary.txt [te]=te_summary.txt [multigpu]=summary_multigpu.txt
   [t2v]=engine_summary.txt [ref2va]=engine_summary.txt [kbench]=bench_join.txt [qgemm]=summary_speed.txt
-  [server]=server_summary.txt [profile]=summary_profile.txt [lora]=summary_lora.txt [fewstep]=summary_fewstep.txt [sparse]=summary_sparse.txt [vram]=summary_vram.txt)
+  [server]=server_summary.txt [profile]=summary_profile.txt [lora]=summary_lora.txt [fewstep]=summary_fewstep.txt [sparse]=summary_sparse.txt [vram]=summary_vram.txt
+  [throughput]=throughput_summary.txt)
 skipped=()
 for spec in ${steps//,/ }; do
   name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
@@ -182,6 +184,7 @@ for spec in ${steps//,/ }; do
     lora) cmd=(bash tests/device/lora.sh --budget $((limit - 10)) $extra) ;;
     fewstep) cmd=(bash tests/device/fewstep.sh $extra) ;;
     vram) cmd=(bash tests/device/vram.sh $extra) ;;
+    throughput) cmd=(bash tests/device/throughput.sh --budget $((limit - 10)) $extra) ;;
     sparse) cmd=(bash tests/device/sparse.sh --budget $((limit - 10)) ${extra:---part tests,kit,attn,clip5}) ;;
     *) say "== $name: unknown step"; continue ;;
   esac
