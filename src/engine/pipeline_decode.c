@@ -2,13 +2,15 @@
  * the video VAE; each frame, as soon as it is final, is handed to a writer
  * thread that feeds the H.264 encoder (and the optional PNG dump), so x264
  * works while the VAE decodes the next chunk instead of holding the GPU
- * idle in the frame callback. The target audio rows are unpacked and decoded
- * by the audio VAE into the AAC stream; the writer renames the file into
- * place at the end (vae.md §3.8, MEDIA.md).
+ * idle in the frame callback. After the last frame the writer flushes x264's
+ * delayed frames while the GPU decodes the target audio rows; it then muxes
+ * that audio as AAC, writes the index and renames the file into place
+ * (vae.md §3.8, MEDIA.md). The writer owns the mp4 from open to close.
  *
  * Timing rows add up to the wall clock: the decode row is the decode minus
- * the time it waited for a free frame slot; that wait plus the final drain
- * is the "mux video" row (the part of the encode the decode did not hide).
+ * the time it waited for a free frame slot; that wait is the "mux video"
+ * row; the audio decode is its own row; the wait for the writer after it is
+ * the "finish mp4" row (the part of the encode the decodes did not hide).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -31,6 +33,11 @@ typedef struct frame_queue {
     bool done, failed; /* producer finished / writer failed */
     mm_error err;      /* the writer's failure */
     double busy;       /* seconds the writer spent encoding */
+    /* the audio, handed over once the GPU has decoded it (owned by the
+     * writer from then on); audio_given without a wave = a silent clip */
+    bool audio_given;
+    float *wave;
+    int64_t samples;
 } frame_queue;
 
 typedef struct decode_state {
@@ -45,6 +52,54 @@ typedef struct decode_state {
     bool cancelled;
 } decode_state;
 
+static void writer_record(frame_queue *q, int rc, const mm_error *err, double seconds)
+{
+    pthread_mutex_lock(&q->lock);
+    q->busy += seconds;
+    if (rc != 0 && !q->failed) {
+        q->failed = true;
+        q->err = *err;
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* After the last frame: x264's delayed frames are encoded while the GPU still
+ * decodes the audio, then the audio is muxed and the file closed (renamed into
+ * place). A failure anywhere, the writer's or the decode's, leaves the mp4 to
+ * the caller's abort. */
+static void writer_finish(decode_state *s)
+{
+    frame_queue *q = &s->q;
+    mm_error err = {{0}};
+    double t0 = mm_timing_now();
+    pthread_mutex_lock(&q->lock);
+    bool failed = q->failed;
+    pthread_mutex_unlock(&q->lock);
+    int rc = failed ? 0 : mm_mp4_writer_finish_video(s->w, &err);
+    double t = mm_timing_now() - t0;
+
+    pthread_mutex_lock(&q->lock);
+    while (!q->audio_given)
+        pthread_cond_wait(&q->cond, &q->lock);
+    failed = q->failed;
+    float *wave = q->wave;
+    int64_t samples = q->samples;
+    q->wave = NULL;
+    pthread_mutex_unlock(&q->lock);
+
+    t0 = mm_timing_now();
+    if (!failed && rc == 0 && wave) {
+        const float *chans[2] = {wave, wave + samples};
+        rc = mm_mp4_write_audio_planar(s->w, chans, (int)samples, &err);
+    }
+    free(wave);
+    if (!failed && rc == 0) {
+        rc = mm_mp4_writer_close(s->w, &err); /* frees the writer, also on failure */
+        s->w = NULL;
+    }
+    writer_record(q, rc, &err, t + mm_timing_now() - t0);
+}
+
 static void *writer_main(void *arg)
 {
     decode_state *s = arg;
@@ -56,6 +111,7 @@ static void *writer_main(void *arg)
             pthread_cond_wait(&q->cond, &q->lock);
         if (q->count == 0) {
             pthread_mutex_unlock(&q->lock);
+            writer_finish(s);
             return NULL;
         }
         uint8_t *rgb = q->slot[q->head];
@@ -141,15 +197,31 @@ static int writer_start(decode_state *s, mm_error *err)
     return 0;
 }
 
-/* Lets the writer finish the queued frames (or drop them after a failure)
- * and returns its failure, if any. */
-static int writer_stop(decode_state *s, bool drop, mm_error *err)
+/* No frame follows: the writer goes on to flush the encoder. */
+static void writer_end_frames(decode_state *s)
+{
+    frame_queue *q = &s->q;
+    if (!s->writer_started)
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->done = true;
+    pthread_cond_broadcast(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* Hands the audio (NULL = none) to the writer, which frees it, lets it finish
+ * the file (or drop everything when `drop`) and returns its failure, if any. */
+static int writer_stop(decode_state *s, float *wave, int64_t samples, bool drop, mm_error *err)
 {
     frame_queue *q = &s->q;
     int rc = 0;
     if (s->writer_started) {
         pthread_mutex_lock(&q->lock);
         q->done = true;
+        q->audio_given = true;
+        q->wave = wave;
+        q->samples = samples;
+        wave = NULL;
         if (drop)
             q->failed = true;
         pthread_cond_broadcast(&q->cond);
@@ -163,6 +235,7 @@ static int writer_stop(decode_state *s, bool drop, mm_error *err)
         pthread_mutex_destroy(&q->lock);
         pthread_cond_destroy(&q->cond);
     }
+    free(wave);
     for (int i = 0; i < SLOTS; i++) {
         free(q->slot[i]);
         q->slot[i] = NULL;
@@ -170,6 +243,8 @@ static int writer_stop(decode_state *s, bool drop, mm_error *err)
     return rc;
 }
 
+/* The frames go to the writer as they come; on return no frame follows and
+ * the writer is flushing the encoder (the caller stops it). */
 static int decode_video(pl_job *j, const mm_dit_config *cfg, decode_state *s, mm_error *err)
 {
     mm_pipeline *p = j->p;
@@ -187,7 +262,6 @@ static int decode_video(pl_job *j, const mm_dit_config *cfg, decode_state *s, mm
         return -1;
     if (writer_start(s, err) != 0) {
         mm_tensor_free(&dev);
-        writer_stop(s, true, err);
         return -1;
     }
     double t0 = mm_timing_now();
@@ -195,31 +269,26 @@ static int decode_video(pl_job *j, const mm_dit_config *cfg, decode_state *s, mm
     if (rc == 0)
         rc = mm_ctx_sync(p->vae_ctx, err);
     mm_tensor_free(&dev);
+    writer_end_frames(s);
     double decode = mm_timing_now() - t0;
-    double t1 = mm_timing_now();
-    mm_error werr = {{0}};
-    int wrc = writer_stop(s, rc != 0 || s->cancelled, &werr);
-    double drain = mm_timing_now() - t1;
     mm_timing_add(j->t, MM_TG_INFERENCE, "decode video (VAE)", decode - s->wait_seconds);
     mm_timing_add(j->t, MM_TG_ENCODE, j->req->frames_dir ? "mux video (H.264 + PNG, not overlapped)"
                                                           : "mux video (H.264, not overlapped)",
-                  s->wait_seconds + drain);
-    pl_log(p, "video: %lld frames decoded in %.2f s; the encoder worked %.2f s beside it, %.2f s of it not hidden",
-           (long long)s->frames, decode, s->q.busy, s->wait_seconds + drain);
+                  s->wait_seconds);
+    pl_log(p, "video: %lld frames decoded in %.2f s, %.2f s of it waiting for the encoder", (long long)s->frames,
+           decode, s->wait_seconds);
     if (s->cancelled)
         return MM_CANCELLED;
     if (rc != 0)
         return mm_error_prefix(err, "video decode");
-    if (wrc != 0) {
-        *err = werr;
-        return mm_error_prefix(err, "writing frames");
-    }
     if (s->frames != j->frames)
         return mm_fail(err, "the video VAE decoded %lld frames, %d expected", (long long)s->frames, j->frames);
     return 0;
 }
 
-static int decode_audio(pl_job *j, const mm_dit_config *cfg, decode_state *s, mm_error *err)
+/* The waveform ([2, samples] planar) for the writer, decoded on the GPU while
+ * the writer drains the video encoder. */
+static int decode_audio(pl_job *j, const mm_dit_config *cfg, float **wave, int64_t *samples, mm_error *err)
 {
     mm_pipeline *p = j->p;
     const mm_dit_layout *l = &j->layout;
@@ -234,21 +303,46 @@ static int decode_audio(pl_job *j, const mm_dit_config *cfg, decode_state *s, mm
     if (rc != 0)
         return -1;
     double t0 = mm_timing_now();
-    float *wave = NULL;
-    int64_t samples = 0;
-    rc = mm_audio_vae_decode(p->avae, p->vae_ctx, &dev, &wave, &samples, err);
+    rc = mm_audio_vae_decode(p->avae, p->vae_ctx, &dev, wave, samples, err);
     mm_tensor_free(&dev);
     mm_timing_add(j->t, MM_TG_INFERENCE, "decode audio (VAE)", mm_timing_now() - t0);
     if (rc != 0) {
-        free(wave);
+        free(*wave);
+        *wave = NULL;
         return mm_error_prefix(err, "audio decode");
     }
-    t0 = mm_timing_now();
-    const float *chans[2] = {wave, wave + samples};
-    rc = mm_mp4_write_audio_planar(s->w, chans, (int)samples, err);
-    free(wave);
-    mm_timing_add(j->t, MM_TG_ENCODE, "mux audio (AAC)", mm_timing_now() - t0);
-    return rc;
+    return 0;
+}
+
+static void mp4_options(const pl_job *j, mm_mp4_options *mo)
+{
+    mm_mp4_options_defaults(mo, j->width, j->height);
+    mo->crf = j->req->crf;
+    if (j->req->preset)
+        mo->preset = j->req->preset;
+    mo->audio_channels = j->req->no_audio ? 0 : 2;
+    mo->audio_rate = mm_audio_vae_get_config(j->p->avae)->sample_rate;
+    mo->expected_frames = j->frames;
+}
+
+/* Waits for the writer to finish the file: the x264 flush, the AAC encode,
+ * the index and the rename that the decodes did not hide. */
+static int finish_mp4(pl_job *j, decode_state *s, float *wave, int64_t samples, int rc, mm_error *err)
+{
+    if (rc == 0)
+        pl_report(j, MM_STAGE_WRITING, 0, 0);
+    double t0 = mm_timing_now();
+    mm_error werr = {{0}};
+    int wrc = writer_stop(s, wave, samples, rc != 0, &werr);
+    if (rc != 0)
+        return rc;
+    mm_timing_add(j->t, MM_TG_ENCODE, "finish mp4 (x264 flush, AAC, index; not overlapped)", mm_timing_now() - t0);
+    pl_log(j->p, "mp4: the writer worked %.2f s in all", s->q.busy);
+    if (wrc != 0) {
+        *err = werr;
+        return mm_error_prefix(err, "writing %s", j->req->out_path);
+    }
+    return 0;
 }
 
 int pl_decode(pl_job *j, mm_error *err)
@@ -260,35 +354,23 @@ int pl_decode(pl_job *j, mm_error *err)
         return -1;
     pl_preview_fit_late(j);
     mm_mp4_options mo;
-    mm_mp4_options_defaults(&mo, j->width, j->height);
-    mo.crf = j->req->crf;
-    if (j->req->preset)
-        mo.preset = j->req->preset;
-    mo.audio_channels = j->req->no_audio ? 0 : 2;
-    mo.audio_rate = mm_audio_vae_get_config(p->avae)->sample_rate;
+    mp4_options(j, &mo);
     decode_state *s = calloc(1, sizeof *s);
     if (!s)
         return mm_fail(err, "out of memory");
     s->j = j;
-    int rc;
     if (mm_mp4_writer_open(&s->w, j->req->out_path, &mo, err) != 0) {
         free(s);
         return mm_error_prefix(err, "output %s", j->req->out_path);
     }
-    rc = decode_video(j, cfg, s, err);
+    float *wave = NULL;
+    int64_t samples = 0;
+    int rc = decode_video(j, cfg, s, err);
     if (rc == 0 && !j->req->no_audio) {
         pl_report(j, MM_STAGE_DECODING_AUDIO, 0, 0);
-        rc = pl_cancelled(j) ? MM_CANCELLED : decode_audio(j, cfg, s, err);
+        rc = pl_cancelled(j) ? MM_CANCELLED : decode_audio(j, cfg, &wave, &samples, err);
     }
-    if (rc == 0) {
-        pl_report(j, MM_STAGE_WRITING, 0, 0);
-        double t0 = mm_timing_now();
-        rc = mm_mp4_writer_close(s->w, err);
-        s->w = NULL;
-        mm_timing_add(j->t, MM_TG_ENCODE, "finish mp4 (flush, faststart)", mm_timing_now() - t0);
-        if (rc != 0)
-            mm_error_prefix(err, "writing %s", j->req->out_path);
-    }
+    rc = finish_mp4(j, s, wave, samples, rc, err);
     if (s->w)
         mm_mp4_writer_abort(s->w);
     free(s);

@@ -48,7 +48,8 @@ struct mm_mp4_writer {
     int64_t frames;    /* video frames sent to the encoder */
     int64_t audio_out; /* samples per channel sent to the audio encoder */
     int io_open;
-    int failed; /* a write failed: close() only cleans up */
+    int video_done; /* the video encoder was flushed: no more frames */
+    int failed;     /* a write failed: close() only cleans up */
 };
 
 static const char *const x264_presets[] = {"ultrafast", "superfast", "veryfast", "faster", "fast",
@@ -82,6 +83,8 @@ static int check_options(const mm_mp4_options *o, mm_error *err)
         return mm_fail(err, "audio rate %d Hz: must be in 8000..192000", o->audio_rate);
     return 0;
 }
+
+static int64_t audio_for_frames(const mm_mp4_writer *w, int64_t frames);
 
 static void writer_free(mm_mp4_writer *w)
 {
@@ -225,6 +228,32 @@ static int open_audio(mm_mp4_writer *w, mm_error *err)
     return 0;
 }
 
+/* An upper bound of the moov atom for `frames` video frames and their audio:
+ * per sample at most stsz 4 + stts 8 + ctts 8 + stss 4 + stsc 12 + co64 8 +
+ * sdtp 1 + sbgp 8 bytes (53, one chunk per sample being the worst case), plus
+ * the fixed boxes (headers, avcC, esds, edit lists, udta), well under 16 KiB. */
+static int64_t moov_bound(const mm_mp4_writer *w, int64_t frames)
+{
+    int64_t samples = frames;
+    if (w->aenc) {
+        int frame_size = w->aenc->frame_size > 0 ? w->aenc->frame_size : 1024;
+        samples += audio_for_frames(w, frames) / frame_size + 4; /* + priming and the short last frame */
+    }
+    return 16384 + 64 * samples;
+}
+
+/* The moov atom goes in front so browsers can start playing before the whole
+ * file has arrived. With the length known its room is reserved now and the
+ * index written into it at the end; otherwise the muxer re-reads the .part
+ * file at the end to move the index in front (faststart). */
+static void set_moov_placement(mm_mp4_writer *w, AVDictionary **mux_opts)
+{
+    if (w->opt.expected_frames > 0)
+        av_dict_set_int(mux_opts, "moov_size", moov_bound(w, w->opt.expected_frames), 0);
+    else
+        av_dict_set(mux_opts, "movflags", "+faststart", 0);
+}
+
 int mm_mp4_writer_open(mm_mp4_writer **out, const char *path, const mm_mp4_options *opt, mm_error *err)
 {
     *out = NULL;
@@ -268,10 +297,8 @@ int mm_mp4_writer_open(mm_mp4_writer **out, const char *path, const mm_mp4_optio
     }
     w->io_open = 1;
 
-    /* The moov atom goes in front so browsers can start playing before the
-     * whole file has arrived; the muxer re-reads the .part file to move it. */
     AVDictionary *mux_opts = NULL;
-    av_dict_set(&mux_opts, "movflags", "+faststart", 0);
+    set_moov_placement(w, &mux_opts);
     ret = avformat_write_header(w->fmt, &mux_opts);
     av_dict_free(&mux_opts);
     if (ret < 0) {
@@ -354,6 +381,11 @@ int mm_mp4_write_rgb(mm_mp4_writer *w, const uint8_t *rgb, int stride, mm_error 
 {
     if (w->failed)
         return mm_fail(err, "mp4 output %s: an earlier write failed", w->path);
+    if (w->video_done)
+        return mm_fail(err, "mp4 output %s: a frame after the video was finished", w->path);
+    if (w->opt.expected_frames > 0 && w->frames >= w->opt.expected_frames)
+        return mm_fail(err, "mp4 output %s: frame %lld is beyond the %lld the file was opened for", w->path,
+                       (long long)w->frames + 1, (long long)w->opt.expected_frames);
     if (stride < 3 * w->opt.width)
         return mm_fail(err, "mp4 output: RGB stride %d is less than 3 x width %d", stride, w->opt.width);
     int ret = av_frame_make_writable(w->vframe);
@@ -495,7 +527,7 @@ int mm_mp4_writer_close(mm_mp4_writer *w, mm_error *err)
         mm_mp4_writer_abort(w);
         return -1;
     }
-    int ok = encode(w, w->venc, w->vst, NULL, err) == 0;
+    int ok = mm_mp4_writer_finish_video(w, err) == 0;
     if (ok && w->aenc) {
         int64_t total = audio_for_frames(w, w->frames);
         ok = queue_audio(w, NULL, 0, err) == 0 && pad_audio(w, total, err) == 0 &&
@@ -519,6 +551,20 @@ int mm_mp4_writer_close(mm_mp4_writer *w, mm_error *err)
         return -1;
     }
     writer_free(w);
+    return 0;
+}
+
+int mm_mp4_writer_finish_video(mm_mp4_writer *w, mm_error *err)
+{
+    if (w->failed)
+        return mm_fail(err, "mp4 output %s: an earlier write failed", w->path);
+    if (w->video_done)
+        return 0;
+    w->video_done = 1;
+    if (encode(w, w->venc, w->vst, NULL, err) < 0) {
+        w->failed = 1;
+        return mm_error_prefix(err, "mp4 output %s: flushing the video", w->path);
+    }
     return 0;
 }
 

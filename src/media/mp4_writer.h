@@ -20,6 +20,11 @@ typedef struct mm_mp4_options {
     const char *preset; /* "ultrafast" ... "veryslow" */
     int audio_channels; /* 0 = silent output (no audio stream), 1 or 2 */
     int audio_rate;     /* samples per second, e.g. 32000 */
+    /* The clip's length when known up front (0 = not known): the moov atom's
+     * room is then reserved in front of mdat, so closing writes the index in
+     * place instead of rewriting the whole file to move it there (faststart
+     * either way). The writer refuses a frame beyond this count. */
+    int64_t expected_frames;
 } mm_mp4_options;
 
 typedef struct mm_mp4_writer mm_mp4_writer;
@@ -40,6 +45,10 @@ void mm_mp4_options_defaults(mm_mp4_options *opt, int width, int height);
 /* The same as mm_mp4_write_audio for planar input: channels[c][i], one
  * pointer per channel (the audio VAE's [2, L] rows). */
 int mm_mp4_write_audio_planar(mm_mp4_writer *w, const float *const *channels, int n, mm_error *err);
+/* Ends the video stream: the encoder's delayed frames (x264's lookahead) are
+ * encoded now, so a caller can drain them while it still computes the audio;
+ * no frame may follow. mm_mp4_writer_close does it when nobody did. */
+int mm_mp4_writer_finish_video(mm_mp4_writer *w, mm_error *err);
 /* Video frames accepted so far. */
 int64_t mm_mp4_writer_frames(const mm_mp4_writer *w);
 

@@ -54,6 +54,36 @@ static double crossing_rate(const float *pcm, int channels, int ch, int64_t from
     return n / 2.0 / ((double)(to - from) / rate);
 }
 
+/* The file's top-level box types in order, e.g. "ftyp moov mdat" (64-bit
+ * sizes followed); "?" marks a box that runs past the end of the file. */
+static void top_level_boxes(const char *path, char *out, size_t cap)
+{
+    out[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long long size = ftell(f), at = 0;
+    while (at + 8 <= size && strlen(out) + 6 < cap) {
+        uint8_t h[16];
+        fseek(f, at, SEEK_SET);
+        if (fread(h, 1, 16, f) < 8)
+            break;
+        unsigned long long len = (uint32_t)h[0] << 24 | h[1] << 16 | h[2] << 8 | h[3];
+        if (len == 1)
+            for (int i = 8; i < 16; i++)
+                len = len << 8 | h[i];
+        if (len == 1 || len < 8 || at + (long long)len > size) {
+            strcat(out, out[0] ? " ?" : "?");
+            break;
+        }
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, "%s%.4s", n ? " " : "", (const char *)h + 4);
+        at += (long long)len;
+    }
+    fclose(f);
+}
+
 static int write_video(const char *path, const mm_mp4_options *o, int frames, const float *audio, int64_t samples,
                        int audio_first, mm_error *err)
 {
@@ -149,24 +179,62 @@ static void test_mp4_h3_layout_roundtrip(void)
         MM_EXPECT(s && sscanf(s, "%d,%d,%lf", &rate, &ch, &dur) == 3 && rate == 32000 && ch == 2 &&
                       fabs(dur - video_s) < 1.0 / 24,
                   "ffprobe audio: %s", s ? s : "(failed)");
-        /* +faststart: the moov atom comes before mdat. */
-        FILE *f = fopen(path, "rb");
-        uint8_t head[64] = {0};
-        size_t got = f ? fread(head, 1, sizeof head, f) : 0;
-        if (f)
-            fclose(f);
-        int moov_first = 0;
-        for (size_t at = 0; at + 8 <= got;) {
-            uint32_t len = (uint32_t)head[at] << 24 | head[at + 1] << 16 | head[at + 2] << 8 | head[at + 3];
-            if (!memcmp(head + at + 4, "moov", 4)) {
-                moov_first = 1;
-                break;
-            }
-            if (!memcmp(head + at + 4, "mdat", 4) || len < 8)
-                break;
-            at += len;
-        }
-        MM_EXPECT(moov_first, "moov atom is not at the front (faststart)");
+    }
+    /* +faststart: the moov atom comes before mdat. */
+    char boxes[256];
+    top_level_boxes(path, boxes, sizeof boxes);
+    MM_EXPECT(!strcmp(boxes, "ftyp moov free mdat"), "top-level boxes \"%s\": moov is not in front of mdat", boxes);
+    decoded_media_free(&m);
+}
+
+/* The pipeline's order with the length known: the index's room is reserved
+ * in front of mdat (no second pass), the video is finished before the audio
+ * arrives, and a frame past the announced length is refused in plain words
+ * without spoiling the file. 124 frames with 5 s of audio: the H3 clip's
+ * sample counts, which the reserved room must hold. */
+static void test_mp4_reserved_index_and_late_audio(void)
+{
+    mm_mp4_options o;
+    mm_mp4_options_defaults(&o, 64, 48);
+    const int frames = 124;
+    o.expected_frames = frames;
+    int64_t samples = 800 * ((5 * frames + 1) / 3);
+    float *audio = stereo_sines(samples, 32000, 440, 1000);
+    const char *path = tmp_path("reserved.mp4");
+    mm_error err = {{0}};
+    mm_mp4_writer *w;
+    MM_REQUIRE(mm_mp4_writer_open(&w, path, &o, &err) == 0, "open: %s", err.msg);
+    uint8_t *rgb = malloc(64 * 48 * 3);
+    int rc = 0;
+    for (int i = 0; i < frames && rc == 0; i++) {
+        fill_frame(rgb, 64, 48, i);
+        rc = mm_mp4_write_rgb(w, rgb, 64 * 3, &err);
+    }
+    MM_EXPECT(rc == 0, "frames: %s", err.msg);
+    MM_EXPECT(mm_mp4_write_rgb(w, rgb, 64 * 3, &err) < 0 && strstr(err.msg, "beyond the 124"),
+              "frame 125 of 124: %s", err.msg);
+    MM_EXPECT(mm_mp4_writer_finish_video(w, &err) == 0, "finish video: %s", err.msg);
+    MM_EXPECT(mm_mp4_write_rgb(w, rgb, 64 * 3, &err) < 0 && strstr(err.msg, "after the video was finished"),
+              "a frame after the finish: %s", err.msg);
+    free(rgb);
+    MM_EXPECT(mm_mp4_write_audio(w, audio, (int)samples, &err) == 0, "audio after the video: %s", err.msg);
+    free(audio);
+    MM_REQUIRE(mm_mp4_writer_close(w, &err) == 0, "close: %s", err.msg);
+
+    char boxes[256];
+    top_level_boxes(path, boxes, sizeof boxes);
+    /* the reserved room's unused rest, then the muxer's usual 8-byte free box */
+    MM_EXPECT(!strcmp(boxes, "ftyp moov free free mdat"), "top-level boxes \"%s\": moov not reserved in front",
+              boxes);
+    decoded_media m = decode_media(path);
+    MM_REQUIRE(m.ok, "decode: %s", m.error);
+    MM_EXPECT(m.frames == frames, "decoded %d frames, wrote %d", m.frames, frames);
+    double video_s = frames / 24.0, audio_s = (double)m.samples / 32000;
+    MM_EXPECT(m.has_audio && fabs(audio_s - video_s) < 1.0 / 24, "decoded audio %.4f s vs video %.4f s", audio_s,
+              video_s);
+    if (m.samples > 16000) {
+        double l = crossing_rate(m.pcm, 2, 0, 4000, 16000, 32000);
+        MM_EXPECT(fabs(l - 440) < 10, "left tone %.1f Hz, expected 440", l);
     }
     decoded_media_free(&m);
 }
@@ -432,6 +500,7 @@ int main(void)
 {
     av_log_set_level(AV_LOG_ERROR);
     MM_RUN(test_mp4_h3_layout_roundtrip);
+    MM_RUN(test_mp4_reserved_index_and_late_audio);
     MM_RUN(test_mp4_audio_first_and_short);
     MM_RUN(test_mp4_planar_audio_and_clamping);
     MM_RUN(test_mp4_silent_has_no_audio_stream);
