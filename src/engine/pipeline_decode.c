@@ -22,7 +22,12 @@
 #include "model/dit/patchify.h"
 #include "model/vae/vae.h"
 
-#define SLOTS 6 /* frames in flight between the decode and the encoder */
+/* Frames in flight between the decode and the encoder. The VAE finalizes a
+ * chunk's frames at once (124 frames come in 7 chunks with the release's
+ * config), and the writer converts each to yuv420p before x264 takes it; with
+ * room for a whole chunk the decode never waits for that conversion
+ * (32 × 3.1 MB of host memory at 1344x768). */
+#define SLOTS 32
 
 typedef struct frame_queue {
     pthread_mutex_t lock;
