@@ -228,13 +228,15 @@ if want previews; then
   else
     note "FAIL: previews generate (exit $rc; see $OUT/engine_previews.txt)"; status=1
   fi
-  gen_run previews_int8 400 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
-    --size "$SIZE" --frames "$FRAMES" --steps "${PREVIEW_STEPS:-8}" --seed 1 --vae-int8 -o /tmp/engine_previews_int8.mp4
-  rc=$?
-  if [ "$rc" = 0 ]; then
-    note "  --vae-int8: $(figure 'decode video' previews_int8) (fp16 above: $(figure 'decode video' previews))"
-  else
-    note "FAIL: --vae-int8 generate (exit $rc; see $OUT/engine_previews_int8.txt)"; status=1
+  if [ "${PREVIEW_INT8:-1}" = 1 ]; then # PREVIEW_INT8=0: without the --vae-int8 render
+    gen_run previews_int8 400 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
+      --size "$SIZE" --frames "$FRAMES" --steps "${PREVIEW_STEPS:-8}" --seed 1 --vae-int8 -o /tmp/engine_previews_int8.mp4
+    rc=$?
+    if [ "$rc" = 0 ]; then
+      note "  --vae-int8: $(figure 'decode video' previews_int8) (fp16 above: $(figure 'decode video' previews))"
+    else
+      note "FAIL: --vae-int8 generate (exit $rc; see $OUT/engine_previews_int8.txt)"; status=1
+    fi
   fi
   rm -f /tmp/engine_previews.mp4 /tmp/engine_previews_int8.mp4
 fi
