@@ -159,6 +159,57 @@ static void test_cards(void)
               p24.streamed);
 }
 
+/* The issue's clips at 1344x768 (clip5/10/15: 124/243/362 frames, S =
+ * 38,010 / 73,586 / 109,262 rows, 300 of them text) on every card and the
+ * issue's budgets. The activations grow with S (about 0.18 MiB a row, the
+ * FFN's fc1/glu the largest part) and streaming pays for them: the issue's
+ * targets (clip5 at 22 GiB, clip10 and clip15 at 46 GiB) plan without
+ * chunking any activation over rows. Only clip15 below 22.1 GiB (a 24 GB
+ * card) is refused: its 19.4 GiB of activations plus the DiT's smallest
+ * footprint; that is where row chunking would start to pay. */
+static void test_clips(void)
+{
+    static const int64_t rows[3] = {38010, 73586, 109262};
+    static const double cards[5] = {24, 32, 48, 80, 141};
+    mm_error err = {{0}};
+    int rc;
+    for (int c = 0; c < 3; c++) {
+        mm_memplan_sizes s;
+        release_sizes(&s, rows[c], 300);
+        printf("     clip%d (S = %lld): DiT activations %.2f GiB\n", 5 * (c + 1), (long long)rows[c],
+               s.dit_work / GIB);
+        for (int k = 0; k < 5; k++) {
+            const bool fits = !(c == 2 && cards[k] == 24);
+            mm_memplan p = plan_for(1, cards[k], 0, &s, &rc, &err);
+            MM_EXPECT((rc == 0) == fits && (!fits || p.peak[0] <= p.budget[0]), "clip%d on %.0f GB: %s",
+                      5 * (c + 1), cards[k], rc ? err.msg : p.summary);
+        }
+        const double budgets[3] = {22, 30, 46};
+        for (int b = 0; b < 3; b++) {
+            const bool fits = !(c == 2 && budgets[b] == 22);
+            mm_memplan p = plan_for(1, 141, budgets[b], &s, &rc, &err);
+            MM_EXPECT((rc == 0) == fits && (!fits || p.peak_denoise <= (uint64_t)(budgets[b] * GIB)),
+                      "clip%d at %.0f GiB: %s", 5 * (c + 1), budgets[b], rc ? err.msg : p.summary);
+        }
+    }
+    mm_memplan_sizes s15;
+    release_sizes(&s15, rows[2], 300);
+    mm_memplan_in in = {.n_gpus = 1, .gpu_total = {141 * G}, .budget = 22 * G, .s = s15};
+    mm_memplan p;
+    uint64_t min = 0;
+    MM_EXPECT(mm_memplan_choose(&in, &p, &min, &err) == -1 && strstr(err.msg, "DiT's denoising") && min > 22 * G &&
+              min <= 23 * G, "clip15 at 22 GiB names the denoise phase and a budget just above: %s", err.msg);
+    /* The activations alone of a 15 s clip are more than a 5 s clip's whole
+     * denoise phase at 22 GiB leaves them: the planner pays for them with
+     * streamed blocks, so a 15 s clip streams more at the same budget. */
+    mm_memplan_sizes s5;
+    release_sizes(&s5, rows[0], 300);
+    mm_memplan p5 = plan_for(1, 141, 30, &s5, &rc, &err);
+    mm_memplan p15 = plan_for(1, 141, 30, &s15, &rc, &err);
+    MM_EXPECT(p15.streamed > p5.streamed, "clip15 streams more than clip5 at 30 GiB: %d vs %d", p15.streamed,
+              p5.streamed);
+}
+
 static void test_refusals(void)
 {
     mm_memplan_sizes s;
@@ -238,6 +289,7 @@ static void test_random(void)
 int main(void)
 {
     MM_RUN(test_cards);
+    MM_RUN(test_clips);
     MM_RUN(test_refusals);
     MM_RUN(test_random);
     return mm_test_exit();
