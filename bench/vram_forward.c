@@ -133,7 +133,8 @@ static int run_budget(bench *b, const char *budget, mm_error *err)
     if (!resident) {
         mm_memplan_sizes s;
         uint64_t bytes;
-        const mm_plan_clip clip = {b->width, b->height, b->frames, b->text_rows};
+        const mm_plan_clip clip = {.width = b->width, .height = b->height, .frames = b->frames,
+                                   .text_rows = b->text_rows};
         if (mm_memplan_parse_budget(budget, &bytes, err) != 0 ||
             mm_plan_sizes(b->ckpt, b->te, b->vvae, b->avae, &clip, &s, err) != 0)
             return -1;
@@ -144,7 +145,7 @@ static int run_budget(bench *b, const char *budget, mm_error *err)
         if (b->dit_only)
             s.te_bytes = s.te_work = s.vae_bytes = s.vae_work = 0;
         const mm_memplan_in in = {.n_gpus = 1, .gpu_total = {bytes}, .budget = bytes, .s = s};
-        if (b->dev.kind == MM_DEVICE_CUDA ? mm_plan_for_host(1, bytes, &s, &plan, err) != 0
+        if (b->dev.kind == MM_DEVICE_CUDA ? mm_plan_for_host(1, 0, bytes, &s, &plan, err) != 0
                                           : mm_memplan_choose(&in, &plan, NULL, err) != 0)
             return -1;
         printf("budget %s GiB: %s\n", budget, plan.summary);

@@ -199,10 +199,26 @@ __host__ __device__ __forceinline__ void copy_rows_group(const CopyRows &c, unsi
 {
     const V *__restrict__ src = static_cast<const V *>(c.src);
     V *__restrict__ dst = static_cast<V *>(c.dst);
+    /* Blackwell's ptxas (CUDA 13.0) copies the parameter arrays to local
+     * memory when a loop variable indexes them, and spills in the one-lane
+     * uint4 case's four-wide loop; constant indices and the plain loop for
+     * one lane avoid both. The tuned targets keep their code. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+    constexpr bool blackwell = true;
+#else
+    constexpr bool blackwell = false;
+#endif
     for (unsigned r = first; r < c.rows; r += groups) {
         int64_t so = 0, dof = 0;
         unsigned q = r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#pragma unroll
+        for (int d = MMK_MAX_DIMS - 2; d >= 0; d--) {
+            if (d >= c.outer)
+                continue;
+#else
         for (int d = c.outer - 1; d >= 0; d--) {
+#endif
             unsigned i = q % c.shape[d];
             q /= c.shape[d];
             so += (int64_t)i * c.sst[d];
@@ -211,7 +227,7 @@ __host__ __device__ __forceinline__ void copy_rows_group(const CopyRows &c, unsi
         const V *s = src + so;
         V *o = dst + dof;
         unsigned j = lane;
-        for (; j + 3 * G < c.vpr; j += 4 * G) {
+        for (; (G > 1 || !blackwell) && j + 3 * G < c.vpr; j += 4 * G) {
             V a0 = s[j], a1 = s[j + G], a2 = s[j + 2 * G], a3 = s[j + 3 * G];
             o[j] = a0;
             o[j + G] = a1;

@@ -179,6 +179,11 @@ static void describe(const mm_memplan_in *in, mm_memplan *p)
     char *o = p->summary;
     size_t n = sizeof p->summary, u = 0;
     u += (size_t)snprintf(o + u, n - u, "%s: budget %.1f GiB", mm_memplan_mode_name(p->mode), p->budget[0] / GIB);
+    if (p->sp_ranks)
+        u += (size_t)snprintf(o + u, n - u, " per GPU; sequence parallel over %d GPUs, each with the DiT and "
+                              "1/%d of the rows (%.1f GiB of activations); GPU%s 1%s%.0d peak at %.1f GiB",
+                              p->sp_ranks, p->sp_ranks, s->dit_work / GIB, p->sp_ranks > 2 ? "s" : "",
+                              p->sp_ranks > 2 ? "-" : "", p->sp_ranks > 2 ? p->sp_ranks - 1 : 0, p->peak_rank / GIB);
     if (p->n_gpus == 2)
         u += (size_t)snprintf(o + u, n - u, " + %.1f GiB", p->budget[1] / GIB);
     if (u < n && p->streamed)
@@ -192,8 +197,8 @@ static void describe(const mm_memplan_in *in, mm_memplan *p)
         u += (size_t)snprintf(o + u, n - u, "%s; text encoder and VAEs %s", p->dit_freed ? " (freed after denoising)"
                               : "", p->te_per_use ? "loaded per use" : "resident");
     if (u < n)
-        snprintf(o + u, n - u, "\npeaks: denoise %.1f GiB, text encoder %.1f GiB, VAEs %.1f GiB", p->peak_denoise / GIB,
-                 p->peak_condition / GIB, p->peak_vae / GIB);
+        snprintf(o + u, n - u, "\npeaks%s: denoise %.1f GiB, text encoder %.1f GiB, VAEs %.1f GiB",
+                 p->sp_ranks ? " on GPU 0" : "", p->peak_denoise / GIB, p->peak_condition / GIB, p->peak_vae / GIB);
 }
 
 int mm_memplan_choose(const mm_memplan_in *in, mm_memplan *out, uint64_t *min_budget, mm_error *err)
@@ -205,9 +210,14 @@ int mm_memplan_choose(const mm_memplan_in *in, mm_memplan *out, uint64_t *min_bu
     if (in->n_gpus < 1 || s->dit_blocks < 1 || s->dit_blocks > MM_MEMPLAN_MAX_BLOCKS)
         return mm_fail(err, "memory plan: %d GPUs and %d DiT blocks (accepted: at least one GPU, 1..%d blocks)",
                        in->n_gpus, s->dit_blocks, MM_MEMPLAN_MAX_BLOCKS);
-    out->n_gpus = in->n_gpus >= 2 ? 2 : 1;
-    uint64_t B[2];
-    for (int g = 0; g < out->n_gpus; g++) {
+    const int sp = in->sp_ranks >= 2 ? in->sp_ranks : 0;
+    if (sp && (sp > in->n_gpus || sp > MM_MEMPLAN_MAX_GPUS))
+        return mm_fail(err, "memory plan: sequence parallel over %d GPUs, but %d GPUs are given", sp, in->n_gpus);
+    out->n_gpus = sp ? 1 : in->n_gpus >= 2 ? 2 : 1;
+    out->sp_ranks = sp;
+    uint64_t B[MM_MEMPLAN_MAX_GPUS];
+    const int budgets = sp ? sp : out->n_gpus;
+    for (int g = 0; g < budgets; g++) {
         uint64_t have = in->gpu_free[g] ? in->gpu_free[g] : in->gpu_total[g];
         if (!in->budget) {
             if (!have)
@@ -219,9 +229,14 @@ int mm_memplan_choose(const mm_memplan_in *in, mm_memplan *out, uint64_t *min_bu
         } else {
             B[g] = in->budget;
         }
-        out->budget[g] = B[g];
+        if (g < 2)
+            out->budget[g] = B[g];
+        if (sp && B[g] < B[0])
+            B[0] = out->budget[0] = B[g];
     }
     int rc = out->n_gpus == 2 ? plan_two_gpus(s, B, out) : plan_one_gpu(s, B[0], out);
+    if (rc == 0 && sp)
+        out->peak_rank = dit_resident(s, out->streamed, out) + s->dit_work;
     if (rc != 0) {
         memset(out, 0, sizeof *out);
         return refuse(in, B, min_budget, err);

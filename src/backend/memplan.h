@@ -29,6 +29,13 @@
  * With two GPUs the DiT has the first to itself (resident or streamed) and the
  * text encoder and VAEs share the second (resident, else per use).
  *
+ * Sequence parallel over N GPUs (--gpus N, src/parallel/sp_dit.h): every GPU
+ * holds the whole DiT and one rank's activations (its S/N rows and the
+ * Ulysses buffers: the caller's dit_work is that rank's, from
+ * mm_sp_rank_work_bytes); GPU 0 also runs the text encoder and the VAEs. The
+ * plan is GPU 0's one-GPU plan under the smallest of the N budgets, and
+ * every rank streams the same blocks (one replica loader for all).
+ *
  * A budget no plan fits is refused with the phase that does not fit and the
  * smallest budget that would work. Pure arithmetic: no device is touched. */
 #ifndef MMH3_BACKEND_MEMPLAN_H
@@ -66,6 +73,7 @@ typedef struct mm_memplan_in {
     uint64_t gpu_total[MM_MEMPLAN_MAX_GPUS];
     uint64_t gpu_free[MM_MEMPLAN_MAX_GPUS]; /* 0: unknown (the total is used) */
     uint64_t budget;     /* bytes per GPU; 0: each GPU's free memory minus MM_MEMPLAN_MARGIN */
+    int sp_ranks;        /* 2+: the DiT sequence-parallel over GPUs 0..sp_ranks-1 (needs n_gpus >= it) */
     mm_memplan_sizes s;
 } mm_memplan_in;
 
@@ -78,7 +86,9 @@ typedef enum mm_memplan_mode {
 
 typedef struct mm_memplan {
     mm_memplan_mode mode;
-    int n_gpus;                    /* 1 or 2 (a third GPU and up get no part) */
+    int n_gpus;                    /* 1 or 2 (a third GPU and up get no part; sequence parallel: 1) */
+    int sp_ranks;                  /* 0, or the GPUs each holding a DiT replica and S/N rows */
+    uint64_t peak_rank;            /* sequence parallel: the peak of GPUs 1..N-1 (DiT + its rows) */
     uint64_t budget[2];            /* per GPU used: [0] the DiT's, [1] the text encoder's and VAEs' */
     bool te_per_use, vae_per_use;  /* loaded for each use, freed after it */
     bool dit_freed;                /* the DiT's resident part freed after denoising */
@@ -88,7 +98,7 @@ typedef struct mm_memplan {
     uint64_t stream_bytes;         /* host→device bytes per forward */
     uint64_t peak_denoise, peak_condition, peak_vae; /* each phase's peak on its GPU */
     uint64_t peak[2];              /* the largest phase peak per GPU */
-    char summary[512];             /* a few lines for `mmh3 check` and the logs */
+    char summary[768];             /* a few lines for `mmh3 check` and the logs */
 } mm_memplan;
 
 /* 0 and the plan; -1 when no plan fits the budget: err says which phase and

@@ -67,6 +67,7 @@ static void progress(void *user, const char *what, uint64_t have, uint64_t total
 typedef struct check_args {
     mm_checkpoint_opts o;
     const char *partition, *device, *te_device, *dit_path, *vram_budget;
+    int gpus; /* --gpus N: plan the DiT sequence-parallel over N GPUs */
     bool json;
 } check_args;
 
@@ -96,6 +97,9 @@ static mm_flags_result parse_flags(check_args *a, int argc, char **argv)
         {"--vram-budget", NULL, MM_FLAG_STRING, &a->vram_budget,
          "device memory per GPU the plan may use (default: free minus 1.5 GiB; without a GPU: plan for one such GPU)",
          .arg = "GiB"},
+        {"--gpus", NULL, MM_FLAG_INT, &a->gpus,
+         "plan the DiT sequence-parallel over N GPUs, as generate --gpus N (without GPUs: N of the budget)",
+         .arg = "N", .min = 1, .max = 64, .accepted = "1..64 GPUs dividing the DiT's head count (H3: 1, 2, 4, 7, 8)"},
         {"--json", NULL, MM_FLAG_TRUE, &a->json, .help = "one JSON object on stdout instead of the report"},
         {"--help", "-h", MM_FLAG_HELP, NULL, .help = "this text"},
     };
@@ -130,7 +134,7 @@ typedef struct check_report {
     char policy_line[256];
     char peer[600], nccl[600];
     int peer_failed;
-    char plan[700];        /* the memory plan's summary, or why there is none */
+    char plan[800];        /* the memory plan's summary, or why there is none */
     bool plan_failed;
     mm_dit_config dit_cfg; /* the found DiT's, for the adapters' listing */
     bool have_dit_cfg;
@@ -215,36 +219,52 @@ static void choose_placement(const check_args *a, check_report *r)
     r->failures += !r->placed;
 }
 
-/* The memory plan for the GPUs found (or one GPU of the budget on a host
- * without any) and the default clip. */
+/* The plan over the GPUs found, or over GPUs of the budget on a host
+ * without any; --gpus N: the DiT sequence-parallel over N of them. */
+static int plan_for_gpus(const check_args *a, const check_report *r, uint64_t budget, mm_memplan *p,
+                         mm_error *err)
+{
+    const file_result *res = r->res;
+    const int sp = a->gpus >= 2 ? a->gpus : 0;
+    mm_plan_clip clip = {.sp_ranks = sp};
+    mm_memplan_sizes s;
+    if (mm_plan_sizes(res[r->used].where.path, res[MM_COMP_TEXT_ENCODER].where.path,
+                      res[MM_COMP_VIDEO_VAE].where.path, res[MM_COMP_AUDIO_VAE].where.path, &clip, &s, err) != 0)
+        return -1;
+    if (!r->n_gpus)
+        return mm_memplan_choose(&(mm_memplan_in){.n_gpus = sp ? sp : 1, .sp_ranks = sp, .budget = budget, .s = s},
+                                 p, NULL, err);
+    if (sp > r->n_gpus)
+        return mm_fail(err, "--gpus %d: this host has %d GPUs", sp, r->n_gpus);
+    return mm_plan_for_host(sp ? sp : r->n_gpus > 2 ? 2 : r->n_gpus, sp, budget, &s, p, err);
+}
+
+/* The memory plan for the default clip (plan_for_gpus), or why there is none. */
 static void plan_memory(const check_args *a, check_report *r)
 {
     mm_error err = {{0}};
     uint64_t budget = 0;
-    mm_memplan_sizes s;
     mm_memplan p;
     const file_result *res = r->res;
     const bool pinned_cpu = a->device && strcmp(a->device, "cpu") == 0;
-    int gpus = r->n_gpus > 2 ? 2 : r->n_gpus;
     if (a->vram_budget && mm_memplan_parse_budget(a->vram_budget, &budget, &err) != 0) {
         snprintf(r->plan, sizeof r->plan, "%.690s", err.msg);
         r->plan_failed = true;
-    } else if (pinned_cpu || (!gpus && !budget)) {
+    } else if (pinned_cpu || (!r->n_gpus && !budget)) {
         snprintf(r->plan, sizeof r->plan, "none: %s", pinned_cpu ? "--device cpu" : "no GPU (--vram-budget GiB plans for one)");
     } else if (!res[r->used].ok || !res[MM_COMP_TEXT_ENCODER].ok || !res[MM_COMP_VIDEO_VAE].ok ||
                !res[MM_COMP_AUDIO_VAE].ok) {
         snprintf(r->plan, sizeof r->plan, "none: a model file is missing (above)");
-    } else if (mm_plan_sizes(res[r->used].where.path, res[MM_COMP_TEXT_ENCODER].where.path,
-                             res[MM_COMP_VIDEO_VAE].where.path, res[MM_COMP_AUDIO_VAE].where.path, NULL, &s,
-                             &err) != 0 ||
-               (gpus ? mm_plan_for_host(gpus, budget, &s, &p, &err)
-                     : mm_memplan_choose(&(mm_memplan_in){.n_gpus = 1, .budget = budget, .s = s}, &p, NULL, &err)) !=
-                   0) {
+    } else if (plan_for_gpus(a, r, budget, &p, &err) != 0) {
         snprintf(r->plan, sizeof r->plan, "%.690s", err.msg);
         r->plan_failed = true;
+    } else if (r->n_gpus) {
+        snprintf(r->plan, sizeof r->plan, "%.760s", p.summary);
     } else {
-        snprintf(r->plan, sizeof r->plan, "%s%.560s", gpus ? "" : "(no GPU found: for one GPU of the budget) ",
-                 p.summary);
+        char gpus[32] = "one GPU";
+        if (a->gpus >= 2)
+            snprintf(gpus, sizeof gpus, "%d GPUs", a->gpus);
+        snprintf(r->plan, sizeof r->plan, "(no GPU found: for %s of the budget) %.700s", gpus, p.summary);
     }
     r->failures += r->plan_failed;
 }

@@ -6,6 +6,7 @@
 #include "backend/gpu.h"
 #include "model/dit/dit.h"
 #include "model/vae/vae.h"
+#include "parallel/sp_dit.h"
 #include "request/rules.h"
 
 #define GIB (1ull << 30)
@@ -47,6 +48,12 @@ int mm_plan_sizes(const char *dit, const char *text_encoder, const char *video_v
     const int64_t rows = clip_rows(&c, c.text_rows);
     const uint64_t sampler = 4 * (uint64_t)rows * (uint64_t)cfg.video_row_width * sizeof(float);
     out->dit_work = mm_dit_request_bytes_for(&cfg, rows, c.text_rows, true) + sampler;
+    if (c.sp_ranks >= 2) {
+        /* Rank 0 also holds the sampler's rows (the caller's tensors live there). */
+        if (mm_sp_rank_work_bytes(&cfg, rows, c.text_rows, c.sp_ranks, &out->dit_work, err) != 0)
+            return -1;
+        out->dit_work += sampler;
+    }
     out->te_bytes = file_size(text_encoder);
     out->te_work = GIB + (uint64_t)c.text_rows * (256u << 10);
     out->vae_bytes = file_size(video_vae) + file_size(audio_vae);
@@ -55,9 +62,10 @@ int mm_plan_sizes(const char *dit, const char *text_encoder, const char *video_v
     return 0;
 }
 
-int mm_plan_for_host(int gpus, uint64_t budget, const mm_memplan_sizes *s, mm_memplan *out, mm_error *err)
+int mm_plan_for_host(int gpus, int sp_ranks, uint64_t budget, const mm_memplan_sizes *s, mm_memplan *out,
+                     mm_error *err)
 {
-    mm_memplan_in in = {.n_gpus = gpus, .budget = budget, .s = *s};
+    mm_memplan_in in = {.n_gpus = gpus, .budget = budget, .sp_ranks = sp_ranks, .s = *s};
     for (int g = 0; g < gpus && g < MM_MEMPLAN_MAX_GPUS; g++) {
         mm_gpu_info info;
         if (mm_gpu_info_get(g, &info, err) != 0)

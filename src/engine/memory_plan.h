@@ -12,6 +12,7 @@
 typedef struct mm_plan_clip {
     int width, height, frames; /* 0: the request rules' defaults */
     int text_rows;             /* prompt rows (0: 512, a long prompt) */
+    int sp_ranks;              /* 2+: the DiT's activations are one rank's of --gpus N (parallel/sp_dit.h) */
 } mm_plan_clip;
 
 /* Sizes from the files (headers and file sizes; no weights read) for one
@@ -25,7 +26,9 @@ typedef struct mm_plan_clip {
 int mm_plan_sizes(const char *dit, const char *text_encoder, const char *video_vae, const char *audio_vae,
                   const mm_plan_clip *clip, mm_memplan_sizes *out, mm_error *err);
 /* The plan over the first `gpus` GPUs of this host (their free memory read
- * now) for a budget in bytes per GPU (0: free minus the margin). */
-int mm_plan_for_host(int gpus, uint64_t budget, const mm_memplan_sizes *s, mm_memplan *out, mm_error *err);
+ * now) for a budget in bytes per GPU (0: free minus the margin); sp_ranks
+ * 2+: the DiT sequence-parallel over that many of them. */
+int mm_plan_for_host(int gpus, int sp_ranks, uint64_t budget, const mm_memplan_sizes *s, mm_memplan *out,
+                     mm_error *err);
 
 #endif

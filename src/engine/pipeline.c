@@ -141,11 +141,11 @@ static int plan_memory(mm_pipeline *p, mm_error *err)
     if (!apart && pl->dit.index != 0)
         return 0;
     const mm_component dit = p->have[MM_COMP_DIT_FL2VA] ? MM_COMP_DIT_FL2VA : MM_COMP_DIT_REF2VA;
-    const mm_plan_clip clip = {p->o.plan_width, p->o.plan_height, p->o.plan_frames, 0};
+    const mm_plan_clip clip = {.width = p->o.plan_width, .height = p->o.plan_height, .frames = p->o.plan_frames};
     mm_memplan_sizes s;
     if (mm_plan_sizes(p->files[dit].path, p->files[MM_COMP_TEXT_ENCODER].path, p->files[MM_COMP_VIDEO_VAE].path,
                       p->files[MM_COMP_AUDIO_VAE].path, &clip, &s, err) != 0 ||
-        mm_plan_for_host(apart ? 2 : 1, p->o.vram_budget, &s, &p->plan, err) != 0)
+        mm_plan_for_host(apart ? 2 : 1, 0, p->o.vram_budget, &s, &p->plan, err) != 0)
         return mm_error_prefix(err, "memory plan");
     p->planned = true;
     p->plan_blocks = s.dit_blocks;

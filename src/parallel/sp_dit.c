@@ -757,3 +757,21 @@ int mm_sp_forward(mm_sp_request *q, const float *row_t, const mm_tensor *video_r
         return mm_error_prefix(err, "sequence-parallel forward");
     return 0;
 }
+
+int mm_sp_rank_work_bytes(const mm_dit_config *c, int64_t rows, int64_t text_rows, int ranks, uint64_t *out,
+                          mm_error *err)
+{
+    mm_sp_split split;
+    if (mm_sp_split_make(rows, c->heads, ranks, &split, err) != 0)
+        return -1;
+    const int64_t mine = mm_sp_rows_of(&split, 0); /* rank 0 holds the most */
+    const int64_t text = (text_rows * mine + rows - 1) / rows;
+    *out = mm_dit_request_bytes_for(c, mine, text, true);
+    if (ranks > 1) {
+        /* ulysses.c: a [3, N, n_me, hd], b [3, S, hd], o [S, hd] in bf16. */
+        const int64_t hd = (int64_t)split.heads_per_rank * c->head_dim;
+        *out += mm_device_alloc_size((size_t)(3 * ranks * mine * hd * 2)) +
+                mm_device_alloc_size((size_t)(3 * rows * hd * 2)) + mm_device_alloc_size((size_t)(rows * hd * 2));
+    }
+    return 0;
+}

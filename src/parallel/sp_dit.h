@@ -48,6 +48,13 @@ int mm_sp_dit_ranks(const mm_sp_dit *sp);
 const mm_dit_config *mm_sp_dit_config(const mm_sp_dit *sp);
 /* Device bytes of one replica's weights. */
 size_t mm_sp_dit_weight_bytes(const mm_sp_dit *sp);
+/* Device bytes of one rank's activations for a request of `rows` packed rows
+ * (text_rows of them text) over `ranks` GPUs, for the memory plan: the DiT
+ * workspace over the largest rank's share of the rows (text shared out in
+ * proportion) and the Ulysses buffers, which hold all S rows of the rank's
+ * H/N heads. Fails when the rows or heads do not split over `ranks`. */
+int mm_sp_rank_work_bytes(const mm_dit_config *c, int64_t rows, int64_t text_rows, int ranks, uint64_t *out,
+                          mm_error *err);
 /* The model replica of a rank (owned by sp; for its configuration, or as the
  * "is loaded" marker of code written for one mm_dit). */
 mm_dit *mm_sp_dit_replica(mm_sp_dit *sp, int rank);

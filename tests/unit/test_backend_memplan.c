@@ -10,6 +10,7 @@
 #include "backend/device.h"
 #include "backend/memplan.h"
 #include "model/dit/dit.h"
+#include "parallel/sp_dit.h"
 #include "test.h"
 
 #define GIB 1073741824.0
@@ -159,6 +160,120 @@ static void test_cards(void)
               p24.streamed);
 }
 
+/* The issue's clips at 1344x768 (clip5/10/15: 124/243/362 frames, S =
+ * 38,010 / 73,586 / 109,262 rows, 300 of them text) on every card and the
+ * issue's budgets. The activations grow with S (about 0.18 MiB a row, the
+ * FFN's fc1/glu the largest part) and streaming pays for them: the issue's
+ * targets (clip5 at 22 GiB, clip10 and clip15 at 46 GiB) plan without
+ * chunking any activation over rows. Only clip15 below 22.1 GiB (a 24 GB
+ * card) is refused: its 19.4 GiB of activations plus the DiT's smallest
+ * footprint; that is where row chunking would start to pay. */
+static void test_clips(void)
+{
+    static const int64_t rows[3] = {38010, 73586, 109262};
+    static const double cards[5] = {24, 32, 48, 80, 141};
+    mm_error err = {{0}};
+    int rc;
+    for (int c = 0; c < 3; c++) {
+        mm_memplan_sizes s;
+        release_sizes(&s, rows[c], 300);
+        printf("     clip%d (S = %lld): DiT activations %.2f GiB\n", 5 * (c + 1), (long long)rows[c],
+               s.dit_work / GIB);
+        for (int k = 0; k < 5; k++) {
+            const bool fits = !(c == 2 && cards[k] == 24);
+            mm_memplan p = plan_for(1, cards[k], 0, &s, &rc, &err);
+            MM_EXPECT((rc == 0) == fits && (!fits || p.peak[0] <= p.budget[0]), "clip%d on %.0f GB: %s",
+                      5 * (c + 1), cards[k], rc ? err.msg : p.summary);
+        }
+        const double budgets[3] = {22, 30, 46};
+        for (int b = 0; b < 3; b++) {
+            const bool fits = !(c == 2 && budgets[b] == 22);
+            mm_memplan p = plan_for(1, 141, budgets[b], &s, &rc, &err);
+            MM_EXPECT((rc == 0) == fits && (!fits || p.peak_denoise <= (uint64_t)(budgets[b] * GIB)),
+                      "clip%d at %.0f GiB: %s", 5 * (c + 1), budgets[b], rc ? err.msg : p.summary);
+        }
+    }
+    mm_memplan_sizes s15;
+    release_sizes(&s15, rows[2], 300);
+    mm_memplan_in in = {.n_gpus = 1, .gpu_total = {141 * G}, .budget = 22 * G, .s = s15};
+    mm_memplan p;
+    uint64_t min = 0;
+    MM_EXPECT(mm_memplan_choose(&in, &p, &min, &err) == -1 && strstr(err.msg, "DiT's denoising") && min > 22 * G &&
+              min <= 23 * G, "clip15 at 22 GiB names the denoise phase and a budget just above: %s", err.msg);
+    /* The activations alone of a 15 s clip are more than a 5 s clip's whole
+     * denoise phase at 22 GiB leaves them: the planner pays for them with
+     * streamed blocks, so a 15 s clip streams more at the same budget. */
+    mm_memplan_sizes s5;
+    release_sizes(&s5, rows[0], 300);
+    mm_memplan p5 = plan_for(1, 141, 30, &s5, &rc, &err);
+    mm_memplan p15 = plan_for(1, 141, 30, &s15, &rc, &err);
+    MM_EXPECT(p15.streamed > p5.streamed, "clip15 streams more than clip5 at 30 GiB: %d vs %d", p15.streamed,
+              p5.streamed);
+}
+
+/* Sequence parallel over 1, 2, 4 and 8 GPUs (clip15 on 141 GB cards at
+ * 46 GiB, and at 22 GiB, which one GPU refuses): each rank's activations are
+ * its S/N rows plus the Ulysses buffers, summed again here from the shapes;
+ * more GPUs need less per GPU and stream fewer blocks; GPUs 1..N-1 hold the
+ * DiT and their rows only; 7 GPUs split 56 heads, 3 do not. */
+static void test_sequence_parallel(void)
+{
+    const mm_dit_config c = release_config();
+    const int64_t S = 109262, L = 300;
+    const int ranks[4] = {1, 2, 4, 8};
+    uint64_t prev_work = 0;
+    int prev_streamed = 1 << 30;
+    mm_error err = {{0}};
+    for (int i = 0; i < 4; i++) {
+        const int N = ranks[i];
+        mm_memplan_sizes s;
+        release_sizes(&s, S, L);
+        uint64_t work = 0;
+        MM_REQUIRE(mm_sp_rank_work_bytes(&c, S, L, N, &work, &err) == 0, "%d GPUs: %s", N, err.msg);
+        const int64_t mine = (S + N - 1) / N, hd = (int64_t)(c.heads / N) * c.head_dim;
+        uint64_t want = mm_dit_request_bytes_for(&c, mine, (L * mine + S - 1) / S, true);
+        if (N > 1)
+            want += t_bytes(3 * N * mine, hd, 2) + t_bytes(3 * S, hd, 2) + t_bytes(S, hd, 2);
+        MM_EXPECT(work == want, "%d GPUs: %.3f vs %.3f GiB", N, work / GIB, want / GIB);
+        MM_EXPECT(N == 1 ? work == s.dit_work : work < prev_work, "%d GPUs: %.2f GiB per rank, %.2f with fewer", N,
+                  work / GIB, prev_work / GIB);
+        s.dit_work = work;
+        for (int b = 0; b < 2; b++) {
+            const double budget = b ? 22 : 46;
+            mm_memplan_in in = {.n_gpus = N, .budget = (uint64_t)(budget * GIB), .sp_ranks = N, .s = s};
+            for (int g = 0; g < N; g++)
+                in.gpu_total[g] = 141 * G;
+            mm_memplan p;
+            int rc = mm_memplan_choose(&in, &p, NULL, &err);
+            MM_EXPECT(rc == (N == 1 && b ? -1 : 0), "%d GPUs at %.0f GiB: %s", N, budget, err.msg);
+            if (rc != 0)
+                continue;
+            check_plan(&in, &p, "sequence parallel");
+            printf("     %d GPUs, %.0f GiB: %s\n", N, budget, p.summary);
+            MM_EXPECT(p.sp_ranks == (N > 1 ? N : 0) && (N == 1 || strstr(p.summary, "sequence parallel")),
+                      "%d GPUs: sp_ranks %d", N, p.sp_ranks);
+            if (N > 1)
+                MM_EXPECT(p.peak_rank <= p.peak_denoise && p.peak_rank <= in.budget, "%d GPUs: rank peak %.2f GiB", N,
+                          p.peak_rank / GIB);
+            if (b) {
+                MM_EXPECT(p.streamed <= prev_streamed, "%d GPUs at 22 GiB stream %d, fewer GPUs %d", N, p.streamed,
+                          prev_streamed);
+                prev_streamed = p.streamed;
+            }
+        }
+        prev_work = work;
+    }
+    uint64_t w;
+    MM_EXPECT(mm_sp_rank_work_bytes(&c, S, L, 7, &w, &err) == 0, "7 GPUs: %s", err.msg);
+    MM_EXPECT(mm_sp_rank_work_bytes(&c, S, L, 3, &w, &err) == -1 && strstr(err.msg, "accepted GPU counts"), "3: %s",
+              err.msg);
+    mm_memplan_in in = {.n_gpus = 2, .gpu_total = {141 * G, 141 * G}, .sp_ranks = 4};
+    release_sizes(&in.s, S, L);
+    mm_memplan p;
+    MM_EXPECT(mm_memplan_choose(&in, &p, NULL, &err) == -1 && strstr(err.msg, "4 GPUs"), "4 ranks on 2 GPUs: %s",
+              err.msg);
+}
+
 static void test_refusals(void)
 {
     mm_memplan_sizes s;
@@ -238,6 +353,8 @@ static void test_random(void)
 int main(void)
 {
     MM_RUN(test_cards);
+    MM_RUN(test_clips);
+    MM_RUN(test_sequence_parallel);
     MM_RUN(test_refusals);
     MM_RUN(test_random);
     return mm_test_exit();

@@ -179,7 +179,7 @@ static void test_wrong_files_fail_loudly(void)
 }
 
 /* The memory plan: on a host without a GPU, --vram-budget plans for one
- * GPU of that size; a budget no plan fits fails the check with the smallest
+ * GPU of that size (--gpus N: N of them); a budget no plan fits fails the check with the smallest
  * one that works, which then passes; a malformed budget is refused. */
 static void test_memory_plan(void)
 {
@@ -199,6 +199,11 @@ static void test_memory_plan(void)
     snprintf(args, sizeof args, "--vram-budget %g", strtod(hint + strlen("--vram-budget "), NULL));
     MM_EXPECT(check(models, args) == 0, "the budget named (%s) passes: %s", args, output());
     MM_EXPECT(check(models, "--vram-budget lots") == 1 && strstr(output(), "accepted"), "%s", output());
+    /* --gpus N: the sequence-parallel plan, each GPU with a DiT replica and its rows. */
+    MM_REQUIRE(check(models, "--vram-budget 40 --gpus 2") == 0, "2 GPUs: %s", output());
+    MM_EXPECT(strstr(output(), "for 2 GPUs of the budget") && strstr(output(), "sequence parallel over 2 GPUs"),
+              "%s", output());
+    MM_EXPECT(check(models, "--vram-budget 40 --gpus 0") == 2, "--gpus 0 is refused");
 }
 
 int main(void)
