@@ -1,7 +1,7 @@
 /* mmh3-bench-mp4: what the H.264 writer costs at the clip's size, per x264
  * preset, on real frames.
  *
- *   mmh3-bench-mp4 --input CLIP.mp4 [--frames 124] [--presets medium,fast,faster]
+ *   mmh3-bench-mp4 --input CLIP.mp4|noise:WxH [--frames 124] [--presets medium,fast,faster]
  *                  [--crf 18] [--pace FPS] [--out DIR]
  *
  * The input's first --frames frames (the release's t2va.mp4 sample is
@@ -15,6 +15,10 @@
  * Per preset one line:
  *   MP4 preset=P frames=N feed_s=… close_s=… total_s=… fps=… bytes=… psnr_db=…
  * psnr_db: the output decoded again (mm_video_read) against the input RGB.
+ * noise:WxH instead of a file: uniformly random pixels, the content a
+ * random-weight VAE decodes to, whose encode costs x264 far more than a real
+ * clip's (the device's random-weight renders measure that encoder, not the one
+ * real weights would meet).
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +53,28 @@ static int keep_frame(void *user, const mm_video_frame *f, mm_error *err)
     for (int y = 0; y < c->height; y++)
         memcpy(dst + (size_t)y * c->width * 3, f->rgb + (size_t)y * f->stride, (size_t)c->width * 3);
     c->frames++;
+    return 0;
+}
+
+/* Uniform random bytes (xorshift64*: fixed seed, the same frames every run). */
+static int noise_clip(clip *c, int width, int height)
+{
+    if (width < 16 || height < 16 || width > 4096 || height > 4096 || width % 2 || height % 2)
+        return -1;
+    c->width = width;
+    c->height = height;
+    c->frames = c->capacity;
+    const size_t n = (size_t)c->frames * width * height * 3;
+    c->rgb = malloc(n);
+    if (!c->rgb)
+        return -1;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        c->rgb[i] = (uint8_t)((x * 0x2545f4914f6cdd1dull) >> 56);
+    }
     return 0;
 }
 
@@ -161,7 +187,13 @@ int main(int argc, char **argv)
     mm_error err = {{0}};
     clip c = {.capacity = frames};
     mm_video_options vo = {.sampling = MM_FRAMES_ALL};
-    if (mm_video_read(input, &vo, keep_frame, &c, &err) < 0 || c.frames == 0) {
+    int nw = 0, nh = 0;
+    if (sscanf(input, "noise:%dx%d", &nw, &nh) == 2) {
+        if (noise_clip(&c, nw, nh) != 0) {
+            fprintf(stderr, "mmh3-bench-mp4: %s: want noise:WxH with even sizes from 16 to 4096\n", input);
+            return 2;
+        }
+    } else if (mm_video_read(input, &vo, keep_frame, &c, &err) < 0 || c.frames == 0) {
         fprintf(stderr, "mmh3-bench-mp4: %s: %s\n", input, c.frames ? err.msg : "no frames");
         free(c.rgb);
         return 1;

@@ -25,7 +25,8 @@
 #   (x264)   bench/mmh3-bench-mp4 on the release's t2va sample (carried in .carry/engine-media):
 #            124 frames at 1344x768 through the H.264 writer per x264 preset, fed as fast as the
 #            writer takes them and paced at the VAE decode's ~26 frames/s: the flush/close time (the
-#            clip's serial tail), throughput, size, PSNR of the output against its input
+#            clip's serial tail), throughput, size, PSNR of the output against its input; then the
+#            same paced run on uniformly random frames (X264_PRESETS: the presets)
 #   (ref2va) a ref2va render (a 1920x1080 picture, a 1 s clip with sound, a 3 s audio clip; the
 #            released 2048-px picture rule), without and with --ref-kv-cache (REF_STEPS grid
 #            points, default 5): per-step times, the speed-up, the rel_l2 of the final latents
@@ -139,10 +140,12 @@ if want x264; then
   step "(x264) the H.264 writer per preset on the release's sample frames"
   X264_IN=.carry/engine-media/t2va.mp4
   if [ -s "$X264_IN" ] && [ -x "$B/bench/mmh3-bench-mp4" ]; then
-    for pace in 0 26; do
-      timeout 240 "$B/bench/mmh3-bench-mp4" --input "$X264_IN" --frames 124 --pace "$pace" \
-        --presets "${X264_PRESETS:-medium,fast,faster,veryfast}" 2>"$OUT/engine_x264_$pace.log" |
-        tee -a "$OUT/engine_x264.txt" | grep '^MP4' | while read -r l; do note "$l"; done
+    # the release's frames, then random-weight-like noise frames (what the device's renders encode)
+    for run in "$X264_IN:0" "$X264_IN:26" "noise:1344x768:26"; do
+      input=${run%:*} pace=${run##*:}
+      timeout 240 "$B/bench/mmh3-bench-mp4" --input "$input" --frames 124 --pace "$pace" \
+        --presets "${X264_PRESETS:-medium,fast,faster,veryfast}" 2>"$OUT/engine_x264_${input##*/}_$pace.log" |
+        tee -a "$OUT/engine_x264.txt" | grep -E '^(MP4|input)' | while read -r l; do note "$l"; done
     done
   else
     note "SKIP x264: needs $X264_IN (prepare_engine.sh, carry .carry/engine-media) and $B/bench/mmh3-bench-mp4"
