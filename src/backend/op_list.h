@@ -2,7 +2,8 @@
  * (the context first): the one list the CPU (cpu_ops.h) and CUDA
  * (cuda_ops.h) twins are declared from, so the two cannot drift apart, and
  * the no-CUDA build's stubs are generated from. X(name, parameters) names
- * the op without its mm_ prefix; ops.h documents each. */
+ * the op without its mm_ prefix; ops.h documents each, sparse_attn.h those
+ * of the sparse list. */
 #ifndef MMH3_BACKEND_OP_LIST_H
 #define MMH3_BACKEND_OP_LIST_H
 
@@ -52,5 +53,13 @@
           const mm_conv_params *p))                                                                                    \
     X(pad, (mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const int (*pads)[2], mm_pad_mode mode, float value))     \
     X(interpolate, (mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int spatial, mm_interp mode, bool align_corners))
+
+/* The block-sparse attention ops of backend/sparse_attn.h (cpu_sparse.h,
+ * cuda_sparse.h). */
+#define MM_BACKEND_SPARSE_OPS(X)                                                                                       \
+    X(sparse_route_blocks, (mm_ctx *ctx, mm_sparse_route *route, const mm_tensor *q, const mm_tensor *k,               \
+          const mm_tensor *v, const mm_sparse_route_params *p, mm_tensor *tally))                                      \
+    X(sparse_attention, (mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,      \
+          const mm_sparse_route *route, const mm_sparse_attn_params *p))
 
 #endif
