@@ -140,11 +140,11 @@ __device__ __forceinline__ float mmk_round_to(mm_dtype t, float v)
     return v;
 }
 
-/* Element offset of the i-th element (row-major order) of a view. */
-__device__ __forceinline__ int64_t mmk_view_off(const mmk_view &v, int64_t i)
+/* Element offset of index i in row-major order over dims [0, last] of a view. */
+__device__ __forceinline__ int64_t mmk_off_upto(const mmk_view &v, int64_t i, int last)
 {
     int64_t off = 0;
-    for (int d = v.ndim - 1; d >= 0; d--) {
+    for (int d = last; d >= 0; d--) {
         int64_t n = v.shape[d];
         off += (i % n) * v.stride[d];
         i /= n;
@@ -152,17 +152,11 @@ __device__ __forceinline__ int64_t mmk_view_off(const mmk_view &v, int64_t i)
     return off;
 }
 
+/* Element offset of the i-th element (row-major order) of a view. */
+__device__ __forceinline__ int64_t mmk_view_off(const mmk_view &v, int64_t i) { return mmk_off_upto(v, i, v.ndim - 1); }
+
 /* Element offset of row r (the leading dims in row-major order). */
-__device__ __forceinline__ int64_t mmk_row_off(const mmk_view &v, int64_t r)
-{
-    int64_t off = 0;
-    for (int d = v.ndim - 2; d >= 0; d--) {
-        int64_t n = v.shape[d];
-        off += (r % n) * v.stride[d];
-        r /= n;
-    }
-    return off;
-}
+__device__ __forceinline__ int64_t mmk_row_off(const mmk_view &v, int64_t r) { return mmk_off_upto(v, r, v.ndim - 2); }
 
 static inline int64_t mmk_rows_of(const mmk_view &v)
 {

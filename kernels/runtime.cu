@@ -470,11 +470,18 @@ extern "C" int mm_cuda_upload_copy(mm_cuda_upload *u, int slot, void *dst, const
     return 0;
 }
 
-extern "C" int mm_cuda_upload_acquire(mm_cuda_upload *u, int slot, mm_error *err)
+/* The compute stream of the upload's device, once slot is checked (NULL with
+ * err set otherwise): the stream acquire and release order against. */
+static cudaStream_t upload_compute_stream(mm_cuda_upload *u, int slot, mm_error *err)
 {
     if (upload_slot(u, slot, err))
-        return -1;
-    cudaStream_t s = stream_of(u->dev, err);
+        return NULL;
+    return stream_of(u->dev, err);
+}
+
+extern "C" int mm_cuda_upload_acquire(mm_cuda_upload *u, int slot, mm_error *err)
+{
+    cudaStream_t s = upload_compute_stream(u, slot, err);
     if (!s)
         return -1;
     MMK_TRY(cudaStreamWaitEvent(s, u->ready[slot], 0), err, "ordering compute after a copy");
@@ -483,9 +490,7 @@ extern "C" int mm_cuda_upload_acquire(mm_cuda_upload *u, int slot, mm_error *err
 
 extern "C" int mm_cuda_upload_release(mm_cuda_upload *u, int slot, mm_error *err)
 {
-    if (upload_slot(u, slot, err))
-        return -1;
-    cudaStream_t s = stream_of(u->dev, err);
+    cudaStream_t s = upload_compute_stream(u, slot, err);
     if (!s)
         return -1;
     MMK_TRY(cudaEventRecord(u->released[slot], s), err, "recording a slot's last use");

@@ -176,17 +176,25 @@ static int arg_dtype(mm_ctx *ctx, const char *op, const char *name, const mm_ten
     return 0;
 }
 
-static int same_shape(mm_ctx *ctx, const char *op, const char *na, const mm_tensor *a, const char *nb,
-                      const mm_tensor *b)
+/* a and b agree in rank and in every dim from `from` on: the same shape
+ * (from 0) or rows of one shape (from 1, at least one dim). */
+static int shapes_agree(mm_ctx *ctx, const char *op, const char *na, const mm_tensor *a, const char *nb,
+                        const mm_tensor *b, int from)
 {
-    bool ok = a->ndim == b->ndim;
-    for (int i = 0; ok && i < a->ndim; i++)
+    bool ok = a->ndim == b->ndim && a->ndim >= from;
+    for (int i = from; ok && i < a->ndim; i++)
         ok = a->shape[i] == b->shape[i];
     if (ok)
         return 0;
     char x[96], y[96];
-    return mm_ctx_fail(ctx, "%s: %s %s and %s %s differ in shape", op, na, shp(a, x, sizeof x), nb,
-                       shp(b, y, sizeof y));
+    return mm_ctx_fail(ctx, "%s: %s %s and %s %s %s", op, na, shp(a, x, sizeof x), nb, shp(b, y, sizeof y),
+                       from ? "must differ only in the first dim" : "differ in shape");
+}
+
+static int same_shape(mm_ctx *ctx, const char *op, const char *na, const mm_tensor *a, const char *nb,
+                      const mm_tensor *b)
+{
+    return shapes_agree(ctx, op, na, a, nb, b, 0);
 }
 
 static int expect_shape(mm_ctx *ctx, const char *op, const char *name, const mm_tensor *t, int ndim,
@@ -369,22 +377,26 @@ static int ew2(mm_ctx *ctx, const char *op, const mm_tensor *out, const mm_tenso
     return 0;
 }
 
-int mm_add(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tensor *b)
+/* mm_add and mm_mul: b is required (ew2 lets the unary ops pass none). */
+static int binary_run(mm_ctx *ctx, const char *op, mm_tensor *out, const mm_tensor *a, const mm_tensor *b, bool mul)
 {
     ENTER(ctx);
     if (!b)
-        return mm_ctx_fail(ctx, "mm_add: b is NULL");
-    CHECK(ew2(ctx, "mm_add", out, a, b) == 0);
-    return mm_tensor_numel(out) ? DISPATCH(add, out, a, b) : 0;
+        return mm_ctx_fail(ctx, "%s: b is NULL", op);
+    CHECK(ew2(ctx, op, out, a, b) == 0);
+    if (mm_tensor_numel(out) == 0)
+        return 0;
+    return mul ? DISPATCH(mul, out, a, b) : DISPATCH(add, out, a, b);
+}
+
+int mm_add(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tensor *b)
+{
+    return binary_run(ctx, "mm_add", out, a, b, false);
 }
 
 int mm_mul(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tensor *b)
 {
-    ENTER(ctx);
-    if (!b)
-        return mm_ctx_fail(ctx, "mm_mul: b is NULL");
-    CHECK(ew2(ctx, "mm_mul", out, a, b) == 0);
-    return mm_tensor_numel(out) ? DISPATCH(mul, out, a, b) : 0;
+    return binary_run(ctx, "mm_mul", out, a, b, true);
 }
 
 int mm_axpby(mm_ctx *ctx, mm_tensor *out, float alpha, const mm_tensor *a, float beta, const mm_tensor *b)
@@ -789,55 +801,42 @@ int mm_embedding_i8(mm_ctx *ctx, mm_tensor *out, const mm_tensor *ids, const mm_
 
 /* ======================================================== gather / scatter */
 
-static int rows_like(mm_ctx *ctx, const char *op, const mm_tensor *a, const char *na, const mm_tensor *b,
-                     const char *nb)
+/* The tensors of a row-index op: gather (out[i] = src[idx[i]]: idx as long
+ * as out, indexing src's rows) or scatter (out[idx[i]] (+)= src[i]: idx as
+ * long as src, indexing out's rows). Copies move any dtype to its own kind
+ * (float to float, others unchanged); the accumulating scatter takes floats. */
+static int row_index_args(mm_ctx *ctx, const char *op, const mm_tensor *out, const mm_tensor *src,
+                          const mm_tensor *idx, bool gather, bool accumulate)
 {
-    bool ok = a->ndim == b->ndim && a->ndim >= 1;
-    for (int i = 1; ok && i < a->ndim; i++)
-        ok = a->shape[i] == b->shape[i];
-    if (ok)
-        return 0;
-    char x[96], y[96];
-    return mm_ctx_fail(ctx, "%s: %s %s and %s %s must differ only in the first dim", op, na, shp(a, x, sizeof x), nb,
-                       shp(b, y, sizeof y));
-}
-
-static int gs_dtypes(mm_ctx *ctx, const char *op, const mm_tensor *a, const mm_tensor *b, bool float_only)
-{
-    bool fa = is_float(a->dtype), fb = is_float(b->dtype);
-    if (float_only ? (fa && fb) : (fa == fb && (fa || a->dtype == b->dtype)))
-        return 0;
-    return mm_ctx_fail(ctx, "%s: dtypes %s and %s cannot be combined here", op, mm_dtype_name(a->dtype),
-                       mm_dtype_name(b->dtype));
+    int (*tensor_arg)(mm_ctx *, const char *, const char *, const mm_tensor *) = accumulate ? arg_float : arg;
+    CHECK(tensor_arg(ctx, op, "out", out) == 0 && tensor_arg(ctx, op, "src", src) == 0);
+    CHECK(shapes_agree(ctx, op, "out", out, "src", src, 1) == 0);
+    bool fo = is_float(out->dtype), fs = is_float(src->dtype);
+    if (fo != fs || (!fo && out->dtype != src->dtype))
+        return mm_ctx_fail(ctx, "%s: dtypes %s and %s cannot be combined here", op, mm_dtype_name(out->dtype),
+                           mm_dtype_name(src->dtype));
+    const mm_tensor *by = gather ? out : src, *into = gather ? src : out;
+    return index_arg(ctx, op, "idx", idx, by->shape[0], into->shape[0]);
 }
 
 int mm_gather_rows(mm_ctx *ctx, mm_tensor *out, const mm_tensor *src, const mm_tensor *idx)
 {
-    static const char *op = "mm_gather_rows";
     ENTER(ctx);
-    CHECK(arg(ctx, op, "out", out) == 0 && arg(ctx, op, "src", src) == 0);
-    CHECK(rows_like(ctx, op, out, "out", src, "src") == 0 && gs_dtypes(ctx, op, out, src, false) == 0);
-    CHECK(index_arg(ctx, op, "idx", idx, out->shape[0], src->shape[0]) == 0);
+    CHECK(row_index_args(ctx, "mm_gather_rows", out, src, idx, true, false) == 0);
     return mm_tensor_numel(out) ? DISPATCH(gather_rows, out, src, idx) : 0;
 }
 
 int mm_scatter_rows(mm_ctx *ctx, mm_tensor *out, const mm_tensor *src, const mm_tensor *idx)
 {
-    static const char *op = "mm_scatter_rows";
     ENTER(ctx);
-    CHECK(arg(ctx, op, "out", out) == 0 && arg(ctx, op, "src", src) == 0);
-    CHECK(rows_like(ctx, op, out, "out", src, "src") == 0 && gs_dtypes(ctx, op, out, src, false) == 0);
-    CHECK(index_arg(ctx, op, "idx", idx, src->shape[0], out->shape[0]) == 0);
+    CHECK(row_index_args(ctx, "mm_scatter_rows", out, src, idx, false, false) == 0);
     return mm_tensor_numel(src) ? DISPATCH(scatter_rows, out, src, idx) : 0;
 }
 
 int mm_scatter_add_rows(mm_ctx *ctx, mm_tensor *out, const mm_tensor *src, const mm_tensor *idx)
 {
-    static const char *op = "mm_scatter_add_rows";
     ENTER(ctx);
-    CHECK(arg_float(ctx, op, "out", out) == 0 && arg_float(ctx, op, "src", src) == 0);
-    CHECK(rows_like(ctx, op, out, "out", src, "src") == 0);
-    CHECK(index_arg(ctx, op, "idx", idx, src->shape[0], out->shape[0]) == 0);
+    CHECK(row_index_args(ctx, "mm_scatter_add_rows", out, src, idx, false, true) == 0);
     return mm_tensor_numel(src) ? DISPATCH(scatter_add_rows, out, src, idx) : 0;
 }
 
@@ -889,22 +888,30 @@ static int conv_forward(mm_ctx *ctx, const char *op, mm_tensor *out, const mm_te
     return 0;
 }
 
+/* mm_conv1d and mm_conv3d: one validation, then the backend's kernel of the rank. */
+static int conv_forward_run(mm_ctx *ctx, const char *op, mm_tensor *out, const mm_tensor *x, const mm_tensor *w,
+                            const mm_tensor *bias, const mm_conv_params *p, int rank)
+{
+    ENTER(ctx);
+    CHECK(conv_forward(ctx, op, out, x, w, bias, p, rank) == 0);
+    if (mm_tensor_numel(out) == 0)
+        return 0;
+    mm_conv_params z = {0};
+    if (!p)
+        p = &z;
+    return rank == 1 ? DISPATCH(conv1d, out, x, w, bias, p) : DISPATCH(conv3d, out, x, w, bias, p);
+}
+
 int mm_conv1d(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w, const mm_tensor *bias,
               const mm_conv_params *p)
 {
-    ENTER(ctx);
-    CHECK(conv_forward(ctx, "mm_conv1d", out, x, w, bias, p, 1) == 0);
-    mm_conv_params z = {0};
-    return mm_tensor_numel(out) ? DISPATCH(conv1d, out, x, w, bias, p ? p : &z) : 0;
+    return conv_forward_run(ctx, "mm_conv1d", out, x, w, bias, p, 1);
 }
 
 int mm_conv3d(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w, const mm_tensor *bias,
               const mm_conv_params *p)
 {
-    ENTER(ctx);
-    CHECK(conv_forward(ctx, "mm_conv3d", out, x, w, bias, p, 3) == 0);
-    mm_conv_params z = {0};
-    return mm_tensor_numel(out) ? DISPATCH(conv3d, out, x, w, bias, p ? p : &z) : 0;
+    return conv_forward_run(ctx, "mm_conv3d", out, x, w, bias, p, 3);
 }
 
 int mm_conv_transpose1d(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w, const mm_tensor *bias,

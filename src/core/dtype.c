@@ -41,25 +41,11 @@ int mm_dtype_from_name(const char *name, mm_dtype *out)
     return -1;
 }
 
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-float mm_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float mm_bf16_to_f32(uint16_t h) { return mm_f32_from_bits((uint32_t)h << 16); }
 
 uint16_t mm_f32_to_bf16(float f)
 {
-    uint32_t u = f32_bits(f);
+    uint32_t u = mm_f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet and a NaN */
         return (uint16_t)((u >> 16) | 0x0040u);
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -77,13 +63,13 @@ float mm_f16_to_f32(uint16_t h)
         return sign ? -v : v;
     }
     if (exp == 31)
-        return bits_f32(sign | 0x7f800000u | (man << 13));
-    return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+        return mm_f32_from_bits(sign | 0x7f800000u | (man << 13));
+    return mm_f32_from_bits(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
 uint16_t mm_f32_to_f16(float f)
 {
-    uint32_t u = f32_bits(f);
+    uint32_t u = mm_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t absu = u & 0x7fffffffu;
     if (absu > 0x7f800000u)
@@ -92,7 +78,7 @@ uint16_t mm_f32_to_f16(float f)
         return sign | 0x7c00u;
     if (absu < 0x38800000u) {
         /* subnormal in f16 (or zero): round abs/2^-24 to nearest even integer */
-        float a = bits_f32(absu);
+        float a = mm_f32_from_bits(absu);
         float q = a * 0x1p24f;
         float r = nearbyintf(q); /* default rounding mode is nearest-even */
         return sign | (uint16_t)r;

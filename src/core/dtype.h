@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef enum mm_dtype {
     MM_F32 = 0,
@@ -50,5 +51,20 @@ uint8_t mm_f32_to_e2m1(float f);
 /* Rounds a float through bf16 / f16 and back (the value a bf16 tensor would hold). */
 static inline float mm_round_bf16(float f) { return mm_bf16_to_f32(mm_f32_to_bf16(f)); }
 static inline float mm_round_f16(float f) { return mm_f16_to_f32(mm_f32_to_f16(f)); }
+
+/* The bits of an f32 and back (memcpy: the pun strict aliasing allows). */
+static inline uint32_t mm_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float mm_f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 #endif

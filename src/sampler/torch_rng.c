@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/dtype.h"
+
 /* at::mt19937 is the reference MT19937: init_genrand seeding, the standard
  * twist and tempering (identical stream to std::mt19937). */
 enum { MT_N = 624, MT_M = 397 };
@@ -67,26 +69,12 @@ static double uniform_f64(mm_torch_gen *g)
  * noise matches bit for bit; libm's values differ from these by a few ulp in
  * about 40% of the draws, and the uncontracted polynomials in about 1%. */
 
-static float f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 static float cephes_logf(float x)
 {
     /* Only called with x in (0, 1]: no invalid or denormal inputs. */
-    uint32_t bits = f32_bits(x);
+    uint32_t bits = mm_f32_bits(x);
     float e = (float)((int32_t)(bits >> 23) - 0x7f) + 1.0f;
-    float m = f32_from_bits((bits & ~0x7f800000u) | f32_bits(0.5f)); /* mantissa in [0.5, 1) */
+    float m = mm_f32_from_bits((bits & ~0x7f800000u) | mm_f32_bits(0.5f)); /* mantissa in [0.5, 1) */
     float tmp = m < 0.707106781186547524f ? m : 0.0f;
     if (m < 0.707106781186547524f)
         e = e - 1.0f;
@@ -108,7 +96,7 @@ static float cephes_logf(float x)
 static void cephes_sincosf(float x, float *s, float *c)
 {
     /* x = 2π·u2 >= 0 here. */
-    const uint32_t sign_in = f32_bits(x) & 0x80000000u;
+    const uint32_t sign_in = mm_f32_bits(x) & 0x80000000u;
     x = fabsf(x);
     int32_t j = (int32_t)(x * 1.27323954473516f);
     j = (j + 1) & ~1;
@@ -134,8 +122,8 @@ static void cephes_sincosf(float x, float *s, float *c)
     ys = fmaf(ys, x, x);
     const float sin_v = poly_cos_first ? ys : yc;
     const float cos_v = poly_cos_first ? yc : ys;
-    *s = f32_from_bits(f32_bits(sin_v) ^ sign_in ^ swap_sin);
-    *c = f32_from_bits(f32_bits(cos_v) ^ sign_cos);
+    *s = mm_f32_from_bits(mm_f32_bits(sin_v) ^ sign_in ^ swap_sin);
+    *c = mm_f32_from_bits(mm_f32_bits(cos_v) ^ sign_cos);
 }
 
 /* Box–Muller on 16 uniforms in place (torch's AVX2 normal_fill_16):

@@ -6,56 +6,12 @@
 #ifndef MMH3_BACKEND_CPU_CPU_OPS_H
 #define MMH3_BACKEND_CPU_CPU_OPS_H
 
+#include "backend/op_list.h"
 #include "backend/ops.h"
 
-int mm_cpu_copy(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *src);
-int mm_cpu_fill(mm_ctx *ctx, mm_tensor *dst, double value);
-int mm_cpu_add(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tensor *b);
-int mm_cpu_mul(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tensor *b);
-int mm_cpu_axpby(mm_ctx *ctx, mm_tensor *out, float alpha, const mm_tensor *a, float beta, const mm_tensor *b);
-int mm_cpu_clamp(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, float lo, float hi);
-int mm_cpu_activation(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, mm_act act);
-int mm_cpu_glu(mm_ctx *ctx, mm_tensor *out, const mm_tensor *gate, const mm_tensor *up, mm_act act);
-int mm_cpu_snake(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *alpha, const mm_tensor *beta);
-int mm_cpu_rmsnorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *weight, float eps);
-int mm_cpu_layernorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *weight,
-                     const mm_tensor *bias, float eps);
-int mm_cpu_groupnorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *weight,
-                     const mm_tensor *bias, int groups, float eps, bool per_frame);
-int mm_cpu_softmax(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x);
-int mm_cpu_reduce_rows(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, mm_reduce op);
-int mm_cpu_modulate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *scale, const mm_tensor *shift,
-                    const mm_tensor *idx);
-int mm_cpu_rmsnorm_modulate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *weight, float eps,
-                            const mm_tensor *scale, const mm_tensor *shift, const mm_tensor *idx);
-int mm_cpu_gated_residual(mm_ctx *ctx, mm_tensor *x, const mm_tensor *y, const mm_tensor *gate, const mm_tensor *idx);
-int mm_cpu_rope(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *cos, const mm_tensor *sin,
-                int rot_dim);
-int mm_cpu_attention(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
-                     const mm_attn_params *params);
-int mm_cpu_gemm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tensor *b, const mm_tensor *bias,
-                float alpha, float beta);
-int mm_cpu_hadamard_rotate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int group);
-int mm_cpu_convrot_quantize(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_tensor *x, int group);
-int mm_cpu_gemm_i8_scaled(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q_x, const mm_tensor *s_x,
-                          const mm_tensor *q_w, const mm_tensor *s_w, const mm_tensor *bias);
-int mm_cpu_nvfp4_dequantize(mm_ctx *ctx, mm_tensor *out, const mm_tensor *packed, const mm_tensor *scales,
-                            float scale2);
-int mm_cpu_embedding_i8(mm_ctx *ctx, mm_tensor *out, const mm_tensor *ids, const mm_tensor *table,
-                        const mm_tensor *scale);
-int mm_cpu_gather_rows(mm_ctx *ctx, mm_tensor *out, const mm_tensor *src, const mm_tensor *idx);
-int mm_cpu_scatter_rows(mm_ctx *ctx, mm_tensor *out, const mm_tensor *src, const mm_tensor *idx);
-int mm_cpu_scatter_add_rows(mm_ctx *ctx, mm_tensor *out, const mm_tensor *src, const mm_tensor *idx);
-int mm_cpu_conv1d(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w, const mm_tensor *bias,
-                  const mm_conv_params *p);
-int mm_cpu_conv_transpose1d(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w,
-                            const mm_tensor *bias, const mm_conv_params *p);
-int mm_cpu_conv3d(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w, const mm_tensor *bias,
-                  const mm_conv_params *p);
-int mm_cpu_pad(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const int (*pads)[2], mm_pad_mode mode,
-               float value);
-int mm_cpu_interpolate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int spatial, mm_interp mode,
-                       bool align_corners);
+#define MM_CPU_DECLARE(name, params) int mm_cpu_##name params;
+MM_BACKEND_OPS(MM_CPU_DECLARE)
+#undef MM_CPU_DECLARE
 
 /* The f32 GEMM engine under mm_cpu_gemm, conv and the quantized linears:
  * C[M, N] = alpha * A[M, K] . B[K, N] (+ bias[N], or bias[M] when bias_rows)

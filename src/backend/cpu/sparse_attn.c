@@ -103,11 +103,27 @@ static void pool_rows(const mm_tensor *x, int64_t S, int64_t span, float mul, bo
 
 /* ---------------------------------------------------------------- routing */
 
+/* The sizes of a call, which routing and attention both walk: S queries (and
+ * keys), H query and Hkv key/value heads of D channels, NT blocks, W mask
+ * words per row; s2 the softmax scale in base 2. */
+typedef struct sparse_sizes {
+    int64_t S, H, Hkv, D, NT, W;
+    float s2;
+} sparse_sizes;
+
+static sparse_sizes sizes_of(const mm_tensor *q, const mm_tensor *k, const mm_sparse_route *route, float scale)
+{
+    sparse_sizes n = {.S = q->shape[0], .H = q->shape[1], .D = q->shape[2], .Hkv = k->shape[1]};
+    n.NT = route->blocks;
+    n.W = route->words;
+    n.s2 = softmax_scale(scale, n.D) * 1.4426950408889634f;
+    return n;
+}
+
 typedef struct route_job {
     const mm_sparse_route_params *p;
     mm_sparse_route *r;
-    int64_t S, H, Hkv, D, NT, W;
-    float s2;
+    sparse_sizes n;
     const float *kcf;   /* [NT, Hkv, D] kc as floats */
     const float *qbar;  /* [NT, H, D] (SOL, FORCED unused) */
     const float *mu, *var; /* [Hkv, D] */
@@ -120,7 +136,7 @@ typedef struct route_job {
 
 static float sol_threshold(const route_job *j, const float *qb, int64_t hk)
 {
-    const int64_t D = j->D;
+    const int64_t D = j->n.D;
     const float *mu = j->mu + hk * D, *var = j->var + hk * D;
     float m = 0, v = 0;
     for (int64_t d = 0; d < D; d++)
@@ -130,25 +146,25 @@ static float sol_threshold(const route_job *j, const float *qb, int64_t hk)
         float quad = 0;
         for (int64_t a = 0; a < D; a++)
             quad += qb[a] * cpu_dot(m2 + a * D, qb, D);
-        v = j->s2 * j->s2 * fmaxf(quad - m * m, 0.0f);
+        v = j->n.s2 * j->n.s2 * fmaxf(quad - m * m, 0.0f);
     } else {
         for (int64_t d = 0; d < D; d++)
             v += qb[d] * qb[d] * var[d];
-        v *= j->s2 * j->s2;
+        v *= j->n.s2 * j->n.s2;
     }
-    return j->s2 * m + j->p->tau * sqrtf(fmaxf(v, 0.0f) + 1e-6f);
+    return j->n.s2 * m + j->p->tau * sqrtf(fmaxf(v, 0.0f) + 1e-6f);
 }
 
 /* SubBlock's score of (query block i, key block n): log2 Σ exp2(Qs·Ks)
  * over the sub-block pairs that hold rows. */
 static float topk_score(const route_job *j, int64_t i, int64_t h, int64_t hk, int64_t n)
 {
-    const int64_t D = j->D, sub = BLK / MM_SPARSE_SUB, units = (j->S + MM_SPARSE_SUB - 1) / MM_SPARSE_SUB;
+    const int64_t D = j->n.D, sub = BLK / MM_SPARSE_SUB, units = (j->n.S + MM_SPARSE_SUB - 1) / MM_SPARSE_SUB;
     float x[BLK / MM_SPARSE_SUB * (BLK / MM_SPARSE_SUB)], mx = -INFINITY;
     int c = 0;
     for (int64_t a = 0; a < sub && i * sub + a < units; a++)
         for (int64_t b = 0; b < sub && n * sub + b < units; b++) {
-            x[c] = cpu_dot(j->qs + ((i * sub + a) * j->H + h) * D, j->ks + ((n * sub + b) * j->Hkv + hk) * D, D);
+            x[c] = cpu_dot(j->qs + ((i * sub + a) * j->n.H + h) * D, j->ks + ((n * sub + b) * j->n.Hkv + hk) * D, D);
             mx = fmaxf(mx, x[c++]);
         }
     float s = 0;
@@ -173,10 +189,10 @@ static int by_score(const void *a, const void *b)
 static void route_items(void *user, int64_t begin, int64_t end)
 {
     const route_job *j = user;
-    const int64_t NT = j->NT, W = j->W, D = j->D, H = j->H;
+    const int64_t NT = j->n.NT, W = j->n.W, D = j->n.D, H = j->n.H;
     scored *sc = j->p->policy == MM_SPARSE_TOPK ? malloc(sizeof(scored) * (size_t)NT) : NULL;
     for (int64_t it = begin; it < end; it++) {
-        const int64_t i = it / H, h = it % H, hk = h / (H / j->Hkv);
+        const int64_t i = it / H, h = it % H, hk = h / (H / j->n.Hkv);
         uint32_t *mask = (uint32_t *)j->r->mask.data + it * W;
         float *thr = (float *)j->r->thr.data + it;
         memset(mask, 0, sizeof(uint32_t) * (size_t)W);
@@ -186,7 +202,7 @@ static void route_items(void *user, int64_t begin, int64_t end)
             const float *qb = j->qbar + it * D;
             t = sol_threshold(j, qb, hk);
             for (int64_t n = 0; n < NT; n++)
-                if (j->s2 * cpu_dot(qb, j->kcf + (n * j->Hkv + hk) * D, D) > t)
+                if (j->n.s2 * cpu_dot(qb, j->kcf + (n * j->n.Hkv + hk) * D, D) > t)
                     mask[n >> 5] |= 1u << (n & 31);
         } else if (!all && j->p->policy == MM_SPARSE_TOPK && sc) {
             for (int64_t n = 0; n < NT; n++)
@@ -216,7 +232,7 @@ static void route_items(void *user, int64_t begin, int64_t end)
 /* μ, σ² (and M2) of kc over the blocks, per kv head: fp32 sums in block order. */
 static void kc_stats(route_job *j, float *kcf, float *mu, float *var, float *m2)
 {
-    const int64_t NT = j->NT, Hkv = j->Hkv, D = j->D;
+    const int64_t NT = j->n.NT, Hkv = j->n.Hkv, D = j->n.D;
     const uint16_t *kc = j->r->kc.data;
     for (int64_t e = 0; e < NT * Hkv * D; e++)
         kcf[e] = cpu_bf16_f32(kc[e]);
@@ -247,29 +263,22 @@ static void kc_stats(route_job *j, float *kcf, float *mu, float *var, float *m2)
 int mm_cpu_sparse_route_blocks(mm_ctx *ctx, mm_sparse_route *route, const mm_tensor *q, const mm_tensor *k,
                         const mm_tensor *v, const mm_sparse_route_params *p, mm_tensor *tally)
 {
-    route_job j = {.p = p, .r = route};
-    j.S = q->shape[0];
-    j.H = q->shape[1];
-    j.D = q->shape[2];
-    j.Hkv = k->shape[1];
-    j.NT = route->blocks;
-    j.W = route->words;
-    j.s2 = softmax_scale(p->scale, j.D) * 1.4426950408889634f;
-    pool_job pj = {k, v, route, j.S, j.D};
-    mm_parallel_for(ctx, j.NT * j.Hkv, 4, pool_items, &pj);
+    route_job j = {.p = p, .r = route, .n = sizes_of(q, k, route, p->scale)};
+    pool_job pj = {k, v, route, j.n.S, j.n.D};
+    mm_parallel_for(ctx, j.n.NT * j.n.Hkv, 4, pool_items, &pj);
 
     const bool exact_thr = p->policy == MM_SPARSE_SOL && p->thresh == MM_SPARSE_THRESH_EXACT;
-    const size_t nkc = (size_t)(j.NT * j.Hkv * j.D), hd = (size_t)(j.Hkv * j.D);
+    const size_t nkc = (size_t)(j.n.NT * j.n.Hkv * j.n.D), hd = (size_t)(j.n.Hkv * j.n.D);
     float *kcf = malloc(sizeof(float) * nkc), *mu = malloc(sizeof(float) * hd), *var = malloc(sizeof(float) * hd);
-    float *m2 = exact_thr ? malloc(sizeof(float) * hd * (size_t)j.D) : NULL;
+    float *m2 = exact_thr ? malloc(sizeof(float) * hd * (size_t)j.n.D) : NULL;
     float *qbar = NULL, *qs = NULL, *ks = NULL;
-    uint8_t *flags = malloc((size_t)j.NT * 2);
+    uint8_t *flags = malloc((size_t)j.n.NT * 2);
     if (p->policy == MM_SPARSE_SOL)
-        qbar = malloc(sizeof(float) * (size_t)(j.NT * j.H * j.D));
-    const int64_t units = (j.S + MM_SPARSE_SUB - 1) / MM_SPARSE_SUB;
+        qbar = malloc(sizeof(float) * (size_t)(j.n.NT * j.n.H * j.n.D));
+    const int64_t units = (j.n.S + MM_SPARSE_SUB - 1) / MM_SPARSE_SUB;
     if (p->policy == MM_SPARSE_TOPK) {
-        qs = malloc(sizeof(float) * (size_t)(units * j.H * j.D));
-        ks = malloc(sizeof(float) * (size_t)(units * j.Hkv * j.D));
+        qs = malloc(sizeof(float) * (size_t)(units * j.n.H * j.n.D));
+        ks = malloc(sizeof(float) * (size_t)(units * j.n.Hkv * j.n.D));
     }
     int rc = -1;
     if (!kcf || !mu || !var || !flags || (exact_thr && !m2) || (p->policy == MM_SPARSE_SOL && !qbar) ||
@@ -279,13 +288,13 @@ int mm_cpu_sparse_route_blocks(mm_ctx *ctx, mm_sparse_route *route, const mm_ten
     }
     kc_stats(&j, kcf, mu, var, m2);
     if (qbar)
-        pool_rows(q, j.S, BLK, 1.0f, false, qbar);
+        pool_rows(q, j.n.S, BLK, 1.0f, false, qbar);
     if (qs) {
-        pool_rows(q, j.S, MM_SPARSE_SUB, j.s2, true, qs);
-        pool_rows(k, j.S, MM_SPARSE_SUB, 1.0f, true, ks);
+        pool_rows(q, j.n.S, MM_SPARSE_SUB, j.n.s2, true, qs);
+        pool_rows(k, j.n.S, MM_SPARSE_SUB, 1.0f, true, ks);
     }
-    mm_sparse_block_flags(p->sink_kv, p->n_sink_kv, j.NT, flags);
-    mm_sparse_block_flags(p->dense_q, p->n_dense_q, j.NT, flags + j.NT);
+    mm_sparse_block_flags(p->sink_kv, p->n_sink_kv, j.n.NT, flags);
+    mm_sparse_block_flags(p->dense_q, p->n_dense_q, j.n.NT, flags + j.n.NT);
     j.kcf = kcf;
     j.mu = mu;
     j.var = var;
@@ -294,13 +303,13 @@ int mm_cpu_sparse_route_blocks(mm_ctx *ctx, mm_sparse_route *route, const mm_ten
     j.qs = qs;
     j.ks = ks;
     j.sink = flags;
-    j.dense = flags + j.NT;
+    j.dense = flags + j.n.NT;
     j.level = mm_sparse_forced_level(p->keep);
-    j.k_keep = mm_sparse_topk_budget(p->keep, j.NT);
-    mm_parallel_for(ctx, j.NT * j.H, 1, route_items, &j);
+    j.k_keep = mm_sparse_topk_budget(p->keep, j.n.NT);
+    mm_parallel_for(ctx, j.n.NT * j.n.H, 1, route_items, &j);
     if (tally && tally->data) {
         int64_t total = 0;
-        for (int64_t e = 0; e < j.NT * j.H; e++)
+        for (int64_t e = 0; e < j.n.NT * j.n.H; e++)
             total += ((const int32_t *)route->count.data)[e];
         *(int64_t *)tally->data += total;
     }
@@ -324,8 +333,7 @@ typedef struct attn_job {
     const mm_tensor *q, *k, *v;
     const mm_sparse_route *r;
     bool approximate;
-    float s2;
-    int64_t S, H, Hkv, D, NT, W;
+    sparse_sizes n;
 } attn_job;
 
 typedef struct attn_buf {
@@ -367,18 +375,18 @@ static bool exact_bit(const uint32_t *mask, int64_t n) { return (mask[n >> 5] >>
 static void approximate_part(const attn_job *j, attn_buf *b, const uint32_t *mask, int64_t hk, int64_t nq, float *m,
                              float *l, float *vcf, float *wt)
 {
-    const int64_t NT = j->NT, D = j->D;
+    const int64_t NT = j->n.NT, D = j->n.D;
     const uint16_t *kc = j->r->kc.data, *vc = j->r->vc.data;
     float *kcr = b->kb;
     for (int64_t n = 0; n < NT; n++) {
         const bool skip = exact_bit(mask, n);
-        wt[n] = (float)block_len(j->S, n);
+        wt[n] = (float)block_len(j->n.S, n);
         for (int64_t d = 0; d < D; d++)
-            vcf[n * D + d] = skip ? 0.0f : cpu_bf16_f32(vc[(n * j->Hkv + hk) * D + d]);
+            vcf[n * D + d] = skip ? 0.0f : cpu_bf16_f32(vc[(n * j->n.Hkv + hk) * D + d]);
         for (int64_t d = 0; d < D; d++)
-            kcr[d] = cpu_bf16_f32(kc[(n * j->Hkv + hk) * D + d]);
+            kcr[d] = cpu_bf16_f32(kc[(n * j->n.Hkv + hk) * D + d]);
         for (int64_t r = 0; r < nq; r++)
-            b->sc[r * NT + n] = skip ? -INFINITY : j->s2 * cpu_dot(b->q + r * D, kcr, D);
+            b->sc[r * NT + n] = skip ? -INFINITY : j->n.s2 * cpu_dot(b->q + r * D, kcr, D);
     }
     online_update(m, l, b->o, b->sc, NT, nq, NT, vcf, wt, D);
 }
@@ -386,7 +394,7 @@ static void approximate_part(const attn_job *j, attn_buf *b, const uint32_t *mas
 static void attn_items(void *user, int64_t begin, int64_t end)
 {
     const attn_job *j = user;
-    const int64_t D = j->D, NT = j->NT, H = j->H;
+    const int64_t D = j->n.D, NT = j->n.NT, H = j->n.H;
     const int64_t ldsc = NT > BLK ? NT : BLK;
     attn_buf b;
     b.q = malloc(sizeof(float) * (size_t)(BLK * D * 4));
@@ -399,8 +407,8 @@ static void attn_items(void *user, int64_t begin, int64_t end)
     b.vb = b.kb + BLK * D;
     b.o = b.vb + BLK * D;
     for (int64_t it = begin; it < end; it++) {
-        const int64_t i = it / H, h = it % H, hk = h / (H / j->Hkv), nq = block_len(j->S, i);
-        const uint32_t *mask = (const uint32_t *)j->r->mask.data + it * j->W;
+        const int64_t i = it / H, h = it % H, hk = h / (H / j->n.Hkv), nq = block_len(j->n.S, i);
+        const uint32_t *mask = (const uint32_t *)j->r->mask.data + it * j->n.W;
         const int32_t count = ((const int32_t *)j->r->count.data)[it];
         for (int64_t r = 0; r < nq; r++) {
             cpu_load_f32(b.q + r * D, row_at(j->q, i * BLK + r, h), j->q->dtype, D, 1);
@@ -413,14 +421,14 @@ static void attn_items(void *user, int64_t begin, int64_t end)
         for (int64_t n = 0; n < NT; n++) {
             if (!exact_bit(mask, n))
                 continue;
-            const int64_t nk = block_len(j->S, n);
+            const int64_t nk = block_len(j->n.S, n);
             for (int64_t c = 0; c < nk; c++) {
                 cpu_load_f32(b.kb + c * D, row_at(j->k, n * BLK + c, hk), j->k->dtype, D, 1);
                 cpu_load_f32(b.vb + c * D, row_at(j->v, n * BLK + c, hk), j->v->dtype, D, 1);
             }
             for (int64_t r = 0; r < nq; r++)
                 for (int64_t c = 0; c < nk; c++)
-                    b.sc[r * BLK + c] = j->s2 * cpu_dot(b.q + r * D, b.kb + c * D, D);
+                    b.sc[r * BLK + c] = j->n.s2 * cpu_dot(b.q + r * D, b.kb + c * D, D);
             online_update(m, l, b.o, b.sc, BLK, nq, nk, b.vb, NULL, D);
         }
         for (int64_t r = 0; r < nq; r++) {
@@ -442,14 +450,8 @@ out:
 int mm_cpu_sparse_attention(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
                             const mm_sparse_route *route, const mm_sparse_attn_params *p)
 {
-    attn_job j = {.out = out, .q = q, .k = k, .v = v, .r = route, .approximate = p->approximate};
-    j.S = q->shape[0];
-    j.H = q->shape[1];
-    j.D = q->shape[2];
-    j.Hkv = k->shape[1];
-    j.NT = route->blocks;
-    j.W = route->words;
-    j.s2 = softmax_scale(p->scale, j.D) * 1.4426950408889634f;
-    mm_parallel_for(ctx, j.NT * j.H, 1, attn_items, &j);
+    attn_job j = {.out = out, .q = q, .k = k, .v = v, .r = route, .approximate = p->approximate,
+                  .n = sizes_of(q, k, route, p->scale)};
+    mm_parallel_for(ctx, j.n.NT * j.n.H, 1, attn_items, &j);
     return 0;
 }

@@ -28,8 +28,7 @@ static int kfail(mm_ctx *ctx, const char *op, const mm_error *e) { return mm_ctx
 
 static mmk_view V(const mm_tensor *t)
 {
-    mmk_view v;
-    memset(&v, 0, sizeof v);
+    mmk_view v = {0};
     v.p = t->data;
     v.dtype = t->dtype;
     v.ndim = t->ndim;
@@ -42,8 +41,7 @@ static mmk_view V(const mm_tensor *t)
 
 static mmk_view V1(void *p, mm_dtype t, int64_t n, int64_t stride)
 {
-    mmk_view v;
-    memset(&v, 0, sizeof v);
+    mmk_view v = {0};
     v.p = p;
     v.dtype = t;
     v.ndim = 1;
@@ -90,6 +88,15 @@ static void temps_free(temps *t)
     t->n = 0;
 }
 
+/* The end of an op that staged temporaries: frees them, then reports a
+ * failure (rc: the staging's, or else the kernel's, which runs only after
+ * the staging succeeded) against the op. */
+static int temps_done(mm_ctx *ctx, const char *op, temps *t, int rc, const mm_error *e)
+{
+    temps_free(t);
+    return rc ? kfail(ctx, op, e) : 0;
+}
+
 /* Stride of the elements of a per-channel vector ([n], or [n,1]/[1,n] contiguous). */
 /* A new f32 temporary of `floats` elements, laid out as `dst` says (its
  * pointer is filled in), holding a copy of `src`; NULL with *rc = -1 when
@@ -101,8 +108,7 @@ static float *f32_temp(mm_ctx *ctx, temps *t, size_t floats, mmk_view dst, mmk_v
         *rc = -1;
         return NULL;
     }
-    mmk_ew c;
-    memset(&c, 0, sizeof c);
+    mmk_ew c = {0};
     c.op = MMK_EW_COPY;
     dst.p = p;
     c.y = dst;
@@ -167,8 +173,7 @@ static int rows_ld(const mm_tensor *x, int64_t *rows, int64_t *ld)
 static int ew(mm_ctx *ctx, const char *op, int code, int act, const mm_tensor *y, const mm_tensor *a,
               const mm_tensor *b, float alpha, float beta, double value)
 {
-    mmk_ew e;
-    memset(&e, 0, sizeof e);
+    mmk_ew e = {0};
     e.op = code;
     e.act = act;
     e.y = V(y);
@@ -261,10 +266,7 @@ int mm_cuda_snake(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tens
     const float *a = vec_f32(ctx, &t, alpha, x->shape[1], &e, &rc);
     const float *b = vec_f32(ctx, &t, beta, x->shape[1], &e, &rc);
     mmk_view y = V(out), xv = V(x);
-    if (rc == 0)
-        rc = mmk_snake_run(DEV(ctx), STREAM(ctx), &y, &xv, a, b, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, "mm_snake", &e) : 0;
+    return temps_done(ctx, "mm_snake", &t, rc ? rc : mmk_snake_run(DEV(ctx), STREAM(ctx), &y, &xv, a, b, &e), &e);
 }
 
 /* ------------------------------------------------------------------ row ops */
@@ -277,8 +279,7 @@ static int norm_common(mm_ctx *ctx, const char *op, int mode, mm_tensor *out, co
     temps t = {DEV(ctx), 0, {0}};
     int rc = 0;
     int64_t cols = x->shape[x->ndim - 1], ld_sc = 0, ld_sh = 0;
-    mmk_rmsnorm a;
-    memset(&a, 0, sizeof a);
+    mmk_rmsnorm a = {0};
     a.x = V(x);
     a.y = V(out);
     a.mode = mode;
@@ -297,10 +298,7 @@ static int norm_common(mm_ctx *ctx, const char *op, int mode, mm_tensor *out, co
         a.idx = idx->data;
         a.idx_stride = idx->stride[0];
     }
-    if (rc == 0)
-        rc = mmk_rmsnorm_run(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, op, &e) : 0;
+    return temps_done(ctx, op, &t, rc ? rc : mmk_rmsnorm_run(DEV(ctx), STREAM(ctx), &a, &e), &e);
 }
 
 int mm_cuda_rmsnorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *weight, float eps)
@@ -332,8 +330,7 @@ int mm_cuda_layernorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_
     mmk_view y = V(out), xv = V(x);
     if (rc == 0)
         rc = mmk_layernorm_run(DEV(ctx), STREAM(ctx), &y, &xv, w, b, eps, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, "mm_layernorm", &e) : 0;
+    return temps_done(ctx, "mm_layernorm", &t, rc, &e);
 }
 
 int mm_cuda_groupnorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *weight, const mm_tensor *bias,
@@ -343,8 +340,7 @@ int mm_cuda_groupnorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_
     temps t = {DEV(ctx), 0, {0}};
     int rc = 0;
     int64_t c = x->shape[1];
-    mmk_groupnorm a;
-    memset(&a, 0, sizeof a);
+    mmk_groupnorm a = {0};
     a.n = (int)x->shape[0];
     a.c = (int)c;
     a.groups = groups;
@@ -367,8 +363,7 @@ int mm_cuda_groupnorm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_
     a.eps = eps;
     if (rc == 0 && a.spatial * a.frames > 0)
         rc = mmk_groupnorm_run(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, "mm_groupnorm", &e) : 0;
+    return temps_done(ctx, "mm_groupnorm", &t, rc, &e);
 }
 
 int mm_cuda_softmax(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x)
@@ -396,8 +391,7 @@ int mm_cuda_gated_residual(mm_ctx *ctx, mm_tensor *x, const mm_tensor *y, const 
     if (rc == 0)
         rc = mmk_gated_add_run(DEV(ctx), STREAM(ctx), &xv, &yv, g, ld, idx ? idx->data : NULL, idx ? idx->stride[0] : 0,
                                &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, "mm_gated_residual", &e) : 0;
+    return temps_done(ctx, "mm_gated_residual", &t, rc, &e);
 }
 
 int mm_cuda_rope(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *cos, const mm_tensor *sin,
@@ -423,8 +417,7 @@ int mm_cuda_attention(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_
     if (v->shape[2] != d)
         return mm_ctx_fail(ctx, "%s: the CUDA kernel needs equal q/k and v head dims (%lld vs %lld)", op,
                            (long long)d, (long long)v->shape[2]);
-    mmk_attention a;
-    memset(&a, 0, sizeof a);
+    mmk_attention a = {0};
     a.seq_q = (int)q->shape[0];
     a.seq_k = (int)k->shape[0];
     a.heads_q = (int)q->shape[1];
@@ -496,8 +489,7 @@ int mm_cuda_gemm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tenso
 {
     int na = a->ndim, nb = b->ndim;
     int64_t m = a->shape[na - 2], k = a->shape[na - 1], n = b->shape[nb - 1];
-    mmk_gemm_ex g;
-    memset(&g, 0, sizeof g);
+    mmk_gemm_ex g = {0};
     g.M = (int)m;
     g.N = (int)n;
     g.K = (int)k;
@@ -529,10 +521,7 @@ int mm_cuda_gemm(mm_ctx *ctx, mm_tensor *out, const mm_tensor *a, const mm_tenso
             g.bias_dtype = MM_F32;
         }
     }
-    if (rc == 0)
-        rc = mmk_gemm_ex_run(DEV(ctx), STREAM(ctx), &g, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, "mm_gemm", &e) : 0;
+    return temps_done(ctx, "mm_gemm", &t, rc ? rc : mmk_gemm_ex_run(DEV(ctx), STREAM(ctx), &g, &e), &e);
 }
 
 /* ------------------------------------------------------------------ quantization */
@@ -542,8 +531,7 @@ int mm_cuda_hadamard_rotate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int
     int64_t rows, ldx, rows_o, ldo;
     if (rows_ld(x, &rows, &ldx) || rows_ld(out, &rows_o, &ldo))
         return mm_ctx_fail(ctx, "mm_hadamard_rotate: the CUDA kernel needs the leading dims to collapse into one");
-    mmk_convrot_quant a;
-    memset(&a, 0, sizeof a);
+    mmk_convrot_quant a = {0};
     a.rows = (int)rows;
     a.K = (int)x->shape[x->ndim - 1];
     a.group = group;
@@ -557,20 +545,30 @@ int mm_cuda_hadamard_rotate(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, int
     return mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, "mm_hadamard_rotate", &e) : 0;
 }
 
+/* Where a ConvRot quant pass writes: the int8 codes q, the row scales s and,
+ * when h is given, the bf16 rows the pass quantized (an adapter's input). */
+static void quant_outputs(mmk_convrot_quant *a, mm_tensor *q, mm_tensor *s, mm_tensor *h)
+{
+    a->q = q->data;
+    a->ldq = q->stride[0];
+    a->s = s->data;
+    a->s_stride = vec_stride(s);
+    if (h) {
+        a->h_out = h->data;
+        a->ld_h = h->stride[0];
+    }
+}
+
 int mm_cuda_convrot_quantize(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, const mm_tensor *x, int group)
 {
-    mmk_convrot_quant a;
-    memset(&a, 0, sizeof a);
+    mmk_convrot_quant a = {0};
     a.rows = (int)x->shape[0];
     a.K = (int)x->shape[1];
     a.group = group;
     a.x = x->data;
     a.x_dtype = x->dtype;
     a.ldx = x->stride[0];
-    a.q = q->data;
-    a.ldq = q->stride[0];
-    a.s = s->data;
-    a.s_stride = vec_stride(s);
+    quant_outputs(&a, q, s, NULL);
     mm_error e = {{0}};
     return mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, "mm_convrot_quantize", &e) : 0;
 }
@@ -582,8 +580,7 @@ static mmk_qlinear qlinear_operands(mm_ctx *ctx, temps *t, const mm_tensor *q_x,
                                     const mm_tensor *q_w, const mm_tensor *s_w, mm_error *e, int *rc)
 {
     int64_t r = q_x->shape[0], n = q_w->shape[0];
-    mmk_qlinear a;
-    memset(&a, 0, sizeof a);
+    mmk_qlinear a = {0};
     a.M = (int)r;
     a.N = (int)n;
     a.K = (int)q_x->shape[1];
@@ -607,10 +604,7 @@ int mm_cuda_gemm_i8_scaled(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q_x, co
     a.y = out->data;
     a.ldy = out->stride[0];
     a.y_dtype = out->dtype;
-    if (rc == 0)
-        rc = mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, "mm_gemm_i8_scaled", &e) : 0;
+    return temps_done(ctx, "mm_gemm_i8_scaled", &t, rc ? rc : mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e), &e);
 }
 
 int mm_cuda_nvfp4_dequantize(mm_ctx *ctx, mm_tensor *out, const mm_tensor *packed, const mm_tensor *scales,
@@ -666,8 +660,7 @@ static int conv(mm_ctx *ctx, const char *op, mm_tensor *out, const mm_tensor *x,
     mm_error e = {{0}};
     temps t = {DEV(ctx), 0, {0}};
     int rc = 0;
-    mmk_conv a;
-    memset(&a, 0, sizeof a);
+    mmk_conv a = {0};
     a.rank = rank;
     a.n = (int)x->shape[0];
     a.cin = (int)x->shape[1];
@@ -688,10 +681,7 @@ static int conv(mm_ctx *ctx, const char *op, mm_tensor *out, const mm_tensor *x,
     a.bias = vec_f32(ctx, &t, bias, out->shape[1], &e, &rc);
     a.y = out->data;
     a.y_dtype = out->dtype;
-    if (rc == 0)
-        rc = mmk_conv_run(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, op, &e) : 0;
+    return temps_done(ctx, op, &t, rc ? rc : mmk_conv_run(DEV(ctx), STREAM(ctx), &a, &e), &e);
 }
 
 int mm_cuda_conv1d(mm_ctx *ctx, mm_tensor *out, const mm_tensor *x, const mm_tensor *w, const mm_tensor *bias,
@@ -804,8 +794,7 @@ int mm_fused_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, m
     mm_error e = {{0}};
     temps t = {DEV(ctx), 0, {0}};
     int rc = 0;
-    mmk_convrot_quant a;
-    memset(&a, 0, sizeof a);
+    mmk_convrot_quant a = {0};
     a.rows = (int)x->shape[0];
     a.K = (int)x->shape[1];
     a.group = 256;
@@ -819,18 +808,8 @@ int mm_fused_rmsnorm_modulate_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, m
     a.shift = fresh_f32(ctx, &t, shift, &e, &rc);
     a.ld_mod = x->shape[1];
     a.mod_idx = idx->data;
-    a.q = q->data;
-    a.ldq = q->stride[0];
-    a.s = s->data;
-    a.s_stride = vec_stride(s);
-    if (h) {
-        a.h_out = h->data;
-        a.ld_h = h->stride[0];
-    }
-    if (rc == 0)
-        rc = mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, op, &e) : 0;
+    quant_outputs(&a, q, s, h);
+    return temps_done(ctx, op, &t, rc ? rc : mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e), &e);
 }
 
 int mm_fused_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *h, const mm_tensor *gate_up)
@@ -843,8 +822,7 @@ int mm_fused_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *
     int64_t k = gate_up->shape[1] / 2;
     if (quant_out(ctx, op, q, s, gate_up->shape[0], k) || h_side_out(ctx, op, h, gate_up->shape[0], k))
         return -1;
-    mmk_convrot_quant a;
-    memset(&a, 0, sizeof a);
+    mmk_convrot_quant a = {0};
     a.rows = (int)gate_up->shape[0];
     a.K = (int)k;
     a.group = 256;
@@ -852,14 +830,7 @@ int mm_fused_swiglu_convrot(mm_ctx *ctx, mm_tensor *q, mm_tensor *s, mm_tensor *
     a.x = gate_up->data;
     a.x_dtype = MM_BF16;
     a.ldx = gate_up->stride[0];
-    a.q = q->data;
-    a.ldq = q->stride[0];
-    a.s = s->data;
-    a.s_stride = vec_stride(s);
-    if (h) {
-        a.h_out = h->data;
-        a.ld_h = h->stride[0];
-    }
+    quant_outputs(&a, q, s, h);
     mm_error e = {{0}};
     return mmk_convrot_quant_run(DEV(ctx), STREAM(ctx), &a, &e) ? kfail(ctx, op, &e) : 0;
 }
@@ -911,10 +882,7 @@ static int qlinear_fused(mm_ctx *ctx, const char *op, mm_tensor *y, const mm_ten
             a.mod_idx = zero_idx;
         }
     }
-    if (rc == 0)
-        rc = mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, op, &e) : 0;
+    return temps_done(ctx, op, &t, rc ? rc : mmk_qlinear_i8(DEV(ctx), STREAM(ctx), &a, &e), &e);
 }
 
 int mm_fused_gemm_i8_scaled_gated(mm_ctx *ctx, mm_tensor *x, const mm_tensor *q_x, const mm_tensor *s_x,
@@ -954,8 +922,7 @@ int mm_fused_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_t
     mm_error e = {{0}};
     temps t = {DEV(ctx), 0, {0}};
     int rc = 0;
-    mmk_qk_norm_rope a;
-    memset(&a, 0, sizeof a);
+    mmk_qk_norm_rope a = {0};
     a.rows = (int)q->shape[0];
     a.heads_q = (int)q->shape[1];
     a.heads_k = (int)k->shape[1];
@@ -973,10 +940,7 @@ int mm_fused_qk_rmsnorm_rope(mm_ctx *ctx, mm_tensor *q, mm_tensor *k, const mm_t
         a.ld_rope = cos->stride[0];
         a.rot_dim = rot;
     }
-    if (rc == 0)
-        rc = mmk_qk_norm_rope_run(DEV(ctx), STREAM(ctx), &a, &e);
-    temps_free(&t);
-    return rc ? kfail(ctx, op, &e) : 0;
+    return temps_done(ctx, op, &t, rc ? rc : mmk_qk_norm_rope_run(DEV(ctx), STREAM(ctx), &a, &e), &e);
 }
 
 #else

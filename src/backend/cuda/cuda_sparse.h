@@ -5,12 +5,12 @@
 #ifndef MMH3_BACKEND_CUDA_CUDA_SPARSE_H
 #define MMH3_BACKEND_CUDA_CUDA_SPARSE_H
 
+#include "backend/op_list.h"
 #include "backend/sparse_attn.h"
 
-int mm_cuda_sparse_route_blocks(mm_ctx *ctx, mm_sparse_route *route, const mm_tensor *q, const mm_tensor *k,
-                         const mm_tensor *v, const mm_sparse_route_params *p, mm_tensor *tally);
-int mm_cuda_sparse_attention(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
-                             const mm_sparse_route *route, const mm_sparse_attn_params *p);
+#define MM_CUDA_DECLARE(name, params) int mm_cuda_##name params;
+MM_BACKEND_SPARSE_OPS(MM_CUDA_DECLARE)
+#undef MM_CUDA_DECLARE
 const char *mm_cuda_sparse_kind(int dev, mm_sparse_mode mode);
 
 #endif

@@ -5,19 +5,13 @@
 #ifndef MMH3_HAVE_CUDA
 #include "backend/cuda/cuda_sparse.h"
 
-int mm_cuda_sparse_route_blocks(mm_ctx *ctx, mm_sparse_route *route, const mm_tensor *q, const mm_tensor *k,
-                         const mm_tensor *v, const mm_sparse_route_params *p, mm_tensor *tally)
-{
-    (void)route, (void)q, (void)k, (void)v, (void)p, (void)tally;
-    return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)");
-}
-
-int mm_cuda_sparse_attention(mm_ctx *ctx, mm_tensor *out, const mm_tensor *q, const mm_tensor *k, const mm_tensor *v,
-                             const mm_sparse_route *route, const mm_sparse_attn_params *p)
-{
-    (void)out, (void)q, (void)k, (void)v, (void)route, (void)p;
-    return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)");
-}
+/* A stub uses only the context of the parameters the op list gives it. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define MM_CUDA_STUB(name, params)                                                                                     \
+    int mm_cuda_##name params { return mm_ctx_fail(ctx, "this mmh3 was built without CUDA (configure --with-cuda)"); }
+MM_BACKEND_SPARSE_OPS(MM_CUDA_STUB)
+#pragma GCC diagnostic pop
 
 const char *mm_cuda_sparse_kind(int dev, mm_sparse_mode mode)
 {

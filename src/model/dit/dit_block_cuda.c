@@ -302,6 +302,22 @@ static void qlinear_lora(mm_dit_request *r, int block, int which, mm_tensor *y, 
     qlinear(r, y, q, s, w, gate32, gate16, &delta);
 }
 
+/* The entry of either half of a block: RMSNorm + AdaLN modulation + ConvRot
+ * quant of the residual stream (written as bf16 to h too when linear `which`
+ * has an adapter, whose input it is), then that linear's int8 GEMM into y. */
+static void modulated_qlinear(mm_dit_request *r, int block, int which, const mm_tensor *norm_w, const mm_tensor *scale,
+                              const mm_tensor *shift, mm_tensor *y, mm_tensor *q8, mm_tensor *s8, mm_tensor *h,
+                              const char *norm_stage, const char *gemm_stage)
+{
+    const mm_dit_block_weights *bw = &r->dit->blocks[block];
+    const bool adapted = mm_dit_lora_for(r, bw, which);
+    mark(r, block, norm_stage);
+    mm_fused_rmsnorm_modulate_convrot(r->ctx, q8, s8, adapted ? h : NULL, &r->ws.x, norm_w, r->dit->cfg.norm_eps, scale,
+                                      shift, &r->ws.adaln_idx);
+    mark(r, block, gemm_stage);
+    qlinear_lora(r, block, which, y, q8, s8, &bw->lin[which], NULL, NULL, h);
+}
+
 int mm_dit_block_cuda(mm_dit_request *r, int block)
 {
     const mm_dit *d = r->dit;
@@ -318,7 +334,6 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_tensor shift_msa = mm_tensor_narrow(&table, 1, 0, H), scale_msa = mm_tensor_narrow(&table, 1, H, H);
     mm_tensor gate_msa = mm_tensor_narrow(&table, 1, 2 * H, H), shift_mlp = mm_tensor_narrow(&table, 1, 3 * H, H);
     mm_tensor scale_mlp = mm_tensor_narrow(&table, 1, 4 * H, H), gate_mlp = mm_tensor_narrow(&table, 1, 5 * H, H);
-    const mm_tensor *idx = &ws->adaln_idx;
     /* the same rows as f32 (exact), for the gated epilogues of the Hopper GEMM */
     mm_tensor table32 = mm_tensor_wrap(r->mod_f32.data, r->mod_f32.device, MM_F32, 2, (int64_t[]){trows, 6 * H});
     if (r->paths.qgemm)
@@ -330,8 +345,7 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_tensor q8h = mm_tensor_wrap(ws->q8.data, ws->q8.device, MM_I8, 2, (int64_t[]){S, H});
     mm_tensor q8a = mm_tensor_wrap(ws->q8.data, ws->q8.device, MM_I8, 2, (int64_t[]){S, A});
     mm_tensor q8f = mm_tensor_wrap(ws->q8.data, ws->q8.device, MM_I8, 2, (int64_t[]){S, F});
-    const mm_linear *qkv_w = &bw->lin[MM_DIT_QKV], *out_w = &bw->lin[MM_DIT_OUT];
-    const mm_linear *fc1_w = &bw->lin[MM_DIT_FC1], *fc2_w = &bw->lin[MM_DIT_FC2];
+    const mm_linear *out_w = &bw->lin[MM_DIT_OUT], *fc2_w = &bw->lin[MM_DIT_FC2];
 
     mm_tensor qkv = mm_dit_rows(&ws->qkv, S), o2 = mm_dit_rows(&ws->attn, S), fc1 = mm_dit_rows(&ws->fc1, S);
     mm_tensor q3 = mm_tensor_narrow(&qkv, 1, 0, A), k3 = mm_tensor_narrow(&qkv, 1, A, A);
@@ -341,15 +355,11 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_tensor cs = mm_dit_rows(&r->rope_cos, S), sn = mm_dit_rows(&r->rope_sin, S);
 
     /* adapters: the bf16 inputs of the adapted linears (h, glu), written by the fused passes only then */
-    const bool lq = mm_dit_lora_for(r, bw, MM_DIT_QKV), l1 = mm_dit_lora_for(r, bw, MM_DIT_FC1);
     const bool l2 = mm_dit_lora_for(r, bw, MM_DIT_FC2);
     mm_tensor h = mm_dit_rows(&ws->h, S), glu = mm_dit_rows(&ws->glu, S);
 
-    mark(r, block, "norm1 + modulation + ConvRot quant");
-    mm_fused_rmsnorm_modulate_convrot(ctx, &q8h, &s8, lq ? &h : NULL, &ws->x, &bw->norm1, c->norm_eps, &scale_msa,
-                                      &shift_msa, idx);
-    mark(r, block, "qkv int8 GEMM");
-    qlinear_lora(r, block, MM_DIT_QKV, &qkv, &q8h, &s8, qkv_w, NULL, NULL, &h);
+    modulated_qlinear(r, block, MM_DIT_QKV, &bw->norm1, &scale_msa, &shift_msa, &qkv, &q8h, &s8, &h,
+                      "norm1 + modulation + ConvRot quant", "qkv int8 GEMM");
     mark(r, block, "q/k norm + RoPE");
     mm_fused_qk_rmsnorm_rope(ctx, &q, &k, &bw->q_norm, &bw->k_norm, c->qk_norm_eps, &cs, &sn, c->rope_dim);
     mark(r, block, mm_dit_sparse_applies(r) ? "sparse routing" : "attention");
@@ -358,11 +368,8 @@ int mm_dit_block_cuda(mm_dit_request *r, int block)
     mm_convrot_quantize(ctx, &q8a, &s8, &o2, out_w->group);
     mark(r, block, "out int8 GEMM + gated residual");
     qlinear_lora(r, block, MM_DIT_OUT, &ws->x, &q8a, &s8, out_w, &gate_msa32, &gate_msa, &o2);
-    mark(r, block, "norm2 + modulation + ConvRot quant");
-    mm_fused_rmsnorm_modulate_convrot(ctx, &q8h, &s8, l1 ? &h : NULL, &ws->x, &bw->norm2, c->norm_eps, &scale_mlp,
-                                      &shift_mlp, idx);
-    mark(r, block, "fc1 int8 GEMM");
-    qlinear_lora(r, block, MM_DIT_FC1, &fc1, &q8h, &s8, fc1_w, NULL, NULL, &h);
+    modulated_qlinear(r, block, MM_DIT_FC1, &bw->norm2, &scale_mlp, &shift_mlp, &fc1, &q8h, &s8, &h,
+                      "norm2 + modulation + ConvRot quant", "fc1 int8 GEMM");
     mark(r, block, "SwiGLU + ConvRot quant");
     mm_fused_swiglu_convrot(ctx, &q8f, &s8, l2 ? &glu : NULL, &fc1);
     mark(r, block, "fc2 int8 GEMM + gated residual");

@@ -145,6 +145,19 @@ static void unpatchify(mm_ctx *ctx, const mm_video_vae_config *c, const mm_tenso
     }
 }
 
+/* The transformer blocks' workspace: freed before the f32 head (the peak is
+ * lower without it) and on the way out after a failure. */
+static void free_block_workspace(mm_tensor *hn, mm_tensor *qkv, mm_tensor *att, mm_tensor *y, mm_tensor *u,
+                                 mm_tensor *g)
+{
+    mm_tensor_free(hn);
+    mm_tensor_free(qkv);
+    mm_tensor_free(att);
+    mm_tensor_free(y);
+    mm_tensor_free(u);
+    mm_tensor_free(g);
+}
+
 int vv_decoder_forward(mm_video_vae *vv, mm_ctx *ctx, int n, const mm_tensor *tiles, mm_tensor *pixels, bool capture)
 {
     const mm_video_vae_config *c = &vv->cfg;
@@ -206,13 +219,7 @@ int vv_decoder_forward(mm_video_vae *vv, mm_ctx *ctx, int n, const mm_tensor *ti
         cap_rows(vv, capture && i == 0, "block0_out", &x, S);
     }
     cap_rows(vv, capture, "blocks_out", &x, S);
-    /* the block workspace goes before the f32 head */
-    mm_tensor_free(&hn);
-    mm_tensor_free(&qkv);
-    mm_tensor_free(&att);
-    mm_tensor_free(&y);
-    mm_tensor_free(&u);
-    mm_tensor_free(&g);
+    free_block_workspace(&hn, &qkv, &att, &y, &u, &g);
     mm_layernorm(ctx, &x, &x, &vv->dnorm_w, &vv->dnorm_b, c->norm_eps);
     {
         const int64_t P = vv->proj_w.shape[0];
@@ -229,12 +236,7 @@ int vv_decoder_forward(mm_video_vae *vv, mm_ctx *ctx, int n, const mm_tensor *ti
         mm_tensor_free(&proj);
     }
 out:
-    mm_tensor_free(&hn);
-    mm_tensor_free(&qkv);
-    mm_tensor_free(&att);
-    mm_tensor_free(&y);
-    mm_tensor_free(&u);
-    mm_tensor_free(&g);
+    free_block_workspace(&hn, &qkv, &att, &y, &u, &g);
     mm_tensor_free(&cosv);
     mm_tensor_free(&sinv);
     mm_tensor_free(&x);

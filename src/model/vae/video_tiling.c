@@ -92,6 +92,24 @@ out:
     return rc;
 }
 
+/* Blends the seam of tile dst with its original neighbour a along spatial
+ * axis (2 = H, 3 = W): the first rows of dst with the last rows of a
+ * (a_len long), over the overlap clipped to both tiles and to the part
+ * dst keeps, and over the `across` positions dst keeps on the other axis. */
+static void blend_seam(mm_ctx *ctx, mm_tensor *dst, const mm_tensor *a, int axis, int64_t a_len, int64_t overlap,
+                       int64_t tile_len, int64_t kept, int64_t across)
+{
+    int64_t e = overlap < a_len ? overlap : a_len;
+    e = e < tile_len ? e : tile_len;
+    int64_t cnt = e < kept ? e : kept;
+    if (cnt <= 0)
+        return;
+    mm_tensor b = mm_tensor_narrow(dst, axis, 0, cnt);
+    mm_tensor av = mm_tensor_narrow(a, axis, a_len - e, cnt);
+    av = mm_tensor_narrow(&av, axis == 2 ? 3 : 2, 0, across);
+    mm_vae_blend(ctx, &b, &av, axis, e);
+}
+
 int mm_vae_stitch(mm_ctx *ctx, mm_tensor *out, const mm_tensor *tiles, const mm_vae_tile_plan *py,
                   const mm_vae_tile_plan *px)
 {
@@ -111,32 +129,10 @@ int mm_vae_stitch(mm_ctx *ctx, mm_tensor *out, const mm_tensor *tiles, const mm_
             mm_tensor src = mm_tensor_narrow(t, 2, 0, ch);
             src = mm_tensor_narrow(&src, 3, 0, cw);
             mm_copy(ctx, &dst, &src);
-            if (i > 0) { /* with the original tile above, along H */
-                const mm_tensor *a = &tiles[(i - 1) * px->n + j];
-                int64_t ah = py->len[i - 1], e = py->overlap[i - 1];
-                e = e < ah ? e : ah;
-                e = e < th ? e : th;
-                int64_t cnt = e < ch ? e : ch;
-                if (cnt > 0) {
-                    mm_tensor b = mm_tensor_narrow(&dst, 2, 0, cnt);
-                    mm_tensor av = mm_tensor_narrow(a, 2, ah - e, cnt);
-                    av = mm_tensor_narrow(&av, 3, 0, cw);
-                    mm_vae_blend(ctx, &b, &av, 2, e);
-                }
-            }
-            if (j > 0) { /* then with the original tile to the left, along W */
-                const mm_tensor *a = &tiles[i * px->n + j - 1];
-                int64_t aw = px->len[j - 1], e = px->overlap[j - 1];
-                e = e < aw ? e : aw;
-                e = e < tw ? e : tw;
-                int64_t cnt = e < cw ? e : cw;
-                if (cnt > 0) {
-                    mm_tensor b = mm_tensor_narrow(&dst, 3, 0, cnt);
-                    mm_tensor av = mm_tensor_narrow(a, 3, aw - e, cnt);
-                    av = mm_tensor_narrow(&av, 2, 0, ch);
-                    mm_vae_blend(ctx, &b, &av, 3, e);
-                }
-            }
+            if (i > 0) /* with the original tile above, along H */
+                blend_seam(ctx, &dst, &tiles[(i - 1) * px->n + j], 2, py->len[i - 1], py->overlap[i - 1], th, ch, cw);
+            if (j > 0) /* then with the original tile to the left, along W */
+                blend_seam(ctx, &dst, &tiles[i * px->n + j - 1], 3, px->len[j - 1], px->overlap[j - 1], tw, cw, ch);
         }
     }
     return mm_ctx_failed(ctx) ? -1 : 0;
