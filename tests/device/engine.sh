@@ -216,7 +216,12 @@ if want previews; then
   gen_run previews 400 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
     --size "$SIZE" --frames "$FRAMES" --steps "${PREVIEW_STEPS:-8}" --seed 1 --preview-dir "$PV" -o /tmp/engine_previews.mp4
   rc=$?
-  if [ "$rc" = 0 ]; then
+  strips=$(ls "$PV" 2>/dev/null | wc -l)
+  if [ "$rc" = 0 ] && { grep -q 'previews: off' "$OUT/engine_previews.txt" || [ "$strips" = 0 ]; }; then
+    # a render whose previews were switched off measured nothing about them
+    note "FAIL: previews: $(grep -m1 -o 'previews: off.*' "$OUT/engine_previews.txt" || echo "none written in $PV")"
+    status=1
+  elif [ "$rc" = 0 ]; then
     for k in 'previews: projection' 'live previews' 'denoise (DiT' 'decode video' 'per step:' 'previews: [0-9]* in'; do
       l=$(figure "$k" previews); [ -n "$l" ] && note "  $l"
     done

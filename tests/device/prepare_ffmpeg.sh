@@ -9,7 +9,7 @@
 #
 # Sources: Debian bookworm's ffmpeg and x264 source packages (apt-get source
 # through a private source list; nothing of the system configuration is
-# changed). Components: the H.264 (libx264) and AAC encoders, the mp4 muxer,
+# changed). Components: the H.264 (libx264), AAC and JPEG (previews, posters) encoders, the mp4 muxer,
 # swscale, swresample, and for reference inputs the JPEG/H.264/AAC/PCM/MP3/
 # FLAC decoders with the mov/mp4, jpeg_pipe, wav, mp3, flac, aac demuxers (the media
 # readers' allowlist) (no zlib, so
@@ -47,7 +47,7 @@ echo "prepare_ffmpeg: FFmpeg (minimal)"
   --enable-pic --enable-gpl --disable-programs --disable-doc --disable-network --disable-autodetect \
   --disable-avdevice --disable-avfilter --disable-postproc \
   --disable-everything --enable-libx264 --enable-avformat --enable-avcodec --enable-swscale --enable-swresample \
-  --enable-encoder=libx264,aac --enable-muxer=mp4,mov \
+  --enable-encoder=libx264,aac,mjpeg --enable-muxer=mp4,mov \
   --enable-decoder=h264,aac,mjpeg,pcm_s16le,pcm_s24le,pcm_f32le,mp3,mp3float,flac \
   --enable-demuxer=mov,image_jpeg_pipe,wav,mp3,aac,flac --enable-parser=h264,aac,mjpeg,mpegaudio,flac \
   --enable-bsf=h264_mp4toannexb,aac_adtstoasc --enable-protocol=file --extra-cflags="-I$P/include" \
