@@ -15,7 +15,7 @@
 #   (fewstep) few-step clips as the few-step issue measures them: 1344x768x124 t2va with a random
 #            rank-128 adapter on every block in the released layout (mmh3-gen-tiny lora --full, native
 #            spelling), --sampler turbo8-768p and turbo4-768p, fast and exact (FEWSTEP_MODES, default
-#            "8:fast 4:fast 8:exact"; N:MODE:int8 adds --vae-int8); each run's timing table, and the clip's wall time without the
+#            "8:fast 4:fast 8:exact"; N:MODE:int8 adds --vae-int8, N:MODE:v22 --vram-budget 22); each run's timing table, and the clip's wall time without the
 #            load stages (the weights-resident figure)
 #   (previews) the live previews' cost (--preview-dir, a preview after every forward): the t2v
 #            render at PREVIEW_STEPS (default 8) grid points; the timing table's "live previews"
@@ -180,11 +180,14 @@ if want fewstep; then
       --out "$ADAPTER" >/dev/null || { note "FAIL: writing the adapter"; status=1; }
   fi
   for m in ${FEWSTEP_MODES:-8:fast 4:fast 8:exact}; do
-    # N:MODE[:int8]: forwards, exact|fast, and the opt-in int8 video decoder
-    IFS=: read -r n mode vae <<<"$m"
+    # N:MODE[:EXTRA]: forwards, exact|fast; EXTRA int8 = the opt-in int8 video decoder, vNN = --vram-budget NN
+    IFS=: read -r n mode extra <<<"$m"
     fast=(); [ "$mode" = fast ] && fast=(--fast)
     name=few${n}_$mode
-    [ "$vae" = int8 ] && { fast+=(--vae-int8); name+=_int8; }
+    case $extra in
+      int8) fast+=(--vae-int8); name+=_int8 ;;
+      v[0-9]*) fast+=(--vram-budget "${extra#v}"); name+=_vram${extra#v} ;;
+    esac
     gen_run "$name" 240 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
       --size "$SIZE" --frames "$FRAMES" --sampler "turbo$n-768p" --lora "$ADAPTER:1" "${fast[@]}" --seed 1 \
       -o "/tmp/engine_$name.mp4"
