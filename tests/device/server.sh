@@ -10,7 +10,7 @@
 #            .carry/server), or the session's prebuilt one: mmh3 and mmh3-fcgi
 #   (models) the $MODELS_PATH-like folder engine.sh --part gen makes (made here when missing)
 #   (start)  mmh3 serve --checkpoints $M --listen 127.0.0.1:PORT --outputs /tmp/mmh3-serve-run, as
-#            root: PostgreSQL runs as MMH3_PG_USER (the 'mmh3' user when present, else nobody),
+#            root: PostgreSQL runs as its own account (MMH3_PG_USER, default mmh3: serve creates it),
 #            nginx's workers as nobody; the processes it started, by binary path (/proc/PID/exe)
 #   (job1)   the t2v request of engine.sh (1344x768, 124 frames, 28 steps, seed 1, same prompt)
 #            through POST /api/ai/queue, followed on GET /api/events (time to the claim, to each
@@ -92,10 +92,8 @@ ls -laL "$M"/diffusion_models "$M"/text_encoders "$M"/vae 2>&1 | grep -v '^total
 
 # ---------------------------------------------------------------- start the stack
 step "(start) mmh3 serve, real engine"
-if [ "$(id -u)" = 0 ] && [ -z "${MMH3_PG_USER:-}" ]; then
-  if id mmh3 >/dev/null 2>&1; then export MMH3_PG_USER=mmh3; else export MMH3_PG_USER=nobody; fi
-fi
-echo "running as $(id -un); PostgreSQL as ${MMH3_PG_USER:-$(id -un)}"
+# as root, mmh3 serve runs PostgreSQL as its own account (mmh3, created when missing; never nobody)
+echo "running as $(id -un); PostgreSQL as ${MMH3_PG_USER:-$( [ "$(id -u)" = 0 ] && echo mmh3 || id -un)}"
 rm -rf "$O"; mkdir -p "$O"; chmod 755 "$O"
 port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base=127.0.0.1:$port

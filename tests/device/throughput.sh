@@ -120,9 +120,7 @@ fi
 gpu=no
 if command -v nvidia-smi >/dev/null && timeout 10 nvidia-smi -L >/dev/null 2>&1; then gpu=yes; fi
 [ "$gpu" = yes ] || note "SKIP GPU samples: no working nvidia-smi here; the GPU columns say n/a"
-if [ "$(id -u)" = 0 ] && [ -z "${MMH3_PG_USER:-}" ]; then
-  if id mmh3 >/dev/null 2>&1; then export MMH3_PG_USER=mmh3; else export MMH3_PG_USER=nobody; fi
-fi
+# as root, mmh3 serve runs PostgreSQL as its own account (mmh3, created when missing; never nobody)
 
 # ---------------------------------------------------------------- one queue
 serve_pid="" smi_pid=""
