@@ -57,15 +57,14 @@ typedef struct decode_state {
     bool cancelled;
 } decode_state;
 
-static void writer_record(frame_queue *q, int rc, const mm_error *err, double seconds)
+/* The writer's encoding time and its first failure; called with q->lock held. */
+static void writer_record_locked(frame_queue *q, int rc, const mm_error *err, double seconds)
 {
-    pthread_mutex_lock(&q->lock);
     q->busy += seconds;
     if (rc != 0 && !q->failed) {
         q->failed = true;
         q->err = *err;
     }
-    pthread_mutex_unlock(&q->lock);
 }
 
 /* After the last frame: x264's delayed frames are encoded while the GPU still
@@ -102,7 +101,9 @@ static void writer_finish(decode_state *s)
         rc = mm_mp4_writer_close(s->w, &err); /* frees the writer, also on failure */
         s->w = NULL;
     }
-    writer_record(q, rc, &err, t + mm_timing_now() - t0);
+    pthread_mutex_lock(&q->lock);
+    writer_record_locked(q, rc, &err, t + mm_timing_now() - t0);
+    pthread_mutex_unlock(&q->lock);
 }
 
 static void *writer_main(void *arg)
@@ -136,11 +137,7 @@ static void *writer_main(void *arg)
         double t = mm_timing_now() - t0;
 
         pthread_mutex_lock(&q->lock);
-        q->busy += t;
-        if (rc != 0 && !q->failed) {
-            q->failed = true;
-            q->err = err;
-        }
+        writer_record_locked(q, rc, &err, t);
         q->head = (q->head + 1) % SLOTS;
         q->count--;
         pthread_cond_broadcast(&q->cond);
