@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -78,15 +77,6 @@ static int noise_clip(clip *c, int width, int height)
     return 0;
 }
 
-static void sleep_until(double t)
-{
-    double now = mm_clock_now();
-    if (t <= now)
-        return;
-    struct timespec ts = {(time_t)(t - now), (long)((t - now - (time_t)(t - now)) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
 typedef struct psnr_acc {
     const clip *c;
     double sq;
@@ -124,7 +114,7 @@ static int encode_once(const clip *c, const char *preset, int crf, double pace, 
         return -1;
     for (int i = 0; i < c->frames; i++) {
         if (pace > 0)
-            sleep_until(t0 + (i + 1) / pace);
+            mm_clock_sleep(t0 + (i + 1) / pace - mm_clock_now());
         if (mm_mp4_write_rgb(w, c->rgb + (size_t)i * c->width * c->height * 3, c->width * 3, err) != 0) {
             mm_mp4_writer_abort(w);
             return -1;
