@@ -179,11 +179,14 @@ static void describe(const mm_memplan_in *in, mm_memplan *p)
     char *o = p->summary;
     size_t n = sizeof p->summary, u = 0;
     u += (size_t)snprintf(o + u, n - u, "%s: budget %.1f GiB", mm_memplan_mode_name(p->mode), p->budget[0] / GIB);
-    if (p->sp_ranks)
+    if (p->sp_ranks) {
+        char others[32] = "GPU 1";
+        if (p->sp_ranks > 2)
+            snprintf(others, sizeof others, "GPUs 1-%d", p->sp_ranks - 1);
         u += (size_t)snprintf(o + u, n - u, " per GPU; sequence parallel over %d GPUs, each with the DiT and "
-                              "1/%d of the rows (%.1f GiB of activations); GPU%s 1%s%.0d peak at %.1f GiB",
-                              p->sp_ranks, p->sp_ranks, s->dit_work / GIB, p->sp_ranks > 2 ? "s" : "",
-                              p->sp_ranks > 2 ? "-" : "", p->sp_ranks > 2 ? p->sp_ranks - 1 : 0, p->peak_rank / GIB);
+                              "1/%d of the rows (%.1f GiB of activations); %s peak at %.1f GiB",
+                              p->sp_ranks, p->sp_ranks, s->dit_work / GIB, others, p->peak_rank / GIB);
+    }
     if (p->n_gpus == 2)
         u += (size_t)snprintf(o + u, n - u, " + %.1f GiB", p->budget[1] / GIB);
     if (u < n && p->streamed)

@@ -47,13 +47,13 @@ int mm_plan_sizes(const char *dit, const char *text_encoder, const char *video_v
     out->dit_blocks = cfg.layers;
     const int64_t rows = clip_rows(&c, c.text_rows);
     const uint64_t sampler = 4 * (uint64_t)rows * (uint64_t)cfg.video_row_width * sizeof(float);
-    out->dit_work = mm_dit_request_bytes_for(&cfg, rows, c.text_rows, true) + sampler;
-    if (c.sp_ranks >= 2) {
-        /* Rank 0 also holds the sampler's rows (the caller's tensors live there). */
-        if (mm_sp_rank_work_bytes(&cfg, rows, c.text_rows, c.sp_ranks, &out->dit_work, err) != 0)
-            return -1;
-        out->dit_work += sampler;
-    }
+    /* Sequence parallel: rank 0's share, which also holds the sampler's rows
+     * (the caller's tensors live there). */
+    if (c.sp_ranks < 2)
+        out->dit_work = mm_dit_request_bytes_for(&cfg, rows, c.text_rows, true);
+    else if (mm_sp_rank_work_bytes(&cfg, rows, c.text_rows, c.sp_ranks, &out->dit_work, err) != 0)
+        return -1;
+    out->dit_work += sampler;
     out->te_bytes = file_size(text_encoder);
     out->te_work = GIB + (uint64_t)c.text_rows * (256u << 10);
     out->vae_bytes = file_size(video_vae) + file_size(audio_vae);
