@@ -219,6 +219,17 @@ device_source_stamp() {
     xargs -d '\n' sha256sum | sha256sum | cut -c1-16)
 }
 
+# device_serving_build NAME: build-device/ with the serving stack (mmh3 serve, mmh3-fcgi and what the
+# server scripts run beside them), or a FAIL line saying why this build has none
+device_serving_build() {
+  make_limit=400 device_build "$1" mmh3 mmh3-fcgi mmh3-gen-tiny bench/mmh3-bench-dit bench/bench_text_encoder || return 1
+  if ! "$B/mmh3" serve --help >/dev/null 2>&1 || [ ! -x "$B/mmh3-fcgi" ]; then
+    note "FAIL: $B has no serving stack (a prebuilt build-device made without .carry/server? rerun" \
+      "tests/device/prepare_server.sh, then prepare_build.sh, here)"
+    return 1
+  fi
+}
+
 device_wait_file() {
   local f=$1 limit=$2 start=$SECONDS
   while [ ! -s "$f" ] && [ -e "$f.part" ] && [ $((SECONDS - start)) -lt "$limit" ] &&

@@ -64,22 +64,30 @@ want qgemm && prof qgemm 'k_qgemm_persistent(<|$)' 10 "$B/bench/mmh3-bench-qgemm
 want glue && prof glue 'k_convrot_quant' 6 "$B/tests/device/bench_kernels" --reps 1 --only convrot
 want glue && prof qknorm 'k_qk_norm_rope' 2 "$B/tests/device/bench_kernels" --reps 1 --only qk_norm
 
+# full_counters AREA NAME REGEX SKIP TIMEOUT PROGRAM ARGS...: one launch of the kernels REGEX matches (after
+# SKIP of them) under ncu --set full: profile_AREA_details_NAME.txt (the details page),
+# profile_AREA_ledger_NAME.txt (tests/device/ncu_ledger.py over the per-instruction source counters,
+# profile_AREA_src_NAME.csv) and the summary's digest of both
+full_counters() {
+  local area=$1 name=$2 regex=$3 skip=$4 limit=$5; shift 5
+  local rep="/tmp/mmh3-prof-$area-$name" base="$OUT/profile_${area}"
+  step "$area-src: $name, one launch, full counters"
+  rm -f "$rep.ncu-rep"
+  timeout "$limit" "$NCU" --clock-control none --set full --import-source no -k "regex:$regex" --launch-skip "$skip" \
+      -c 1 -o "$rep" "$@" >"${base}_src_$name.log" 2>&1
+  note "$area-src $name: ncu rc $?"
+  [ -s "$rep.ncu-rep" ] || return 0
+  "$NCU" -i "$rep.ncu-rep" --page details --print-units base >"${base}_details_$name.txt" 2>&1
+  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"${base}_src_$name.csv" 2>&1
+  python3 tests/device/ncu_ledger.py "${base}_src_$name.csv" 40 >"${base}_ledger_$name.txt" 2>&1
+  note "$area-src $name: $(head -1 "${base}_ledger_$name.txt") (profile_${area}_ledger_$name.txt)"
+  grep -E '^ *(Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|Local Memory Spilling)' \
+      "${base}_details_$name.txt" | tr -s ' ' | while read -r l; do note "  $name: $l"; done
+}
+
 if want attn-src; then
   for path in fa3 fa3-fast; do
-    step "attn-src: $path, one launch, source counters"
-    rep="/tmp/mmh3-prof-$path"
-    rm -f "$rep.ncu-rep"
-    timeout 200 "$NCU" --clock-control none --set full --import-source no -k 'regex:k_fa3(<|$)' --launch-skip 1 -c 1 \
-        -o "$rep" "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths "$path" \
-        >"$OUT/profile_attn_src_$path.log" 2>&1
-    note "attn-src $path: ncu rc $? ($(grep -m1 -E '^ATTN' "$OUT/profile_attn_src_$path.log"))"
-    if [ -s "$rep.ncu-rep" ]; then
-      "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$OUT/profile_attn_src_$path.csv" 2>&1
-      note "attn-src $path: $(wc -l <"$OUT/profile_attn_src_$path.csv") lines of per-instruction counters"
-      python3 tests/device/ncu_ledger.py "$OUT/profile_attn_src_$path.csv" 40 >"$OUT/profile_attn_ledger_$path.txt" 2>&1
-      note "attn-src $path: $(head -1 "$OUT/profile_attn_ledger_$path.txt") (profile_attn_ledger_$path.txt)"
-      "$NCU" -i "$rep.ncu-rep" --page details --print-units base >"$OUT/profile_attn_details_$path.txt" 2>&1
-    fi
+    full_counters attn "$path" 'k_fa3(<|$)' 1 200 "$B/bench/mmh3-bench-attn" --seq 38010 --heads 56 --reps 1 --paths "$path"
   done
   CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
   obj=$(ls "$B"/kernels/attn_fa3.o 2>/dev/null | head -1)
@@ -190,20 +198,8 @@ fi
 if want sparse-src; then
   for spec in "sm90:k_sp_fa3\$:2" "sm90-fast:k_sp_fa3_fast:0"; do
     IFS=: read -r kern regex skip <<<"$spec"
-    step "sparse-src: $kern, one launch, full counters"
-    rep="/tmp/mmh3-prof-sparse-$kern"
-    rm -f "$rep.ncu-rep"
-    timeout 150 "$NCU" --clock-control none --set full --import-source no -k "regex:$regex" --launch-skip "$skip" -c 1 \
-        -o "$rep" "$B/bench/mmh3-bench-sparse-attn" --seq 38010 --heads 56 --reps 1 --routes forced:0.25 \
-        --kernels "$kern" >"$OUT/profile_sparse_src_$kern.log" 2>&1
-    note "sparse-src $kern: ncu rc $?"
-    [ -s "$rep.ncu-rep" ] || continue
-    "$NCU" -i "$rep.ncu-rep" --page details --print-units base >"$OUT/profile_sparse_details_$kern.txt" 2>&1
-    "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$OUT/profile_sparse_src_$kern.csv" 2>&1
-    python3 tests/device/ncu_ledger.py "$OUT/profile_sparse_src_$kern.csv" 40 >"$OUT/profile_sparse_ledger_$kern.txt" 2>&1
-    note "sparse-src $kern: $(head -1 "$OUT/profile_sparse_ledger_$kern.txt")"
-    grep -E '^ *(Duration|Registers Per Thread|Achieved Occupancy|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|No Eligible|Local Memory Spilling)' \
-        "$OUT/profile_sparse_details_$kern.txt" | tr -s ' ' | while read -r l; do note "  $kern: $l"; done
+    full_counters sparse "$kern" "$regex" "$skip" 150 "$B/bench/mmh3-bench-sparse-attn" --seq 38010 --heads 56 \
+        --reps 1 --routes forced:0.25 --kernels "$kern"
     rm -f "$OUT/profile_sparse_src_$kern.csv"
   done
 fi

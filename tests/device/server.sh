@@ -70,12 +70,7 @@ echo "$SERVER_PREFIX/sbin/nginx: $("$SERVER_PREFIX/sbin/nginx" -V 2>&1 | tr '\n'
 note "prefix: $SERVER_PREFIX ($("$SERVER_PREFIX/bin/postgres" --version), $("$SERVER_PREFIX/sbin/nginx" -v 2>&1 | sed 's/.*: //'))"
 
 step "(build) mmh3 + mmh3-fcgi with the serving stack"
-make_limit=400 device_build server mmh3 mmh3-fcgi mmh3-gen-tiny bench/mmh3-bench-dit bench/bench_text_encoder || finish 1
-if ! "$B/mmh3" serve --help >/dev/null 2>&1 || [ ! -x "$B/mmh3-fcgi" ]; then
-  note "FAIL: $B has no serving stack (a prebuilt build-device made without .carry/server? rerun" \
-    "tests/device/prepare_server.sh, then prepare_build.sh, here)"
-  finish 1
-fi
+device_serving_build server || finish 1
 grep -q -a -F "$SERVER_PREFIX/sbin/nginx" "$B/mmh3" || { note "FAIL: $B/mmh3 was not configured for $SERVER_PREFIX (its nginx path differs)"; finish 1; }
 for f in "$B/mmh3" "$B/mmh3-fcgi"; do
   echo "ldd $(basename "$f"):"; ldd "$f" | sed 's/^/   /'

@@ -77,12 +77,7 @@ else
 fi
 
 step "(build) mmh3 + mmh3-fcgi with the serving stack"
-make_limit=400 device_build throughput mmh3 mmh3-fcgi mmh3-gen-tiny bench/mmh3-bench-dit bench/bench_text_encoder || finish 1
-if ! "$B/mmh3" serve --help >/dev/null 2>&1 || [ ! -x "$B/mmh3-fcgi" ]; then
-  note "FAIL: $B has no serving stack (a prebuilt build-device made without .carry/server? rerun" \
-    "tests/device/prepare_server.sh, then prepare_build.sh, here)"
-  finish 1
-fi
+device_serving_build throughput || finish 1
 
 step "(models) $M"
 if [ ! -f "$M/MiniMax-H3/FL2VA/text_encoder/config.json" ] || [ ! -e "$M/diffusion_models" ]; then
