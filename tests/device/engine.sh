@@ -180,20 +180,27 @@ if want fewstep; then
       --out "$ADAPTER" >/dev/null || { note "FAIL: writing the adapter"; status=1; }
   fi
   for m in ${FEWSTEP_MODES:-8:fast 4:fast 8:exact}; do
-    # N:MODE[:EXTRA]: forwards, exact|fast; EXTRA int8 = the opt-in int8 video decoder, vNN = --vram-budget NN
-    IFS=: read -r n mode extra <<<"$m"
+    # N:MODE[:EXTRA[:FRAMES]]: forwards, exact|fast; EXTRA int8 = the opt-in int8 video decoder,
+    # vNN = --vram-budget NN, - = none; FRAMES: the clip's length (default $FRAMES; 243 = 10 s, 362 = 15 s)
+    IFS=: read -r n mode extra frames <<<"$m"
     fast=(); [ "$mode" = fast ] && fast=(--fast)
     name=few${n}_$mode
     case $extra in
       int8) fast+=(--vae-int8); name+=_int8 ;;
       v[0-9]*) fast+=(--vram-budget "${extra#v}"); name+=_vram${extra#v} ;;
     esac
-    gen_run "$name" 240 -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
-      --size "$SIZE" --frames "$FRAMES" --sampler "turbo$n-768p" --lora "$ADAPTER:1" "${fast[@]}" --seed 1 \
+    limit=240
+    if [ -n "$frames" ] && [ "$frames" != "$FRAMES" ]; then name+=_f$frames; limit=$((240 * frames / 124)); fi
+    gen_run "$name" "$limit" -p "A red fox trots through fresh snow at dawn, breath steaming, soft golden light." \
+      --size "$SIZE" --frames "${frames:-$FRAMES}" --sampler "turbo$n-768p" --lora "$ADAPTER:1" "${fast[@]}" --seed 1 \
       -o "/tmp/engine_$name.mp4"
     rc=$?
     if [ "$rc" = 0 ]; then
       note "$name: $(figure 'total (wall clock)' "$name")"
+      if [ -n "$PY" ]; then # the clip itself: its boxes, frame count and audio track
+        info=$("$PY" tests/device/mp4_info.py "/tmp/engine_$name.mp4" --expect "${SIZE}x${frames:-$FRAMES}" --audio yes) || status=1
+        note "  $(echo "$info" | tail -1)"
+      fi
       for k in 'per step:' 'denoise (DiT' 'decode video' 'decode audio' 'encode prompt' 'mux video' 'load DiT' \
         'finish mp4' 'DiT setup' 'load text encoder' 'load video VAE' 'load audio VAE' 'LoRA adapters' 'peak memory'; do
         l=$(figure "$k" "$name"); [ -n "$l" ] && note "  $l"
