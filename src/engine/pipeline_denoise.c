@@ -440,6 +440,59 @@ static bool use_ref_kv(mm_pipeline *p, const mm_dit_config *cfg, const mm_dit_la
     return false;
 }
 
+/* The DiT request of one job: sequence-parallel (--gpus N), through the reference KV cache, or plain;
+ * then its attention mode and what it runs, said in the log. */
+static int begin_dit_request(loop_state *s, pl_job *j, const mm_tensor *text_rows,
+                             const mm_dit_request_opts *lora_opts, mm_error *err)
+{
+    mm_pipeline *p = j->p;
+    mm_dit *dit = s->dit;
+    const mm_dit_config *cfg = mm_dit_get_config(dit);
+    const mm_dit_layout *l = &j->layout;
+    mm_device dd = mm_ctx_device(p->dit_ctx);
+    if (p->sp[j->partition]) {
+        /* --gpus N: the sequence-parallel DiT (its ranks use the attention hook, so no reference KV cache) */
+        if (mm_sp_request_begin(p->sp[j->partition], l, text_rows, &s->sreq, err) != 0 ||
+            mm_sp_request_set_fast(s->sreq, j->req->fast, err) != 0)
+            return -1;
+        if (s->sparse_on)
+            pl_log(p, "sparse attention: off with --gpus (the sequence-parallel attention owns the attention)");
+        char kind[200];
+        mm_sp_request_attention_kind(s->sreq, kind, sizeof kind);
+        pl_log(p, "DiT attention: %s", kind);
+    } else if (p->o.ref_kv_cache && l->cond_video_rows + l->cond_audio_rows > 0 && use_ref_kv(p, cfg, l)) {
+        mm_dit_request_opts o;
+        if (pl_refkv_create(&s->kv, p->dit_ctx, cfg, l, err) != 0 ||
+            mm_tensor_alloc(&s->refined, dd, MM_BF16, 2, (int64_t[]){l->text_rows, cfg->hidden}, err) != 0 ||
+            mm_dit_refine_text_ex(dit, p->dit_ctx, text_rows, j->lora_uses, j->n_loras, &s->refined, err) != 0)
+            return -1;
+        o = pl_refkv_capture_opts(s->kv, &s->refined);
+        o.loras = j->lora_uses;
+        o.n_loras = j->n_loras;
+        o.sparse = s->sparse_on;
+        if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, NULL, &o, NULL, &s->dreq, err) != 0)
+            return -1;
+        pl_log(p, "reference KV cache: %lld pinned rows kept per block after the first forward (%.2f GiB)",
+               (long long)pl_refkv_rows(s->kv), pl_refkv_bytes(cfg, l) / 1073741824.0);
+    } else if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, text_rows, lora_opts, NULL, &s->dreq, err) != 0) {
+        return -1;
+    }
+    if (s->dreq) { /* fast mode: the DiT's 8-bit attention where the GPU has it */
+        mm_dit_request_set_fast(s->dreq, j->req->fast);
+        if (j->n_loras)
+            pl_log(p, "LoRA adapters: %d, %s", j->n_loras, mm_dit_lora_path(s->dreq));
+        if (s->kv) {
+            pl_refkv_attach(s->kv, s->dreq);
+            pl_log(p, "DiT attention: %s (through the reference KV cache's hook)", mm_dit_sdpa_kind(s->dreq, false));
+        } else {
+            pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s->dreq));
+        }
+        if (s->sparse_on)
+            pl_log(p, "sparse attention: %s", mm_dit_sparse_kind(s->dreq));
+    }
+    return 0;
+}
+
 int pl_denoise(pl_job *j, mm_error *err)
 {
     mm_pipeline *p = j->p;
@@ -496,46 +549,8 @@ int pl_denoise(pl_job *j, mm_error *err)
         mm_tensor_alloc(&s.vv, dd, MM_F32, 2, (int64_t[]){l->video_rows, vw}, err) != 0 ||
         mm_tensor_alloc(&s.va, dd, MM_F32, 2, (int64_t[]){l->audio_rows, aw}, err) != 0)
         goto done;
-    if (p->sp[j->partition]) {
-        /* --gpus N: the sequence-parallel DiT (its ranks use the attention hook, so no reference KV cache) */
-        if (mm_sp_request_begin(p->sp[j->partition], l, text_rows, &s.sreq, err) != 0 ||
-            mm_sp_request_set_fast(s.sreq, j->req->fast, err) != 0)
-            goto done;
-        if (s.sparse_on)
-            pl_log(p, "sparse attention: off with --gpus (the sequence-parallel attention owns the attention)");
-        char kind[200];
-        mm_sp_request_attention_kind(s.sreq, kind, sizeof kind);
-        pl_log(p, "DiT attention: %s", kind);
-    } else if (p->o.ref_kv_cache && l->cond_video_rows + l->cond_audio_rows > 0 && use_ref_kv(p, cfg, l)) {
-        mm_dit_request_opts o;
-        if (pl_refkv_create(&s.kv, p->dit_ctx, cfg, l, err) != 0 ||
-            mm_tensor_alloc(&s.refined, dd, MM_BF16, 2, (int64_t[]){l->text_rows, cfg->hidden}, err) != 0 ||
-            mm_dit_refine_text_ex(dit, p->dit_ctx, text_rows, j->lora_uses, j->n_loras, &s.refined, err) != 0)
-            goto done;
-        o = pl_refkv_capture_opts(s.kv, &s.refined);
-        o.loras = j->lora_uses;
-        o.n_loras = j->n_loras;
-        o.sparse = s.sparse_on;
-        if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, NULL, &o, NULL, &s.dreq, err) != 0)
-            goto done;
-        pl_log(p, "reference KV cache: %lld pinned rows kept per block after the first forward (%.2f GiB)",
-               (long long)pl_refkv_rows(s.kv), pl_refkv_bytes(cfg, l) / 1073741824.0);
-    } else if (mm_dit_request_begin_ex(dit, p->dit_ctx, l, text_rows, &lora_opts, NULL, &s.dreq, err) != 0) {
+    if (begin_dit_request(&s, j, text_rows, &lora_opts, err) != 0)
         goto done;
-    }
-    if (s.dreq) { /* fast mode: the DiT's 8-bit attention where the GPU has it */
-        mm_dit_request_set_fast(s.dreq, j->req->fast);
-        if (j->n_loras)
-            pl_log(p, "LoRA adapters: %d, %s", j->n_loras, mm_dit_lora_path(s.dreq));
-        if (s.kv) {
-            pl_refkv_attach(s.kv, s.dreq);
-            pl_log(p, "DiT attention: %s (through the reference KV cache's hook)", mm_dit_sdpa_kind(s.dreq, false));
-        } else {
-            pl_log(p, "DiT attention: %s", mm_dit_attention_kind(s.dreq));
-        }
-        if (s.sparse_on)
-            pl_log(p, "sparse attention: %s", mm_dit_sparse_kind(s.dreq));
-    }
     setup_marks[2] = mm_timing_now();
     mm_step_cache_report_init(&s.cache_report);
     start_step_cache(&s, s.dreq);

@@ -48,6 +48,12 @@ int mm_mp4_writer_close(mm_mp4_writer *w, mm_error *err)
     return no_ffmpeg(err);
 }
 
+int mm_mp4_writer_finish_video(mm_mp4_writer *w, mm_error *err)
+{
+    (void)w;
+    return no_ffmpeg(err);
+}
+
 void mm_mp4_writer_abort(mm_mp4_writer *w) { (void)w; }
 
 int64_t mm_mp4_writer_frames(const mm_mp4_writer *w)
