@@ -462,8 +462,14 @@ test('cancel a running job from its live lightbox', async ({ page }) => {
   await tile(page, g.generation_id).locator('a').click();
   await page.waitForSelector('[data-testid=live-progress]');
   await until('live progress in the lightbox', async () => /Denoising · step \d+\/\d+|Loading|Encoding|Starting/.test(await page.textContent('[data-testid=live-progress]')), 20_000);
+  // Arm, see it armed, confirm, see the DELETE go out: a failure then says which of the three did not happen
+  // (one run in twenty once ended with the job finished and no DELETE sent at all).
   await page.click('[data-testid=cancel]');
+  await until('the cancel button to ask for confirmation', async () => (await page.textContent('[data-testid=cancel]')) === 'Cancel this job?', 3_000);
+  const sent = page.waitForResponse((r) => r.request().method() === 'DELETE' && r.url().endsWith(`/api/ai/queue/${g.generation_id}`), { timeout: 10_000 })
+    .catch(async () => { throw new Error(`the confirm click sent no DELETE within 10 s (button now "${await page.textContent('[data-testid=cancel]').catch(() => 'gone')}", job ${(await row(g.generation_id)).status})`); });
   await page.click('[data-testid=cancel]'); // confirm
+  await sent;
   await until('the job to end cancelled', async () => (await row(g.generation_id)).status === 'cancelled', 60_000);
   await until('the lightbox to show it', async () => (await page.getAttribute('[data-testid=lb-status]', 'data-status')) === 'cancelled' && (await page.textContent('[data-testid=lb-status]')) === 'Cancelled', 10_000);
   await page.keyboard.press('Escape');
