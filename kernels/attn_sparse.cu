@@ -946,6 +946,116 @@ struct SpConsumer {
             sp_softmax<false, false>(sc, m, l, corr, s2, off, im, t);
     }
 };
+
+/* The 13 mbarriers of both Hopper kernels, at bQ: Q full; K full ×2, K empty ×2 (one K stage per consumer);
+ * Vᵀ full ×4, Vᵀ empty ×4 (two per consumer). Macros rather than functions: the kernels' address arithmetic
+ * stays as the compiler folded it in place. */
+#define SP_FULL_K(c) (bQ + 8u * (1 + (c)))
+#define SP_EMPTY_K(c) (bQ + 8u * (3 + (c)))
+#define SP_FULL_V(s) (bQ + 8u * (5 + (s)))
+#define SP_EMPTY_V(s) (bQ + 8u * (9 + (s)))
+
+/* By thread 0: one arrival completes a full barrier (the producer's, with the TMA bytes), a consumer's 128
+ * threads an empty one. */
+__device__ __forceinline__ void sp_init_bars(uint32_t bQ)
+{
+    mmk_mbar_init(bQ, 1);
+    for (int c = 0; c < 2; c++) {
+        mmk_mbar_init(SP_FULL_K(c), 1);
+        mmk_mbar_init(SP_EMPTY_K(c), 128);
+    }
+    for (int s = 0; s < 4; s++) {
+        mmk_mbar_init(SP_FULL_V(s), 1);
+        mmk_mbar_init(SP_EMPTY_V(s), 128);
+    }
+    mmk_mbar_init_fence();
+}
+
+/* A producer thread's next item j: its two key blocks b0, b1 from the cursor (past the other consumer's
+ * groups first; at_group: the group the cursor stands before), or b0 = b1 = −1 for a centroid tile. A last
+ * group of one block loads it twice, the copy masked. */
+__device__ __forceinline__ void sp_item_blocks(SpCursor &cur, int &at_group, int j, int n_ct, int &b0, int &b1)
+{
+    b0 = -1;
+    b1 = -1;
+    if (j >= n_ct) {
+        for (const int g = j - n_ct; at_group < g; at_group++) {
+            cur.next();
+            cur.next();
+        }
+        b0 = cur.next();
+        b1 = cur.next();
+        at_group++;
+        if (b1 < 0)
+            b1 = b0;
+    }
+}
+
+/* Item j's Vᵀ stage at vst (its two 64-key slots `slot` bytes apart): a centroid tile's 128 columns of tmVC
+ * or blocks b0 and b1 of tmV. */
+__device__ __forceinline__ void sp_load_v_item(uint32_t vst, int slot, const CUtensorMap *tmV, const CUtensorMap *tmVC,
+                                               uint32_t full, int j, int b0, int b1, int hk)
+{
+    if (b0 < 0) {
+        mmk_tma_load_2d(vst, tmVC, full, j * kHItem, hk * kD);
+        mmk_tma_load_2d(vst + slot, tmVC, full, j * kHItem + kB, hk * kD);
+    } else {
+        mmk_tma_load_2d(vst, tmV, full, b0 * kB, hk * kD);
+        mmk_tma_load_2d(vst + slot, tmV, full, b1 * kB, hk * kD);
+    }
+}
+
+/* The producer thread of consumer 0 first: the five maps prefetched. */
+__device__ __forceinline__ void sp_prefetch_maps(const CUtensorMap *q, const CUtensorMap *k, const CUtensorMap *v,
+                                                 const CUtensorMap *kc, const CUtensorMap *vc)
+{
+    mmk_tma_prefetch_map(q);
+    mmk_tma_prefetch_map(k);
+    mmk_tma_prefetch_map(v);
+    mmk_tma_prefetch_map(kc);
+    mmk_tma_prefetch_map(vc);
+}
+
+/* The two consumers' states meet at the end: l summed over the quad, then consumer 1 leaves its o (spill,
+ * a stage idle by then), m and l (ml) in shared memory and returns false; consumer 0 waits for them and
+ * returns true. */
+__device__ __forceinline__ bool sp_merge_exchange(int cw, const float (&o)[64], const float (&m)[2], float (&l)[2],
+                                                  float *spill, float (*ml)[4], int tw)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] = mmk_quad_sum(l[r]);
+    }
+    if (cw == 1) {
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            spill[i * 128 + tw] = o[i];
+        ml[tw][0] = m[0];
+        ml[tw][1] = m[1];
+        ml[tw][2] = l[0];
+        ml[tw][3] = l[1];
+        mmk_bar_arrive(3, 256);
+        return false;
+    }
+    mmk_bar_sync(3, 256);
+    return true;
+}
+
+/* Row r of the merge: the common max M and each consumer's weight (a0 this one's, a1 consumer 1's, whose
+ * row sum is l1). */
+struct SpMergeRow {
+    float M, a0, a1, l1;
+};
+__device__ __forceinline__ SpMergeRow sp_merge_row(float m0, const float (&ml)[4], int r)
+{
+    SpMergeRow w;
+    const float m1 = ml[r];
+    w.l1 = ml[2 + r];
+    w.M = fmaxf(m0, m1);
+    w.a0 = m0 == -INFINITY ? 0.f : mmk_exp2_approx(m0 - w.M);
+    w.a1 = m1 == -INFINITY ? 0.f : mmk_exp2_approx(m1 - w.M);
+    return w;
+}
 #endif
 
 __global__ void __launch_bounds__(kHThreads, 1)
@@ -959,30 +1069,15 @@ __global__ void __launch_bounds__(kHThreads, 1)
     __shared__ float merge_ml[128][4];
     unsigned char *base = (unsigned char *)(((uintptr_t)spf_smem + 1023) & ~(uintptr_t)1023);
     const uint32_t sQ = mmk_smem_addr(base), sK = sQ + kHQ, sV = sK + 2 * kHK;
-    /* barriers: Q full; K full ×2, K empty ×2 (one K stage per consumer); Vᵀ full ×4, Vᵀ empty ×4 (two per consumer) */
     const uint32_t bQ = mmk_smem_addr(&bars[0]);
-#define FULL_K(c) (bQ + 8u * (1 + (c)))
-#define EMPTY_K(c) (bQ + 8u * (3 + (c)))
-#define FULL_V(s) (bQ + 8u * (5 + (s)))
-#define EMPTY_V(s) (bQ + 8u * (9 + (s)))
     const int ib = blockIdx.x, h = blockIdx.y, hk = h / (p.H / p.Hkv);
     const uint32_t *mrow = p.mask + ((int64_t)ib * p.H + h) * p.W;
     const int count = p.count[(int64_t)ib * p.H + h];
     const int n_ct = p.approximate && count < p.NT ? (p.NT + kHItem - 1) / kHItem : 0;
     const int n_groups = p.state ? 0 : (count + 1) / 2, n_items = n_ct + n_groups;
 
-    if (threadIdx.x == 0) {
-        mmk_mbar_init(bQ, 1);
-        for (int c = 0; c < 2; c++) {
-            mmk_mbar_init(FULL_K(c), 1);
-            mmk_mbar_init(EMPTY_K(c), 128);
-        }
-        for (int s = 0; s < 4; s++) {
-            mmk_mbar_init(FULL_V(s), 1);
-            mmk_mbar_init(EMPTY_V(s), 128);
-        }
-        mmk_mbar_init_fence();
-    }
+    if (threadIdx.x == 0)
+        sp_init_bars(bQ);
     __syncthreads();
 
     const int wg = threadIdx.x >> 7;
@@ -992,11 +1087,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
         if ((threadIdx.x & 31) == 0 && threadIdx.x < 64) {
             const int c = threadIdx.x >> 5;
             if (c == 0) {
-                mmk_tma_prefetch_map(&tmQ);
-                mmk_tma_prefetch_map(&tmK);
-                mmk_tma_prefetch_map(&tmV);
-                mmk_tma_prefetch_map(&tmKC);
-                mmk_tma_prefetch_map(&tmVC);
+                sp_prefetch_maps(&tmQ, &tmK, &tmV, &tmKC, &tmVC);
                 mmk_mbar_expect_tx(bQ, kHQ);
                 mmk_tma_load_2d(sQ, &tmQ, bQ, h * kD, ib * kB);
                 mmk_tma_load_2d(sQ + kHQhalf, &tmQ, bQ, h * kD + 64, ib * kB);
@@ -1006,40 +1097,24 @@ __global__ void __launch_bounds__(kHThreads, 1)
             int at_group = 0; /* the cursor stands before this group's first block */
             const uint32_t kst = sK + c * kHK;
             for (int j = c, lt = 0; j < n_items; j += 2, lt++) {
-                int b0 = -1, b1 = -1;
-                if (j >= n_ct) {
-                    for (const int g = j - n_ct; at_group < g; at_group++) { /* the other consumer's groups */
-                        cur.next();
-                        cur.next();
-                    }
-                    b0 = cur.next();
-                    b1 = cur.next();
-                    at_group++;
-                    if (b1 < 0)
-                        b1 = b0; /* a last group of one block: loaded twice, the copy masked */
-                }
-                mmk_mbar_wait(EMPTY_K(c), (lt & 1) ^ 1);
-                mmk_mbar_expect_tx(FULL_K(c), kHK);
+                int b0, b1;
+                sp_item_blocks(cur, at_group, j, n_ct, b0, b1);
+                mmk_mbar_wait(SP_EMPTY_K(c), (lt & 1) ^ 1);
+                mmk_mbar_expect_tx(SP_FULL_K(c), kHK);
                 if (b0 < 0) {
-                    mmk_tma_load_2d(kst, &tmKC, FULL_K(c), hk * kD, j * kHItem);
-                    mmk_tma_load_2d(kst + kHKhalf, &tmKC, FULL_K(c), hk * kD + 64, j * kHItem);
+                    mmk_tma_load_2d(kst, &tmKC, SP_FULL_K(c), hk * kD, j * kHItem);
+                    mmk_tma_load_2d(kst + kHKhalf, &tmKC, SP_FULL_K(c), hk * kD + 64, j * kHItem);
                 } else {
-                    mmk_tma_load_2d(kst, &tmK, FULL_K(c), hk * kD, b0 * kB);
-                    mmk_tma_load_2d(kst + kHKslot, &tmK, FULL_K(c), hk * kD, b1 * kB);
-                    mmk_tma_load_2d(kst + kHKhalf, &tmK, FULL_K(c), hk * kD + 64, b0 * kB);
-                    mmk_tma_load_2d(kst + kHKhalf + kHKslot, &tmK, FULL_K(c), hk * kD + 64, b1 * kB);
+                    mmk_tma_load_2d(kst, &tmK, SP_FULL_K(c), hk * kD, b0 * kB);
+                    mmk_tma_load_2d(kst + kHKslot, &tmK, SP_FULL_K(c), hk * kD, b1 * kB);
+                    mmk_tma_load_2d(kst + kHKhalf, &tmK, SP_FULL_K(c), hk * kD + 64, b0 * kB);
+                    mmk_tma_load_2d(kst + kHKhalf + kHKslot, &tmK, SP_FULL_K(c), hk * kD + 64, b1 * kB);
                 }
                 const int vs = 2 * c + (lt & 1);
                 const uint32_t vst = sV + vs * kHV;
-                mmk_mbar_wait(EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
-                mmk_mbar_expect_tx(FULL_V(vs), kHV);
-                if (b0 < 0) {
-                    mmk_tma_load_2d(vst, &tmVC, FULL_V(vs), j * kHItem, hk * kD);
-                    mmk_tma_load_2d(vst + kHVatom, &tmVC, FULL_V(vs), j * kHItem + kB, hk * kD);
-                } else {
-                    mmk_tma_load_2d(vst, &tmV, FULL_V(vs), b0 * kB, hk * kD);
-                    mmk_tma_load_2d(vst + kHVatom, &tmV, FULL_V(vs), b1 * kB, hk * kD);
-                }
+                mmk_mbar_wait(SP_EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
+                mmk_mbar_expect_tx(SP_FULL_V(vs), kHV);
+                sp_load_v_item(vst, kHVatom, &tmV, &tmVC, SP_FULL_V(vs), j, b0, b1, hk);
             }
         }
         return;
@@ -1070,7 +1145,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     int ph = 0;
     if (n_mine > 0) {
         /* phase 0: S of the first item */
-        mmk_mbar_wait(FULL_K(cw), 0);
+        mmk_mbar_wait(SP_FULL_K(cw), 0);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
         sp_issue_s(sc, sQ, kst);
@@ -1078,16 +1153,16 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<0>();
         mmk_fence_regs(sc);
-        mmk_mbar_arrive(EMPTY_K(cw));
+        mmk_mbar_arrive(SP_EMPTY_K(cw));
         cs.softmax(sc, m, l, corr, cw);
         if (cw < n_ct_u)
-            sp_centroid_residual(o, pa, sc, sV + 2 * cw * kHV, FULL_V(2 * cw), 0);
+            sp_centroid_residual(o, pa, sc, sV + 2 * cw * kHV, SP_FULL_V(2 * cw), 0);
         sp_pack_p(pa, sc);
         /* phases 1 .. n_mine − 1: S of item ph beside P·V of item ph − 1 */
         for (ph = 1; ph < n_mine; ph++) {
             const int vs = 2 * cw + ((ph - 1) & 1);
-            mmk_mbar_wait(FULL_K(cw), ph & 1);
-            mmk_mbar_wait(FULL_V(vs), ((ph - 1) >> 1) & 1);
+            mmk_mbar_wait(SP_FULL_K(cw), ph & 1);
+            mmk_mbar_wait(SP_FULL_V(vs), ((ph - 1) >> 1) & 1);
             mmk_bar_sync(bar_mine, 256);
             mmk_wgmma_fence();
             sp_issue_s(sc, sQ, kst);
@@ -1097,7 +1172,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
             mmk_bar_arrive(bar_other, 256);
             mmk_wgmma_wait<1>(); /* S done; P·V may still run */
             mmk_fence_regs(sc);
-            mmk_mbar_arrive(EMPTY_K(cw));
+            mmk_mbar_arrive(SP_EMPTY_K(cw));
             cs.softmax(sc, m, l, corr, cw + 2 * ph);
             mmk_wgmma_wait<0>();
             mmk_fence_regs(pa);
@@ -1105,15 +1180,15 @@ __global__ void __launch_bounds__(kHThreads, 1)
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 o[i] *= corr[(i >> 1) & 1];
-            mmk_mbar_arrive(EMPTY_V(vs));
+            mmk_mbar_arrive(SP_EMPTY_V(vs));
             if (cw + 2 * ph < n_ct_u)
-                sp_centroid_residual(o, pa, sc, sV + (2 * cw + (ph & 1)) * kHV, FULL_V(2 * cw + (ph & 1)), (ph >> 1) & 1);
+                sp_centroid_residual(o, pa, sc, sV + (2 * cw + (ph & 1)) * kHV, SP_FULL_V(2 * cw + (ph & 1)), (ph >> 1) & 1);
             sp_pack_p(pa, sc);
         }
         /* phase n_mine: the last item's P·V */
         {
             const int vs = 2 * cw + ((ph - 1) & 1);
-            mmk_mbar_wait(FULL_V(vs), ((ph - 1) >> 1) & 1);
+            mmk_mbar_wait(SP_FULL_V(vs), ((ph - 1) >> 1) & 1);
             mmk_bar_sync(bar_mine, 256);
             mmk_wgmma_fence();
             sp_issue_pv(o, pa, sV + vs * kHV);
@@ -1122,7 +1197,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
             mmk_wgmma_wait<0>();
             mmk_fence_regs(pa);
             mmk_fence_regs(o);
-            mmk_mbar_arrive(EMPTY_V(vs));
+            mmk_mbar_arrive(SP_EMPTY_V(vs));
         }
         ph++;
     }
@@ -1134,35 +1209,19 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_sync(1, 256); /* consumer 1's last arrive */
 
     /* ---------------- the two consumers' states merged: O / l, bf16 ---------------- */
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] = mmk_quad_sum(l[r]);
-    }
     const int tw = threadIdx.x & 127;
     float *spill = reinterpret_cast<float *>(base + kHQ + kHK); /* consumer 1's K stage: idle now */
-    if (cw == 1) {
-#pragma unroll
-        for (int i = 0; i < 64; i++)
-            spill[i * 128 + tw] = o[i];
-        merge_ml[tw][0] = m[0];
-        merge_ml[tw][1] = m[1];
-        merge_ml[tw][2] = l[0];
-        merge_ml[tw][3] = l[1];
-        mmk_bar_arrive(3, 256);
+    if (!sp_merge_exchange(cw, o, m, l, spill, merge_ml, tw))
         return;
-    }
-    mmk_bar_sync(3, 256);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const float m1 = merge_ml[tw][r], l1 = merge_ml[tw][2 + r], M = fmaxf(m[r], m1);
-        const float a0 = m[r] == -INFINITY ? 0.f : mmk_exp2_approx(m[r] - M);
-        const float a1 = m1 == -INFINITY ? 0.f : mmk_exp2_approx(m1 - M);
-        const float L = a0 * l[r] + a1 * l1, inv = L > 0.f ? 1.f / L : 0.f;
+        const SpMergeRow w = sp_merge_row(m[r], merge_ml[tw], r);
+        const float a0 = w.a0, a1 = w.a1, L = a0 * l[r] + a1 * w.l1, inv = L > 0.f ? 1.f / L : 0.f;
         const int row = ib * kB + warp * 16 + g + 8 * r;
         if (row >= p.seq)
             continue;
         if (p.state && t == 0)
-            p.state[(int64_t)row * p.H + h] = make_float2(L > 0.f ? M : -INFINITY, L);
+            p.state[(int64_t)row * p.H + h] = make_float2(L > 0.f ? w.M : -INFINITY, L);
         bf16 *orow = p.o + (int64_t)row * p.ldo + (int64_t)h * kD;
 #pragma unroll
         for (int dt = 0; dt < 16; dt++) {
@@ -1172,10 +1231,6 @@ __global__ void __launch_bounds__(kHThreads, 1)
             *reinterpret_cast<__nv_bfloat162 *>(orow + dt * 8 + 2 * t) = __floats2bfloat162_rn(v0, v1);
         }
     }
-#undef FULL_K
-#undef EMPTY_K
-#undef FULL_V
-#undef EMPTY_V
 #else
     (void)p;
     __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
@@ -1582,28 +1637,14 @@ __global__ void __launch_bounds__(kHThreads, 1)
     unsigned char *base = (unsigned char *)(((uintptr_t)spq_smem + 1023) & ~(uintptr_t)1023);
     const uint32_t sQ = mmk_smem_addr(base), sK = sQ + kFQ, sV = sK + 2 * kFK;
     const uint32_t bQ = mmk_smem_addr(&bars[0]);
-#define FULL_K(c) (bQ + 8u * (1 + (c)))
-#define EMPTY_K(c) (bQ + 8u * (3 + (c)))
-#define FULL_V(s) (bQ + 8u * (5 + (s)))
-#define EMPTY_V(s) (bQ + 8u * (9 + (s)))
     const int ib = blockIdx.x, h = blockIdx.y, hk = h / (p.H / p.Hkv);
     const uint32_t *mrow = p.mask + ((int64_t)ib * p.H + h) * p.W;
     const int count = p.count[(int64_t)ib * p.H + h];
     const int n_ct = p.approximate && count < p.NT ? p.n_ct_tiles : 0;
     const int n_groups = (count + 1) / 2, n_items = n_ct + n_groups;
 
-    if (threadIdx.x == 0) {
-        mmk_mbar_init(bQ, 1);
-        for (int c = 0; c < 2; c++) {
-            mmk_mbar_init(FULL_K(c), 1);
-            mmk_mbar_init(EMPTY_K(c), 128);
-        }
-        for (int s = 0; s < 4; s++) {
-            mmk_mbar_init(FULL_V(s), 1);
-            mmk_mbar_init(EMPTY_V(s), 128);
-        }
-        mmk_mbar_init_fence();
-    }
+    if (threadIdx.x == 0)
+        sp_init_bars(bQ);
     __syncthreads();
 
     const int wg = threadIdx.x >> 7;
@@ -1613,11 +1654,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
         if ((threadIdx.x & 31) == 0 && threadIdx.x < 64) {
             const int c = threadIdx.x >> 5;
             if (c == 0) {
-                mmk_tma_prefetch_map(&tmQ);
-                mmk_tma_prefetch_map(&tmK);
-                mmk_tma_prefetch_map(&tmV);
-                mmk_tma_prefetch_map(&tmKC);
-                mmk_tma_prefetch_map(&tmVC);
+                sp_prefetch_maps(&tmQ, &tmK, &tmV, &tmKC, &tmVC);
                 mmk_mbar_expect_tx(bQ, kFQ);
                 mmk_tma_load_2d(sQ, &tmQ, bQ, h * kD, ib * kB);
             }
@@ -1626,40 +1663,24 @@ __global__ void __launch_bounds__(kHThreads, 1)
             int at_group = 0;
             const uint32_t kst = sK + c * kFK;
             for (int j = c, lt = 0; j < n_items; j += 2, lt++) {
-                int b0 = -1, b1 = -1;
-                if (j >= n_ct) {
-                    for (const int g = j - n_ct; at_group < g; at_group++) {
-                        cur.next();
-                        cur.next();
-                    }
-                    b0 = cur.next();
-                    b1 = cur.next();
-                    at_group++;
-                    if (b1 < 0)
-                        b1 = b0;
-                }
-                mmk_mbar_wait(EMPTY_K(c), (lt & 1) ^ 1);
+                int b0, b1;
+                sp_item_blocks(cur, at_group, j, n_ct, b0, b1);
+                mmk_mbar_wait(SP_EMPTY_K(c), (lt & 1) ^ 1);
                 /* written before the stage's arrival (release): the consumer reads them after its wait */
                 item_scale[c][0] = b0 < 0 ? p.kc_scale[(int64_t)hk * p.n_ct_tiles + j] : p.k_scale[(int64_t)hk * p.NT + b0];
                 item_scale[c][1] = b0 < 0 ? item_scale[c][0] : p.k_scale[(int64_t)hk * p.NT + b1];
-                mmk_mbar_expect_tx(FULL_K(c), kFK);
+                mmk_mbar_expect_tx(SP_FULL_K(c), kFK);
                 if (b0 < 0) {
-                    mmk_tma_load_2d(kst, &tmKC, FULL_K(c), hk * kD, j * kHItem);
+                    mmk_tma_load_2d(kst, &tmKC, SP_FULL_K(c), hk * kD, j * kHItem);
                 } else {
-                    mmk_tma_load_2d(kst, &tmK, FULL_K(c), hk * kD, b0 * kB);
-                    mmk_tma_load_2d(kst + kFKslot, &tmK, FULL_K(c), hk * kD, b1 * kB);
+                    mmk_tma_load_2d(kst, &tmK, SP_FULL_K(c), hk * kD, b0 * kB);
+                    mmk_tma_load_2d(kst + kFKslot, &tmK, SP_FULL_K(c), hk * kD, b1 * kB);
                 }
                 const int vs = 2 * c + (lt & 1);
                 const uint32_t vst = sV + vs * kFV;
-                mmk_mbar_wait(EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
-                mmk_mbar_expect_tx(FULL_V(vs), kFV);
-                if (b0 < 0) {
-                    mmk_tma_load_2d(vst, &tmVC, FULL_V(vs), j * kHItem, hk * kD);
-                    mmk_tma_load_2d(vst + kFVslot, &tmVC, FULL_V(vs), j * kHItem + kB, hk * kD);
-                } else {
-                    mmk_tma_load_2d(vst, &tmV, FULL_V(vs), b0 * kB, hk * kD);
-                    mmk_tma_load_2d(vst + kFVslot, &tmV, FULL_V(vs), b1 * kB, hk * kD);
-                }
+                mmk_mbar_wait(SP_EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
+                mmk_mbar_expect_tx(SP_FULL_V(vs), kFV);
+                sp_load_v_item(vst, kFVslot, &tmV, &tmVC, SP_FULL_V(vs), j, b0, b1, hk);
             }
         }
         return;
@@ -1700,7 +1721,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     int ph = 0;
     for (; ph < n_mine; ph++) {
         const int j = cw + 2 * ph, vs = 2 * cw + (ph & 1);
-        mmk_mbar_wait(FULL_K(cw), ph & 1);
+        mmk_mbar_wait(SP_FULL_K(cw), ph & 1);
         const float c0 = item_scale[cw][0], c1 = item_scale[cw][1];
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
@@ -1709,10 +1730,10 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<0>();
         mmk_fence_regs(si);
-        mmk_mbar_arrive(EMPTY_K(cw));
+        mmk_mbar_arrive(SP_EMPTY_K(cw));
         spf_item_softmax(p, si, sc, m, l, corr, slr, c0, c1, j, t);
         spf_pack_p(pa, sc);
-        mmk_mbar_wait(FULL_V(vs), (ph >> 1) & 1);
+        mmk_mbar_wait(SP_FULL_V(vs), (ph >> 1) & 1);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
         spf_issue_pv(ot, pa, sV + vs * kFV);
@@ -1724,7 +1745,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_fence_regs(o);
         /* o was relative to the max before this item, ot to the one after it */
         spf_fold(o, ot, corr, j < n_ct, VC_SC, V_SC, t);
-        mmk_mbar_arrive(EMPTY_V(vs));
+        mmk_mbar_arrive(SP_EMPTY_V(vs));
     }
     for (; ph < phases - 1; ph++) { /* a consumer with an item fewer (or none) keeps the ping-pong in step */
         mmk_bar_sync(bar_mine, 256);
@@ -1736,33 +1757,17 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_sync(1, 256); /* consumer 1's last arrive */
 
     /* ---------------- merge, then O / l · v scale + v mean, bf16 ---------------- */
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] = mmk_quad_sum(l[r]);
-    }
     const int tw = threadIdx.x & 127;
     float *spill = reinterpret_cast<float *>(base + kFQ + 2 * kFK + 2 * kFV); /* consumer 1's Vᵀ stages: idle now */
-    if (cw == 1) {
-#pragma unroll
-        for (int i = 0; i < 64; i++)
-            spill[i * 128 + tw] = o[i];
-        merge_ml[tw][0] = m[0];
-        merge_ml[tw][1] = m[1];
-        merge_ml[tw][2] = l[0];
-        merge_ml[tw][3] = l[1];
-        mmk_bar_arrive(3, 256);
+    if (!sp_merge_exchange(cw, o, m, l, spill, merge_ml, tw))
         return;
-    }
-    mmk_bar_sync(3, 256);
 #undef VC_SC
 #undef V_SC
     const float *vsc = p.stats + 2 * plane + (int64_t)hk * kD, *vmean = p.stats + plane + (int64_t)hk * kD;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const float m1 = merge_ml[tw][r], l1 = merge_ml[tw][2 + r], M = fmaxf(m[r], m1);
-        const float a0 = m[r] == -INFINITY ? 0.f : mmk_exp2_approx(m[r] - M);
-        const float a1 = m1 == -INFINITY ? 0.f : mmk_exp2_approx(m1 - M);
-        const float L = a0 * l[r] + a1 * l1, inv = L > 0.f ? 1.f / L : 0.f;
+        const SpMergeRow w = sp_merge_row(m[r], merge_ml[tw], r);
+        const float M = w.M, a0 = w.a0, a1 = w.a1, L = a0 * l[r] + a1 * w.l1, inv = L > 0.f ? 1.f / L : 0.f;
         const int row = row0 + 8 * r;
         if (row >= p.seq)
             continue;
@@ -1791,10 +1796,6 @@ __global__ void __launch_bounds__(kHThreads, 1)
                                       fmaf(wf, fmaf(v1, vsc[c + 1], vmean[c + 1]), wc * oc.y));
         }
     }
-#undef FULL_K
-#undef EMPTY_K
-#undef FULL_V
-#undef EMPTY_V
 #else
     (void)p;
     __trap();
@@ -1803,6 +1804,10 @@ __global__ void __launch_bounds__(kHThreads, 1)
 
 } // namespace
 
+#undef SP_FULL_K
+#undef SP_EMPTY_K
+#undef SP_FULL_V
+#undef SP_EMPTY_V
 
 /* ------------------------------------------------------------------ host */
 
