@@ -955,20 +955,23 @@ struct SpConsumer {
 #define SP_FULL_V(s) (bQ + 8u * (5 + (s)))
 #define SP_EMPTY_V(s) (bQ + 8u * (9 + (s)))
 
-/* By thread 0: one arrival completes a full barrier (the producer's, with the TMA bytes), a consumer's 128
- * threads an empty one. */
+/* By thread 0, the CTA waiting: one arrival completes a full barrier (the producer's, with the TMA bytes), a
+ * consumer's 128 threads an empty one. */
 __device__ __forceinline__ void sp_init_bars(uint32_t bQ)
 {
-    mmk_mbar_init(bQ, 1);
-    for (int c = 0; c < 2; c++) {
-        mmk_mbar_init(SP_FULL_K(c), 1);
-        mmk_mbar_init(SP_EMPTY_K(c), 128);
+    if (threadIdx.x == 0) {
+        mmk_mbar_init(bQ, 1);
+        for (int c = 0; c < 2; c++) {
+            mmk_mbar_init(SP_FULL_K(c), 1);
+            mmk_mbar_init(SP_EMPTY_K(c), 128);
+        }
+        for (int s = 0; s < 4; s++) {
+            mmk_mbar_init(SP_FULL_V(s), 1);
+            mmk_mbar_init(SP_EMPTY_V(s), 128);
+        }
+        mmk_mbar_init_fence();
     }
-    for (int s = 0; s < 4; s++) {
-        mmk_mbar_init(SP_FULL_V(s), 1);
-        mmk_mbar_init(SP_EMPTY_V(s), 128);
-    }
-    mmk_mbar_init_fence();
+    __syncthreads();
 }
 
 /* A producer thread's next item j: its two key blocks b0, b1 from the cursor (past the other consumer's
@@ -1003,6 +1006,19 @@ __device__ __forceinline__ void sp_load_v_item(uint32_t vst, int slot, const CUt
         mmk_tma_load_2d(vst, tmV, full, b0 * kB, hk * kD);
         mmk_tma_load_2d(vst + slot, tmV, full, b1 * kB, hk * kD);
     }
+}
+
+/* The producer's Vᵀ half of its lt-th item j: stage 2c + (lt & 1) (`stage` bytes each, from sV), once its
+ * consumer has released it. */
+__device__ __forceinline__ void sp_produce_v(uint32_t bQ, uint32_t sV, int stage, int slot, int c, int lt,
+                                             const CUtensorMap *tmV, const CUtensorMap *tmVC, int j, int b0, int b1,
+                                             int hk)
+{
+    const int vs = 2 * c + (lt & 1);
+    const uint32_t vst = sV + vs * stage;
+    mmk_mbar_wait(SP_EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
+    mmk_mbar_expect_tx(SP_FULL_V(vs), stage);
+    sp_load_v_item(vst, slot, tmV, tmVC, SP_FULL_V(vs), j, b0, b1, hk);
 }
 
 /* The producer thread of consumer 0 first: the five maps prefetched. */
@@ -1076,9 +1092,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     const int n_ct = p.approximate && count < p.NT ? (p.NT + kHItem - 1) / kHItem : 0;
     const int n_groups = p.state ? 0 : (count + 1) / 2, n_items = n_ct + n_groups;
 
-    if (threadIdx.x == 0)
-        sp_init_bars(bQ);
-    __syncthreads();
+    sp_init_bars(bQ);
 
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
@@ -1110,11 +1124,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
                     mmk_tma_load_2d(kst + kHKhalf, &tmK, SP_FULL_K(c), hk * kD + 64, b0 * kB);
                     mmk_tma_load_2d(kst + kHKhalf + kHKslot, &tmK, SP_FULL_K(c), hk * kD + 64, b1 * kB);
                 }
-                const int vs = 2 * c + (lt & 1);
-                const uint32_t vst = sV + vs * kHV;
-                mmk_mbar_wait(SP_EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
-                mmk_mbar_expect_tx(SP_FULL_V(vs), kHV);
-                sp_load_v_item(vst, kHVatom, &tmV, &tmVC, SP_FULL_V(vs), j, b0, b1, hk);
+                sp_produce_v(bQ, sV, kHV, kHVatom, c, lt, &tmV, &tmVC, j, b0, b1, hk);
             }
         }
         return;
@@ -1643,9 +1653,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     const int n_ct = p.approximate && count < p.NT ? p.n_ct_tiles : 0;
     const int n_groups = (count + 1) / 2, n_items = n_ct + n_groups;
 
-    if (threadIdx.x == 0)
-        sp_init_bars(bQ);
-    __syncthreads();
+    sp_init_bars(bQ);
 
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
@@ -1676,11 +1684,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
                     mmk_tma_load_2d(kst, &tmK, SP_FULL_K(c), hk * kD, b0 * kB);
                     mmk_tma_load_2d(kst + kFKslot, &tmK, SP_FULL_K(c), hk * kD, b1 * kB);
                 }
-                const int vs = 2 * c + (lt & 1);
-                const uint32_t vst = sV + vs * kFV;
-                mmk_mbar_wait(SP_EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
-                mmk_mbar_expect_tx(SP_FULL_V(vs), kFV);
-                sp_load_v_item(vst, kFVslot, &tmV, &tmVC, SP_FULL_V(vs), j, b0, b1, hk);
+                sp_produce_v(bQ, sV, kFV, kFVslot, c, lt, &tmV, &tmVC, j, b0, b1, hk);
             }
         }
         return;
