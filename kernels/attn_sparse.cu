@@ -1295,11 +1295,7 @@ __global__ void __launch_bounds__(kD) k_spf_kv_partial(const bf16 *__restrict__ 
         mx = fmaxf(mx, vv);
         mn = fminf(mn, vv);
     }
-    float *out = part + ((int64_t)b * Hkv + hk) * 4 * kD;
-    out[c] = sk;
-    out[kD + c] = sv;
-    out[2 * kD + c] = mx;
-    out[3 * kD + c] = mn;
+    mmk_kv_partial_store(part, b, Hkv, hk, c, sk, sv, mx, mn);
 }
 
 /* stats [6][Hkv·128]: k mean, v mean, v scale (amax of v − mean over 448), v factor (its inverse, 0 for a
@@ -1308,14 +1304,8 @@ __global__ void __launch_bounds__(kD) k_spf_kv_finish(const float *__restrict__ 
                                                      const bf16 *__restrict__ vc, int NT, float *__restrict__ stats)
 {
     const int c = threadIdx.x, hk = blockIdx.x;
-    float sk = 0.f, sv = 0.f, mx = -INFINITY, mn = INFINITY;
-    for (int b = 0; b < n_parts; b++) {
-        const float *in = part + ((int64_t)b * Hkv + hk) * 4 * kD;
-        sk += in[c];
-        sv += in[kD + c];
-        mx = fmaxf(mx, in[2 * kD + c]);
-        mn = fminf(mn, in[3 * kD + c]);
-    }
+    float sk, sv, mx, mn;
+    mmk_kv_partial_sum(part, n_parts, Hkv, hk, c, sk, sv, mx, mn);
     const float km = sk / (float)seq, vm = sv / (float)seq, amax = fmaxf(mx - vm, vm - mn);
     float camax = 0.f;
     for (int n = 0; n < NT; n++)
@@ -1327,12 +1317,6 @@ __global__ void __launch_bounds__(kD) k_spf_kv_finish(const float *__restrict__ 
     stats[3 * plane + at] = amax > 0.f ? kSpE4 / amax : 0.f;
     stats[4 * plane + at] = camax > 0.f ? camax / kSpE4 : 1.f;
     stats[5 * plane + at] = camax > 0.f ? kSpE4 / camax : 0.f;
-}
-
-__device__ __forceinline__ uint32_t spf_pack_i8x4(float a, float b, float c, float d)
-{
-    auto q = [](float x) { return (uint32_t)(uint8_t)(int8_t)max(-127, min(127, __float2int_rn(x))); };
-    return q(a) | q(b) << 8 | q(c) << 16 | q(d) << 24;
 }
 
 /* q as int8 per (row, head): scales [H][rows_pad] (amax / 127; 1 for a zero row or one past seq). 16
@@ -1358,10 +1342,7 @@ __global__ void __launch_bounds__(256) k_spf_quant_q(const bf16 *__restrict__ q,
     if (!live)
         return;
     const float inv = amax > 0.f ? kSpI8 / amax : 0.f;
-    uint2 w;
-    w.x = spf_pack_i8x4(x[0] * inv, x[1] * inv, x[2] * inv, x[3] * inv);
-    w.y = spf_pack_i8x4(x[4] * inv, x[5] * inv, x[6] * inv, x[7] * inv);
-    *reinterpret_cast<uint2 *>(q8 + (int64_t)row * H * kD + (int64_t)h * kD + part * 8) = w;
+    *reinterpret_cast<uint2 *>(q8 + (int64_t)row * H * kD + (int64_t)h * kD + part * 8) = mmk_i8x8(x, inv);
 }
 
 /* qkm[row·H + h] = s2·q[row, h]·(k mean of its kv head): a warp per (row, head), 4 dims a lane. */
@@ -1416,20 +1397,8 @@ __global__ void __launch_bounds__(256) k_spf_quant_rows(const bf16 *__restrict__
         const int row = b * ROWS + ((threadIdx.x + i * 256) >> 4);
         if (row >= n_rows)
             continue;
-        const float *a = &x[i * 8];
-        uint2 w;
-        w.x = spf_pack_i8x4(a[0] * inv, a[1] * inv, a[2] * inv, a[3] * inv);
-        w.y = spf_pack_i8x4(a[4] * inv, a[5] * inv, a[6] * inv, a[7] * inv);
-        *reinterpret_cast<uint2 *>(dst + (int64_t)row * Hkv * kD + (int64_t)hk * kD + c0) = w;
+        *reinterpret_cast<uint2 *>(dst + (int64_t)row * Hkv * kD + (int64_t)hk * kD + c0) = mmk_i8x8(&x[i * 8], inv);
     }
-}
-
-/* Key order inside a group of 32 in the e4m3 Vᵀ copies (fa3's): logical column k = 4t + i (+16) holds key
- * 2t + i for i < 2, 8 + 2t + i − 2 otherwise (+16) — the keys thread t of a quad holds in its scores. */
-__device__ __forceinline__ int spf_perm32(int k)
-{
-    const int hi = k & 16, t = (k & 15) >> 2, i = k & 3;
-    return hi + (i < 2 ? 2 * t + i : 8 + 2 * t + i - 2);
 }
 
 /* v (rows of one token; block_seq 0) or vc (rows of a block; block_seq = seq: weight len = its rows)
@@ -1453,12 +1422,7 @@ __global__ void __launch_bounds__(256) k_spf_v_quant_t(const bf16 *__restrict__ 
         tile[key][d] = x;
     }
     __syncthreads();
-    for (int it = threadIdx.x; it < kD * 8; it += 256) {
-        const int d = it >> 3, c = it & 7;
-        const uint32_t w = mmk_pack_e4m3x4(tile[spf_perm32(4 * c)][d], tile[spf_perm32(4 * c + 1)][d],
-                                           tile[spf_perm32(4 * c + 2)][d], tile[spf_perm32(4 * c + 3)][d]);
-        *reinterpret_cast<uint32_t *>(dst + ((int64_t)hk * kD + d) * ld_dst + j0 + 4 * c) = w;
-    }
+    mmk_store_vt8_tile(tile, dst, hk, ld_dst, j0);
 #else
     (void)src, (void)ld_src, (void)n_rows, (void)Hkv, (void)mean, (void)factor, (void)block_seq, (void)dst, (void)ld_dst;
     __trap();
@@ -1512,19 +1476,6 @@ __device__ __forceinline__ void spf_issue_pv(float (&ot)[64], const uint32_t (&p
 
 /* int32 sum → float, exactly for |a| < 2²² (fa3_i2f). */
 __device__ __forceinline__ float spf_i2f(int32_t a) { return __uint_as_float((uint32_t)a + 0x4B400000u) - 12582912.f; }
-
-/* Probabilities → e4m3 A fragments in the permuted order of the Vᵀ copy (fa3_pack_p<true>). */
-__device__ __forceinline__ void spf_pack_p(uint32_t (&pa)[16], const float (&sc)[64])
-{
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        const float *a = &sc[16 * kk];
-        pa[kk * 4 + 0] = mmk_pack_e4m3x4(a[0], a[1], a[4], a[5]);
-        pa[kk * 4 + 1] = mmk_pack_e4m3x4(a[2], a[3], a[6], a[7]);
-        pa[kk * 4 + 2] = mmk_pack_e4m3x4(a[8], a[9], a[12], a[13]);
-        pa[kk * 4 + 3] = mmk_pack_e4m3x4(a[10], a[11], a[14], a[15]);
-    }
-}
 
 /* o (relative to the max before the previous item) carried to the max after it, plus that item's P·V:
  * o = o·corr + ot, a centroid tile's ot at vc's channel scale over v's. */
@@ -1736,7 +1687,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_fence_regs(si);
         mmk_mbar_arrive(SP_EMPTY_K(cw));
         spf_item_softmax(p, si, sc, m, l, corr, slr, c0, c1, j, t);
-        spf_pack_p(pa, sc);
+        mmk_pack_p_e4m3(pa, sc);
         mmk_mbar_wait(SP_FULL_V(vs), (ph >> 1) & 1);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
