@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "kernels/mma.cuh"
 
 __device__ __forceinline__ float mmk_quad_max(float x)
@@ -171,5 +172,32 @@ __device__ __forceinline__ void mmk_wgmma_ss_bf16_n128(float d[64], uint64_t da,
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 #endif
+
+/* ---- host */
+
+/* Device temporaries of one call of the fa3 or the sparse attention (at most N; `what` names the caller in
+ * the error), returned once the work is queued (every user is on the same stream). */
+template <int N> struct MmkTemps {
+    int dev;
+    const char *what;
+    void *p[N];
+    int n;
+    void *get(size_t bytes, mm_error *err)
+    {
+        if (n == N) {
+            mm_fail(err, "%s: too many temporaries", what);
+            return nullptr;
+        }
+        void *q = mm_cuda_malloc(dev, bytes ? bytes : 16, err);
+        if (q)
+            p[n++] = q;
+        return q;
+    }
+    ~MmkTemps()
+    {
+        for (int i = 0; i < n; i++)
+            mm_cuda_free(dev, p[i]);
+    }
+};
 
 #endif

@@ -817,29 +817,7 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* Device temporaries of one call, returned once the work is queued (every
- * user is on the same stream). */
-struct Temps {
-    int dev;
-    void *p[8];
-    int n;
-    void *get(size_t bytes, mm_error *err)
-    {
-        if (n == 8) {
-            mm_fail(err, "attention (fa3): too many temporaries");
-            return nullptr;
-        }
-        void *q = mm_cuda_malloc(dev, bytes ? bytes : 16, err);
-        if (q)
-            p[n++] = q;
-        return q;
-    }
-    ~Temps()
-    {
-        for (int i = 0; i < n; i++)
-            mm_cuda_free(dev, p[i]);
-    }
-};
+using Temps = MmkTemps<8>;
 
 /* Exact mode's transposed bf16 V (seq_kv keys) and its tensor map. */
 int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, int seq_kv, cudaStream_t s, CUtensorMap *mv, mm_error *err)
@@ -903,7 +881,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.sleep_consumer = 0;
     p.o = (bf16 *)a->o;
     p.ldo = a->ldo;
-    Temps tmp = {dev, {nullptr}, 0};
+    Temps tmp = {dev, "attention (fa3)", {nullptr}, 0};
     CUtensorMap mq, mk, mv;
     if (!fast) {
         if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err) ||

@@ -1768,29 +1768,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
 
 namespace {
 
-/* Device temporaries of one call, returned once the work is queued (every
- * user is on the same stream). */
-struct SpTemps {
-    int dev;
-    void *p[12];
-    int n;
-    void *get(size_t bytes, mm_error *err)
-    {
-        if (n == 12) {
-            mm_fail(err, "sparse attention: too many temporaries");
-            return nullptr;
-        }
-        void *q = mm_cuda_malloc(dev, bytes ? bytes : 16, err);
-        if (q)
-            p[n++] = q;
-        return q;
-    }
-    ~SpTemps()
-    {
-        for (int i = 0; i < n; i++)
-            mm_cuda_free(dev, p[i]);
-    }
-};
+using SpTemps = MmkTemps<12>;
 
 bool sp_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
@@ -1893,7 +1871,7 @@ extern "C" int mmk_sparse_route_run(int dev, mmk_stream st, const mmk_sparse_rou
     cudaStream_t s = (cudaStream_t)st;
     const float s2 = a->x.scale * 1.4426950408889634f;
     const SpRanges sink = sp_ranges(a->sink, a->n_sink), dense = sp_ranges(a->dense, a->n_dense);
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     const bool sol = a->policy == MMK_SPARSE_SOL, topk = a->policy == MMK_SPARSE_TOPK;
     const int U = (S + kSub - 1) / kSub;
     float *qbar = sol ? (float *)tmp.get((size_t)NT * H * kD * sizeof(float), err) : nullptr;
@@ -2019,7 +1997,7 @@ int sp_launch_fa3(SpTemps &tmp, const mmk_sparse_attn_args *a, float2 *state, cu
 
 int sp_launch_sm90(int dev, const mmk_sparse_attn_args *a, cudaStream_t s, mm_error *err)
 {
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     return sp_launch_fa3(tmp, a, nullptr, s, err);
 }
 
@@ -2035,7 +2013,7 @@ int sp_launch_sm90_fast(int dev, const mmk_sparse_attn_args *a, cudaStream_t s, 
     const int S = a->x.seq, H = a->x.heads, Hkv = a->x.heads_kv, NT = a->blocks;
     const int rows_pad = NT * kB, n_parts = (S + kSpStatRows - 1) / kSpStatRows;
     const int64_t ld_vt = (int64_t)NT * kB, plane = (int64_t)Hkv * kD;
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     float *part = (float *)tmp.get((size_t)n_parts * plane * 4 * sizeof(float), err);
     float *stats = (float *)tmp.get((size_t)6 * plane * sizeof(float), err);
     int8_t *q8 = (int8_t *)tmp.get((size_t)S * H * kD, err), *k8 = (int8_t *)tmp.get((size_t)S * plane, err);
@@ -2166,7 +2144,7 @@ double sp_selfcheck(int dev, int kernel, mm_error *err)
     const int S = 700, H = 4, NT = (S + kB - 1) / kB, W = (NT + 31) / 32, F = 3 * H * kD;
     const size_t n_qkv = (size_t)S * F, n_o = (size_t)S * H * kD;
     cudaStream_t s = (cudaStream_t)mm_cuda_stream(dev);
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     bf16 *qkv = (bf16 *)tmp.get(n_qkv * 2, err), *o_ref = (bf16 *)tmp.get(n_o * 2, err);
     bf16 *o_got = (bf16 *)tmp.get(n_o * 2, err), *kc = (bf16 *)tmp.get((size_t)NT * H * kD * 2, err);
     bf16 *vc = (bf16 *)tmp.get((size_t)NT * H * kD * 2, err);
