@@ -373,6 +373,61 @@ __device__ __forceinline__ void fa3_scores_lean(int32_t (&si)[64], float (&sc)[6
     else
         fa3_softmax_i32_lean<false>(si, sc, m, mref, corr, sl, j * kBN, seq, t);
 }
+
+/* The consumer's steps in the kernel's precision (FAST: int8 scores si, e4m3 P·V into the fresh ot; exact:
+ * bf16 scores sc, P·V into o); the array sizes are the kernel's (those a mode does not use are 1). */
+template <bool FAST, int NSI, int NSC>
+__device__ __forceinline__ void fa3_issue_s(int32_t (&si)[NSI], float (&sc)[NSC], uint32_t q_addr, uint32_t k_addr)
+{
+    if constexpr (FAST)
+        fa3_issue_s_i8(si, q_addr, k_addr);
+    else
+        fa3_issue_s_bf16(sc, q_addr, k_addr);
+}
+
+template <bool FAST, int NOT, int NPA>
+__device__ __forceinline__ void fa3_issue_pv(float (&ot)[NOT], float (&o)[64], const uint32_t (&pa)[NPA], uint32_t v_addr)
+{
+    if constexpr (FAST)
+        fa3_issue_pv_lean(ot, pa, v_addr);
+    else
+        fa3_issue_pv_bf16(o, pa, v_addr);
+}
+
+/* The scores the wgmma wrote: fenced before registers are read. */
+template <bool FAST, int NSI, int NSC> __device__ __forceinline__ void fa3_fence_s(int32_t (&si)[NSI], float (&sc)[NSC])
+{
+    if constexpr (FAST)
+        mmk_fence_regs(si);
+    else
+        mmk_fence_regs(sc);
+}
+
+/* The softmax of tile j (its first key j·KB). */
+template <bool FAST, int KB, int NSI, int NSC>
+__device__ __forceinline__ void fa3_softmax(int32_t (&si)[NSI], float (&sc)[NSC], float (&m)[2], float (&mref)[2],
+                                            float (&l)[2], float (&corr)[2], const float (&sl_row)[2], const float *ks,
+                                            int j, int seq, int t)
+{
+    if constexpr (FAST)
+        fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, j, seq, t);
+    else
+        fa3_softmax_f32(sc, m, l, corr, sl_row, j * KB, seq, t);
+}
+
+/* After a P·V has completed: its accumulators fenced; fast mode folds ot (and its row sums) into o and l at
+ * corr_prev (o was relative to the max of the tile before ot's). */
+template <bool FAST, int NOT>
+__device__ __forceinline__ void fa3_join_pv(float (&o)[64], float (&l)[2], float (&ot)[NOT], const float (&corr_prev)[2])
+{
+    if constexpr (FAST) {
+        mmk_fence_regs(ot);
+        mmk_fence_regs(o);
+        fa3_fold_lean(o, l, ot, corr_prev);
+    } else {
+        mmk_fence_regs(o);
+    }
+}
 #endif
 
 template <bool FAST>
@@ -483,22 +538,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     mmk_mbar_wait_ns(FULL_K(0), 0, p.sleep_consumer);
     mmk_bar_sync(bar_mine, 256);
     mmk_wgmma_fence();
-    if constexpr (FAST)
-        fa3_issue_s_i8(si, q_addr, sK);
-    else
-        fa3_issue_s_bf16(sc, q_addr, sK);
+    fa3_issue_s<FAST>(si, sc, q_addr, sK);
     mmk_wgmma_commit();
     mmk_bar_arrive(bar_other, 256);
     mmk_wgmma_wait<0>();
-    if constexpr (FAST)
-        mmk_fence_regs(si);
-    else
-        mmk_fence_regs(sc);
+    fa3_fence_s<FAST>(si, sc);
     mmk_mbar_arrive(EMPTY_K(0));
-    if constexpr (FAST)
-        fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, 0, p.seq_kv, t);
-    else
-        fa3_softmax_f32(sc, m, l, corr, sl_row, 0, p.seq_kv, t);
+    fa3_softmax<FAST, KB>(si, sc, m, mref, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
     fa3_pack_p<FAST, KB>(pa, sc);
@@ -509,40 +555,24 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_wait_ns(FULL_V(sp), ((j - 1) / kStages) & 1, p.sleep_consumer);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
-        if constexpr (FAST)
-            fa3_issue_s_i8(si, q_addr, sK + s * TK);
-        else
-            fa3_issue_s_bf16(sc, q_addr, sK + s * TK);
+        fa3_issue_s<FAST>(si, sc, q_addr, sK + s * TK);
         mmk_wgmma_commit();
-        if constexpr (FAST)
-            fa3_issue_pv_lean(ot, pa, sV + sp * TVS);
-        else
-            fa3_issue_pv_bf16(o, pa, sV + sp * TVS);
+        fa3_issue_pv<FAST>(ot, o, pa, sV + sp * TVS);
         mmk_wgmma_commit();
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<1>(); /* S_j done; P·V of tile j − 1 may still run */
-        if constexpr (FAST)
-            mmk_fence_regs(si);
-        else
-            mmk_fence_regs(sc);
+        fa3_fence_s<FAST>(si, sc);
         mmk_mbar_arrive(EMPTY_K(s));
-        if constexpr (FAST)
-            fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, j, p.seq_kv, t);
-        else
-            fa3_softmax_f32(sc, m, l, corr, sl_row, j * KB, p.seq_kv, t);
+        fa3_softmax<FAST, KB>(si, sc, m, mref, l, corr, sl_row, ks, j, p.seq_kv, t);
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
          * for anything written meanwhile (sc above) */
         mmk_fence_regs(pa);
+        fa3_join_pv<FAST>(o, l, ot, corr_prev); /* fast: o was relative to the max of tile j − 2, ot to j − 1's */
         if constexpr (FAST) {
-            mmk_fence_regs(ot);
-            mmk_fence_regs(o);
-            /* o was relative to the max of tile j − 2, ot to that of j − 1 */
-            fa3_fold_lean(o, l, ot, corr_prev);
             corr_prev[0] = corr[0];
             corr_prev[1] = corr[1];
         } else {
-            mmk_fence_regs(o);
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 o[i] *= corr[(i >> 1) & 1];
@@ -557,21 +587,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_wait_ns(FULL_V(sl_), ((n_kb - 1) / kStages) & 1, p.sleep_consumer);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
-        if constexpr (FAST)
-            fa3_issue_pv_lean(ot, pa, sV + sl_ * TVS);
-        else
-            fa3_issue_pv_bf16(o, pa, sV + sl_ * TVS);
+        fa3_issue_pv<FAST>(ot, o, pa, sV + sl_ * TVS);
         mmk_wgmma_commit();
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<0>();
         mmk_fence_regs(pa);
-        if constexpr (FAST) {
-            mmk_fence_regs(ot);
-            mmk_fence_regs(o);
-            fa3_fold_lean(o, l, ot, corr_prev);
-        } else {
-            mmk_fence_regs(o);
-        }
+        fa3_join_pv<FAST>(o, l, ot, corr_prev);
         mmk_mbar_arrive(EMPTY_V(sl_));
     }
     if (cw == 0)
