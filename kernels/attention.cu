@@ -562,6 +562,17 @@ __global__ void __launch_bounds__(256, 1) k_attn_fwd_sm90p(AttnParams p, const b
 #endif
 }
 
+/* The transposes' first half: keys j0 .. j0 + 31 of dims d0 .. d0 + 31 of kv head h into tile (zeros past
+ * `keys`), by 32 × 8 threads (tx, ty). */
+__device__ __forceinline__ void attn_vt_tile_load(bf16 (&tile)[32][33], const bf16 *__restrict__ v, int64_t ldv,
+                                                  int64_t hsv, int keys, int h, int d0, int j0, int tx, int ty)
+{
+    for (int k = ty; k < 32; k += 8) {
+        int j = j0 + k;
+        tile[k][tx] = j < keys ? v[(int64_t)j * ldv + (int64_t)h * hsv + d0 + tx] : __float2bfloat16_rn(0.f);
+    }
+}
+
 /* vt[h][d][j] = v[j, h, d] for the 128 dims of every kv head: a tiled
  * transpose through shared memory (32 keys × 32 dims per block step). */
 __global__ void k_transpose_v(const bf16 *__restrict__ v, int64_t ldv, int64_t hsv, int keys, bf16 *__restrict__ vt,
@@ -570,10 +581,7 @@ __global__ void k_transpose_v(const bf16 *__restrict__ v, int64_t ldv, int64_t h
     __shared__ bf16 tile[32][33];
     int h = blockIdx.z, d0 = blockIdx.y * 32, j0 = blockIdx.x * 32;
     int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; /* 32 × 8 threads */
-    for (int k = ty; k < 32; k += 8) {
-        int j = j0 + k;
-        tile[k][tx] = j < keys ? v[(int64_t)j * ldv + (int64_t)h * hsv + d0 + tx] : __float2bfloat16_rn(0.f);
-    }
+    attn_vt_tile_load(tile, v, ldv, hsv, keys, h, d0, j0, tx, ty);
     __syncthreads();
     for (int k = ty; k < 32; k += 8) {
         int j = j0 + tx;
@@ -606,10 +614,7 @@ __global__ void k_transpose_v_segs(const bf16 *__restrict__ v, int64_t ldv, int6
     __shared__ bf16 tile[32][33];
     int h = blockIdx.z, d0 = blockIdx.y * 32, j0 = blockIdx.x * 32;
     int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; /* 32 × 8 threads */
-    for (int k = ty; k < 32; k += 8) {
-        int j = j0 + k;
-        tile[k][tx] = j < keys ? v[(int64_t)j * ldv + (int64_t)h * hsv + d0 + tx] : __float2bfloat16_rn(0.f);
-    }
+    attn_vt_tile_load(tile, v, ldv, hsv, keys, h, d0, j0, tx, ty);
     /* this thread's key j0 + tx: its sequence by binary search, its column */
     int j = j0 + tx, col = -1;
     if (j < keys && j >= cu_k[0] && j < cu_k[n_seqs]) {

@@ -81,6 +81,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "kernels/attn_common.cuh"
 #include "kernels/common.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/mmk_fa3.h"
@@ -334,14 +335,7 @@ __device__ __forceinline__ void fa3_pack_p(uint32_t (&pa)[KB / 4], const float (
 {
     if constexpr (PV8) {
         static_assert(KB == kBN, "e4m3 P is built for 128-key tiles");
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const float *a = &sc[16 * kk];
-            pa[kk * 4 + 0] = mmk_pack_e4m3x4(a[0], a[1], a[4], a[5]);
-            pa[kk * 4 + 1] = mmk_pack_e4m3x4(a[2], a[3], a[6], a[7]);
-            pa[kk * 4 + 2] = mmk_pack_e4m3x4(a[8], a[9], a[12], a[13]);
-            pa[kk * 4 + 3] = mmk_pack_e4m3x4(a[10], a[11], a[14], a[15]);
-        }
+        mmk_pack_p_e4m3(pa, sc);
     } else {
 #pragma unroll
         for (int kk = 0; kk < KB / 16; kk++) {
@@ -378,6 +372,61 @@ __device__ __forceinline__ void fa3_scores_lean(int32_t (&si)[64], float (&sc)[6
         fa3_softmax_i32_lean<true>(si, sc, m, mref, corr, sl, j * kBN, seq, t);
     else
         fa3_softmax_i32_lean<false>(si, sc, m, mref, corr, sl, j * kBN, seq, t);
+}
+
+/* The consumer's steps in the kernel's precision (FAST: int8 scores si, e4m3 P·V into the fresh ot; exact:
+ * bf16 scores sc, P·V into o); the array sizes are the kernel's (those a mode does not use are 1). */
+template <bool FAST, int NSI, int NSC>
+__device__ __forceinline__ void fa3_issue_s(int32_t (&si)[NSI], float (&sc)[NSC], uint32_t q_addr, uint32_t k_addr)
+{
+    if constexpr (FAST)
+        fa3_issue_s_i8(si, q_addr, k_addr);
+    else
+        fa3_issue_s_bf16(sc, q_addr, k_addr);
+}
+
+template <bool FAST, int NOT, int NPA>
+__device__ __forceinline__ void fa3_issue_pv(float (&ot)[NOT], float (&o)[64], const uint32_t (&pa)[NPA], uint32_t v_addr)
+{
+    if constexpr (FAST)
+        fa3_issue_pv_lean(ot, pa, v_addr);
+    else
+        fa3_issue_pv_bf16(o, pa, v_addr);
+}
+
+/* The scores the wgmma wrote: fenced before registers are read. */
+template <bool FAST, int NSI, int NSC> __device__ __forceinline__ void fa3_fence_s(int32_t (&si)[NSI], float (&sc)[NSC])
+{
+    if constexpr (FAST)
+        mmk_fence_regs(si);
+    else
+        mmk_fence_regs(sc);
+}
+
+/* The softmax of tile j (its first key j·KB). */
+template <bool FAST, int KB, int NSI, int NSC>
+__device__ __forceinline__ void fa3_softmax(int32_t (&si)[NSI], float (&sc)[NSC], float (&m)[2], float (&mref)[2],
+                                            float (&l)[2], float (&corr)[2], const float (&sl_row)[2], const float *ks,
+                                            int j, int seq, int t)
+{
+    if constexpr (FAST)
+        fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, j, seq, t);
+    else
+        fa3_softmax_f32(sc, m, l, corr, sl_row, j * KB, seq, t);
+}
+
+/* After a P·V has completed: its accumulators fenced; fast mode folds ot (and its row sums) into o and l at
+ * corr_prev (o was relative to the max of the tile before ot's). */
+template <bool FAST, int NOT>
+__device__ __forceinline__ void fa3_join_pv(float (&o)[64], float (&l)[2], float (&ot)[NOT], const float (&corr_prev)[2])
+{
+    if constexpr (FAST) {
+        mmk_fence_regs(ot);
+        mmk_fence_regs(o);
+        fa3_fold_lean(o, l, ot, corr_prev);
+    } else {
+        mmk_fence_regs(o);
+    }
 }
 #endif
 
@@ -489,22 +538,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     mmk_mbar_wait_ns(FULL_K(0), 0, p.sleep_consumer);
     mmk_bar_sync(bar_mine, 256);
     mmk_wgmma_fence();
-    if constexpr (FAST)
-        fa3_issue_s_i8(si, q_addr, sK);
-    else
-        fa3_issue_s_bf16(sc, q_addr, sK);
+    fa3_issue_s<FAST>(si, sc, q_addr, sK);
     mmk_wgmma_commit();
     mmk_bar_arrive(bar_other, 256);
     mmk_wgmma_wait<0>();
-    if constexpr (FAST)
-        mmk_fence_regs(si);
-    else
-        mmk_fence_regs(sc);
+    fa3_fence_s<FAST>(si, sc);
     mmk_mbar_arrive(EMPTY_K(0));
-    if constexpr (FAST)
-        fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, 0, p.seq_kv, t);
-    else
-        fa3_softmax_f32(sc, m, l, corr, sl_row, 0, p.seq_kv, t);
+    fa3_softmax<FAST, KB>(si, sc, m, mref, l, corr, sl_row, ks, 0, p.seq_kv, t);
     corr_prev[0] = corr[0];
     corr_prev[1] = corr[1];
     fa3_pack_p<FAST, KB>(pa, sc);
@@ -515,40 +555,24 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_wait_ns(FULL_V(sp), ((j - 1) / kStages) & 1, p.sleep_consumer);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
-        if constexpr (FAST)
-            fa3_issue_s_i8(si, q_addr, sK + s * TK);
-        else
-            fa3_issue_s_bf16(sc, q_addr, sK + s * TK);
+        fa3_issue_s<FAST>(si, sc, q_addr, sK + s * TK);
         mmk_wgmma_commit();
-        if constexpr (FAST)
-            fa3_issue_pv_lean(ot, pa, sV + sp * TVS);
-        else
-            fa3_issue_pv_bf16(o, pa, sV + sp * TVS);
+        fa3_issue_pv<FAST>(ot, o, pa, sV + sp * TVS);
         mmk_wgmma_commit();
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<1>(); /* S_j done; P·V of tile j − 1 may still run */
-        if constexpr (FAST)
-            mmk_fence_regs(si);
-        else
-            mmk_fence_regs(sc);
+        fa3_fence_s<FAST>(si, sc);
         mmk_mbar_arrive(EMPTY_K(s));
-        if constexpr (FAST)
-            fa3_scores_lean(si, sc, m, mref, corr, sl_row, ks, j, p.seq_kv, t);
-        else
-            fa3_softmax_f32(sc, m, l, corr, sl_row, j * KB, p.seq_kv, t);
+        fa3_softmax<FAST, KB>(si, sc, m, mref, l, corr, sl_row, ks, j, p.seq_kv, t);
         mmk_wgmma_wait<0>();
         /* P·V read pa from registers until now: keep them from being reused
          * for anything written meanwhile (sc above) */
         mmk_fence_regs(pa);
+        fa3_join_pv<FAST>(o, l, ot, corr_prev); /* fast: o was relative to the max of tile j − 2, ot to j − 1's */
         if constexpr (FAST) {
-            mmk_fence_regs(ot);
-            mmk_fence_regs(o);
-            /* o was relative to the max of tile j − 2, ot to that of j − 1 */
-            fa3_fold_lean(o, l, ot, corr_prev);
             corr_prev[0] = corr[0];
             corr_prev[1] = corr[1];
         } else {
-            mmk_fence_regs(o);
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 o[i] *= corr[(i >> 1) & 1];
@@ -563,21 +587,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         mmk_mbar_wait_ns(FULL_V(sl_), ((n_kb - 1) / kStages) & 1, p.sleep_consumer);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
-        if constexpr (FAST)
-            fa3_issue_pv_lean(ot, pa, sV + sl_ * TVS);
-        else
-            fa3_issue_pv_bf16(o, pa, sV + sl_ * TVS);
+        fa3_issue_pv<FAST>(ot, o, pa, sV + sl_ * TVS);
         mmk_wgmma_commit();
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<0>();
         mmk_fence_regs(pa);
-        if constexpr (FAST) {
-            mmk_fence_regs(ot);
-            mmk_fence_regs(o);
-            fa3_fold_lean(o, l, ot, corr_prev);
-        } else {
-            mmk_fence_regs(o);
-        }
+        fa3_join_pv<FAST>(o, l, ot, corr_prev);
         mmk_mbar_arrive(EMPTY_V(sl_));
     }
     if (cw == 0)
@@ -649,13 +664,6 @@ __device__ __forceinline__ void unpack8(const bf16 *src, float *v)
         v[i] = __bfloat162float(b[i]);
 }
 
-__device__ __forceinline__ uint32_t pack_i8x4(float a, float b, float c, float d)
-{
-    /* the products are inside ±127 by construction; the clamp guards rounding */
-    auto q = [](float x) { return (uint32_t)(uint8_t)(int8_t)max(-127, min(127, __float2int_rn(x))); };
-    return q(a) | q(b) << 8 | q(c) << 16 | q(d) << 24;
-}
-
 /* Fast mode, k and v statistics over all keys, per (kv head, channel), in
  * two deterministic passes (no float atomics: the same inputs give the same
  * bits): partial sums of k and v and the extremes of v over blocks of
@@ -679,25 +687,15 @@ __global__ void __launch_bounds__(kD) k_fa3_kv_partial(const bf16 *__restrict__ 
         mx = fmaxf(mx, vv);
         mn = fminf(mn, vv);
     }
-    float *out = part + ((int64_t)b * heads_kv + hk) * 4 * kD;
-    out[c] = sk;
-    out[kD + c] = sv;
-    out[2 * kD + c] = mx;
-    out[3 * kD + c] = mn;
+    mmk_kv_partial_store(part, b, heads_kv, hk, c, sk, sv, mx, mn);
 }
 
 __global__ void __launch_bounds__(kD) k_fa3_kv_finish(const float *__restrict__ part, int n_parts, int heads_kv,
                                                       int seq, float *__restrict__ stats)
 {
     const int c = threadIdx.x, hk = blockIdx.x;
-    float sk = 0.f, sv = 0.f, mx = -INFINITY, mn = INFINITY;
-    for (int b = 0; b < n_parts; b++) {
-        const float *in = part + ((int64_t)b * heads_kv + hk) * 4 * kD;
-        sk += in[c];
-        sv += in[kD + c];
-        mx = fmaxf(mx, in[2 * kD + c]);
-        mn = fminf(mn, in[3 * kD + c]);
-    }
+    float sk, sv, mx, mn;
+    mmk_kv_partial_sum(part, n_parts, heads_kv, hk, c, sk, sv, mx, mn);
     const float k_mean = sk / (float)seq, v_mean = sv / (float)seq;
     const float amax = fmaxf(mx - v_mean, v_mean - mn);
     const int64_t plane = (int64_t)heads_kv * kD, at = (int64_t)hk * kD + c;
@@ -738,10 +736,7 @@ __global__ void __launch_bounds__(256) k_fa3_quant_q(const bf16 *__restrict__ q,
     if (!live)
         return;
     const float inv = amax > 0.f ? kI8Max / amax : 0.f;
-    uint2 w;
-    w.x = pack_i8x4(v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv);
-    w.y = pack_i8x4(v[4] * inv, v[5] * inv, v[6] * inv, v[7] * inv);
-    *reinterpret_cast<uint2 *>(q8 + (int64_t)row * heads * kD + (int64_t)h * kD + part * 8) = w;
+    *reinterpret_cast<uint2 *>(q8 + (int64_t)row * heads * kD + (int64_t)h * kD + part * 8) = mmk_i8x8(v, inv);
 }
 
 /* Fast mode, k: k − mean (stats[0][hk]) as int8 per (kv head, tile of 128
@@ -786,24 +781,11 @@ __global__ void __launch_bounds__(256) k_fa3_quant_k(const bf16 *__restrict__ k,
         int r = (threadIdx.x + i * 256) >> 4, row = b * kBN + r;
         if (row >= seq)
             continue;
-        const float *a = &v[i * 8];
-        uint2 w;
-        w.x = pack_i8x4(a[0] * inv, a[1] * inv, a[2] * inv, a[3] * inv);
-        w.y = pack_i8x4(a[4] * inv, a[5] * inv, a[6] * inv, a[7] * inv);
-        *reinterpret_cast<uint2 *>(k8 + (int64_t)row * heads_kv * kD + (int64_t)hk * kD + c0) = w;
+        *reinterpret_cast<uint2 *>(k8 + (int64_t)row * heads_kv * kD + (int64_t)hk * kD + c0) = mmk_i8x8(&v[i * 8], inv);
     }
 }
 
-/* Key order inside a group of 32 in the e4m3 Vᵀ copy: logical column
- * k = 4t + i (+16) holds key 2t + i for i < 2, 8 + 2t + (i − 2) otherwise
- * (+16) — the keys thread t of a quad holds in its score accumulators. */
-__device__ __forceinline__ int fa3_perm32(int k)
-{
-    int hi = k & 16, t = (k & 15) >> 2, i = k & 3;
-    return hi + (i < 2 ? 2 * t + i : 8 + 2 * t + i - 2);
-}
-
-/* Fast mode, v: vt8[(h·128 + d)·ld_vt + 32b + k] = e4m3((v[32b + perm(k), h, d]
+/* Fast mode, v: vt8[(h·128 + d)·ld_vt + 32b + k] = e4m3((v[32b + mmk_perm32(k), h, d]
  * − mean[h, d]) · factor[h, d]) (stats[1][h] and [3][h]), zero for keys
  * past seq (the copy is ld_vt = whole tiles wide). */
 __global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ v, int64_t ldv, int seq, int heads_kv,
@@ -833,12 +815,7 @@ __global__ void __launch_bounds__(256) k_fa3_v_quant_t(const bf16 *__restrict__ 
             tile[key][d0 + e] = x[e];
     }
     __syncthreads();
-    for (int it = threadIdx.x; it < kD * 8; it += 256) {
-        int d = it >> 3, c = it & 7;
-        uint32_t w = mmk_pack_e4m3x4(tile[fa3_perm32(4 * c)][d], tile[fa3_perm32(4 * c + 1)][d],
-                                     tile[fa3_perm32(4 * c + 2)][d], tile[fa3_perm32(4 * c + 3)][d]);
-        *reinterpret_cast<uint32_t *>(vt8 + ((int64_t)h * kD + d) * ld_vt + j0 + 4 * c) = w;
-    }
+    mmk_store_vt8_tile(tile, vt8, h, ld_vt, j0);
 #else
     (void)v, (void)ldv, (void)seq, (void)heads_kv, (void)stats, (void)vt8, (void)ld_vt;
     __trap();
@@ -861,29 +838,7 @@ int launch(const CUtensorMap &q, const CUtensorMap &k, const CUtensorMap &v, con
 
 bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* Device temporaries of one call, returned once the work is queued (every
- * user is on the same stream). */
-struct Temps {
-    int dev;
-    void *p[8];
-    int n;
-    void *get(size_t bytes, mm_error *err)
-    {
-        if (n == 8) {
-            mm_fail(err, "attention (fa3): too many temporaries");
-            return nullptr;
-        }
-        void *q = mm_cuda_malloc(dev, bytes ? bytes : 16, err);
-        if (q)
-            p[n++] = q;
-        return q;
-    }
-    ~Temps()
-    {
-        for (int i = 0; i < n; i++)
-            mm_cuda_free(dev, p[i]);
-    }
-};
+using Temps = MmkTemps<8>;
 
 /* Exact mode's transposed bf16 V (seq_kv keys) and its tensor map. */
 int prepare_vt_bf16(Temps &tmp, const mmk_fa3 *a, int seq_kv, cudaStream_t s, CUtensorMap *mv, mm_error *err)
@@ -947,7 +902,7 @@ extern "C" int mmk_fa3_run(int dev, mmk_stream st, const mmk_fa3 *a, mm_error *e
     p.sleep_consumer = 0;
     p.o = (bf16 *)a->o;
     p.ldo = a->ldo;
-    Temps tmp = {dev, {nullptr}, 0};
+    Temps tmp = {dev, "attention (fa3)", {nullptr}, 0};
     CUtensorMap mq, mk, mv;
     if (!fast) {
         if (prepare_vt_bf16(tmp, a, seq_kv, s, &mv, err) ||

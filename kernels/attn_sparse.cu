@@ -946,6 +946,132 @@ struct SpConsumer {
             sp_softmax<false, false>(sc, m, l, corr, s2, off, im, t);
     }
 };
+
+/* The 13 mbarriers of both Hopper kernels, at bQ: Q full; K full ×2, K empty ×2 (one K stage per consumer);
+ * Vᵀ full ×4, Vᵀ empty ×4 (two per consumer). Macros rather than functions: the kernels' address arithmetic
+ * stays as the compiler folded it in place. */
+#define SP_FULL_K(c) (bQ + 8u * (1 + (c)))
+#define SP_EMPTY_K(c) (bQ + 8u * (3 + (c)))
+#define SP_FULL_V(s) (bQ + 8u * (5 + (s)))
+#define SP_EMPTY_V(s) (bQ + 8u * (9 + (s)))
+
+/* By thread 0, the CTA waiting: one arrival completes a full barrier (the producer's, with the TMA bytes), a
+ * consumer's 128 threads an empty one. */
+__device__ __forceinline__ void sp_init_bars(uint32_t bQ)
+{
+    if (threadIdx.x == 0) {
+        mmk_mbar_init(bQ, 1);
+        for (int c = 0; c < 2; c++) {
+            mmk_mbar_init(SP_FULL_K(c), 1);
+            mmk_mbar_init(SP_EMPTY_K(c), 128);
+        }
+        for (int s = 0; s < 4; s++) {
+            mmk_mbar_init(SP_FULL_V(s), 1);
+            mmk_mbar_init(SP_EMPTY_V(s), 128);
+        }
+        mmk_mbar_init_fence();
+    }
+    __syncthreads();
+}
+
+/* A producer thread's next item j: its two key blocks b0, b1 from the cursor (past the other consumer's
+ * groups first; at_group: the group the cursor stands before), or b0 = b1 = −1 for a centroid tile. A last
+ * group of one block loads it twice, the copy masked. */
+__device__ __forceinline__ void sp_item_blocks(SpCursor &cur, int &at_group, int j, int n_ct, int &b0, int &b1)
+{
+    b0 = -1;
+    b1 = -1;
+    if (j >= n_ct) {
+        for (const int g = j - n_ct; at_group < g; at_group++) {
+            cur.next();
+            cur.next();
+        }
+        b0 = cur.next();
+        b1 = cur.next();
+        at_group++;
+        if (b1 < 0)
+            b1 = b0;
+    }
+}
+
+/* Item j's Vᵀ stage at vst (its two 64-key slots `slot` bytes apart): a centroid tile's 128 columns of tmVC
+ * or blocks b0 and b1 of tmV. */
+__device__ __forceinline__ void sp_load_v_item(uint32_t vst, int slot, const CUtensorMap *tmV, const CUtensorMap *tmVC,
+                                               uint32_t full, int j, int b0, int b1, int hk)
+{
+    if (b0 < 0) {
+        mmk_tma_load_2d(vst, tmVC, full, j * kHItem, hk * kD);
+        mmk_tma_load_2d(vst + slot, tmVC, full, j * kHItem + kB, hk * kD);
+    } else {
+        mmk_tma_load_2d(vst, tmV, full, b0 * kB, hk * kD);
+        mmk_tma_load_2d(vst + slot, tmV, full, b1 * kB, hk * kD);
+    }
+}
+
+/* The producer's Vᵀ half of its lt-th item j: stage 2c + (lt & 1) (`stage` bytes each, from sV), once its
+ * consumer has released it. */
+__device__ __forceinline__ void sp_produce_v(uint32_t bQ, uint32_t sV, int stage, int slot, int c, int lt,
+                                             const CUtensorMap *tmV, const CUtensorMap *tmVC, int j, int b0, int b1,
+                                             int hk)
+{
+    const int vs = 2 * c + (lt & 1);
+    const uint32_t vst = sV + vs * stage;
+    mmk_mbar_wait(SP_EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
+    mmk_mbar_expect_tx(SP_FULL_V(vs), stage);
+    sp_load_v_item(vst, slot, tmV, tmVC, SP_FULL_V(vs), j, b0, b1, hk);
+}
+
+/* The producer thread of consumer 0 first: the five maps prefetched. */
+__device__ __forceinline__ void sp_prefetch_maps(const CUtensorMap *q, const CUtensorMap *k, const CUtensorMap *v,
+                                                 const CUtensorMap *kc, const CUtensorMap *vc)
+{
+    mmk_tma_prefetch_map(q);
+    mmk_tma_prefetch_map(k);
+    mmk_tma_prefetch_map(v);
+    mmk_tma_prefetch_map(kc);
+    mmk_tma_prefetch_map(vc);
+}
+
+/* The two consumers' states meet at the end: l summed over the quad, then consumer 1 leaves its o (spill,
+ * a stage idle by then), m and l (ml) in shared memory and returns false; consumer 0 waits for them and
+ * returns true. */
+__device__ __forceinline__ bool sp_merge_exchange(int cw, const float (&o)[64], const float (&m)[2], float (&l)[2],
+                                                  float *spill, float (*ml)[4], int tw)
+{
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] = mmk_quad_sum(l[r]);
+    }
+    if (cw == 1) {
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            spill[i * 128 + tw] = o[i];
+        ml[tw][0] = m[0];
+        ml[tw][1] = m[1];
+        ml[tw][2] = l[0];
+        ml[tw][3] = l[1];
+        mmk_bar_arrive(3, 256);
+        return false;
+    }
+    mmk_bar_sync(3, 256);
+    return true;
+}
+
+/* Row r of the merge: the common max M and each consumer's weight (a0 this one's, a1 consumer 1's, whose
+ * row sum is l1). */
+struct SpMergeRow {
+    float M, a0, a1, l1;
+};
+__device__ __forceinline__ SpMergeRow sp_merge_row(float m0, const float (&ml)[4], int r)
+{
+    SpMergeRow w;
+    const float m1 = ml[r];
+    w.l1 = ml[2 + r];
+    w.M = fmaxf(m0, m1);
+    w.a0 = m0 == -INFINITY ? 0.f : mmk_exp2_approx(m0 - w.M);
+    w.a1 = m1 == -INFINITY ? 0.f : mmk_exp2_approx(m1 - w.M);
+    return w;
+}
 #endif
 
 __global__ void __launch_bounds__(kHThreads, 1)
@@ -959,31 +1085,14 @@ __global__ void __launch_bounds__(kHThreads, 1)
     __shared__ float merge_ml[128][4];
     unsigned char *base = (unsigned char *)(((uintptr_t)spf_smem + 1023) & ~(uintptr_t)1023);
     const uint32_t sQ = mmk_smem_addr(base), sK = sQ + kHQ, sV = sK + 2 * kHK;
-    /* barriers: Q full; K full ×2, K empty ×2 (one K stage per consumer); Vᵀ full ×4, Vᵀ empty ×4 (two per consumer) */
     const uint32_t bQ = mmk_smem_addr(&bars[0]);
-#define FULL_K(c) (bQ + 8u * (1 + (c)))
-#define EMPTY_K(c) (bQ + 8u * (3 + (c)))
-#define FULL_V(s) (bQ + 8u * (5 + (s)))
-#define EMPTY_V(s) (bQ + 8u * (9 + (s)))
     const int ib = blockIdx.x, h = blockIdx.y, hk = h / (p.H / p.Hkv);
     const uint32_t *mrow = p.mask + ((int64_t)ib * p.H + h) * p.W;
     const int count = p.count[(int64_t)ib * p.H + h];
     const int n_ct = p.approximate && count < p.NT ? (p.NT + kHItem - 1) / kHItem : 0;
     const int n_groups = p.state ? 0 : (count + 1) / 2, n_items = n_ct + n_groups;
 
-    if (threadIdx.x == 0) {
-        mmk_mbar_init(bQ, 1);
-        for (int c = 0; c < 2; c++) {
-            mmk_mbar_init(FULL_K(c), 1);
-            mmk_mbar_init(EMPTY_K(c), 128);
-        }
-        for (int s = 0; s < 4; s++) {
-            mmk_mbar_init(FULL_V(s), 1);
-            mmk_mbar_init(EMPTY_V(s), 128);
-        }
-        mmk_mbar_init_fence();
-    }
-    __syncthreads();
+    sp_init_bars(bQ);
 
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
@@ -992,11 +1101,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
         if ((threadIdx.x & 31) == 0 && threadIdx.x < 64) {
             const int c = threadIdx.x >> 5;
             if (c == 0) {
-                mmk_tma_prefetch_map(&tmQ);
-                mmk_tma_prefetch_map(&tmK);
-                mmk_tma_prefetch_map(&tmV);
-                mmk_tma_prefetch_map(&tmKC);
-                mmk_tma_prefetch_map(&tmVC);
+                sp_prefetch_maps(&tmQ, &tmK, &tmV, &tmKC, &tmVC);
                 mmk_mbar_expect_tx(bQ, kHQ);
                 mmk_tma_load_2d(sQ, &tmQ, bQ, h * kD, ib * kB);
                 mmk_tma_load_2d(sQ + kHQhalf, &tmQ, bQ, h * kD + 64, ib * kB);
@@ -1006,40 +1111,20 @@ __global__ void __launch_bounds__(kHThreads, 1)
             int at_group = 0; /* the cursor stands before this group's first block */
             const uint32_t kst = sK + c * kHK;
             for (int j = c, lt = 0; j < n_items; j += 2, lt++) {
-                int b0 = -1, b1 = -1;
-                if (j >= n_ct) {
-                    for (const int g = j - n_ct; at_group < g; at_group++) { /* the other consumer's groups */
-                        cur.next();
-                        cur.next();
-                    }
-                    b0 = cur.next();
-                    b1 = cur.next();
-                    at_group++;
-                    if (b1 < 0)
-                        b1 = b0; /* a last group of one block: loaded twice, the copy masked */
-                }
-                mmk_mbar_wait(EMPTY_K(c), (lt & 1) ^ 1);
-                mmk_mbar_expect_tx(FULL_K(c), kHK);
+                int b0, b1;
+                sp_item_blocks(cur, at_group, j, n_ct, b0, b1);
+                mmk_mbar_wait(SP_EMPTY_K(c), (lt & 1) ^ 1);
+                mmk_mbar_expect_tx(SP_FULL_K(c), kHK);
                 if (b0 < 0) {
-                    mmk_tma_load_2d(kst, &tmKC, FULL_K(c), hk * kD, j * kHItem);
-                    mmk_tma_load_2d(kst + kHKhalf, &tmKC, FULL_K(c), hk * kD + 64, j * kHItem);
+                    mmk_tma_load_2d(kst, &tmKC, SP_FULL_K(c), hk * kD, j * kHItem);
+                    mmk_tma_load_2d(kst + kHKhalf, &tmKC, SP_FULL_K(c), hk * kD + 64, j * kHItem);
                 } else {
-                    mmk_tma_load_2d(kst, &tmK, FULL_K(c), hk * kD, b0 * kB);
-                    mmk_tma_load_2d(kst + kHKslot, &tmK, FULL_K(c), hk * kD, b1 * kB);
-                    mmk_tma_load_2d(kst + kHKhalf, &tmK, FULL_K(c), hk * kD + 64, b0 * kB);
-                    mmk_tma_load_2d(kst + kHKhalf + kHKslot, &tmK, FULL_K(c), hk * kD + 64, b1 * kB);
+                    mmk_tma_load_2d(kst, &tmK, SP_FULL_K(c), hk * kD, b0 * kB);
+                    mmk_tma_load_2d(kst + kHKslot, &tmK, SP_FULL_K(c), hk * kD, b1 * kB);
+                    mmk_tma_load_2d(kst + kHKhalf, &tmK, SP_FULL_K(c), hk * kD + 64, b0 * kB);
+                    mmk_tma_load_2d(kst + kHKhalf + kHKslot, &tmK, SP_FULL_K(c), hk * kD + 64, b1 * kB);
                 }
-                const int vs = 2 * c + (lt & 1);
-                const uint32_t vst = sV + vs * kHV;
-                mmk_mbar_wait(EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
-                mmk_mbar_expect_tx(FULL_V(vs), kHV);
-                if (b0 < 0) {
-                    mmk_tma_load_2d(vst, &tmVC, FULL_V(vs), j * kHItem, hk * kD);
-                    mmk_tma_load_2d(vst + kHVatom, &tmVC, FULL_V(vs), j * kHItem + kB, hk * kD);
-                } else {
-                    mmk_tma_load_2d(vst, &tmV, FULL_V(vs), b0 * kB, hk * kD);
-                    mmk_tma_load_2d(vst + kHVatom, &tmV, FULL_V(vs), b1 * kB, hk * kD);
-                }
+                sp_produce_v(bQ, sV, kHV, kHVatom, c, lt, &tmV, &tmVC, j, b0, b1, hk);
             }
         }
         return;
@@ -1070,7 +1155,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     int ph = 0;
     if (n_mine > 0) {
         /* phase 0: S of the first item */
-        mmk_mbar_wait(FULL_K(cw), 0);
+        mmk_mbar_wait(SP_FULL_K(cw), 0);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
         sp_issue_s(sc, sQ, kst);
@@ -1078,16 +1163,16 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<0>();
         mmk_fence_regs(sc);
-        mmk_mbar_arrive(EMPTY_K(cw));
+        mmk_mbar_arrive(SP_EMPTY_K(cw));
         cs.softmax(sc, m, l, corr, cw);
         if (cw < n_ct_u)
-            sp_centroid_residual(o, pa, sc, sV + 2 * cw * kHV, FULL_V(2 * cw), 0);
+            sp_centroid_residual(o, pa, sc, sV + 2 * cw * kHV, SP_FULL_V(2 * cw), 0);
         sp_pack_p(pa, sc);
         /* phases 1 .. n_mine − 1: S of item ph beside P·V of item ph − 1 */
         for (ph = 1; ph < n_mine; ph++) {
             const int vs = 2 * cw + ((ph - 1) & 1);
-            mmk_mbar_wait(FULL_K(cw), ph & 1);
-            mmk_mbar_wait(FULL_V(vs), ((ph - 1) >> 1) & 1);
+            mmk_mbar_wait(SP_FULL_K(cw), ph & 1);
+            mmk_mbar_wait(SP_FULL_V(vs), ((ph - 1) >> 1) & 1);
             mmk_bar_sync(bar_mine, 256);
             mmk_wgmma_fence();
             sp_issue_s(sc, sQ, kst);
@@ -1097,7 +1182,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
             mmk_bar_arrive(bar_other, 256);
             mmk_wgmma_wait<1>(); /* S done; P·V may still run */
             mmk_fence_regs(sc);
-            mmk_mbar_arrive(EMPTY_K(cw));
+            mmk_mbar_arrive(SP_EMPTY_K(cw));
             cs.softmax(sc, m, l, corr, cw + 2 * ph);
             mmk_wgmma_wait<0>();
             mmk_fence_regs(pa);
@@ -1105,15 +1190,15 @@ __global__ void __launch_bounds__(kHThreads, 1)
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 o[i] *= corr[(i >> 1) & 1];
-            mmk_mbar_arrive(EMPTY_V(vs));
+            mmk_mbar_arrive(SP_EMPTY_V(vs));
             if (cw + 2 * ph < n_ct_u)
-                sp_centroid_residual(o, pa, sc, sV + (2 * cw + (ph & 1)) * kHV, FULL_V(2 * cw + (ph & 1)), (ph >> 1) & 1);
+                sp_centroid_residual(o, pa, sc, sV + (2 * cw + (ph & 1)) * kHV, SP_FULL_V(2 * cw + (ph & 1)), (ph >> 1) & 1);
             sp_pack_p(pa, sc);
         }
         /* phase n_mine: the last item's P·V */
         {
             const int vs = 2 * cw + ((ph - 1) & 1);
-            mmk_mbar_wait(FULL_V(vs), ((ph - 1) >> 1) & 1);
+            mmk_mbar_wait(SP_FULL_V(vs), ((ph - 1) >> 1) & 1);
             mmk_bar_sync(bar_mine, 256);
             mmk_wgmma_fence();
             sp_issue_pv(o, pa, sV + vs * kHV);
@@ -1122,7 +1207,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
             mmk_wgmma_wait<0>();
             mmk_fence_regs(pa);
             mmk_fence_regs(o);
-            mmk_mbar_arrive(EMPTY_V(vs));
+            mmk_mbar_arrive(SP_EMPTY_V(vs));
         }
         ph++;
     }
@@ -1134,35 +1219,19 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_sync(1, 256); /* consumer 1's last arrive */
 
     /* ---------------- the two consumers' states merged: O / l, bf16 ---------------- */
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] = mmk_quad_sum(l[r]);
-    }
     const int tw = threadIdx.x & 127;
     float *spill = reinterpret_cast<float *>(base + kHQ + kHK); /* consumer 1's K stage: idle now */
-    if (cw == 1) {
-#pragma unroll
-        for (int i = 0; i < 64; i++)
-            spill[i * 128 + tw] = o[i];
-        merge_ml[tw][0] = m[0];
-        merge_ml[tw][1] = m[1];
-        merge_ml[tw][2] = l[0];
-        merge_ml[tw][3] = l[1];
-        mmk_bar_arrive(3, 256);
+    if (!sp_merge_exchange(cw, o, m, l, spill, merge_ml, tw))
         return;
-    }
-    mmk_bar_sync(3, 256);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const float m1 = merge_ml[tw][r], l1 = merge_ml[tw][2 + r], M = fmaxf(m[r], m1);
-        const float a0 = m[r] == -INFINITY ? 0.f : mmk_exp2_approx(m[r] - M);
-        const float a1 = m1 == -INFINITY ? 0.f : mmk_exp2_approx(m1 - M);
-        const float L = a0 * l[r] + a1 * l1, inv = L > 0.f ? 1.f / L : 0.f;
+        const SpMergeRow w = sp_merge_row(m[r], merge_ml[tw], r);
+        const float a0 = w.a0, a1 = w.a1, L = a0 * l[r] + a1 * w.l1, inv = L > 0.f ? 1.f / L : 0.f;
         const int row = ib * kB + warp * 16 + g + 8 * r;
         if (row >= p.seq)
             continue;
         if (p.state && t == 0)
-            p.state[(int64_t)row * p.H + h] = make_float2(L > 0.f ? M : -INFINITY, L);
+            p.state[(int64_t)row * p.H + h] = make_float2(L > 0.f ? w.M : -INFINITY, L);
         bf16 *orow = p.o + (int64_t)row * p.ldo + (int64_t)h * kD;
 #pragma unroll
         for (int dt = 0; dt < 16; dt++) {
@@ -1172,10 +1241,6 @@ __global__ void __launch_bounds__(kHThreads, 1)
             *reinterpret_cast<__nv_bfloat162 *>(orow + dt * 8 + 2 * t) = __floats2bfloat162_rn(v0, v1);
         }
     }
-#undef FULL_K
-#undef EMPTY_K
-#undef FULL_V
-#undef EMPTY_V
 #else
     (void)p;
     __trap(); /* never launched: the host picks this kernel only on sm_90 with sm_90a code */
@@ -1230,11 +1295,7 @@ __global__ void __launch_bounds__(kD) k_spf_kv_partial(const bf16 *__restrict__ 
         mx = fmaxf(mx, vv);
         mn = fminf(mn, vv);
     }
-    float *out = part + ((int64_t)b * Hkv + hk) * 4 * kD;
-    out[c] = sk;
-    out[kD + c] = sv;
-    out[2 * kD + c] = mx;
-    out[3 * kD + c] = mn;
+    mmk_kv_partial_store(part, b, Hkv, hk, c, sk, sv, mx, mn);
 }
 
 /* stats [6][Hkv·128]: k mean, v mean, v scale (amax of v − mean over 448), v factor (its inverse, 0 for a
@@ -1243,14 +1304,8 @@ __global__ void __launch_bounds__(kD) k_spf_kv_finish(const float *__restrict__ 
                                                      const bf16 *__restrict__ vc, int NT, float *__restrict__ stats)
 {
     const int c = threadIdx.x, hk = blockIdx.x;
-    float sk = 0.f, sv = 0.f, mx = -INFINITY, mn = INFINITY;
-    for (int b = 0; b < n_parts; b++) {
-        const float *in = part + ((int64_t)b * Hkv + hk) * 4 * kD;
-        sk += in[c];
-        sv += in[kD + c];
-        mx = fmaxf(mx, in[2 * kD + c]);
-        mn = fminf(mn, in[3 * kD + c]);
-    }
+    float sk, sv, mx, mn;
+    mmk_kv_partial_sum(part, n_parts, Hkv, hk, c, sk, sv, mx, mn);
     const float km = sk / (float)seq, vm = sv / (float)seq, amax = fmaxf(mx - vm, vm - mn);
     float camax = 0.f;
     for (int n = 0; n < NT; n++)
@@ -1262,12 +1317,6 @@ __global__ void __launch_bounds__(kD) k_spf_kv_finish(const float *__restrict__ 
     stats[3 * plane + at] = amax > 0.f ? kSpE4 / amax : 0.f;
     stats[4 * plane + at] = camax > 0.f ? camax / kSpE4 : 1.f;
     stats[5 * plane + at] = camax > 0.f ? kSpE4 / camax : 0.f;
-}
-
-__device__ __forceinline__ uint32_t spf_pack_i8x4(float a, float b, float c, float d)
-{
-    auto q = [](float x) { return (uint32_t)(uint8_t)(int8_t)max(-127, min(127, __float2int_rn(x))); };
-    return q(a) | q(b) << 8 | q(c) << 16 | q(d) << 24;
 }
 
 /* q as int8 per (row, head): scales [H][rows_pad] (amax / 127; 1 for a zero row or one past seq). 16
@@ -1293,10 +1342,7 @@ __global__ void __launch_bounds__(256) k_spf_quant_q(const bf16 *__restrict__ q,
     if (!live)
         return;
     const float inv = amax > 0.f ? kSpI8 / amax : 0.f;
-    uint2 w;
-    w.x = spf_pack_i8x4(x[0] * inv, x[1] * inv, x[2] * inv, x[3] * inv);
-    w.y = spf_pack_i8x4(x[4] * inv, x[5] * inv, x[6] * inv, x[7] * inv);
-    *reinterpret_cast<uint2 *>(q8 + (int64_t)row * H * kD + (int64_t)h * kD + part * 8) = w;
+    *reinterpret_cast<uint2 *>(q8 + (int64_t)row * H * kD + (int64_t)h * kD + part * 8) = mmk_i8x8(x, inv);
 }
 
 /* qkm[row·H + h] = s2·q[row, h]·(k mean of its kv head): a warp per (row, head), 4 dims a lane. */
@@ -1351,20 +1397,8 @@ __global__ void __launch_bounds__(256) k_spf_quant_rows(const bf16 *__restrict__
         const int row = b * ROWS + ((threadIdx.x + i * 256) >> 4);
         if (row >= n_rows)
             continue;
-        const float *a = &x[i * 8];
-        uint2 w;
-        w.x = spf_pack_i8x4(a[0] * inv, a[1] * inv, a[2] * inv, a[3] * inv);
-        w.y = spf_pack_i8x4(a[4] * inv, a[5] * inv, a[6] * inv, a[7] * inv);
-        *reinterpret_cast<uint2 *>(dst + (int64_t)row * Hkv * kD + (int64_t)hk * kD + c0) = w;
+        *reinterpret_cast<uint2 *>(dst + (int64_t)row * Hkv * kD + (int64_t)hk * kD + c0) = mmk_i8x8(&x[i * 8], inv);
     }
-}
-
-/* Key order inside a group of 32 in the e4m3 Vᵀ copies (fa3's): logical column k = 4t + i (+16) holds key
- * 2t + i for i < 2, 8 + 2t + i − 2 otherwise (+16) — the keys thread t of a quad holds in its scores. */
-__device__ __forceinline__ int spf_perm32(int k)
-{
-    const int hi = k & 16, t = (k & 15) >> 2, i = k & 3;
-    return hi + (i < 2 ? 2 * t + i : 8 + 2 * t + i - 2);
 }
 
 /* v (rows of one token; block_seq 0) or vc (rows of a block; block_seq = seq: weight len = its rows)
@@ -1388,12 +1422,7 @@ __global__ void __launch_bounds__(256) k_spf_v_quant_t(const bf16 *__restrict__ 
         tile[key][d] = x;
     }
     __syncthreads();
-    for (int it = threadIdx.x; it < kD * 8; it += 256) {
-        const int d = it >> 3, c = it & 7;
-        const uint32_t w = mmk_pack_e4m3x4(tile[spf_perm32(4 * c)][d], tile[spf_perm32(4 * c + 1)][d],
-                                           tile[spf_perm32(4 * c + 2)][d], tile[spf_perm32(4 * c + 3)][d]);
-        *reinterpret_cast<uint32_t *>(dst + ((int64_t)hk * kD + d) * ld_dst + j0 + 4 * c) = w;
-    }
+    mmk_store_vt8_tile(tile, dst, hk, ld_dst, j0);
 #else
     (void)src, (void)ld_src, (void)n_rows, (void)Hkv, (void)mean, (void)factor, (void)block_seq, (void)dst, (void)ld_dst;
     __trap();
@@ -1447,19 +1476,6 @@ __device__ __forceinline__ void spf_issue_pv(float (&ot)[64], const uint32_t (&p
 
 /* int32 sum → float, exactly for |a| < 2²² (fa3_i2f). */
 __device__ __forceinline__ float spf_i2f(int32_t a) { return __uint_as_float((uint32_t)a + 0x4B400000u) - 12582912.f; }
-
-/* Probabilities → e4m3 A fragments in the permuted order of the Vᵀ copy (fa3_pack_p<true>). */
-__device__ __forceinline__ void spf_pack_p(uint32_t (&pa)[16], const float (&sc)[64])
-{
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        const float *a = &sc[16 * kk];
-        pa[kk * 4 + 0] = mmk_pack_e4m3x4(a[0], a[1], a[4], a[5]);
-        pa[kk * 4 + 1] = mmk_pack_e4m3x4(a[2], a[3], a[6], a[7]);
-        pa[kk * 4 + 2] = mmk_pack_e4m3x4(a[8], a[9], a[12], a[13]);
-        pa[kk * 4 + 3] = mmk_pack_e4m3x4(a[10], a[11], a[14], a[15]);
-    }
-}
 
 /* o (relative to the max before the previous item) carried to the max after it, plus that item's P·V:
  * o = o·corr + ot, a centroid tile's ot at vc's channel scale over v's. */
@@ -1582,29 +1598,13 @@ __global__ void __launch_bounds__(kHThreads, 1)
     unsigned char *base = (unsigned char *)(((uintptr_t)spq_smem + 1023) & ~(uintptr_t)1023);
     const uint32_t sQ = mmk_smem_addr(base), sK = sQ + kFQ, sV = sK + 2 * kFK;
     const uint32_t bQ = mmk_smem_addr(&bars[0]);
-#define FULL_K(c) (bQ + 8u * (1 + (c)))
-#define EMPTY_K(c) (bQ + 8u * (3 + (c)))
-#define FULL_V(s) (bQ + 8u * (5 + (s)))
-#define EMPTY_V(s) (bQ + 8u * (9 + (s)))
     const int ib = blockIdx.x, h = blockIdx.y, hk = h / (p.H / p.Hkv);
     const uint32_t *mrow = p.mask + ((int64_t)ib * p.H + h) * p.W;
     const int count = p.count[(int64_t)ib * p.H + h];
     const int n_ct = p.approximate && count < p.NT ? p.n_ct_tiles : 0;
     const int n_groups = (count + 1) / 2, n_items = n_ct + n_groups;
 
-    if (threadIdx.x == 0) {
-        mmk_mbar_init(bQ, 1);
-        for (int c = 0; c < 2; c++) {
-            mmk_mbar_init(FULL_K(c), 1);
-            mmk_mbar_init(EMPTY_K(c), 128);
-        }
-        for (int s = 0; s < 4; s++) {
-            mmk_mbar_init(FULL_V(s), 1);
-            mmk_mbar_init(EMPTY_V(s), 128);
-        }
-        mmk_mbar_init_fence();
-    }
-    __syncthreads();
+    sp_init_bars(bQ);
 
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
@@ -1613,11 +1613,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
         if ((threadIdx.x & 31) == 0 && threadIdx.x < 64) {
             const int c = threadIdx.x >> 5;
             if (c == 0) {
-                mmk_tma_prefetch_map(&tmQ);
-                mmk_tma_prefetch_map(&tmK);
-                mmk_tma_prefetch_map(&tmV);
-                mmk_tma_prefetch_map(&tmKC);
-                mmk_tma_prefetch_map(&tmVC);
+                sp_prefetch_maps(&tmQ, &tmK, &tmV, &tmKC, &tmVC);
                 mmk_mbar_expect_tx(bQ, kFQ);
                 mmk_tma_load_2d(sQ, &tmQ, bQ, h * kD, ib * kB);
             }
@@ -1626,40 +1622,20 @@ __global__ void __launch_bounds__(kHThreads, 1)
             int at_group = 0;
             const uint32_t kst = sK + c * kFK;
             for (int j = c, lt = 0; j < n_items; j += 2, lt++) {
-                int b0 = -1, b1 = -1;
-                if (j >= n_ct) {
-                    for (const int g = j - n_ct; at_group < g; at_group++) {
-                        cur.next();
-                        cur.next();
-                    }
-                    b0 = cur.next();
-                    b1 = cur.next();
-                    at_group++;
-                    if (b1 < 0)
-                        b1 = b0;
-                }
-                mmk_mbar_wait(EMPTY_K(c), (lt & 1) ^ 1);
+                int b0, b1;
+                sp_item_blocks(cur, at_group, j, n_ct, b0, b1);
+                mmk_mbar_wait(SP_EMPTY_K(c), (lt & 1) ^ 1);
                 /* written before the stage's arrival (release): the consumer reads them after its wait */
                 item_scale[c][0] = b0 < 0 ? p.kc_scale[(int64_t)hk * p.n_ct_tiles + j] : p.k_scale[(int64_t)hk * p.NT + b0];
                 item_scale[c][1] = b0 < 0 ? item_scale[c][0] : p.k_scale[(int64_t)hk * p.NT + b1];
-                mmk_mbar_expect_tx(FULL_K(c), kFK);
+                mmk_mbar_expect_tx(SP_FULL_K(c), kFK);
                 if (b0 < 0) {
-                    mmk_tma_load_2d(kst, &tmKC, FULL_K(c), hk * kD, j * kHItem);
+                    mmk_tma_load_2d(kst, &tmKC, SP_FULL_K(c), hk * kD, j * kHItem);
                 } else {
-                    mmk_tma_load_2d(kst, &tmK, FULL_K(c), hk * kD, b0 * kB);
-                    mmk_tma_load_2d(kst + kFKslot, &tmK, FULL_K(c), hk * kD, b1 * kB);
+                    mmk_tma_load_2d(kst, &tmK, SP_FULL_K(c), hk * kD, b0 * kB);
+                    mmk_tma_load_2d(kst + kFKslot, &tmK, SP_FULL_K(c), hk * kD, b1 * kB);
                 }
-                const int vs = 2 * c + (lt & 1);
-                const uint32_t vst = sV + vs * kFV;
-                mmk_mbar_wait(EMPTY_V(vs), ((lt >> 1) & 1) ^ 1);
-                mmk_mbar_expect_tx(FULL_V(vs), kFV);
-                if (b0 < 0) {
-                    mmk_tma_load_2d(vst, &tmVC, FULL_V(vs), j * kHItem, hk * kD);
-                    mmk_tma_load_2d(vst + kFVslot, &tmVC, FULL_V(vs), j * kHItem + kB, hk * kD);
-                } else {
-                    mmk_tma_load_2d(vst, &tmV, FULL_V(vs), b0 * kB, hk * kD);
-                    mmk_tma_load_2d(vst + kFVslot, &tmV, FULL_V(vs), b1 * kB, hk * kD);
-                }
+                sp_produce_v(bQ, sV, kFV, kFVslot, c, lt, &tmV, &tmVC, j, b0, b1, hk);
             }
         }
         return;
@@ -1700,7 +1676,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
     int ph = 0;
     for (; ph < n_mine; ph++) {
         const int j = cw + 2 * ph, vs = 2 * cw + (ph & 1);
-        mmk_mbar_wait(FULL_K(cw), ph & 1);
+        mmk_mbar_wait(SP_FULL_K(cw), ph & 1);
         const float c0 = item_scale[cw][0], c1 = item_scale[cw][1];
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
@@ -1709,10 +1685,10 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_arrive(bar_other, 256);
         mmk_wgmma_wait<0>();
         mmk_fence_regs(si);
-        mmk_mbar_arrive(EMPTY_K(cw));
+        mmk_mbar_arrive(SP_EMPTY_K(cw));
         spf_item_softmax(p, si, sc, m, l, corr, slr, c0, c1, j, t);
-        spf_pack_p(pa, sc);
-        mmk_mbar_wait(FULL_V(vs), (ph >> 1) & 1);
+        mmk_pack_p_e4m3(pa, sc);
+        mmk_mbar_wait(SP_FULL_V(vs), (ph >> 1) & 1);
         mmk_bar_sync(bar_mine, 256);
         mmk_wgmma_fence();
         spf_issue_pv(ot, pa, sV + vs * kFV);
@@ -1724,7 +1700,7 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_fence_regs(o);
         /* o was relative to the max before this item, ot to the one after it */
         spf_fold(o, ot, corr, j < n_ct, VC_SC, V_SC, t);
-        mmk_mbar_arrive(EMPTY_V(vs));
+        mmk_mbar_arrive(SP_EMPTY_V(vs));
     }
     for (; ph < phases - 1; ph++) { /* a consumer with an item fewer (or none) keeps the ping-pong in step */
         mmk_bar_sync(bar_mine, 256);
@@ -1736,33 +1712,17 @@ __global__ void __launch_bounds__(kHThreads, 1)
         mmk_bar_sync(1, 256); /* consumer 1's last arrive */
 
     /* ---------------- merge, then O / l · v scale + v mean, bf16 ---------------- */
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] = mmk_quad_sum(l[r]);
-    }
     const int tw = threadIdx.x & 127;
     float *spill = reinterpret_cast<float *>(base + kFQ + 2 * kFK + 2 * kFV); /* consumer 1's Vᵀ stages: idle now */
-    if (cw == 1) {
-#pragma unroll
-        for (int i = 0; i < 64; i++)
-            spill[i * 128 + tw] = o[i];
-        merge_ml[tw][0] = m[0];
-        merge_ml[tw][1] = m[1];
-        merge_ml[tw][2] = l[0];
-        merge_ml[tw][3] = l[1];
-        mmk_bar_arrive(3, 256);
+    if (!sp_merge_exchange(cw, o, m, l, spill, merge_ml, tw))
         return;
-    }
-    mmk_bar_sync(3, 256);
 #undef VC_SC
 #undef V_SC
     const float *vsc = p.stats + 2 * plane + (int64_t)hk * kD, *vmean = p.stats + plane + (int64_t)hk * kD;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const float m1 = merge_ml[tw][r], l1 = merge_ml[tw][2 + r], M = fmaxf(m[r], m1);
-        const float a0 = m[r] == -INFINITY ? 0.f : mmk_exp2_approx(m[r] - M);
-        const float a1 = m1 == -INFINITY ? 0.f : mmk_exp2_approx(m1 - M);
-        const float L = a0 * l[r] + a1 * l1, inv = L > 0.f ? 1.f / L : 0.f;
+        const SpMergeRow w = sp_merge_row(m[r], merge_ml[tw], r);
+        const float M = w.M, a0 = w.a0, a1 = w.a1, L = a0 * l[r] + a1 * w.l1, inv = L > 0.f ? 1.f / L : 0.f;
         const int row = row0 + 8 * r;
         if (row >= p.seq)
             continue;
@@ -1791,10 +1751,6 @@ __global__ void __launch_bounds__(kHThreads, 1)
                                       fmaf(wf, fmaf(v1, vsc[c + 1], vmean[c + 1]), wc * oc.y));
         }
     }
-#undef FULL_K
-#undef EMPTY_K
-#undef FULL_V
-#undef EMPTY_V
 #else
     (void)p;
     __trap();
@@ -1803,34 +1759,16 @@ __global__ void __launch_bounds__(kHThreads, 1)
 
 } // namespace
 
+#undef SP_FULL_K
+#undef SP_EMPTY_K
+#undef SP_FULL_V
+#undef SP_EMPTY_V
 
 /* ------------------------------------------------------------------ host */
 
 namespace {
 
-/* Device temporaries of one call, returned once the work is queued (every
- * user is on the same stream). */
-struct SpTemps {
-    int dev;
-    void *p[12];
-    int n;
-    void *get(size_t bytes, mm_error *err)
-    {
-        if (n == 12) {
-            mm_fail(err, "sparse attention: too many temporaries");
-            return nullptr;
-        }
-        void *q = mm_cuda_malloc(dev, bytes ? bytes : 16, err);
-        if (q)
-            p[n++] = q;
-        return q;
-    }
-    ~SpTemps()
-    {
-        for (int i = 0; i < n; i++)
-            mm_cuda_free(dev, p[i]);
-    }
-};
+using SpTemps = MmkTemps<12>;
 
 bool sp_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
@@ -1933,7 +1871,7 @@ extern "C" int mmk_sparse_route_run(int dev, mmk_stream st, const mmk_sparse_rou
     cudaStream_t s = (cudaStream_t)st;
     const float s2 = a->x.scale * 1.4426950408889634f;
     const SpRanges sink = sp_ranges(a->sink, a->n_sink), dense = sp_ranges(a->dense, a->n_dense);
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     const bool sol = a->policy == MMK_SPARSE_SOL, topk = a->policy == MMK_SPARSE_TOPK;
     const int U = (S + kSub - 1) / kSub;
     float *qbar = sol ? (float *)tmp.get((size_t)NT * H * kD * sizeof(float), err) : nullptr;
@@ -2059,7 +1997,7 @@ int sp_launch_fa3(SpTemps &tmp, const mmk_sparse_attn_args *a, float2 *state, cu
 
 int sp_launch_sm90(int dev, const mmk_sparse_attn_args *a, cudaStream_t s, mm_error *err)
 {
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     return sp_launch_fa3(tmp, a, nullptr, s, err);
 }
 
@@ -2075,7 +2013,7 @@ int sp_launch_sm90_fast(int dev, const mmk_sparse_attn_args *a, cudaStream_t s, 
     const int S = a->x.seq, H = a->x.heads, Hkv = a->x.heads_kv, NT = a->blocks;
     const int rows_pad = NT * kB, n_parts = (S + kSpStatRows - 1) / kSpStatRows;
     const int64_t ld_vt = (int64_t)NT * kB, plane = (int64_t)Hkv * kD;
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     float *part = (float *)tmp.get((size_t)n_parts * plane * 4 * sizeof(float), err);
     float *stats = (float *)tmp.get((size_t)6 * plane * sizeof(float), err);
     int8_t *q8 = (int8_t *)tmp.get((size_t)S * H * kD, err), *k8 = (int8_t *)tmp.get((size_t)S * plane, err);
@@ -2206,7 +2144,7 @@ double sp_selfcheck(int dev, int kernel, mm_error *err)
     const int S = 700, H = 4, NT = (S + kB - 1) / kB, W = (NT + 31) / 32, F = 3 * H * kD;
     const size_t n_qkv = (size_t)S * F, n_o = (size_t)S * H * kD;
     cudaStream_t s = (cudaStream_t)mm_cuda_stream(dev);
-    SpTemps tmp = {dev, {nullptr}, 0};
+    SpTemps tmp = {dev, "sparse attention", {nullptr}, 0};
     bf16 *qkv = (bf16 *)tmp.get(n_qkv * 2, err), *o_ref = (bf16 *)tmp.get(n_o * 2, err);
     bf16 *o_got = (bf16 *)tmp.get(n_o * 2, err), *kc = (bf16 *)tmp.get((size_t)NT * H * kD * 2, err);
     bf16 *vc = (bf16 *)tmp.get((size_t)NT * H * kD * 2, err);
