@@ -512,8 +512,8 @@ int pl_denoise(pl_job *j, mm_error *err)
     mm_dit_request_opts lora_opts = {0};
     if (pl_loras_acquire(j, err) != 0 || adapters_schedule(j, err) != 0 || adapters_grid(j, dit, err) != 0)
         goto done;
-    double setup_marks[3]; /* adapters ready, rows drawn, request begun: where the setup's time goes (-v) */
-    setup_marks[0] = mm_timing_now();
+    /* where the setup's time goes (-v): adapters ready, rows drawn, request begun */
+    double adapters_ready = mm_timing_now(), rows_drawn = 0, request_begun = 0;
     lora_opts.loras = j->lora_uses;
     lora_opts.n_loras = j->n_loras;
     const int total = mm_schedule_forwards(&j->schedule);
@@ -529,7 +529,7 @@ int pl_denoise(pl_job *j, mm_error *err)
         goto done;
     if (p->o.layout_dump && dump_layout(j, sv, sa, err) != 0)
         goto done;
-    setup_marks[1] = mm_timing_now();
+    rows_drawn = mm_timing_now();
     pl_preview_begin(j);
     const mm_dit_layout *l = &j->layout;
     mm_device dd = mm_ctx_device(p->dit_ctx);
@@ -551,7 +551,7 @@ int pl_denoise(pl_job *j, mm_error *err)
         goto done;
     if (begin_dit_request(&s, j, text_rows, &lora_opts, err) != 0)
         goto done;
-    setup_marks[2] = mm_timing_now();
+    request_begun = mm_timing_now();
     mm_step_cache_report_init(&s.cache_report);
     start_step_cache(&s, s.dreq);
     if (adapters_bank(j, s.dreq, err) != 0)
@@ -560,8 +560,8 @@ int pl_denoise(pl_job *j, mm_error *err)
     mm_timing_add(j->t, MM_TG_INFERENCE, "DiT setup (layout, noise, refiner)",
                   mm_timing_now() - t0 - j->preview_fit_seconds);
     pl_log(p, "DiT setup: adapters %.3f s, layout and noise %.3f s, request (buffers, text, refiner) %.3f s, "
-              "step cache and banks %.3f s", setup_marks[0] - t0, setup_marks[1] - setup_marks[0],
-           setup_marks[2] - setup_marks[1] - j->preview_fit_seconds, mm_timing_now() - setup_marks[2]);
+              "step cache and banks %.3f s", adapters_ready - t0, rows_drawn - adapters_ready,
+           request_begun - rows_drawn - j->preview_fit_seconds, mm_timing_now() - request_begun);
     pl_log(p, "denoise: %lld rows (%lld text, %lld video, %lld audio), %d forwards (%s)", (long long)l->rows,
            (long long)l->text_rows, (long long)l->video_rows, (long long)l->audio_rows, total, j->schedule.origin);
 

@@ -135,6 +135,13 @@ gen_run() { # NAME LIMIT ARGS...
   return "${PIPESTATUS[0]}"
 }
 figure() { grep -m1 "$1" "$OUT/engine_$2.txt" | sed 's/^ *//'; }
+# clip_check MP4 WxHxFRAMES: the clip's boxes, frame count and audio track, one note; status=1 when wrong
+clip_check() {
+  [ -n "$PY" ] || return 0
+  local info
+  info=$("$PY" tests/device/mp4_info.py "$1" --expect "$2" --audio yes) || status=1
+  note "  $(echo "$info" | tail -1)"
+}
 
 if want x264; then
   step "(x264) the H.264 writer per preset on the release's sample frames"
@@ -162,8 +169,7 @@ if want t2v; then
       'decode video' 'load DiT' 'load text encoder' 'encode prompt' 'mux video'; do
       note "  $(figure "$k" t2v)"
     done
-    [ -n "$PY" ] && { "$PY" tests/device/mp4_info.py "$OUT/engine_t2v.mp4" --expect "${SIZE}x$FRAMES" --audio yes ||
-      status=1; note "  $("$PY" tests/device/mp4_info.py "$OUT/engine_t2v.mp4" --expect "${SIZE}x$FRAMES" --audio yes | tail -1)"; }
+    clip_check "$OUT/engine_t2v.mp4" "${SIZE}x$FRAMES"
   else
     note "FAIL: t2v generate (exit $rc; see $OUT/engine_t2v.txt)"; status=1
   fi
@@ -197,10 +203,7 @@ if want fewstep; then
     rc=$?
     if [ "$rc" = 0 ]; then
       note "$name: $(figure 'total (wall clock)' "$name")"
-      if [ -n "$PY" ]; then # the clip itself: its boxes, frame count and audio track
-        info=$("$PY" tests/device/mp4_info.py "/tmp/engine_$name.mp4" --expect "${SIZE}x${frames:-$FRAMES}" --audio yes) || status=1
-        note "  $(echo "$info" | tail -1)"
-      fi
+      clip_check "/tmp/engine_$name.mp4" "${SIZE}x${frames:-$FRAMES}"
       for k in 'per step:' 'denoise (DiT' 'decode video' 'decode audio' 'encode prompt' 'mux video' 'load DiT' \
         'finish mp4' 'DiT setup' 'load text encoder' 'load video VAE' 'load audio VAE' 'LoRA adapters' 'peak memory'; do
         l=$(figure "$k" "$name"); [ -n "$l" ] && note "  $l"
